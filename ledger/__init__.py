@@ -1,0 +1,26 @@
+"""retention-ledger: an event-sourced ledger of table drops, undrops and vacuum watermarks.
+
+    >>> from ledger import Ledger
+    >>> with Ledger.open(":memory:") as led:
+    ...     t = led.create_table("sales.orders")
+    ...     _ = led.drop_table("sales.orders")
+    ...     led.undrop_table("sales.orders").id == t.id
+    True
+"""
+
+from .api import Ledger, Prepared, VerifyReport
+from .clock import ManualClock
+from .errors import (
+    Conflict, DatabaseNotFound, IncompatibleLedger, InvalidName, InvalidRetention, InvalidScope,
+    InvalidTime, LedgerCorrupt, LedgerError, LedgerUnavailable, TableExists, TableNotFound,
+    UndropBlocked,
+)
+from .names import LEDGER, Scope
+from .views import HistoryEntry, TableInstance
+
+__all__ = [
+    "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance",
+    "HistoryEntry", "LedgerError", "TableNotFound", "DatabaseNotFound", "TableExists",
+    "UndropBlocked", "Conflict", "InvalidName", "InvalidRetention", "InvalidScope", "InvalidTime",
+    "LedgerCorrupt", "IncompatibleLedger", "LedgerUnavailable",
+]

@@ -1,0 +1,379 @@
+"""``Ledger``: the one object pipelines, the CLI and the Spark job talk to.
+
+Every command runs the same loop: catch up with the log (other processes may
+have appended), decide on the folded state, and append on the condition that
+every stream the decision read is still where it was (R4). If another writer
+got there first the append is refused, the state is refolded, and the command
+is decided again, up to ``max_attempts`` times; then ``Conflict``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import random
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Iterable
+
+import attrs
+
+from . import snapshot
+from .clock import Clock, Micros, from_micros, parse_duration, read_clock, system_clock, to_micros
+from .decide import (
+    AdvanceWatermark, Command, CreateTable, Decision, DropDatabase, DropTable, RecordPurge,
+    SetRetention, UndropDatabase, UndropTable, decide,
+)
+from .errors import Conflict, LedgerCorrupt, TableNotFound
+from .events import Recorded, decode, encode, type_of
+from .names import LEDGER, Scope, table_id as valid_table_id, table_name
+from .state import Catalog, fold
+from .store import EventStore, NewEvent, Snapshot
+from .views import HistoryEntry, TableInstance
+
+SNAPSHOT_NAME = "catalog"
+
+
+@attrs.frozen
+class Prepared:
+    """A decided command and the stream versions it was decided on, not yet appended.
+
+    Exposed so tests (and tools) can split a command into its read, decide and
+    append steps and interleave them with other writers.
+    """
+
+    decision: Decision
+    conditions: dict[str, int]
+    now: Micros
+
+
+@attrs.frozen
+class VerifyReport:
+    events: int
+    last_seq: int
+    instances: int
+    live: int
+    dropped: int
+    purged: int
+    snapshot_seq: int | None
+
+
+class Ledger:
+    """An open ledger file (or a throw-away in-memory one)."""
+
+    def __init__(self, store: EventStore, *, warehouse: str, clock: Clock, actor: str,
+                 max_attempts: int = 30, snapshot_every: int = 20_000) -> None:
+        self._store = store
+        self.warehouse = warehouse
+        self.clock = clock
+        self.actor = actor
+        self.max_attempts = max_attempts
+        self.snapshot_every = snapshot_every
+        self.retries = 0
+        """How many appends were refused and retried since opening (for benchmarks and tests)."""
+        self._lock = threading.RLock()
+        self._state = Catalog()
+        self._snapshot_seq = 0
+        self._load()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, warehouse: str | os.PathLike[str] | None = None,
+             clock: Clock | None = None, actor: str | None = None, synchronous: str = "FULL",
+             busy_timeout: float = 10.0, **options: Any) -> Ledger:
+        """Open (creating if needed) the ledger at ``path``; ``":memory:"`` for a throw-away one.
+
+        ``warehouse`` is the root under which table data lives; by default the
+        one recorded when the ledger was created, else ``warehouse/`` beside the
+        ledger file (a fresh temporary folder for an in-memory ledger).
+        """
+        path = os.fspath(path)
+        store = EventStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        try:
+            root = _warehouse_root(store, path, warehouse)
+            return cls(store, warehouse=root, clock=clock or system_clock,
+                       actor=actor or _default_actor(), **options)
+        except BaseException:
+            store.close()
+            raise
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        return self._store.path
+
+    # --- reading the log ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Start from the snapshot when it still matches the log, else from nothing."""
+        snap = self._store.load_snapshot(SNAPSHOT_NAME)
+        if snap is not None and snap.format == snapshot.SNAPSHOT_FORMAT:
+            try:
+                state = snapshot.load(snap.data)
+            except (ValueError, KeyError, TypeError):
+                state = None
+            if state is not None and state.seq == snap.seq and \
+                    self._store.event_time(snap.seq) == state.last_time:
+                self._state = state
+                self._snapshot_seq = snap.seq
+        self.refresh()
+
+    def refresh(self) -> Catalog:
+        """Fold whatever other writers appended since we last looked; returns the state."""
+        with self._lock:
+            self._state = fold(self._state, self._records(after=self._state.seq))
+            if self._state.seq - self._snapshot_seq >= max(self.snapshot_every, len(self._state.instances)):
+                self._save_snapshot()
+            return self._state
+
+    def _records(self, after: int = 0, upto: int | None = None) -> Iterable[Recorded]:
+        for row in self._store.read(after, upto=upto):
+            yield decode(*row)
+
+    def _save_snapshot(self) -> None:
+        state = self._state
+        try:
+            self._store.save_snapshot(SNAPSHOT_NAME, Snapshot(state.seq, snapshot.SNAPSHOT_FORMAT,
+                                                              snapshot.dump(state)))
+            self._snapshot_seq = state.seq
+        except (Conflict, OSError):
+            pass  # a snapshot is only a cache; a busy or read-only file just goes without
+
+    @property
+    def state(self) -> Catalog:
+        """The folded catalog, caught up with the log."""
+        return self.refresh()
+
+    # --- the command loop -----------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return from_micros(self._now(self.refresh()))
+
+    def _now(self, state: Catalog) -> Micros:
+        # The log's time never goes back, so neither does the ledger's idea of now.
+        return max(read_clock(self.clock), state.last_time)
+
+    def prepare(self, command: Command | Any) -> Prepared:
+        """Read and decide: the first two steps of a command."""
+        with self._lock:
+            state = self.refresh()
+            now = self._now(state)
+            if callable(command):  # a function of now, for commands that need the time
+                command = command(now)
+            decision = decide(state, command)
+            return Prepared(decision, {s: state.version(s) for s in decision.reads}, now)
+
+    def commit(self, prepared: Prepared) -> None:
+        """Append a prepared decision; raises ``Conflict`` if a stream it read has moved."""
+        events = [NewEvent(stream, *type_of(event), encode(event))
+                  for stream, event in prepared.decision.events]
+        if events:
+            self._store.append(events, prepared.conditions, prepared.now, self.actor)
+
+    def execute(self, command: Command | Any) -> Decision:
+        """Decide and append with retries; ``command`` may be a function of now."""
+        last: Conflict | None = None
+        for attempt in range(self.max_attempts):
+            prepared = self.prepare(command)
+            try:
+                self.commit(prepared)
+            except Conflict as exc:
+                last = exc
+                self.retries += 1
+                time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** attempt)))
+                continue
+            self.refresh()
+            return prepared.decision
+        raise Conflict(
+            f"gave up after {self.max_attempts} attempts: other writers kept changing what this "
+            f"command depends on (last: {last})",
+            stream=last.stream if last else None,
+        )
+
+    # --- commands -------------------------------------------------------------------------
+
+    def create_table(self, name: str) -> TableInstance:
+        """Create a live table; its files go in a fresh location derived from its new id."""
+        table_id = self.execute(lambda now: CreateTable(name, _new_id())).result
+        return self.instance(table_id)
+
+    def drop_table(self, name: str) -> TableInstance:
+        """Soft-drop: the name is freed, the instance and its files stay until purged."""
+        return self.instance(self.execute(DropTable(name)).result)
+
+    def undrop_table(self, name: str, *, table_id: str | None = None,
+                     new_name: str | None = None) -> TableInstance:
+        """Restore the newest dropped instance of ``name`` (or ``table_id``), as ``new_name`` if given.
+
+        Refused with ``UndropBlocked`` once a vacuum's watermark covers its drop time.
+        """
+        return self.instance(self.execute(UndropTable(name, table_id, new_name)).result)
+
+    def drop_database(self, database: str) -> list[TableInstance]:
+        """Drop every live table of ``database`` in one event."""
+        return [self.instance(i) for i in self.execute(DropDatabase(database)).result]
+
+    def undrop_database(self, database: str) -> list[TableInstance]:
+        """Restore exactly the tables the latest drop of ``database`` took: all of them or none."""
+        return [self.instance(i) for i in self.execute(UndropDatabase(database)).result]
+
+    def advance_watermark(self, to: datetime, *, scope: Scope | str | None = LEDGER) -> datetime | None:
+        """Fetch-and-set: move the watermark forward to ``to`` and return what it was (None if unset).
+
+        A ``to`` at or before the current value changes nothing and returns the
+        current value (R1); a ``to`` past the ledger's current time is refused.
+        """
+        target, where = to_micros(to), Scope.parse(scope)
+        found = self.execute(lambda now: AdvanceWatermark(where, target, now)).result
+        return None if found is None else from_micros(found)
+
+    def set_retention(self, scope: Scope | str | None, duration: str | timedelta | int | float | None,
+                      *, override_floor: bool = False) -> timedelta | None:
+        """Set how long dropped tables in ``scope`` stay restorable (``None`` removes the setting).
+
+        Values under the 24-hour floor are refused unless ``override_floor=True``.
+        """
+        seconds = None if duration is None else int(parse_duration(duration).total_seconds())
+        result = self.execute(SetRetention(Scope.parse(scope), seconds, override_floor)).result
+        return None if result is None else timedelta(seconds=result)
+
+    def record_purge(self, table_id: str, *, run_id: str, files: int, bytes: int) -> TableInstance:
+        """Record that a vacuum deleted an instance's files (the vacuum calls this)."""
+        return self.instance(self.execute(RecordPurge(table_id, run_id, files, bytes)).result)
+
+    # --- queries --------------------------------------------------------------------------
+
+    def table(self, name: str) -> TableInstance:
+        """The live instance bound to ``name``."""
+        key = table_name(name)
+        state = self.refresh()
+        inst = state.live(key)
+        if inst is None:
+            hint = " (it is dropped; see dropped_tables)" if key in state.dropped else ""
+            raise TableNotFound(f"there is no live table {key}{hint}")
+        return TableInstance.of(state, inst, self.warehouse)
+
+    def instance(self, table_id: str) -> TableInstance:
+        """Any instance by id, live, dropped or purged."""
+        key = valid_table_id(table_id)
+        state = self.refresh()
+        inst = state.instances.get(key)
+        if inst is None:
+            raise TableNotFound(f"there is no table with id {key}")
+        return TableInstance.of(state, inst, self.warehouse)
+
+    def tables(self, *, database: str | None = None) -> list[TableInstance]:
+        """Live tables, by name."""
+        state = self.refresh()
+        prefix = None if database is None else Scope.database(database).key + "."
+        return [TableInstance.of(state, state.instances[i], self.warehouse)
+                for name, i in sorted(state.bindings.items())
+                if prefix is None or name.startswith(prefix)]
+
+    def dropped_tables(self, *, database: str | None = None, name: str | None = None) -> list[TableInstance]:
+        """Dropped, unpurged instances, newest drop first."""
+        state = self.refresh()
+        found = state.dropped_instances(
+            database=None if database is None else Scope.database(database).key,
+            name=None if name is None else table_name(name))
+        return [TableInstance.of(state, inst, self.warehouse) for inst in found]
+
+    def watermark(self, scope: Scope | str | None = LEDGER) -> datetime | None:
+        found = self.refresh().watermark(Scope.parse(scope))
+        return None if found is None else from_micros(found)
+
+    def retention(self, scope: Scope | str | None = LEDGER) -> timedelta | None:
+        """The retention set at exactly this scope (None: not set here)."""
+        found = self.refresh().retentions.get(str(Scope.parse(scope)))
+        return None if found is None else timedelta(seconds=found)
+
+    def event_count(self) -> int:
+        return self._store.count()
+
+    def history(self, name: str | None = None, *, table_id: str | None = None) -> list[HistoryEntry]:
+        """Every event, or those that concern one table: by name (every instance that ever
+        bore it, across renames) or by id."""
+        records = list(self._records())
+        if name is None and table_id is None:
+            return [HistoryEntry.of(r) for r in records]
+        ids = {valid_table_id(table_id)} if table_id is not None else set()
+        key = table_name(name) if name is not None else None
+        if key is not None:
+            ids |= {getattr(r.event, "table_id") for r in records
+                    if getattr(r.event, "name", None) == key and hasattr(r.event, "table_id")}
+        return [HistoryEntry.of(r) for r in records if _concerns(r, ids)]
+
+    def verify(self) -> VerifyReport:
+        """Check the file, refold the whole log from nothing, and compare with the live state.
+
+        Raises ``LedgerCorrupt`` naming what is wrong; returns counts when all is well.
+        """
+        problems = self._store.integrity_problems()
+        if problems:
+            raise LedgerCorrupt(f"{self.path}: SQLite integrity check failed: {'; '.join(problems[:5])}")
+        current = self.refresh()
+        fresh = fold(Catalog(), self._records(upto=current.seq))
+        if fresh != current:
+            raise LedgerCorrupt(f"{self.path}: the incremental state differs from a fresh fold of the log")
+        snap = self._store.load_snapshot(SNAPSHOT_NAME)
+        instances = list(fresh.instances.values())
+        return VerifyReport(
+            events=self._store.count(), last_seq=fresh.seq, instances=len(instances),
+            live=len(fresh.bindings), dropped=sum(i.is_dropped for i in instances),
+            purged=sum(i.purged_at is not None for i in instances),
+            snapshot_seq=None if snap is None else snap.seq,
+        )
+
+
+def _concerns(rec: Recorded, ids: set[str]) -> bool:
+    event = rec.event
+    if getattr(event, "table_id", None) in ids:
+        return True
+    if any(i in ids for i in getattr(event, "table_ids", ())):
+        return True
+    return getattr(event, "scope", None) in {f"table:{i}" for i in ids}
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _warehouse_root(store: EventStore, path: str, warehouse: str | os.PathLike[str] | None) -> str:
+    """Explicit beats recorded beats default; a new explicit root is recorded for next time."""
+    recorded = store.get_meta("warehouse")
+    if warehouse is not None:
+        root = _normalise_root(os.fspath(warehouse))
+        if recorded is None and path != ":memory:":
+            store.set_meta("warehouse", root)
+        return root
+    if recorded is not None:
+        return recorded
+    if path == ":memory:":
+        return tempfile.mkdtemp(prefix="retention-ledger-warehouse-")
+    return str(Path(path).resolve().parent / "warehouse")
+
+
+def _normalise_root(root: str) -> str:
+    if "://" in root:
+        return root.rstrip("/")
+    return str(Path(root).expanduser().resolve())

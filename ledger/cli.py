@@ -1,0 +1,220 @@
+"""``retention-ledger``: the ledger from a shell.
+
+Exit codes: 0 done, 1 the ledger refused the command (one line on stderr that
+starts with ``error:``), 2 the command line itself was wrong. ``--json`` prints
+machine-readable output; times are always ISO 8601 UTC.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any, Callable
+
+import attrs
+import click
+
+from .api import Ledger
+from .clock import format_duration, iso, parse_time, to_micros
+from .errors import LedgerError
+from .names import Scope
+from .views import TableInstance
+
+DEFAULT_LEDGER = "ledger.db"
+
+
+class Context:
+    def __init__(self, path: str, warehouse: str | None, actor: str | None, as_json: bool) -> None:
+        self.path, self.warehouse, self.actor, self.as_json = path, warehouse, actor, as_json
+        self._ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger.open(self.path, warehouse=self.warehouse, actor=self.actor)
+        return self._ledger
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+
+    def emit(self, data: Any, text: str | Callable[[], str]) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2))
+        else:
+            click.echo(text() if callable(text) else text)
+
+
+def command(group: click.Group, name: str, **kwargs: Any) -> Callable:
+    """A subcommand that accepts --json in either place and turns ledger refusals into exit 1."""
+    def wrap(fn: Callable) -> click.Command:
+        @group.command(name, **kwargs)
+        @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+        @click.pass_obj
+        @functools.wraps(fn)
+        def run(ctx: Context, as_json: bool, **params: Any) -> None:
+            ctx.as_json = ctx.as_json or as_json
+            try:
+                fn(ctx, **params)
+            except LedgerError as exc:
+                click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+                sys.exit(1)
+            finally:
+                ctx.close()
+        return run
+    return wrap
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--ledger", "path", envvar="RETENTION_LEDGER", default=DEFAULT_LEDGER, show_default=True,
+              help="Ledger file (env RETENTION_LEDGER).")
+@click.option("--warehouse", envvar="RETENTION_WAREHOUSE", default=None,
+              help="Warehouse root; default: the recorded one, else warehouse/ beside the ledger.")
+@click.option("--actor", default=None, help="Who to record as the actor; default user@host.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def cli(click_ctx: click.Context, path: str, warehouse: str | None, actor: str | None, as_json: bool) -> None:
+    """Record table drops, undrops and vacuum watermarks; refuse unsafe undrops."""
+    click_ctx.obj = Context(path, warehouse, actor, as_json)
+
+
+def _table_line(t: TableInstance) -> str:
+    when = iso(to_micros(t.dropped_at)) if t.dropped_at else "-"
+    return f"{t.id}  {t.name:<32} {t.state:<8} dropped {when}  {t.location}"
+
+
+def _emit_tables(ctx: Context, tables: list[TableInstance], empty: str) -> None:
+    ctx.emit([t.to_dict() for t in tables],
+             lambda: "\n".join(map(_table_line, tables)) if tables else empty)
+
+
+@command(cli, "create")
+@click.argument("name")
+def create(ctx: Context, name: str) -> None:
+    """Create table NAME (database.table)."""
+    t = ctx.ledger.create_table(name)
+    ctx.emit(t.to_dict(), f"created {t.name} (id {t.id}) at {t.location}")
+
+
+@command(cli, "drop")
+@click.argument("name")
+def drop(ctx: Context, name: str) -> None:
+    """Soft-drop table NAME; it stays restorable until a vacuum's watermark passes it."""
+    t = ctx.ledger.drop_table(name)
+    ctx.emit(t.to_dict(), f"dropped {t.name} (id {t.id}) at {iso(to_micros(t.dropped_at))}")
+
+
+@command(cli, "undrop")
+@click.argument("name")
+@click.option("--id", "table_id", help="Restore this instance instead of the newest dropped one.")
+@click.option("--as", "new_name", help="Restore under this name instead.")
+def undrop(ctx: Context, name: str, table_id: str | None, new_name: str | None) -> None:
+    """Restore the newest dropped instance of NAME."""
+    t = ctx.ledger.undrop_table(name, table_id=table_id, new_name=new_name)
+    ctx.emit(t.to_dict(), f"restored {t.name} (id {t.id})")
+
+
+@command(cli, "drop-database")
+@click.argument("database")
+def drop_database(ctx: Context, database: str) -> None:
+    """Drop every live table of DATABASE at once."""
+    tables = ctx.ledger.drop_database(database)
+    ctx.emit([t.to_dict() for t in tables], f"dropped database {database}: {len(tables)} table(s)")
+
+
+@command(cli, "undrop-database")
+@click.argument("database")
+def undrop_database(ctx: Context, database: str) -> None:
+    """Restore the tables the latest drop of DATABASE took, all or none."""
+    tables = ctx.ledger.undrop_database(database)
+    ctx.emit([t.to_dict() for t in tables], f"restored database {database}: {len(tables)} table(s)")
+
+
+@command(cli, "show")
+@click.argument("name")
+def show(ctx: Context, name: str) -> None:
+    """Show the live table NAME."""
+    t = ctx.ledger.table(name)
+    ctx.emit(t.to_dict(), lambda: "\n".join(f"{k}: {v}" for k, v in t.to_dict().items()))
+
+
+@command(cli, "tables")
+@click.option("--database", default=None)
+def tables(ctx: Context, database: str | None) -> None:
+    """List live tables."""
+    _emit_tables(ctx, ctx.ledger.tables(database=database), "no live tables")
+
+
+@command(cli, "show-dropped")
+@click.option("--database", default=None)
+@click.option("--name", default=None)
+def show_dropped(ctx: Context, database: str | None, name: str | None) -> None:
+    """List dropped, unpurged tables, newest first; 'blocked' ones can no longer be undropped."""
+    _emit_tables(ctx, ctx.ledger.dropped_tables(database=database, name=name), "no dropped tables")
+
+
+@command(cli, "watermark")
+@click.option("--scope", default="ledger", show_default=True,
+              help="ledger, database:<name> or table:<id>.")
+@click.option("--advance", "to", default=None, metavar="TIME",
+              help="Advance to this ISO 8601 time (with a zone, e.g. 2026-01-31T00:00:00Z) or 'now'.")
+def watermark(ctx: Context, scope: str, to: str | None) -> None:
+    """Show a watermark, or advance it (it never moves back)."""
+    where = Scope.parse(scope)
+    if to is None:
+        mark = ctx.ledger.watermark(where)
+        ctx.emit({"scope": str(where), "watermark": _iso(mark)}, f"{where}: {_iso(mark) or 'not set'}")
+        return
+    target = ctx.ledger.now() if to.strip().lower() == "now" else parse_time(to)
+    previous = ctx.ledger.advance_watermark(target, scope=where)
+    current = ctx.ledger.watermark(where)
+    ctx.emit({"scope": str(where), "previous": _iso(previous), "watermark": _iso(current)},
+             f"{where}: {_iso(previous) or 'not set'} -> {_iso(current)}")
+
+
+@command(cli, "retention")
+@click.argument("duration", required=False)
+@click.option("--scope", default="ledger", show_default=True)
+@click.option("--override-floor", is_flag=True, help="Allow a retention under the 24h floor.")
+def retention(ctx: Context, duration: str | None, scope: str, override_floor: bool) -> None:
+    """Show, set (e.g. 7d, 36h) or clear ('none') the retention of a scope."""
+    where = Scope.parse(scope)
+    if duration is not None:
+        value = None if duration.strip().lower() == "none" else duration
+        ctx.ledger.set_retention(where, value, override_floor=override_floor)
+    found = ctx.ledger.retention(where)
+    seconds = None if found is None else int(found.total_seconds())
+    ctx.emit({"scope": str(where), "retention_seconds": seconds},
+             f"{where}: {format_duration(seconds) if seconds is not None else 'not set (inherits)'}")
+
+
+@command(cli, "history")
+@click.argument("name", required=False)
+@click.option("--id", "table_id", default=None)
+def history(ctx: Context, name: str | None, table_id: str | None) -> None:
+    """Every event, or those of one table (by NAME across renames, or --id)."""
+    entries = ctx.ledger.history(name, table_id=table_id)
+    ctx.emit([e.to_dict() for e in entries], lambda: "\n".join(
+        f"#{e.seq:<6} {iso(to_micros(e.time))}  {e.actor:<20} {e.type:<18} {json.dumps(e.data)}"
+        for e in entries) or "no events")
+
+
+@command(cli, "verify")
+def verify(ctx: Context) -> None:
+    """Check the file and refold the whole log; exit 1 if anything is wrong."""
+    report = ctx.ledger.verify()
+    ctx.emit(attrs.asdict(report), f"ok: {report.events} events, {report.live} live, {report.dropped} dropped, "
+                   f"{report.purged} purged")
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else iso(to_micros(value))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="retention-ledger")
+
+
+if __name__ == "__main__":
+    main()

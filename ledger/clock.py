@@ -1,0 +1,134 @@
+"""Time: aware UTC datetimes at the edge, integer microseconds inside.
+
+The fold runs over millions of events, and integers are cheap to store, compare
+and build; datetimes are made only when a caller asks to see a time. Naive
+datetimes are refused everywhere: a time without a zone is a guess, and the
+guard compares times to the microsecond.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from .errors import InvalidRetention, InvalidTime
+
+Micros = int
+"""Microseconds since 1970-01-01T00:00:00Z."""
+
+Clock = Callable[[], datetime]
+"""Any zero-argument callable returning an aware UTC datetime."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def to_micros(value: datetime) -> Micros:
+    """Convert an aware datetime to microseconds; refuse naive ones."""
+    if not isinstance(value, datetime):
+        raise InvalidTime(f"expected a timezone-aware datetime, got {type(value).__name__} {value!r}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise InvalidTime(
+            f"naive datetime {value.isoformat()} has no timezone; "
+            "pass an aware one, e.g. datetime(..., tzinfo=timezone.utc)"
+        )
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(us: Micros) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def iso(us: Micros | None) -> str | None:
+    """ISO 8601 UTC with a Z, microsecond precision: the one format users see."""
+    if us is None:
+        return None
+    return from_micros(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Parse an ISO 8601 time given on the command line; it must carry a zone."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidTime(f"{text!r} is not an ISO 8601 time like 2026-01-31T12:00:00Z") from None
+    to_micros(value)  # refuses a naive time with the usual message
+    return value.astimezone(timezone.utc)
+
+
+def read_clock(clock: Clock) -> Micros:
+    """Ask an injected clock for now, and insist it answers with an aware time."""
+    value = clock()
+    try:
+        return to_micros(value)
+    except InvalidTime as exc:
+        raise InvalidTime(f"the ledger's clock returned a bad time: {exc}") from None
+
+
+class ManualClock:
+    """A clock that moves only when told to: for tests and for replaying a scenario."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = to_micros(start or datetime(2026, 1, 1, tzinfo=timezone.utc))
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return from_micros(self._now)
+
+    def advance(self, delta: timedelta | float) -> datetime:
+        """Move forward (or back, with a negative delta) by a timedelta or seconds."""
+        if not isinstance(delta, timedelta):
+            delta = timedelta(seconds=delta)
+        with self._lock:
+            self._now += delta // timedelta(microseconds=1)
+            return from_micros(self._now)
+
+    def set(self, value: datetime) -> None:
+        with self._lock:
+            self._now = to_micros(value)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(w|d|h|m|s)?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
+
+
+def parse_duration(value: str | timedelta | int | float) -> timedelta:
+    """Accept a timedelta, a number of seconds, or text such as ``7d``, ``36h``, ``90m``.
+
+    Negative durations are refused here; the floor is checked by the caller
+    because only it knows whether the floor was overridden.
+    """
+    if isinstance(value, timedelta):
+        result = value
+    elif isinstance(value, bool):
+        raise InvalidRetention(f"retention must be a duration, got {value!r}")
+    elif isinstance(value, (int, float)):
+        result = timedelta(seconds=value)
+    elif isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise InvalidRetention(
+                f"{value!r} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, 3600s"
+            )
+        amount, unit = match.groups()
+        result = timedelta(seconds=float(amount) * _UNIT_SECONDS[(unit or "s").lower()])
+    else:
+        raise InvalidRetention(f"retention must be a duration such as '7d', got {type(value).__name__}")
+    if result < timedelta(0):
+        raise InvalidRetention(f"retention {value!r} is negative; it must be zero or more")
+    return result
+
+
+def format_duration(seconds: int) -> str:
+    for unit in ("w", "d", "h", "m"):
+        size = _UNIT_SECONDS[unit]
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,77 @@
+"""Typed errors: every refusal the ledger makes is one of these.
+
+A caller can catch ``LedgerError`` for "the ledger said no", or a subclass for
+one reason. Each also derives from the builtin that best describes it
+(``ValueError`` for bad input, ``LookupError`` for a missing thing), so generic
+code that already handles those keeps working. Messages are written for the
+person who has to act on them: they name the table, the id and the times.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base of every error the ledger raises on purpose."""
+
+
+class TableNotFound(LedgerError, LookupError):
+    """No table (or no dropped instance, or no database) matches the request."""
+
+
+class DatabaseNotFound(TableNotFound):
+    """The database has no live tables to drop, or no dropped tables to restore."""
+
+
+class TableExists(LedgerError):
+    """The name is bound to a live table, or the instance is live already."""
+
+
+class UndropBlocked(LedgerError):
+    """A vacuum may have touched this instance's files, so it can never come back.
+
+    Raised when the instance's drop time is at or before its effective
+    watermark (R3), or when the instance has been purged (R8).
+    """
+
+
+class Conflict(LedgerError):
+    """The streams a command read kept moving under it; it gave up after retrying.
+
+    The store raises it once per refused append; the ledger retries and raises
+    it to the caller only when its retry budget is spent.
+    """
+
+    def __init__(self, message: str, *, stream: str | None = None,
+                 expected: int | None = None, actual: int | None = None) -> None:
+        super().__init__(message)
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+
+class InvalidName(LedgerError, ValueError):
+    """A table or database name does not follow the documented syntax."""
+
+
+class InvalidRetention(LedgerError, ValueError):
+    """A retention is negative, malformed, or below the floor without an override."""
+
+
+class InvalidTime(LedgerError, ValueError):
+    """A time is naive (no timezone), or a watermark would pass the ledger's now."""
+
+
+class InvalidScope(LedgerError, ValueError):
+    """A watermark or retention scope is malformed or names nothing."""
+
+
+class LedgerCorrupt(LedgerError):
+    """The ledger file cannot be trusted: not a ledger, damaged, or inconsistent."""
+
+
+class IncompatibleLedger(LedgerError):
+    """The file was written by a newer, incompatible version of retention-ledger."""
+
+
+class LedgerUnavailable(LedgerError, OSError):
+    """The ledger file cannot be written: read-only, disk full, or I/O failure."""

@@ -1,0 +1,316 @@
+"""An append-only event store in one SQLite file. It knows streams, versions and bytes; not tables.
+
+Contract (tested by ``tests/test_store.py`` without any domain code):
+
+* ``append(events, conditions, now, actor)`` writes every event in one
+  ``BEGIN IMMEDIATE`` transaction, if and only if every stream in
+  ``conditions`` is still at its expected version (0: the stream has no events).
+  Streams may be conditioned without being written. A refusal raises
+  ``Conflict`` naming the stream that moved, and writes nothing.
+* Each event gets the next global sequence number, the next version of its
+  stream, and a time strictly after the previous event's (the caller's ``now``
+  unless the log is already past it: clocks step back, the log does not).
+* The file is in WAL mode with ``synchronous=FULL`` unless told otherwise, so
+  an append is durable when it returns; a busy timeout lets several processes
+  share it. Updates and deletes of events are refused by triggers.
+* The file records its format version; a newer format is refused, never guessed.
+* SQLite's own errors never escape raw: contention becomes ``Conflict`` (which
+  callers retry), a read-only or full disk ``LedgerUnavailable``, a damaged file
+  ``LedgerCorrupt``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from typing import Iterator, Mapping, NamedTuple, Sequence
+
+import sqlite_utils
+
+from .clock import Micros
+from .errors import Conflict, IncompatibleLedger, LedgerCorrupt, LedgerError, LedgerUnavailable
+
+FORMAT_VERSION = 1
+APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and for us
+SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+Row = tuple  # (seq, stream, version, type, schema_version, time, actor, payload)
+_COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
+
+
+class NewEvent(NamedTuple):
+    """An event as the store sees it: where it goes, what kind it is, and opaque bytes."""
+    stream: str
+    type: str
+    schema_version: int
+    payload: str
+
+
+class Appended(NamedTuple):
+    first_seq: int
+    last_seq: int
+    time: Micros
+
+
+class Snapshot(NamedTuple):
+    seq: int
+    format: int
+    data: bytes
+
+
+class EventStore:
+    """One ledger file. Safe to share between threads; open one per process."""
+
+    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0) -> None:
+        level = synchronous.upper()
+        if level not in SYNCHRONOUS_LEVELS:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
+        self.path = path
+        self.synchronous = level
+        self._lock = threading.RLock()
+        with translate_errors(path):
+            self._db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
+            try:
+                self._configure(level, busy_timeout)
+                self._ensure_schema()
+            except BaseException:
+                self._db.close()
+                raise
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def _configure(self, level: str, busy_timeout: float) -> None:
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if self.path != ":memory:":
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise LedgerUnavailable(f"{self.path}: could not switch the ledger to WAL mode (got {mode})")
+        self._db.execute(f"PRAGMA synchronous = {level}")
+
+    def _ensure_schema(self) -> None:
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app_id == APPLICATION_ID:
+            self._check_format()
+            return
+        if app_id != 0 or tables:
+            raise LedgerCorrupt(f"{self.path} is an SQLite file but not a retention-ledger ledger")
+        with self.transaction():
+            # Another process may have created it while we waited for the write lock.
+            if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
+                return
+            self._create_schema()
+        self._check_format()
+
+    def _create_schema(self) -> None:
+        db = sqlite_utils.Database(self._db)
+        db["meta"].create({"key": str, "value": str}, pk="key", not_null={"value"})
+        db["events"].create(
+            {"seq": int, "stream": str, "version": int, "type": str, "schema_version": int,
+             "time": int, "actor": str, "payload": str},
+            pk="seq",
+            not_null={"stream", "version", "type", "schema_version", "time", "actor", "payload"},
+        )
+        db["events"].create_index(["stream", "version"], unique=True)
+        db["snapshots"].create({"name": str, "seq": int, "format": int, "data": bytes},
+                               pk="name", not_null={"seq", "format", "data"})
+        for action in ("UPDATE", "DELETE"):
+            self._db.execute(
+                f"CREATE TRIGGER events_no_{action.lower()} BEFORE {action} ON events "
+                "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
+            )
+        # Auditors can read the log with any SQLite tool; this view shows times as text.
+        db.create_view("event_log", """
+            SELECT seq, stream, version, type,
+                   strftime('%Y-%m-%dT%H:%M:%fZ', time / 1000000.0, 'unixepoch') AS time_utc,
+                   actor, payload
+            FROM events ORDER BY seq""")
+        db["meta"].insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
+        self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    def _check_format(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
+        if row is None or not str(row[0]).isdigit():
+            raise LedgerCorrupt(f"{self.path}: the ledger's format version is missing or unreadable")
+        found = int(row[0])
+        if found > FORMAT_VERSION:
+            raise IncompatibleLedger(
+                f"{self.path} was written in ledger format {found}; this release of "
+                f"retention-ledger reads format {FORMAT_VERSION} and older: upgrade it to open this ledger"
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE``: take the write lock up front, so a check and the write it
+        guards can never be split by another writer."""
+        with self._lock, translate_errors(self.path):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._rollback()
+                raise
+            else:
+                try:
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+
+    # --- meta ------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock, translate_errors(self.path):
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # --- the log ---------------------------------------------------------------------------
+
+    def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int],
+               now: Micros, actor: str) -> Appended:
+        if not events:
+            raise ValueError("append needs at least one event")
+        with self.transaction() as db:
+            versions: dict[str, int] = {}
+            for stream, expected in conditions.items():
+                actual = self._version(db, stream)
+                if actual != expected:
+                    raise Conflict(
+                        f"stream {stream!r} moved: it was read at version {expected} "
+                        f"and is now at {actual}",
+                        stream=stream, expected=expected, actual=actual,
+                    )
+                versions[stream] = actual
+            head = db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            last_seq, last_time = head if head else (0, 0)
+            time = max(now, last_time + 1)
+            rows = []
+            for offset, event in enumerate(events):
+                version = versions.get(event.stream)
+                if version is None:
+                    version = self._version(db, event.stream)
+                versions[event.stream] = version + 1
+                rows.append((last_seq + 1 + offset, event.stream, version + 1, event.type,
+                             event.schema_version, time + offset, actor, event.payload))
+            db.executemany(f"INSERT INTO events({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return Appended(rows[0][0], rows[-1][0], time)
+
+    @staticmethod
+    def _version(db: sqlite3.Connection, stream: str) -> int:
+        return db.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream = ?",
+                          (stream,)).fetchone()[0]
+
+    def version(self, stream: str) -> int:
+        with self._lock, translate_errors(self.path):
+            return self._version(self._db, stream)
+
+    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000) -> Iterator[Row]:
+        """Rows with ``after < seq <= upto``, in sequence order, fetched in batches.
+
+        Each batch is its own short read, so a long replay never pins the WAL.
+        """
+        while True:
+            with self._lock, translate_errors(self.path):
+                if upto is None:
+                    rows = self._db.execute(
+                        f"SELECT {_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                        (after, batch)).fetchall()
+                else:
+                    rows = self._db.execute(
+                        f"SELECT {_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                        (after, upto, batch)).fetchall()
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def head(self) -> tuple[int, Micros]:
+        """The last sequence number and its time; (0, 0) for an empty log."""
+        with self._lock, translate_errors(self.path):
+            row = self._db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        return (row[0], row[1]) if row else (0, 0)
+
+    def count(self) -> int:
+        with self._lock, translate_errors(self.path):
+            return self._db.execute("SELECT count(*) FROM events").fetchone()[0]
+
+    def event_time(self, seq: int) -> Micros | None:
+        with self._lock, translate_errors(self.path):
+            row = self._db.execute("SELECT time FROM events WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else row[0]
+
+    # --- snapshots: a cache of folded state, never the truth -------------------------------
+
+    def load_snapshot(self, name: str) -> Snapshot | None:
+        with self._lock, translate_errors(self.path):
+            row = self._db.execute("SELECT seq, format, data FROM snapshots WHERE name = ?",
+                                   (name,)).fetchone()
+        return None if row is None else Snapshot(*row)
+
+    def save_snapshot(self, name: str, snapshot: Snapshot) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO snapshots(name, seq, format, data) VALUES (?, ?, ?, ?)",
+                       (name, snapshot.seq, snapshot.format, snapshot.data))
+
+    # --- health ----------------------------------------------------------------------------
+
+    def integrity_problems(self) -> list[str]:
+        """SQLite's own page-level check; an empty list means the file is sound."""
+        with self._lock, translate_errors(self.path):
+            rows = self._db.execute("PRAGMA quick_check").fetchall()
+        return [] if rows == [("ok",)] else [r[0] for r in rows]
+
+
+_UNAVAILABLE = ("readonly", "read-only", "disk is full", "disk i/o error", "unable to open",
+                "out of memory", "no such file", "permission")
+_CORRUPT = ("not a database", "malformed", "corrupt", "no such table", "no such column")
+
+
+@contextlib.contextmanager
+def translate_errors(path: str) -> Iterator[None]:
+    """Turn SQLite's exceptions into the ledger's typed errors, with the file named."""
+    try:
+        yield
+    except LedgerError:
+        raise
+    except sqlite3.Error as exc:
+        raise _translate(path, exc) from exc
+
+
+def _translate(path: str, exc: sqlite3.Error) -> LedgerError:
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return Conflict(f"{path}: the ledger stayed locked by another writer ({exc})")
+    if any(marker in text for marker in _UNAVAILABLE):
+        hint = ""
+        if "readonly" in text or "read-only" in text:
+            hint = "; check the file's and its folder's permissions (SQLite writes -wal and -shm files beside it)"
+        elif "full" in text:
+            hint = "; free some space and retry: nothing was written"
+        return LedgerUnavailable(f"{path}: cannot use the ledger file: {exc}{hint}")
+    if any(marker in text for marker in _CORRUPT) or isinstance(exc, sqlite3.DatabaseError) \
+            and not isinstance(exc, sqlite3.OperationalError):
+        return LedgerCorrupt(f"{path}: the ledger file is damaged or not a ledger: {exc}")
+    return LedgerUnavailable(f"{path}: SQLite error: {exc}")
+
+
+def file_exists(path: str) -> bool:
+    return path != ":memory:" and os.path.exists(path)

@@ -1,0 +1,1 @@
+"""Spark side of retention-ledger."""
