@@ -1,0 +1,123 @@
+"""The pure core, tested without SQLite: events, evolve/fold, decide."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ledger import IncompatibleLedger, LedgerCorrupt, TableExists, UndropBlocked
+from ledger.decide import AdvanceWatermark, CreateTable, DropTable, UndropTable, decide
+from ledger.events import (
+    CATALOG_STREAM, DatabaseDropped, DatabaseUndropped, Recorded, RetentionSet, TableCreated,
+    TableDropped, TablePurged, TableUndropped, VacuumFinished, VacuumStarted, WatermarkAdvanced,
+    _UPCASTERS, decode, encode, type_of,
+)
+from ledger.names import Scope
+from ledger.state import Catalog, evolve, fold
+
+ID_A, ID_B = "a" * 16, "b" * 16
+
+
+def recorded(*events_and_streams) -> list[Recorded]:
+    """Number events as a store would: seq, per-stream version, time = seq * 10."""
+    versions: dict[str, int] = {}
+    out = []
+    for seq, item in enumerate(events_and_streams, start=1):
+        stream, event = item if isinstance(item, tuple) else (CATALOG_STREAM, item)
+        versions[stream] = versions.get(stream, 0) + 1
+        out.append(Recorded(seq, stream, versions[stream], seq * 10, "t", event))
+    return out
+
+
+EVERY_EVENT = [
+    TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"), TableUndropped(ID_A, "db.u"),
+    DatabaseDropped("db", (ID_A,)), DatabaseUndropped("db", (ID_A,)),
+    WatermarkAdvanced("ledger", 5), RetentionSet("database:db", 86400),
+    TablePurged(ID_A, "run", 2, 30), VacuumStarted("run", (ID_A,), {"ledger": 5}, "db", 3),
+    VacuumFinished("run", 1, 0, 2, 30),
+]
+
+
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
+def test_every_event_round_trips_through_its_payload(event) -> None:
+    name, version = type_of(event)
+    back = decode(7, "s", 1, name, version, 123, "me", encode(event))
+    assert back == Recorded(7, "s", 1, 123, "me", event)
+
+
+def test_old_schema_versions_are_upcast(monkeypatch) -> None:
+    monkeypatch.setitem(_UPCASTERS, ("TableDropped", 0), lambda d: {"table_id": d["id"], "name": d["table"]})
+    old = decode(1, "catalog", 1, "TableDropped", 0, 5, "me", '{"id": "x", "table": "db.t"}')
+    assert old.event == TableDropped("x", "db.t")
+
+
+def test_newer_schema_version_is_refused() -> None:
+    with pytest.raises(IncompatibleLedger, match="schema version 2.*upgrade"):
+        decode(1, "catalog", 1, "TableDropped", 2, 5, "me", '{"table_id": "x", "name": "db.t"}')
+
+
+def test_evolve_is_pure_and_fold_equals_repeated_evolve() -> None:
+    log = recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"),
+                   TableCreated(ID_B, "db.t", ID_B), (("watermark:ledger"), WatermarkAdvanced("ledger", 20)))
+    empty = Catalog()
+    one = evolve(empty, log[0])
+    assert empty == Catalog() and one.live("db.t").id == ID_A
+    stepwise = empty
+    for rec in log:
+        stepwise = evolve(stepwise, rec)
+    assert stepwise == fold(empty, log)
+    assert stepwise.dropped["db.t"] == (ID_A,) and stepwise.bindings["db.t"] == ID_B
+    assert stepwise.is_blocked(stepwise.instances[ID_A])
+
+
+@pytest.mark.parametrize("mangle, message", [
+    (lambda log: [log[0], log[0]], "sequence numbers must increase"),
+    (lambda log: [log[0], Recorded(2, "catalog", 2, 10, "t", log[1].event)], "times must increase"),
+    (lambda log: [log[0], Recorded(2, "catalog", 3, 20, "t", log[1].event)], "expected 2"),
+    (lambda log: [Recorded(1, "catalog", 1, 10, "t", TableDropped(ID_A, "db.t"))], "never created"),
+])
+def test_fold_refuses_an_inconsistent_log(mangle, message) -> None:
+    log = recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"))
+    with pytest.raises(LedgerCorrupt, match=message):
+        fold(Catalog(), mangle(log))
+
+
+def test_decide_undrop_reads_catalog_and_all_three_watermark_scopes() -> None:
+    state = fold(Catalog(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
+    decision = decide(state, UndropTable("db.t"))
+    assert decision.events == ((CATALOG_STREAM, TableUndropped(ID_A, "db.t")),)
+    assert decision.reads == {CATALOG_STREAM, "watermark:ledger", "watermark:database:db",
+                              f"watermark:table:{ID_A}"}
+
+
+def test_decide_guard_and_names_without_any_storage() -> None:
+    state = fold(Catalog(), recorded(
+        TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"),
+        ("watermark:database:db", WatermarkAdvanced("database:db", 20))))
+    with pytest.raises(UndropBlocked, match="scope database:db"):
+        decide(state, UndropTable("DB.T"))
+    state = evolve(state, Recorded(4, CATALOG_STREAM, 3, 40, "t", TableCreated(ID_B, "db.t", ID_B)))
+    with pytest.raises(TableExists):
+        decide(state, CreateTable("db.t", "c" * 16))
+    assert decide(state, DropTable("db.t")).events[0][1] == TableDropped(ID_B, "db.t")
+
+
+def test_decide_advance_is_fetch_and_set() -> None:
+    scope = Scope.parse("ledger")
+    state = Catalog()
+    first = decide(state, AdvanceWatermark(scope, 100, 1000))
+    assert first.result is None and first.events[0][1] == WatermarkAdvanced("ledger", 100)
+    state = fold(state, recorded(("watermark:ledger", first.events[0][1])))
+    again = decide(state, AdvanceWatermark(scope, 50, 1000))
+    assert again.events == () and again.result == 100
+
+
+def test_database_drop_gives_every_table_one_drop_time() -> None:
+    ids = ["%016x" % i for i in range(3)]
+    log = recorded(*(TableCreated(i, f"db.t{n}", i) for n, i in enumerate(ids)),
+                   DatabaseDropped("db", tuple(ids)))
+    state = fold(Catalog(), log)
+    assert {state.instances[i].dropped_at for i in ids} == {40}
+    assert state.database_drops["db"] == tuple(ids)
+    assert list(itertools.chain.from_iterable(state.dropped.values())) == ids

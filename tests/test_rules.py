@@ -1,0 +1,416 @@
+"""The contract's rules, one or more tests each, on real SQLite files.
+
+Times are written as seconds after T0 so the scenarios read like the seed
+documents' timelines.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from ledger import (
+    Conflict, DatabaseNotFound, InvalidTime, Ledger, ManualClock, TableExists, TableNotFound,
+    UndropBlocked,
+)
+from ledger.clock import iso, to_micros
+from tests.conftest import T0
+
+
+def at(seconds: float):
+    return T0 + timedelta(seconds=seconds)
+
+
+def drop_at(ledger: Ledger, clock: ManualClock, name: str, seconds: float):
+    clock.set(at(seconds))
+    if not any(t.name == name for t in ledger.tables()):
+        ledger.create_table(name)
+    return ledger.drop_table(name)
+
+
+# --- R1 monotonic watermark --------------------------------------------------------------
+
+def test_r1_fetch_and_set_returns_previous_and_never_moves_back(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(3000))
+    assert ledger.advance_watermark(at(1000)) is None
+    assert ledger.advance_watermark(at(500)) == at(1000)
+    assert ledger.watermark() == at(1000)
+    assert ledger.advance_watermark(at(2000)) == at(1000)
+    assert ledger.watermark() == at(2000)
+
+
+def test_r1_equal_or_older_advance_appends_nothing(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(3000))
+    ledger.advance_watermark(at(1000), scope="database:sales")
+    count = ledger.event_count()
+    assert ledger.advance_watermark(at(1000), scope="database:sales") == at(1000)
+    assert ledger.advance_watermark(at(10), scope="database:sales") == at(1000)
+    assert ledger.event_count() == count
+
+
+def test_r1_watermark_past_now_is_refused(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(100))
+    with pytest.raises(InvalidTime, match="past the ledger's current time"):
+        ledger.advance_watermark(at(101))
+    assert ledger.event_count() == 0
+
+
+# --- R3 the guard --------------------------------------------------------------------------
+
+def test_r3_no_watermark_set_undrop_allowed(ledger: Ledger, clock: ManualClock) -> None:
+    drop_at(ledger, clock, "sales.orders", 100)
+    assert ledger.watermark() is None
+    assert ledger.undrop_table("sales.orders").is_live
+
+
+def test_r3_undrop_blocked_when_dropped_before_watermark(ledger: Ledger, clock: ManualClock) -> None:
+    dropped = drop_at(ledger, clock, "sales.orders", 100)
+    clock.set(at(300))
+    ledger.advance_watermark(at(200))
+    count = ledger.event_count()
+    with pytest.raises(UndropBlocked) as refused:
+        ledger.undrop_table("sales.orders")
+    message = str(refused.value)
+    assert "sales.orders" in message and dropped.id in message
+    assert iso(to_micros(dropped.dropped_at)) in message and "2026-01-01T00:03:20.000000Z" in message
+    assert ledger.event_count() == count
+
+
+def test_r3_undrop_allowed_when_dropped_after_watermark(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(300))
+    ledger.advance_watermark(at(200))
+    drop_at(ledger, clock, "sales.orders", 400)
+    assert ledger.undrop_table("sales.orders").is_live
+
+
+def test_r3_undrop_blocked_at_watermark(ledger: Ledger, clock: ManualClock) -> None:
+    dropped = drop_at(ledger, clock, "sales.orders", 100)
+    clock.set(at(300))
+    ledger.advance_watermark(dropped.dropped_at)
+    with pytest.raises(UndropBlocked):
+        ledger.undrop_table("sales.orders")
+
+
+@pytest.mark.parametrize("scope_of", [
+    lambda t: "ledger", lambda t: "database:sales", lambda t: f"table:{t.id}"])
+def test_r3_effective_watermark_is_latest_of_three_scopes(ledger: Ledger, clock: ManualClock, scope_of) -> None:
+    dropped = drop_at(ledger, clock, "sales.orders", 100)
+    other = drop_at(ledger, clock, "other.orders", 100.5)
+    clock.set(at(300))
+    ledger.advance_watermark(at(150), scope=scope_of(dropped))
+    with pytest.raises(UndropBlocked):
+        ledger.undrop_table("sales.orders")
+    if scope_of(dropped) != "ledger":  # a narrower scope leaves others restorable
+        assert ledger.undrop_table("other.orders").id == other.id
+
+
+# --- R4 checked, not hoped ------------------------------------------------------------------
+
+def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
+        ledger_path: Path, clock: ManualClock) -> None:
+    """A vacuum (another connection) advances the watermark after the undrop has read
+    and decided, before it appends: the append is refused, refolded, and refused again
+    by the guard, and the undrop never commits."""
+    undropper = Ledger.open(ledger_path, clock=clock, actor="undropper")
+    vacuum = Ledger.open(ledger_path, clock=clock, actor="vacuum")
+    dropped = drop_at(undropper, clock, "sales.orders", 100)
+    clock.set(at(200))
+
+    real_append = undropper._store.append
+    raced = []
+
+    def append_after_vacuum(*args, **kwargs):
+        if not raced:
+            raced.append(vacuum.advance_watermark(dropped.dropped_at))
+        return real_append(*args, **kwargs)
+
+    undropper._store.append = append_after_vacuum
+    with pytest.raises(UndropBlocked):
+        undropper.undrop_table("sales.orders")
+    assert raced == [None] and undropper.retries == 1
+    assert [e.type for e in undropper.history()][-1] == "WatermarkAdvanced"
+    assert undropper.dropped_tables()[0].id == dropped.id
+    undropper.close()
+    vacuum.close()
+
+
+def test_r4_conflict_on_unrelated_write_is_retried_and_succeeds(ledger_path: Path, clock: ManualClock) -> None:
+    first = Ledger.open(ledger_path, clock=clock)
+    second = Ledger.open(ledger_path, clock=clock)
+    real_append = first._store.append
+    calls = []
+
+    def interleave(*args, **kwargs):
+        if not calls:
+            calls.append(second.create_table("other.t"))
+        return real_append(*args, **kwargs)
+
+    first._store.append = interleave
+    first.create_table("sales.orders")
+    assert first.retries == 1
+    assert {t.name for t in first.tables()} == {"other.t", "sales.orders"}
+
+
+def test_r4_gives_up_with_conflict_after_retry_budget(ledger_path: Path, clock: ManualClock) -> None:
+    stubborn = Ledger.open(ledger_path, clock=clock, max_attempts=3)
+    other = Ledger.open(ledger_path, clock=clock)
+    real_append = stubborn._store.append
+    names = iter(f"db.t{i}" for i in range(100))
+
+    def always_beaten(*args, **kwargs):
+        other.create_table(next(names))
+        return real_append(*args, **kwargs)
+
+    stubborn._store.append = always_beaten
+    before = stubborn.event_count()
+    with pytest.raises(Conflict, match="gave up after 3 attempts"):
+        stubborn.create_table("sales.orders")
+    assert stubborn.event_count() == before + 3  # only the other writer's three creates
+    assert "sales.orders" not in {t.name for t in stubborn.tables()}
+
+
+# --- R6 evidence, not clocks ---------------------------------------------------------------
+
+def test_r6_event_times_strictly_increase_when_clock_steps_back(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(1000))
+    ledger.create_table("a.one")
+    clock.set(at(10))  # the host's clock jumps back
+    ledger.create_table("a.two")
+    ledger.create_table("a.three")
+    times = [e.time for e in ledger.history()]
+    assert times == sorted(set(times)) and len(times) == 3
+    assert times[1] > at(1000)
+
+
+def test_r6_watermark_cannot_pass_ledger_time_even_with_slow_clock(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(1000))
+    dropped = drop_at(ledger, clock, "a.t", 1000)
+    clock.set(at(10))  # behind the log: the ledger's now is the log's last time
+    assert ledger.advance_watermark(dropped.dropped_at) is None
+    with pytest.raises(InvalidTime):
+        ledger.advance_watermark(at(2000))
+
+
+# --- R7 names ------------------------------------------------------------------------------
+
+def test_r7_name_reuse_makes_new_instances_and_undrop_picks_newest(ledger: Ledger, clock: ManualClock) -> None:
+    first = drop_at(ledger, clock, "sales.orders", 10)
+    second = drop_at(ledger, clock, "sales.orders", 20)
+    third = drop_at(ledger, clock, "sales.orders", 30)
+    assert len({first.id, second.id, third.id}) == 3
+    assert len({first.location, second.location, third.location}) == 3
+    assert [t.id for t in ledger.dropped_tables(name="sales.orders")] == [third.id, second.id, first.id]
+    assert ledger.undrop_table("sales.orders").id == third.id
+
+
+def test_r7_undrop_by_id_and_under_new_name(ledger: Ledger, clock: ManualClock) -> None:
+    first = drop_at(ledger, clock, "sales.orders", 10)
+    second = drop_at(ledger, clock, "sales.orders", 20)
+    restored = ledger.undrop_table("sales.orders", table_id=first.id)
+    assert restored.id == first.id and restored.name == "sales.orders"
+    renamed = ledger.undrop_table("sales.orders", table_id=second.id, new_name="archive.orders_old")
+    assert renamed.id == second.id and renamed.name == "archive.orders_old"
+    assert ledger.table("archive.orders_old").location == second.location
+
+
+def test_r7_undrop_onto_bound_name_is_refused(ledger: Ledger, clock: ManualClock) -> None:
+    old = drop_at(ledger, clock, "sales.orders", 10)
+    ledger.create_table("sales.orders")
+    count = ledger.event_count()
+    with pytest.raises(TableExists, match="already a live table"):
+        ledger.undrop_table("sales.orders")
+    with pytest.raises(TableExists):
+        ledger.undrop_table("sales.orders", table_id=old.id)
+    assert ledger.event_count() == count
+    assert ledger.undrop_table("sales.orders", new_name="sales.orders_v1").id == old.id
+
+
+def test_r7_undrop_by_id_must_match_name(ledger: Ledger, clock: ManualClock) -> None:
+    other = drop_at(ledger, clock, "sales.other", 10)
+    with pytest.raises(TableNotFound, match="is sales.other, not sales.orders"):
+        ledger.undrop_table("sales.orders", table_id=other.id)
+
+
+def test_r7_database_drop_and_undrop_all_or_nothing(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(10))
+    ids = {ledger.create_table(n).id for n in ("sales.a", "sales.b", "sales.c")}
+    ledger.create_table("other.keep")
+    dropped = ledger.drop_database("sales")
+    assert {t.id for t in dropped} == ids
+    assert len({t.dropped_at for t in dropped}) == 1  # one event, one time
+    assert [t.name for t in ledger.tables()] == ["other.keep"]
+
+    ledger.create_table("sales.b")  # a name of the dropped database is taken again
+    count = ledger.event_count()
+    with pytest.raises(TableExists):
+        ledger.undrop_database("sales")
+    assert ledger.event_count() == count
+    assert len(ledger.dropped_tables(database="sales")) == 3  # none restored
+
+    ledger.drop_table("sales.b")
+    restored = ledger.undrop_database("sales")
+    assert {t.id for t in restored} == ids
+    with pytest.raises(DatabaseNotFound):
+        ledger.undrop_database("sales")
+
+
+def test_r7_database_undrop_refused_whole_when_one_table_is_blocked(ledger: Ledger, clock: ManualClock) -> None:
+    clock.set(at(10))
+    for n in ("sales.a", "sales.b"):
+        ledger.create_table(n)
+    dropped = ledger.drop_database("sales")
+    clock.set(at(100))
+    ledger.advance_watermark(dropped[0].dropped_at, scope=f"table:{dropped[0].id}")
+    with pytest.raises(UndropBlocked):
+        ledger.undrop_database("sales")
+    assert {t.state for t in ledger.dropped_tables(database="sales")} == {"blocked", "dropped"}
+    assert ledger.undrop_table(dropped[1].name).id == dropped[1].id  # the other one alone is fine
+
+
+# --- R8 purged is final --------------------------------------------------------------------
+
+def test_r8_purged_instance_is_never_undropped_and_stays_in_history(ledger: Ledger, clock: ManualClock) -> None:
+    dropped = drop_at(ledger, clock, "sales.orders", 10)
+    clock.set(at(100))
+    ledger.advance_watermark(dropped.dropped_at)
+    ledger.record_purge(dropped.id, run_id="run1", files=3, bytes=300)
+    count = ledger.event_count()
+    for attempt in (lambda: ledger.undrop_table("sales.orders"),
+                    lambda: ledger.undrop_table("sales.orders", table_id=dropped.id),
+                    lambda: ledger.undrop_table("sales.orders", table_id=dropped.id, new_name="x.y")):
+        with pytest.raises(UndropBlocked, match="purged"):
+            attempt()
+    assert ledger.event_count() == count
+    assert ledger.dropped_tables() == []
+    assert ledger.instance(dropped.id).state == "purged"
+    assert [e.type for e in ledger.history("sales.orders")] == [
+        "TableCreated", "TableDropped", "TablePurged"]
+
+
+def test_r8_purge_of_restorable_table_is_refused(ledger: Ledger, clock: ManualClock) -> None:
+    from ledger.decide import PurgeRefused
+    dropped = drop_at(ledger, clock, "sales.orders", 10)
+    with pytest.raises(PurgeRefused, match="still restorable"):
+        ledger.record_purge(dropped.id, run_id="run1", files=0, bytes=0)
+
+
+# --- R10 nothing lost ----------------------------------------------------------------------
+
+def test_r10_ledger_file_is_wal_with_full_sync(ledger: Ledger) -> None:
+    db = ledger._store._db
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_r10_event_durable_when_call_returns_even_if_process_dies(tmp_path: Path) -> None:
+    """A writer that is killed right after a command returns (no close, no exit handlers)
+    still leaves that command's event in the file."""
+    path = tmp_path / "ledger.db"
+    script = textwrap.dedent(f"""
+        import os, sys
+        from ledger import Ledger
+        led = Ledger.open({str(path)!r})
+        led.create_table("sales.orders")
+        print("returned", flush=True)
+        os.kill(os.getpid(), 9)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=Path(__file__).parent.parent)
+    assert result.returncode == -9 and "returned" in result.stdout
+    with Ledger.open(path) as led:
+        assert led.table("sales.orders").is_live
+        assert led.verify().events == 1
+
+
+def test_r10_other_processes_appends_are_folded_incrementally(ledger_path: Path, clock: ManualClock) -> None:
+    reader = Ledger.open(ledger_path, clock=clock)
+    reader.create_table("a.one")
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=_create_tables, args=(str(ledger_path), ["a.two", "a.three"]))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert [t.name for t in reader.tables()] == ["a.one", "a.three", "a.two"]
+    reader.verify()
+
+
+def _create_tables(path: str, names: list[str]) -> None:
+    with Ledger.open(path) as led:
+        for name in names:
+            led.create_table(name)
+
+
+def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path, clock: ManualClock) -> None:
+    with Ledger.open(ledger_path, clock=clock, snapshot_every=5) as led:
+        for i in range(12):
+            led.create_table(f"a.t{i}")
+        snap_seq = led._store.load_snapshot("catalog").seq
+        assert snap_seq >= 5
+        expected = led.state
+    raw = sqlite3.connect(ledger_path)
+    raw.execute("UPDATE snapshots SET data = ?", (b'{"not": "a catalog"}',))
+    raw.commit()
+    raw.close()
+    with Ledger.open(ledger_path, clock=clock) as led:
+        assert led.state == expected
+        assert led.verify().events == 12
+
+
+def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: ManualClock) -> None:
+    with Ledger.open(ledger_path, clock=clock, snapshot_every=10) as led:
+        for i in range(25):
+            led.create_table(f"a.t{i}")
+            if i % 3 == 0:
+                led.drop_table(f"a.t{i}")
+    with Ledger.open(ledger_path, clock=clock) as led:
+        assert led._snapshot_seq > 0
+        report = led.verify()
+        assert report.snapshot_seq == led._snapshot_seq
+        assert report.live == 25 - 9 and report.dropped == 9
+
+
+def test_r10_crash_leaves_no_partial_command(tmp_path: Path) -> None:
+    """A multi-event append killed before commit leaves none of its events."""
+    path = tmp_path / "ledger.db"
+    Ledger.open(path).close()
+    script = textwrap.dedent(f"""
+        import os
+        from ledger.store import EventStore, NewEvent
+        store = EventStore({str(path)!r})
+        real = store._db
+        class Killer:
+            def __init__(self, db): self.db = db
+            def executemany(self, *a):
+                self.db.executemany(*a)
+                os.kill(os.getpid(), 9)   # after the rows, before COMMIT
+            def __getattr__(self, name): return getattr(self.db, name)
+        store._db = Killer(real)
+        store.append([NewEvent("s", "TableCreated", 1, "{{}}")] * 3, {{}}, 1, "x")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent)
+    assert result.returncode == -9
+    with Ledger.open(path) as led:
+        assert led.event_count() == 0
+        led.verify()
+
+
+def test_unknown_event_type_is_refused_as_newer_release(ledger_path: Path, clock: ManualClock) -> None:
+    from ledger import IncompatibleLedger
+    with Ledger.open(ledger_path, clock=clock) as led:
+        led.create_table("a.t")
+    raw = sqlite3.connect(ledger_path)
+    raw.execute("INSERT INTO events(stream, version, type, schema_version, time, actor, payload) "
+                "VALUES ('catalog', 2, 'TableTeleported', 1, 9999999999999999, 'future', '{}')")
+    raw.commit()
+    raw.close()
+    with pytest.raises(IncompatibleLedger, match="TableTeleported.*upgrade"):
+        Ledger.open(ledger_path, clock=clock)
+
