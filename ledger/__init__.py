@@ -8,10 +8,11 @@
     True
 """
 
+from . import plan as _plan  # registers the vacuum commands with decide()
 from .api import Ledger, Prepared, VerifyReport
 from .clock import ManualClock
 from .errors import (
-    Conflict, DatabaseNotFound, IncompatibleLedger, InvalidName, InvalidRetention, InvalidScope,
+    Conflict, DatabaseNotFound, IncompatibleLedger, InvalidArgument, InvalidName, InvalidRetention, InvalidScope,
     InvalidTime, LedgerCorrupt, LedgerError, LedgerUnavailable, TableExists, TableNotFound,
     UndropBlocked,
 )
@@ -21,6 +22,6 @@ from .views import HistoryEntry, TableInstance
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance",
     "HistoryEntry", "LedgerError", "TableNotFound", "DatabaseNotFound", "TableExists",
-    "UndropBlocked", "Conflict", "InvalidName", "InvalidRetention", "InvalidScope", "InvalidTime",
+    "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName", "InvalidRetention", "InvalidScope", "InvalidTime",
     "LedgerCorrupt", "IncompatibleLedger", "LedgerUnavailable",
 ]

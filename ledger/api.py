@@ -31,6 +31,7 @@ from .decide import (
 )
 from .errors import Conflict, LedgerCorrupt, TableNotFound
 from .events import Recorded, decode, encode, type_of
+from .plan import FinishVacuum, StartVacuum, VacuumPlan
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
 from .state import Catalog, fold
 from .store import EventStore, NewEvent, Snapshot
@@ -252,6 +253,35 @@ class Ledger:
     def record_purge(self, table_id: str, *, run_id: str, files: int, bytes: int) -> TableInstance:
         """Record that a vacuum deleted an instance's files (the vacuum calls this)."""
         return self.instance(self.execute(RecordPurge(table_id, run_id, files, bytes)).result)
+
+    # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
+
+    def plan_vacuum(self, *, retention: str | timedelta | int | float | None = None,
+                    database: str | None = None, limit: int | None = None,
+                    override_floor: bool = False) -> VacuumPlan:
+        """What a vacuum would purge now, and the watermarks it would set; changes nothing."""
+        return self.prepare(self._start_command(retention, database, limit, override_floor)).decision.result
+
+    def start_vacuum(self, *, retention: str | timedelta | int | float | None = None,
+                     database: str | None = None, limit: int | None = None,
+                     override_floor: bool = False) -> VacuumPlan:
+        """Decide a plan and durably advance its watermarks before any file is touched (R2).
+
+        When this returns, every planned instance is unrestorable; if it raises,
+        nothing was recorded and nothing may be deleted.
+        """
+        return self.execute(self._start_command(retention, database, limit, override_floor)).result
+
+    def finish_vacuum(self, run_id: str, purged: Iterable[tuple[str, int, int]], *, failed: int = 0) -> int:
+        """Record the purges of a run (id, files, bytes) and its end; returns how many were recorded."""
+        return self.execute(FinishVacuum(run_id, tuple(purged), failed)).result
+
+    @staticmethod
+    def _start_command(retention: Any, database: str | None, limit: int | None,
+                       override_floor: bool) -> Any:
+        seconds = None if retention is None else int(parse_duration(retention).total_seconds())
+        run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+        return lambda now: StartVacuum(run_id, now, seconds, override_floor, database, limit)
 
     # --- queries --------------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ class InvalidScope(LedgerError, ValueError):
     """A watermark or retention scope is malformed or names nothing."""
 
 
+class InvalidArgument(LedgerError, ValueError):
+    """Some other argument is out of range: a vacuum limit under 1, an unknown write mode."""
+
+
 class LedgerCorrupt(LedgerError):
     """The ledger file cannot be trusted: not a ledger, damaged, or inconsistent."""
 

@@ -133,6 +133,8 @@ class VacuumStarted:
     watermarks: dict[str, Micros] = attrs.field(factory=dict)
     database: str | None = None
     limit: int | None = None
+    resumes: tuple[str, ...] = attrs.field(default=(), converter=_ids)
+    """Earlier runs that died before finishing; this run takes over their instances."""
 
 
 @_event("VacuumFinished")

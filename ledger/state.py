@@ -277,6 +277,10 @@ def _on_purged(b: _Builder, e: TablePurged, rec: Recorded) -> None:
 
 
 def _on_vacuum_started(b: _Builder, e: VacuumStarted, rec: Recorded) -> None:
+    for earlier in e.resumes:
+        run = b.vacuums.get(earlier)
+        if run is not None:
+            b.vacuums[earlier] = attrs.evolve(run, finished=True)
     b.vacuums[e.run_id] = VacuumRun(e.run_id, rec.time, e.table_ids)
 
 

@@ -70,11 +70,14 @@ class EventStore:
         self.path = path
         self.synchronous = level
         self._lock = threading.RLock()
+        _refuse_non_sqlite(path)
         with translate_errors(path):
             self._db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                                        check_same_thread=False)
             try:
-                self._configure(level, busy_timeout)
+                self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+                self._refuse_foreign()
+                self._configure(level)
                 self._ensure_schema()
             except BaseException:
                 self._db.close()
@@ -82,8 +85,14 @@ class EventStore:
 
     # --- opening ---------------------------------------------------------------------------
 
-    def _configure(self, level: str, busy_timeout: float) -> None:
-        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+    def _refuse_foreign(self) -> None:
+        """Refuse someone else's SQLite file before changing anything in it (even its journal)."""
+        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        has_tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+        if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
+            raise LedgerCorrupt(f"{self.path} is an SQLite file but not a retention-ledger ledger")
+
+    def _configure(self, level: str) -> None:
         if self.path != ":memory:":
             mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
@@ -91,13 +100,9 @@ class EventStore:
         self._db.execute(f"PRAGMA synchronous = {level}")
 
     def _ensure_schema(self) -> None:
-        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if app_id == APPLICATION_ID:
+        if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
             self._check_format()
             return
-        if app_id != 0 or tables:
-            raise LedgerCorrupt(f"{self.path} is an SQLite file but not a retention-ledger ledger")
         with self.transaction():
             # Another process may have created it while we waited for the write lock.
             if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
@@ -312,5 +317,20 @@ def _translate(path: str, exc: sqlite3.Error) -> LedgerError:
     return LedgerUnavailable(f"{path}: SQLite error: {exc}")
 
 
-def file_exists(path: str) -> bool:
-    return path != ":memory:" and os.path.exists(path)
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _refuse_non_sqlite(path: str) -> None:
+    """SQLite happily treats a short file of garbage as an empty database and overwrites it;
+    a ledger must not eat a file it did not write."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LedgerUnavailable(f"{path}: cannot read the ledger file: {exc}") from None
+    if head and head != _SQLITE_HEADER:
+        raise LedgerCorrupt(f"{path} is not an SQLite file, so not a ledger; refusing to touch it")

@@ -1,0 +1,157 @@
+"""Listing and deleting one instance's files, and never anything else (R9).
+
+Runs on Spark executors. Every function here takes the warehouse root and one
+instance's location, checks that the location is a real folder inside the root
+(not a symbolic link out of it, not ``..`` games in a recorded path), and then
+walks it without following links: a link inside the folder is removed as a
+link, its target is never touched.
+
+Local paths use ``os.scandir`` because pyarrow's local filesystem follows
+symbolic links when it lists recursively; other URIs (``hdfs://``, ``s3://``,
+...) go through pyarrow's filesystem layer, where there are no such links.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+from typing import Iterator, NamedTuple
+
+import pyarrow.fs as pafs
+
+
+class Unsafe(Exception):
+    """A path that is not confined to the instance's location inside the warehouse."""
+
+
+class FileEntry(NamedTuple):
+    path: str
+    size: int
+
+
+class Outcome(NamedTuple):
+    files: int
+    bytes: int
+    error: str | None
+    listing: list[FileEntry] | None  # the files that would go, for a dry run
+
+
+def is_local(root: str) -> bool:
+    return "://" not in root or root.startswith("file://")
+
+
+def local_path(uri: str) -> str:
+    return uri[len("file://"):] if uri.startswith("file://") else uri
+
+
+def purge(root: str, location: str, *, dry_run: bool) -> Outcome:
+    """Delete (or, for a dry run, list) every file under ``location``; never raises."""
+    try:
+        if is_local(root):
+            return _purge_local(local_path(root), local_path(location), dry_run)
+        return _purge_remote(root, location, dry_run)
+    except Unsafe as exc:
+        return Outcome(0, 0, f"refused: {exc}", None)
+    except OSError as exc:
+        return Outcome(0, 0, f"{type(exc).__name__}: {exc}", None)
+
+
+# --- local folders -------------------------------------------------------------------------
+
+def confine_local(root: str, location: str) -> str:
+    """The real path of ``location`` if it is a folder strictly inside ``root``; else Unsafe."""
+    root_real = os.path.realpath(root)
+    if os.path.normpath(location) != location.rstrip("/") or not location.startswith(root_real + os.sep):
+        raise Unsafe(f"{location} is not a plain path inside the warehouse {root_real}")
+    if os.path.islink(location):
+        raise Unsafe(f"{location} is a symbolic link; a vacuum never follows one")
+    real = os.path.realpath(location)
+    if real != location.rstrip("/"):
+        raise Unsafe(f"{location} resolves to {real}, through a symbolic link")
+    return real
+
+
+def walk_local(location: str) -> Iterator[tuple[str, list[FileEntry]]]:
+    """Each folder under ``location`` (deepest last) with its non-folder entries; links not followed."""
+    pending = [location]
+    while pending:
+        folder = pending.pop()
+        if os.path.realpath(folder) != folder:  # swapped for a link while we walked
+            raise Unsafe(f"{folder} turned into a symbolic link during the walk")
+        entries: list[FileEntry] = []
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        entries.append(FileEntry(entry.path, entry.stat(follow_symlinks=False).st_size))
+        except FileNotFoundError:
+            continue
+        yield folder, entries
+
+
+def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
+    real = confine_local(root, location)
+    if not os.path.lexists(real):
+        return Outcome(0, 0, None, [] if dry_run else None)
+    files = size = 0
+    folders: list[str] = []
+    listing: list[FileEntry] | None = [] if dry_run else None
+    for folder, entries in walk_local(real):
+        folders.append(folder)
+        for entry in entries:
+            if not entry.path.startswith(real + os.sep):
+                raise Unsafe(f"{entry.path} is outside {real}")
+            if listing is not None:
+                listing.append(entry)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass  # already gone: as good as deleted
+            files += 1
+            size += entry.size
+    if not dry_run:
+        for folder in reversed(folders):  # children were found after their parents
+            try:
+                os.rmdir(folder)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    return Outcome(files, size, f"{folder} gained new files during the vacuum", None)
+                raise
+    return Outcome(files, size, None, listing)
+
+
+# --- other filesystems, through pyarrow ----------------------------------------------------
+
+def _purge_remote(root: str, location: str, dry_run: bool) -> Outcome:
+    fs, root_path = pafs.FileSystem.from_uri(root)
+    _, path = pafs.FileSystem.from_uri(location)
+    normal = posixpath.normpath(path)
+    if normal != path.rstrip("/") or not normal.startswith(root_path.rstrip("/") + "/"):
+        raise Unsafe(f"{location} is not a plain path inside the warehouse {root}")
+    selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
+    files = size = 0
+    listing: list[FileEntry] | None = [] if dry_run else None
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File:
+            continue
+        if not info.path.startswith(normal + "/"):
+            raise Unsafe(f"{info.path} is outside {normal}")
+        entry = FileEntry(info.path, info.size or 0)
+        if listing is not None:
+            listing.append(entry)
+        else:
+            try:
+                fs.delete_file(info.path)
+            except FileNotFoundError:
+                pass
+        files += 1
+        size += entry.size
+    if not dry_run and fs.get_file_info(normal).type == pafs.FileType.Directory:
+        fs.delete_dir(normal)
+    return Outcome(files, size, None, listing)

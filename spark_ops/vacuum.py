@@ -1,0 +1,221 @@
+"""The vacuum: plan on the driver, watermarks first, delete on executors, then record.
+
+1. **Plan and advance (R2).** ``ledger.start_vacuum`` decides which dropped
+   instances are due and appends their watermarks and a ``VacuumStarted`` event
+   in one conditional append. If that raises, we stop here: nothing is listed,
+   nothing deleted. A dry run only asks ``ledger.plan_vacuum``, which changes
+   nothing.
+2. **Delete on executors (R9).** The driver broadcasts one small record per
+   planned instance (its location, drop time and effective watermark, read back
+   from the ledger *after* the append) and distributes the instance ids. Each
+   executor re-checks its instance against that plan, then lists and deletes
+   its files with ``spark_ops.fs``, which stays inside the location and never
+   follows a symbolic link. Only per-instance totals come back, so the driver's
+   memory depends on the number of instances, not of files.
+3. **Record.** One append records a ``TablePurged`` per instance whose files
+   are all gone and a ``VacuumFinished`` with the totals. An instance whose
+   deletion failed stays blocked and unpurged; the report says why, and the
+   next vacuum picks it up first, as it does everything a killed vacuum left.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from typing import Any, Callable, Iterable, Iterator
+
+import attrs
+from pyspark.sql import SparkSession
+
+from ledger import Ledger
+from ledger.clock import from_micros, iso
+from ledger.plan import VacuumPlan
+from ledger.views import join_location
+
+from . import fs
+
+Progress = Callable[[int, int], None]
+"""Called with (tasks done, tasks in all) while the executors work."""
+
+
+@attrs.frozen
+class InstanceReport:
+    id: str
+    name: str
+    location: str
+    files: int
+    bytes: int
+    error: str | None = None
+    resumed: bool = False
+    would_delete: tuple[fs.FileEntry, ...] = ()
+    """For a dry run: each file that would be deleted, with its size."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
+                                "files": self.files, "bytes": self.bytes, "error": self.error,
+                                "resumed": self.resumed}
+        if self.would_delete:
+            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
+        return data
+
+
+@attrs.frozen
+class VacuumReport:
+    run_id: str | None
+    dry_run: bool
+    watermarks: dict[str, datetime]
+    """The watermarks this run advanced (or, for a dry run, would advance), by scope."""
+    instances: tuple[InstanceReport, ...]
+    resumed_runs: tuple[str, ...]
+    duration: float
+
+    @property
+    def purged(self) -> list[InstanceReport]:
+        return [] if self.dry_run else [i for i in self.instances if i.ok]
+
+    @property
+    def failures(self) -> list[InstanceReport]:
+        return [i for i in self.instances if not i.ok]
+
+    @property
+    def files(self) -> int:
+        return sum(i.files for i in self.instances if i.ok)
+
+    @property
+    def bytes(self) -> int:
+        return sum(i.bytes for i in self.instances if i.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "dry_run": self.dry_run,
+            "watermarks": {scope: iso_dt(at) for scope, at in self.watermarks.items()},
+            "instances": [i.to_dict() for i in self.instances],
+            "purged": len(self.purged), "failed": len(self.failures),
+            "files": self.files, "bytes": self.bytes,
+            "resumed_runs": list(self.resumed_runs), "duration_seconds": round(self.duration, 3),
+        }
+
+
+def iso_dt(value: datetime) -> str:
+    from ledger.clock import to_micros
+    return iso(to_micros(value)) or ""
+
+
+def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, database: str | None = None,
+           dry_run: bool = False, limit: int | None = None, override_floor: bool = False,
+           progress: Progress | None = None) -> VacuumReport:
+    """Purge the dropped tables that are past their retention; see the module docstring."""
+    started = time.monotonic()
+    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
+    plan = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(**options)
+    if not plan.instances:
+        return _report(plan, dry_run, (), started)
+    targets = _targets(ledger, plan, dry_run)
+    outcomes = _on_executors(spark, ledger.warehouse, targets, dry_run, progress)
+    reports = tuple(
+        InstanceReport(p.id, p.name, targets[p.id]["location"], *outcomes[p.id][:3], resumed=p.resumed,
+                       would_delete=tuple(fs.FileEntry(*f) for f in outcomes[p.id][3] or ()))
+        for p in plan.instances)
+    if not dry_run:
+        ledger.finish_vacuum(plan.run_id, [(r.id, r.files, r.bytes) for r in reports if r.ok],
+                             failed=sum(not r.ok for r in reports))
+    return _report(plan, dry_run, reports, started)
+
+
+def _report(plan: VacuumPlan, dry_run: bool, reports: tuple[InstanceReport, ...],
+            started: float) -> VacuumReport:
+    return VacuumReport(
+        run_id=None if dry_run or not plan.instances else plan.run_id,
+        dry_run=dry_run,
+        watermarks={scope: from_micros(at) for scope, at in plan.watermarks.items()},
+        instances=reports,
+        resumed_runs=plan.resumes,
+        duration=time.monotonic() - started,
+    )
+
+
+def _targets(ledger: Ledger, plan: VacuumPlan, dry_run: bool) -> dict[str, dict[str, Any]]:
+    """What executors check each instance against. For a real run the watermark is read
+    back from the ledger after the append, so a plan whose append did not land cannot
+    authorise a single deletion."""
+    state = ledger.state
+    targets = {}
+    for p in plan.instances:
+        watermark = p.watermark if dry_run else state.effective_watermark(state.instances[p.id])
+        targets[p.id] = {"location": join_location(ledger.warehouse, p.path),
+                         "dropped_at": p.dropped_at, "watermark": watermark}
+    return targets
+
+
+def _on_executors(spark: SparkSession, root: str, targets: dict[str, dict[str, Any]], dry_run: bool,
+                  progress: Progress | None) -> dict[str, tuple]:
+    context = spark.sparkContext
+    plan = context.broadcast({"root": root, "targets": targets})
+    ids = sorted(targets)
+    slices = max(1, min(len(ids), context.defaultParallelism * 4))
+    group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
+    context.setJobGroup(group, "retention-ledger vacuum", interruptOnCancel=True)
+    watcher = _ProgressWatcher(context, group, progress) if progress else None
+    try:
+        rows = context.parallelize(ids, slices).mapPartitions(
+            lambda part: _purge_partition(plan, part, dry_run)).collect()
+    finally:
+        if watcher:
+            watcher.stop()
+        context.setLocalProperty("spark.jobGroup.id", None)
+        plan.unpersist()
+    return {row[0]: row[1:] for row in rows}
+
+
+def _purge_partition(plan: Any, ids: Iterable[str], dry_run: bool) -> Iterator[tuple]:
+    """On an executor: re-check each instance against the broadcast plan, then purge it."""
+    spec = plan.value
+    for table_id in ids:
+        target = spec["targets"].get(table_id)
+        if target is None:
+            yield (table_id, 0, 0, "refused: not in this vacuum's plan", None)
+            continue
+        mark = target["watermark"]
+        if not dry_run and (mark is None or target["dropped_at"] > mark):
+            yield (table_id, 0, 0, "refused: not behind its watermark, so still restorable", None)
+            continue
+        outcome = fs.purge(spec["root"], target["location"], dry_run=dry_run)
+        yield (table_id, outcome.files, outcome.bytes, outcome.error,
+               None if outcome.listing is None else [tuple(entry) for entry in outcome.listing])
+
+
+class _ProgressWatcher:
+    """Polls Spark's status tracker and reports task counts of the vacuum's job."""
+
+    def __init__(self, context: Any, group: str, progress: Progress, every: float = 0.5) -> None:
+        self._context, self._group, self._progress, self._every = context, group, progress, every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self._every):
+            self._report()
+
+    def _report(self) -> None:
+        tracker = self._context.statusTracker()
+        done = total = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    done += stage.numCompletedTasks
+                    total += stage.numTasks
+        if total:
+            self._progress(done, total)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._report()
