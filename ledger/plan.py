@@ -81,7 +81,7 @@ def plan_vacuum(state: Catalog, cmd: StartVacuum) -> VacuumPlan:
     database = None if cmd.database is None else database_name(cmd.database)
     candidates = state.dropped_instances(database=database)
     due = [i for i in candidates if state.is_blocked(i)
-           or i.dropped_at <= cmd.now - _retention(state, i, cmd.retention_seconds)]
+           or i.dropped_at <= cmd.now - _retention(state, i, cmd.retention_seconds) * 1_000_000]
     # Finish what earlier runs started first, then oldest drops first.
     due.sort(key=lambda i: (not state.is_blocked(i), i.dropped_at, i.id))
     chosen = due[: cmd.limit] if cmd.limit is not None else due
@@ -97,7 +97,7 @@ def plan_vacuum(state: Catalog, cmd: StartVacuum) -> VacuumPlan:
 
 
 def _retention(state: Catalog, inst: Instance, run_default: int | None) -> int:
-    """Table and database settings win; the run's retention replaces only the ledger-wide one."""
+    """Seconds. Table and database settings win; the run's retention replaces only the ledger-wide one."""
     for scope in (f"table:{inst.id}", f"database:{inst.database}"):
         seconds = state.retentions.get(scope)
         if seconds is not None:

@@ -38,3 +38,13 @@ def ledger(ledger_path: Path, clock: ManualClock):
     """A ledger on a real SQLite file with a clock that moves only when told."""
     with Ledger.open(ledger_path, clock=clock, actor="tester") as led:
         yield led
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole test session (local[2], UI off, UTC)."""
+    from spark_ops import local_session
+
+    session = local_session("retention-ledger-tests")
+    yield session
+    session.stop()

@@ -121,3 +121,16 @@ def test_database_drop_gives_every_table_one_drop_time() -> None:
     assert {state.instances[i].dropped_at for i in ids} == {40}
     assert state.database_drops["db"] == tuple(ids)
     assert sorted(itertools.chain.from_iterable(state.dropped.values())) == ids
+
+
+def test_vacuum_plan_honours_retention_to_the_microsecond() -> None:
+    from ledger.plan import StartVacuum, plan_vacuum
+
+    week = 7 * 86_400 * 1_000_000
+    state = fold(Catalog(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
+    dropped_at = state.instances[ID_A].dropped_at
+    assert plan_vacuum(state, StartVacuum("r", dropped_at + week - 1)).instances == ()
+    due = plan_vacuum(state, StartVacuum("r", dropped_at + week))
+    assert [p.id for p in due.instances] == [ID_A] and due.watermarks == {"ledger": dropped_at}
+    state = fold(state, [Recorded(3, "retention:database:db", 1, 30, "t", RetentionSet("database:db", 30 * 86_400))])
+    assert plan_vacuum(state, StartVacuum("r", dropped_at + 29 * 86_400 * 1_000_000)).instances == ()

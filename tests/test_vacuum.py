@@ -1,0 +1,340 @@
+"""The vacuum end to end: a real local SparkSession, real Parquet files, a real ledger file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from ledger import InvalidRetention, Ledger, LedgerUnavailable, ManualClock, TableNotFound, UndropBlocked
+from ledger.events import TableCreated, encode
+from spark_ops import read_table, vacuum, write_table
+from tests.conftest import T0
+
+pytestmark = pytest.mark.spark
+WEEK = timedelta(days=7)
+
+
+def count_files(root: str) -> int:
+    """Files under root, tolerating folders that vanish mid-walk (a vacuum is deleting them)."""
+    return sum(len(files) for _, _, files in os.walk(root))
+
+
+def files_under(location: str) -> list[str]:
+    return sorted(str(p) for p in Path(location).rglob("*") if p.is_file() or p.is_symlink())
+
+
+@pytest.fixture
+def rows(spark):
+    return spark.createDataFrame([(i, f"name-{i}", i * 1.5) for i in range(50)],
+                                 "id int, name string, score double")
+
+
+@pytest.fixture
+def led(tmp_path: Path, clock: ManualClock):
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as ledger:
+        yield ledger
+
+
+def make_table(led: Ledger, df, name: str, parts: int = 2) -> str:
+    write_table(df.repartition(parts), led, name)
+    return led.table(name).location
+
+
+def test_r2_drop_then_vacuum_deletes_files_and_undrop_is_refused(spark, led, clock, rows) -> None:
+    location = make_table(led, rows, "sales.orders")
+    assert files_under(location)
+    dropped = led.drop_table("sales.orders")
+    clock.advance(WEEK + timedelta(hours=1))
+
+    report = vacuum(spark, led)
+
+    assert [r.id for r in report.purged] == [dropped.id]
+    assert report.files == report.purged[0].files > 0 and report.bytes > 0
+    assert report.watermarks == {"ledger": dropped.dropped_at}  # R6: a drop time, not a clock reading
+    assert not os.path.exists(location)
+    with pytest.raises(UndropBlocked, match=dropped.id):
+        led.undrop_table("sales.orders")
+    assert led.instance(dropped.id).state == "purged"
+    types = [e.type for e in led.history()]
+    assert types[-4:] == ["WatermarkAdvanced", "VacuumStarted", "TablePurged", "VacuumFinished"]
+
+
+def test_r5_instance_dropped_after_the_watermark_keeps_its_files_and_undrops(spark, led, clock, rows) -> None:
+    old = make_table(led, rows, "sales.old")
+    recent = make_table(led, rows, "sales.recent")
+    recent_files = files_under(recent)
+    led.drop_table("sales.old")
+    clock.advance(WEEK + timedelta(hours=1))
+    led.drop_table("sales.recent")
+
+    report = vacuum(spark, led)
+
+    assert [r.name for r in report.purged] == ["sales.old"] and not os.path.exists(old)
+    assert files_under(recent) == recent_files
+    restored = led.undrop_table("sales.recent")
+    assert read_table(spark, led, "sales.recent").count() == 50 and restored.location == recent
+
+
+def test_r2_dry_run_changes_no_state_and_no_file_and_lists_every_file(spark, led, clock, rows) -> None:
+    location = make_table(led, rows, "sales.orders", parts=3)
+    led.drop_table("sales.orders")
+    clock.advance(WEEK * 2)
+    before_files = {p: os.path.getsize(p) for p in files_under(location)}
+    before_events = led.event_count()
+
+    report = vacuum(spark, led, dry_run=True)
+
+    assert led.event_count() == before_events
+    assert {p: os.path.getsize(p) for p in files_under(location)} == before_files
+    (item,) = report.instances
+    assert {f.path: f.size for f in item.would_delete} == before_files
+    assert item.files == len(before_files) and item.bytes == sum(before_files.values())
+    assert report.run_id is None and report.purged == [] and "ledger" in report.watermarks
+    led.undrop_table("sales.orders")  # still restorable: a dry run blocks nothing
+
+
+def test_r2_failed_watermark_append_aborts_with_nothing_deleted(spark, led, clock, rows, monkeypatch) -> None:
+    location = make_table(led, rows, "sales.orders")
+    led.drop_table("sales.orders")
+    clock.advance(WEEK * 2)
+    before = files_under(location)
+    events = led.event_count()
+
+    def disk_full(*args, **kwargs):
+        raise LedgerUnavailable("ledger.db: database or disk is full")
+
+    monkeypatch.setattr(led._store, "append", disk_full)
+    with pytest.raises(LedgerUnavailable):
+        vacuum(spark, led)
+    monkeypatch.undo()
+    assert files_under(location) == before
+    assert led.event_count() == events
+    assert led.undrop_table("sales.orders").is_live
+
+
+def test_r9_symbolic_link_inside_a_location_is_removed_but_never_followed(spark, led, clock, rows, tmp_path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    (outside / "nested").mkdir()
+    (outside / "nested" / "also.txt").write_text("keep me too")
+    location = make_table(led, rows, "sales.orders")
+    os.symlink(outside, Path(location) / "escape_dir")
+    os.symlink(outside / "precious.txt", Path(location) / "escape_file")
+    led.drop_table("sales.orders")
+    clock.advance(WEEK * 2)
+
+    dry = vacuum(spark, led, dry_run=True)
+    assert not any("precious" in f.path or "also.txt" in f.path for f in dry.instances[0].would_delete)
+    report = vacuum(spark, led)
+
+    assert report.failures == [] and not os.path.exists(location)
+    assert (outside / "precious.txt").read_text() == "keep me"
+    assert (outside / "nested" / "also.txt").read_text() == "keep me too"
+
+
+def test_r9_location_that_is_a_link_out_of_the_warehouse_is_refused(spark, led, clock, tmp_path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep me")
+    table = led.create_table("sales.orders")
+    os.makedirs(led.warehouse, exist_ok=True)
+    os.symlink(outside, table.location)
+    led.drop_table("sales.orders")
+    clock.advance(WEEK * 2)
+
+    report = vacuum(spark, led)
+
+    (failure,) = report.failures
+    assert failure.id == table.id and "symbolic link" in failure.error
+    assert (outside / "precious.txt").read_text() == "keep me"
+    assert led.instance(table.id).state == "blocked"  # stays unrestorable, and unpurged
+
+
+def test_r9_recorded_path_escaping_the_warehouse_is_refused(spark, tmp_path, clock) -> None:
+    """A ledger whose log says an instance lives at ``../victim`` (a bug, or a tampered
+    file) must not make the vacuum delete outside the warehouse."""
+    path = tmp_path / "ledger.db"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "data.parquet").write_text("not yours")
+    Ledger.open(path, clock=clock).close()
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT INTO events(stream, version, type, schema_version, time, actor, payload) "
+                "VALUES ('catalog', 1, 'TableCreated', 1, 1, 'mallory', ?)",
+                (encode(TableCreated("e" * 16, "sales.evil", "../victim")),))
+    raw.commit()
+    raw.close()
+    with Ledger.open(path, clock=clock) as led:
+        led.drop_table("sales.evil")
+        clock.advance(WEEK * 2)
+        report = vacuum(spark, led)
+        (failure,) = report.failures
+        assert "refused" in failure.error
+    assert (victim / "data.parquet").read_text() == "not yours"
+
+
+def test_r5_vacuum_narrowed_by_database_leaves_other_databases_restorable(spark, led, clock, rows) -> None:
+    for name in ("hr.a", "hr.b", "sales.a", "sales.b"):  # hr older: a ledger mark would block it
+        make_table(led, rows, name, parts=1)
+        led.drop_table(name)
+        clock.advance(60)
+    clock.advance(WEEK * 2)
+
+    report = vacuum(spark, led, database="sales")
+
+    assert sorted(r.name for r in report.purged) == ["sales.a", "sales.b"]
+    assert set(report.watermarks) == {"database:sales"}
+    assert {t.name: t.state for t in led.dropped_tables()} == {"hr.a": "dropped", "hr.b": "dropped"}
+    assert led.undrop_table("hr.a").is_live and led.undrop_table("hr.b").is_live
+
+
+def test_r5_vacuum_cut_by_limit_purges_oldest_and_leaves_the_rest_restorable(spark, led, clock, rows) -> None:
+    names = [f"sales.t{i}" for i in range(4)]
+    for name in names:
+        make_table(led, rows, name, parts=1)
+        led.drop_table(name)
+        clock.advance(60)
+    clock.advance(WEEK * 2)
+
+    report = vacuum(spark, led, limit=2)
+
+    assert [r.name for r in report.purged] == names[:2]
+    assert all(led.undrop_table(name).is_live for name in names[2:])
+
+
+def test_r5_longer_retention_override_keeps_that_database_restorable(spark, led, clock, rows) -> None:
+    led.set_retention("database:finance", "30d")
+    for name in ("finance.ledger", "sales.orders"):
+        make_table(led, rows, name, parts=1)
+        led.drop_table(name)
+    clock.advance(WEEK * 2)
+
+    report = vacuum(spark, led)
+
+    assert [r.name for r in report.purged] == ["sales.orders"]
+    assert led.undrop_table("finance.ledger").is_live
+
+
+def test_vacuum_retention_under_the_floor_needs_an_override(spark, led, clock, rows) -> None:
+    make_table(led, rows, "sales.orders", parts=1)
+    led.drop_table("sales.orders")
+    clock.advance(timedelta(hours=2))
+    events = led.event_count()
+    with pytest.raises(InvalidRetention, match="floor"):
+        vacuum(spark, led, retention="1h")
+    assert led.event_count() == events
+    report = vacuum(spark, led, retention="1h", override_floor=True)
+    assert [r.name for r in report.purged] == ["sales.orders"]
+
+
+def test_failed_deletion_stays_blocked_and_is_finished_by_the_next_vacuum(spark, led, clock, rows, tmp_path) -> None:
+    """The location was swapped for a link (refused, R9); once an operator puts the real
+    folder back, the next vacuum picks the blocked instance up first and purges it."""
+    location = make_table(led, rows, "sales.orders")
+    led.drop_table("sales.orders")
+    clock.advance(WEEK * 2)
+    moved = tmp_path / "moved-aside"
+    os.rename(location, moved)
+    os.symlink(moved, location)
+
+    first = vacuum(spark, led)
+    assert len(first.failures) == 1 and "symbolic link" in first.failures[0].error
+    assert led.dropped_tables()[0].state == "blocked" and files_under(str(moved))
+    with pytest.raises(UndropBlocked):
+        led.undrop_table("sales.orders")
+
+    os.unlink(location)
+    os.rename(moved, location)
+    second = vacuum(spark, led)
+    assert [r.name for r in second.purged] == ["sales.orders"] and second.instances[0].resumed
+    # The first run finished (recording one failure), so no crashed run is taken over.
+    assert second.resumed_runs == () and not os.path.exists(location)
+    assert [e.data["failed"] for e in led.history() if e.type == "VacuumFinished"] == [1, 0]
+    assert not led.state.unfinished_vacuums()
+
+
+def test_write_table_data_reads_back_identical_after_undrop(spark, led, rows) -> None:
+    write_table(rows, led, "sales.orders")
+    write_table(rows.limit(5), led, "sales.orders", mode="append")
+    before = sorted(read_table(spark, led, "sales.orders").collect())
+    led.drop_table("sales.orders")
+    with pytest.raises(TableNotFound):
+        read_table(spark, led, "sales.orders")
+    with pytest.raises(TableNotFound):
+        write_table(rows, led, "sales.orders", create=False)
+    led.undrop_table("sales.orders")
+    assert sorted(read_table(spark, led, "sales.orders").collect()) == before
+    write_table(rows.limit(3), led, "sales.orders", mode="overwrite")
+    assert read_table(spark, led, "sales.orders").count() == 3
+
+
+def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_path, clock) -> None:
+    """A real vacuum process (its own Spark) is SIGKILLed while executors delete. The
+    undrop is refused at every point after the watermark lands, and the next vacuum
+    finishes the purge and records it."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        for t in range(24):  # many small files, so deleting them takes a while
+            folder = Path(led.create_table(f"sales.t{t}").location)
+            folder.mkdir(parents=True)
+            for f in range(600):
+                (folder / f"part-{f:05d}.parquet").write_bytes(b"x" * 64)
+            led.drop_table(f"sales.t{t}")
+        warehouse = led.warehouse
+    total = count_files(warehouse)
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            from datetime import datetime, timezone
+            from ledger import Ledger
+            from spark_ops import local_session, vacuum
+            spark = local_session("killed-vacuum")
+            led = Ledger.open({str(path)!r}, clock=lambda: datetime({T0.year + 1}, 1, 1, tzinfo=timezone.utc))
+            vacuum(spark, led)
+        """)],
+        cwd=Path(__file__).parent.parent, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watcher = Ledger.open(path, clock=clock)
+    blocked_seen = False
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and child.poll() is None:
+            if watcher.watermark() is not None:
+                blocked_seen = True
+                with pytest.raises(UndropBlocked):
+                    watcher.undrop_table("sales.t0")
+            remaining = count_files(warehouse)
+            if remaining < total:
+                break  # executors are deleting: now
+            time.sleep(0.005)
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+    assert blocked_seen, "the child never got as far as its watermark"
+    remaining = count_files(warehouse)
+    state = watcher.state
+    assert state.unfinished_vacuums(), "the kill must land before the run finished"
+    assert 0 <= remaining < total
+    for t in range(24):
+        with pytest.raises(UndropBlocked):
+            watcher.undrop_table(f"sales.t{t}")
+    watcher.verify()
+
+    clock.set(T0 + timedelta(days=366))
+    report = vacuum(spark, watcher)
+    assert len(report.purged) == 24 and report.failures == []
+    assert report.resumed_runs and not watcher.state.unfinished_vacuums()
+    assert count_files(warehouse) == 0
+    assert all(watcher.instance(r.id).state == "purged" for r in report.purged)
+    watcher.close()
