@@ -343,6 +343,9 @@ class Ledger:
         if key is not None:
             ids |= {getattr(r.event, "table_id") for r in records
                     if getattr(r.event, "name", None) == key and hasattr(r.event, "table_id")}
+        if not ids or (table_id is not None and valid_table_id(table_id) not in self.state.instances):
+            raise TableNotFound(f"no table {'with id ' + table_id if table_id else key} has ever "
+                                "existed in this ledger")
         return [HistoryEntry.of(r) for r in records if _concerns(r, ids)]
 
     def verify(self) -> VerifyReport:

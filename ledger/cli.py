@@ -7,13 +7,15 @@ machine-readable output; times are always ISO 8601 UTC.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import attrs
 import click
+import rich.console
 
 from .api import Ledger
 from .clock import format_duration, iso, parse_time, to_micros
@@ -206,6 +208,76 @@ def verify(ctx: Context) -> None:
     report = ctx.ledger.verify()
     ctx.emit(attrs.asdict(report), f"ok: {report.events} events, {report.live} live, {report.dropped} dropped, "
                    f"{report.purged} purged")
+
+
+@command(cli, "vacuum")
+@click.option("--retention", default=None, metavar="DURATION",
+              help="Use instead of the ledger-wide retention for this run (e.g. 7d); "
+                   "database and table settings still apply.")
+@click.option("--database", default=None, help="Only tables dropped from this database.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N tables, oldest first.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; change nothing.")
+@click.option("--override-floor", is_flag=True, help="Allow --retention under the 24h floor.")
+def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
+                   dry_run: bool, override_floor: bool) -> None:
+    """Purge dropped tables past their retention (watermark first, then delete on Spark)."""
+    from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
+
+    led = ctx.ledger
+    spark = local_session()
+    with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
+        report = vacuum(spark, led, retention=retention, database=database, limit=limit,
+                        dry_run=dry_run, override_floor=override_floor, progress=progress)
+    ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
+    if report.failures:
+        first = report.failures[0]
+        raise VacuumIncomplete(
+            f"{len(report.failures)} table(s) could not be purged and stay blocked; first: "
+            f"{first.name} (id {first.id}): {first.error}")
+
+
+class VacuumIncomplete(LedgerError):
+    """Some planned tables could not be purged; they stay blocked for the next vacuum."""
+
+
+def _vacuum_text(report: Any) -> str:
+    verb = "would delete" if report.dry_run else "deleted"
+    lines = [f"{'dry run' if report.dry_run else 'vacuum ' + str(report.run_id)}: "
+             f"{len(report.instances)} table(s), {verb} {report.files} file(s), {report.bytes} bytes "
+             f"in {report.duration:.1f}s"]
+    lines += [f"  watermark {scope} -> {_iso(at)}" for scope, at in report.watermarks.items()]
+    for item in report.instances:
+        status = "FAILED " + str(item.error) if item.error else f"{item.files} files, {item.bytes} bytes"
+        lines.append(f"  {item.id}  {item.name:<32} {status}{'  (resumed)' if item.resumed else ''}")
+        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+    if report.resumed_runs:
+        lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for interactive runs; nothing when piped or printing JSON."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=rich.console.Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@command(cli, "demo")
+@click.option("--dir", "folder", default="retention-demo", show_default=True,
+              help="Folder for the demo's ledger and warehouse (recreated on each run).")
+def demo_command(ctx: Context, folder: str) -> None:
+    """Run the quickstart: write tables with Spark, drop, vacuum, and try two undrops."""
+    from .demo import run_demo
+
+    summary = run_demo(folder, echo=None if ctx.as_json else click.echo)
+    if ctx.as_json:
+        click.echo(json.dumps(summary, indent=2))
 
 
 def _iso(value: Any) -> str | None:

@@ -127,7 +127,7 @@ def parse_duration(value: str | timedelta | int | float) -> timedelta:
 
 
 def format_duration(seconds: int) -> str:
-    for unit in ("w", "d", "h", "m"):
+    for unit in ("d", "h", "m"):  # days, not weeks: retention is spoken of in days
         size = _UNIT_SECONDS[unit]
         if seconds and seconds % size == 0:
             return f"{seconds // size}{unit}"

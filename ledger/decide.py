@@ -121,20 +121,24 @@ def guard_streams(state: Catalog, inst: Instance) -> frozenset[str]:
 
 
 def check_undroppable(state: Catalog, inst: Instance) -> None:
-    """R3 and R8: refuse to bring back an instance a vacuum may have touched."""
-    if inst.purged_at is not None:
-        raise UndropBlocked(
-            f"cannot undrop {inst.name} (id {inst.id}): it was purged at {iso(inst.purged_at)}; "
-            "its files are gone and it can never be undropped"
-        )
+    """R3 and R8: refuse to bring back an instance a vacuum may have touched.
+
+    The message names the table, its id, its drop time and the watermark (and,
+    once purged, when its files went), so whoever reads it knows what happened.
+    """
     mark = state.effective_watermark(inst)
-    if inst.dropped_at is not None and mark is not None and inst.dropped_at <= mark:
+    blocked = inst.dropped_at is not None and mark is not None and inst.dropped_at <= mark
+    if not blocked and inst.purged_at is None:
+        return
+    reason = f"cannot undrop {inst.name} (id {inst.id}): it was dropped at {iso(inst.dropped_at)}"
+    if blocked:
         scope = next(s for s in state.covering_scopes(inst) if state.watermarks.get(s) == mark)
-        raise UndropBlocked(
-            f"cannot undrop {inst.name} (id {inst.id}): it was dropped at {iso(inst.dropped_at)}, "
-            f"at or before the vacuum watermark {iso(mark)} (scope {scope}); a vacuum may have "
-            "deleted its files, so restoring it could bring it back half-empty"
-        )
+        reason += f", at or before the vacuum watermark {iso(mark)} (scope {scope})"
+    if inst.purged_at is not None:
+        raise UndropBlocked(f"{reason}; its files were purged at {iso(inst.purged_at)}, "
+                            "so it can never be undropped")
+    raise UndropBlocked(f"{reason}; a vacuum may have deleted its files, so restoring it "
+                        "could bring it back half-empty")
 
 
 def _require_unbound(state: Catalog, name: str, doing: str) -> None:

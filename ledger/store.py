@@ -232,6 +232,8 @@ class EventStore:
 
         Each batch is its own short read, so a long replay never pins the WAL.
         """
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, not {batch}")
         while True:
             with self._lock, translate_errors(self.path):
                 if upto is None:

@@ -527,7 +527,8 @@ def test_history_of_one_table_by_name_and_by_id(db: Path) -> None:
     by_id = ok_json(db, "history", "--id", first)
     assert [(e["seq"], e["type"]) for e in by_id] == [(1, "TableCreated"), (2, "TableDropped")]
 
-    assert ok(db, "history", "nothing.here").stdout == "no events\n"
+    assert "nothing.here has ever existed" in refused(db, "history", "nothing.here", error="TableNotFound")
+    refused(db, "history", "--id", "0" * 16, error="TableNotFound")
     refused(db, "history", "--id", "xyz", error="InvalidName")
 
 
