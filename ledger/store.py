@@ -310,6 +310,9 @@ def _translate(path: str, exc: sqlite3.Error) -> LedgerError:
         hint = ""
         if "readonly" in text or "read-only" in text:
             hint = "; check the file's and its folder's permissions (SQLite writes -wal and -shm files beside it)"
+        elif "unable to open" in text and path != ":memory:" and \
+                not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            hint = f"; its folder {os.path.dirname(os.path.abspath(path))} does not exist"
         elif "full" in text:
             hint = "; free some space and retry: nothing was written"
         return LedgerUnavailable(f"{path}: cannot use the ledger file: {exc}{hint}")

@@ -7,6 +7,6 @@
 
 from .session import local_session
 from .tables import read_table, write_table
-from .vacuum import InstanceReport, VacuumReport, vacuum
+from .vacuum_job import InstanceReport, VacuumReport, vacuum
 
 __all__ = ["local_session", "read_table", "write_table", "vacuum", "VacuumReport", "InstanceReport"]

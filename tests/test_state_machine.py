@@ -1,0 +1,917 @@
+"""Model-based testing of the ledger: random command sequences, a real ledger file, and a model.
+
+Hypothesis drives ``LedgerMachine`` through random sequences of every ledger
+command (create, drop, the three kinds of undrop, database drop and undrop,
+watermark advances at every scope, retention settings, purges, malformed
+input), interleaved with clock steps (forward, none, and back) and reopening
+the file (from the log or from a snapshot). Arguments come from a universe
+of two databases with two table names each, so that names collide and get
+reused often; a few rules aim the same commands at what the model holds, so
+that successes and the guard's boundaries are common too.
+
+The same commands go to a real SQLite ledger and to ``Model``, a
+plain re-statement of the rules in ``DESIGN.md`` written from the contract,
+not from the library. The model uses nothing from ``ledger.state`` or
+``ledger.decide``; the file takes only an error type from the one, and the
+fold (for the ledger's self-check) from the other.
+
+For every command the model predicts success or the error type(s) the
+contract allows; the ledger must agree, and a refusal must append nothing.
+After every step the invariants compare the two in full (live tables, dropped
+lists newest first, each instance, watermarks, retentions, event count and
+times) and check the ledger against itself (a fresh fold of its log equals its
+incremental state; event times strictly increase; nothing is both live and
+purged).
+
+Where the contract leaves precedence open (an undrop that is both blocked and
+targets a bound name, say) the model accepts each error the contract allows,
+and says so at the point where it does.
+
+The ``test_r*`` functions at the end replay hand-written scenarios through the
+same machine, so each rule has a named test whose steps read like the rule,
+and the model itself is checked against the rules' literal expectations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+from hypothesis.stateful import (
+    Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule,
+)
+
+from ledger import Ledger, ManualClock
+from ledger.decide import PurgeRefused  # the error type only; the model decides for itself
+from ledger.errors import (
+    DatabaseNotFound, InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerError,
+    TableExists, TableNotFound, UndropBlocked,
+)
+from ledger.events import decode
+from ledger.state import Catalog, fold
+
+# --- time, in integer microseconds, computed here rather than with ledger.clock ------------
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SECOND = 1_000_000
+DAY = 86_400 * SECOND
+
+
+def us(value: datetime) -> int:
+    """An aware datetime as microseconds since the epoch."""
+    return (value - EPOCH) // timedelta(microseconds=1)
+
+
+def at(micros: int) -> datetime:
+    return EPOCH + timedelta(microseconds=micros)
+
+
+def opt_us(value: datetime | None) -> int | None:
+    return None if value is None else us(value)
+
+
+def iso_spellings(micros: int) -> tuple[str, ...]:
+    """Ways ISO 8601 can write a UTC time; R3's message must use one of them."""
+    value = at(micros)
+    return (value.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), value.isoformat(),
+            value.isoformat().replace("+00:00", "Z"))
+
+
+# --- the name universe: small, so that collisions, reuse and database ops are frequent -----
+
+DATABASES = ("a", "b")
+OTHER_DATABASE = "c"  # never holds a table
+NAMES = tuple(f"{db}.{t}" for db in DATABASES for t in ("t1", "t2"))
+GHOST_ID = "0123456789abcdef"  # well-formed, but no instance has it
+DEFAULT_RETENTION = 7 * 86_400
+RETENTION_FLOOR = 86_400
+
+
+def spell(text: str, style: str) -> str:
+    """Names are case-insensitive: the ledger is handed any spelling, the model the canonical one."""
+    if style == "upper":
+        return text.upper()
+    if style == "mixed":
+        head, dot, tail = text.partition(".")
+        return head.upper() + dot + tail
+    return text
+
+
+STYLES = st.sampled_from(["lower", "upper", "mixed"])
+names = st.builds(spell, st.sampled_from(NAMES), STYLES)
+databases = st.sampled_from((*DATABASES, *DATABASES, OTHER_DATABASE))  # mostly ones with tables
+SCOPES = ("ledger", *(f"database:{db}" for db in (*DATABASES, OTHER_DATABASE)), f"table:{GHOST_ID}")
+
+
+def spell_scope(scope: str, style: str) -> str | None:
+    """A scope as a caller may write it: ``None`` and ``LEDGER`` mean the ledger, keys ignore case."""
+    if scope == "ledger":
+        return {"lower": "ledger", "upper": "LEDGER", "mixed": None}[style]
+    kind, _, key = scope.partition(":")
+    return f"{kind}:{spell(key, style) if style != 'mixed' else key.upper()}"
+
+
+# --- the reference model -------------------------------------------------------------------
+
+def _names(errors: set[type[Exception]] | frozenset[type[Exception]]) -> list[str]:
+    return sorted(e.__name__ for e in errors)
+
+
+class Refuse(Exception):
+    """The model's verdict that a command is refused, with every error type the contract allows."""
+
+    def __init__(self, *errors: type[Exception], why: str) -> None:
+        super().__init__(why)
+        self.errors = frozenset(errors)
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Accept:
+    """The model's verdict that a command succeeds.
+
+    ``events`` is how many events it appends (0 for a watermark that does not
+    move, R1). ``commit`` brings the model along once the ledger has answered,
+    checking the answer on the way: some facts (a new table's id) only the
+    ledger can supply.
+    """
+
+    events: int
+    commit: Callable[[Any], None]
+
+
+@dataclass
+class ModelTable:
+    """One table instance. ``name`` is its current name, or its last one while dropped."""
+
+    id: str
+    name: str
+    created: int
+    dropped: int | None = None
+    purged: int | None = None
+
+    @property
+    def database(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def live(self) -> bool:
+        return self.dropped is None
+
+    @property
+    def dropped_unpurged(self) -> bool:
+        return self.dropped is not None and self.purged is None
+
+
+class Model:
+    """DESIGN.md's rules over plain dicts, in the order a reader meets them in the contract."""
+
+    def __init__(self, clock: int) -> None:
+        self.clock = clock                           # what the ManualClock reads
+        self.last_time = 0                           # time of the newest event
+        self.events = 0
+        self.tables: dict[str, ModelTable] = {}      # id -> instance, purged ones included
+        self.watermarks: dict[str, int] = {}         # canonical scope -> time
+        self.retentions: dict[str, int] = {}         # canonical scope -> seconds
+        self.db_drops: dict[str, list[str]] = {}     # db -> ids its latest drop took, not undropped since
+
+    # R6: event times strictly increase, even when the clock steps back; now never goes back.
+
+    def now(self) -> int:
+        return max(self.clock, self.last_time)
+
+    def next_time(self) -> int:
+        return max(self.clock, self.last_time + 1)
+
+    def _appended(self, time: int) -> None:
+        self.last_time = time
+        self.events += 1
+
+    # --- queries -------------------------------------------------------------------------
+
+    def live(self, name: str) -> ModelTable | None:
+        found = [t for t in self.tables.values() if t.live and t.name == name]
+        assert len(found) <= 1, f"model bug: {name} bound twice"
+        return found[0] if found else None
+
+    def bindings(self) -> dict[str, str]:
+        return {t.name: t.id for t in self.tables.values() if t.live}
+
+    def dropped(self, *, database: str | None = None, name: str | None = None) -> list[str]:
+        """Dropped, unpurged ids, newest drop first; a database drop's tie goes to the newest created."""
+        found = [t for t in self.tables.values() if t.dropped_unpurged
+                 and (database is None or t.database == database) and (name is None or t.name == name)]
+        found.sort(key=lambda t: (t.dropped, t.created), reverse=True)
+        return [t.id for t in found]
+
+    def effective_watermark(self, table: ModelTable) -> int | None:
+        """The latest of the ledger's, its (last) name's database's, and its own watermark."""
+        marks = [self.watermarks.get(s) for s in
+                 ("ledger", f"database:{table.database}", f"table:{table.id}")]
+        return max((m for m in marks if m is not None), default=None)
+
+    def blocked(self, table: ModelTable) -> bool:
+        """R3 + R8: purged, or dropped at or before its effective watermark."""
+        if table.purged is not None:
+            return True
+        mark = self.effective_watermark(table)
+        return table.dropped is not None and mark is not None and table.dropped <= mark
+
+    def retention(self, table: ModelTable) -> int:
+        """The most specific retention: the table's, its database's, the ledger's, else 7 days."""
+        for scope in (f"table:{table.id}", f"database:{table.database}", "ledger"):
+            if scope in self.retentions:
+                return self.retentions[scope]
+        return DEFAULT_RETENTION
+
+    def status(self, table: ModelTable) -> str:
+        if table.purged is not None:
+            return "purged"
+        if table.live:
+            return "live"
+        return "blocked" if self.blocked(table) else "dropped"
+
+    def _require_table_scope(self, scope: str) -> None:
+        """A ``table:<id>`` scope must name an instance. The README files that under
+        TableNotFound ("no such ... id"), errors.py's InvalidScope docstring under "names
+        nothing": the contract allows either."""
+        kind, _, key = scope.partition(":")
+        if kind == "table" and key not in self.tables:
+            raise Refuse(TableNotFound, InvalidScope, why=f"{scope} names no instance")
+
+    # --- tables (R7) ---------------------------------------------------------------------
+
+    def create(self, name: str) -> Accept:
+        if self.live(name) is not None:
+            raise Refuse(TableExists, why=f"{name} is bound")
+        time = self.next_time()
+
+        def commit(inst: Any) -> None:
+            assert inst.id not in self.tables, "a new instance must get a new id"
+            assert (inst.name, us(inst.created_at), inst.dropped_at) == (name, time, None)
+            self.tables[inst.id] = ModelTable(inst.id, name, time)
+            self._appended(time)
+        return Accept(1, commit)
+
+    def drop(self, name: str) -> Accept:
+        table = self.live(name)
+        if table is None:
+            raise Refuse(TableNotFound, why=f"{name} is not live")
+        time = self.next_time()
+
+        def commit(inst: Any) -> None:
+            assert (inst.id, inst.name, opt_us(inst.dropped_at)) == (table.id, name, time)
+            table.dropped = time
+            self._appended(time)
+        return Accept(1, commit)
+
+    def undrop(self, name: str, table_id: str | None = None, new_name: str | None = None) -> Accept:
+        """R7 picks the instance, then refuses a live one or a bound target; R3/R8 guard it."""
+        if table_id is not None:
+            table = self.tables.get(table_id)
+            if table is None or table.name != name:
+                raise Refuse(TableNotFound, why=f"no instance {table_id} last named {name}")
+        else:
+            candidates = [t for t in self.tables.values() if t.name == name and t.dropped_unpurged]
+            if not candidates:
+                if any(t.name == name and t.purged is not None for t in self.tables.values()):
+                    # Only purged instances of the name are left: "nothing dropped to undrop"
+                    # and "purged is final" (R8) are both true, and the contract ranks neither.
+                    raise Refuse(TableNotFound, UndropBlocked, why=f"{name}: only purged instances")
+                raise Refuse(TableNotFound, why=f"{name} has no dropped instance")
+            table = max(candidates, key=lambda t: t.dropped or 0)
+        if table.live:
+            raise Refuse(TableExists, why=f"{table.id} is live")
+        target = new_name or table.name
+        reasons: set[type[Exception]] = set()
+        if self.live(target) is not None:
+            reasons.add(TableExists)
+        if self.blocked(table):
+            reasons.add(UndropBlocked)
+        if reasons:  # both may hold; the contract does not say which one wins
+            raise Refuse(*reasons, why=f"undrop {table.id} as {target}: {_names(reasons)}")
+        time = self.next_time()
+
+        def commit(inst: Any) -> None:
+            assert (inst.id, inst.name, inst.dropped_at, inst.purged_at) == (table.id, target, None, None)
+            self._forget_database_drop(table)
+            table.name, table.dropped = target, None
+            self._appended(time)
+        return Accept(1, commit)
+
+    def _forget_database_drop(self, table: ModelTable) -> None:
+        """An instance undropped on its own is no longer part of its database's latest drop."""
+        ids = self.db_drops.get(table.database, [])
+        if table.id in ids:
+            ids.remove(table.id)
+
+    # --- databases (R7) ------------------------------------------------------------------
+
+    def drop_database(self, db: str) -> Accept:
+        victims = [t for t in self.tables.values() if t.live and t.database == db]
+        if not victims:
+            raise Refuse(DatabaseNotFound, why=f"database {db} has no live tables")
+        time = self.next_time()
+
+        def commit(result: list[Any]) -> None:
+            assert sorted(i.id for i in result) == sorted(t.id for t in victims)
+            assert {opt_us(i.dropped_at) for i in result} == {time}, "one drop, one drop time"
+            for table in victims:
+                table.dropped = time
+            self.db_drops[db] = [t.id for t in victims]
+            self._appended(time)
+        return Accept(1, commit)
+
+    def undrop_database(self, db: str) -> Accept:
+        """All or none: any blocked or purged -> UndropBlocked, any name bound -> TableExists."""
+        tables = [self.tables[i] for i in self.db_drops.get(db, [])]
+        if not tables:
+            raise Refuse(DatabaseNotFound, why=f"database {db} has no drop left to undo")
+        reasons: set[type[Exception]] = set()
+        if any(self.blocked(t) for t in tables):
+            reasons.add(UndropBlocked)
+        if any(self.live(t.name) is not None for t in tables):
+            reasons.add(TableExists)
+        if reasons:
+            raise Refuse(*reasons, why=f"undrop database {db}: {_names(reasons)}")
+        time = self.next_time()
+
+        def commit(result: list[Any]) -> None:
+            assert sorted((i.id, i.name) for i in result) == sorted((t.id, t.name) for t in tables)
+            assert all(i.dropped_at is None for i in result)
+            for table in tables:
+                table.dropped = None
+            del self.db_drops[db]
+            self._appended(time)
+        return Accept(1, commit)
+
+    # --- watermarks (R1) and retention ---------------------------------------------------
+
+    def advance(self, scope: str, to: int) -> Accept:
+        """Fetch-and-set; at or before the current value is a no-op that returns it; past now is refused."""
+        self._require_table_scope(scope)
+        if to > self.now():
+            raise Refuse(InvalidTime, why=f"{to} is past now {self.now()}")
+        current = self.watermarks.get(scope)
+        if current is not None and to <= current:
+            def unchanged(found: datetime | None) -> None:
+                assert opt_us(found) == current, "R1: a no-op advance returns the current value"
+            return Accept(0, unchanged)
+        time = self.next_time()
+
+        def commit(found: datetime | None) -> None:
+            assert opt_us(found) == current, "R1: fetch-and-set returns the previous value"
+            self.watermarks[scope] = to
+            self._appended(time)
+        return Accept(1, commit)
+
+    def set_retention(self, scope: str, seconds: int | None, override_floor: bool) -> Accept:
+        """Negative or malformed is refused; under the 24 h floor only with ``override_floor``."""
+        reasons: set[type[Exception]] = set()
+        if seconds is not None and (seconds < 0 or (seconds < RETENTION_FLOOR and not override_floor)):
+            reasons.add(InvalidRetention)
+        try:
+            self._require_table_scope(scope)
+        except Refuse as missing:
+            reasons |= missing.errors
+        if reasons:  # a bad value for a missing scope: either complaint is fair
+            raise Refuse(*reasons, why=f"retention {seconds} at {scope}")
+        time = self.next_time()
+
+        def commit(result: timedelta | None) -> None:
+            assert result == (None if seconds is None else timedelta(seconds=seconds))
+            if seconds is None:
+                self.retentions.pop(scope, None)
+            else:
+                self.retentions[scope] = seconds
+            self._appended(time)
+        return Accept(1, commit)
+
+    # --- purges (R8) ---------------------------------------------------------------------
+
+    def record_purge(self, table_id: str) -> Accept:
+        """Only a dropped, unpurged instance at or behind its effective watermark may be purged."""
+        table = self.tables.get(table_id)
+        if table is None or not table.dropped_unpurged or not self.blocked(table):
+            raise Refuse(PurgeRefused, why=f"{table_id} is not dropped and blocked")
+        time = self.next_time()
+
+        def commit(inst: Any) -> None:
+            assert (inst.id, opt_us(inst.purged_at)) == (table_id, time)
+            table.purged = time
+            self._appended(time)
+        return Accept(1, commit)
+
+
+# --- the state machine ---------------------------------------------------------------------
+
+def _record(label: str) -> None:
+    """Count outcomes for ``--hypothesis-show-statistics``; a no-op outside Hypothesis."""
+    with contextlib.suppress(InvalidArgument):
+        event(label)
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    """Random command sequences against a real ledger file and the model, compared at every step."""
+
+    tables = Bundle("tables")  # ids of every instance ever created, live, dropped or purged
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="ledger-sm-"))
+        self.path = self.dir / "ledger.db"
+        self.clock = ManualClock(T0)
+        self.model = Model(us(T0))
+        self.led = Ledger.open(self.path, clock=self.clock, actor="sm")
+        self.last = ""
+        """The outcome of the latest command: "ok" or the error's type name (for scenario tests)."""
+        self.last_result: Any = None
+        """What the latest command returned, or the error it raised."""
+
+    def teardown(self) -> None:
+        try:
+            self.led.verify()
+        finally:
+            self.led.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- the comparison every command goes through --------------------------------------
+
+    def _expect(self, label: str, verdict: Callable[[], Accept], call: Callable[[], Any]) -> Any:
+        """Ask the model, then the ledger; they must agree, and a refusal must append nothing."""
+        try:
+            predicted: Accept | Refuse = verdict()
+        except Refuse as refusal:
+            predicted = refusal
+        before = self.led.event_count()
+        try:
+            result = call()
+        except LedgerError as exc:
+            self.last, self.last_result = type(exc).__name__, exc
+            _record(f"{label}: {self.last}")
+            assert isinstance(predicted, Refuse), (
+                f"{label}: the model expected success, the ledger refused: {type(exc).__name__}: {exc}")
+            assert type(exc) in predicted.errors, (
+                f"{label}: the ledger raised {type(exc).__name__} ({exc}); the model allows "
+                f"{_names(predicted.errors)} because {predicted.why}")
+            assert self.led.event_count() == before, f"{label}: a refusal appended events"
+            return exc
+        self.last, self.last_result = "ok", result
+        assert isinstance(predicted, Accept), (
+            f"{label}: the ledger accepted it, the model expected "
+            f"{_names(predicted.errors)} because {predicted.why}")
+        _record(f"{label}: ok" if predicted.events else f"{label}: ok, nothing to append")
+        assert self.led.event_count() == before + predicted.events, f"{label}: wrong number of events"
+        predicted.commit(result)
+        return result
+
+    # --- tables --------------------------------------------------------------------------
+
+    @initialize(target=tables, first=st.lists(st.sampled_from(NAMES), unique=True, max_size=len(NAMES)))
+    def populate(self, first: list[str]) -> Any:
+        """Start with some live tables, so that drops and database drops have work from step one."""
+        return multiple(*(self.create(name) for name in first))  # distinct names: all succeed
+
+    @rule(target=tables, name=names)
+    def create(self, name: str) -> Any:
+        found = self._expect("create", lambda: self.model.create(name.lower()),
+                             lambda: self.led.create_table(name))
+        return multiple() if isinstance(found, LedgerError) else found.id
+
+    @rule(name=names)
+    def drop(self, name: str) -> None:
+        self._expect("drop", lambda: self.model.drop(name.lower()), lambda: self.led.drop_table(name))
+
+    @rule(name=names)
+    def undrop_by_name(self, name: str) -> None:
+        self._expect("undrop by name", lambda: self.model.undrop(name.lower()),
+                     lambda: self.led.undrop_table(name))
+
+    @rule(table=tables, name=st.none() | names, upper_id=st.booleans(), new_name=st.none() | names)
+    def undrop_by_id(self, table: str, name: str | None, upper_id: bool, new_name: str | None) -> None:
+        """By id, usually under its own last name (``name=None``); another name must not match."""
+        name = name or self.model.tables[table].name
+        given_id = table.upper() if upper_id else table
+        self._expect("undrop by id",
+                     lambda: self.model.undrop(name.lower(), table, new_name and new_name.lower()),
+                     lambda: self.led.undrop_table(name, table_id=given_id, new_name=new_name))
+
+    @rule(name=names, new_name=names)
+    def undrop_as(self, name: str, new_name: str) -> None:
+        self._expect("undrop as", lambda: self.model.undrop(name.lower(), new_name=new_name.lower()),
+                     lambda: self.led.undrop_table(name, new_name=new_name))
+
+    # --- databases -----------------------------------------------------------------------
+
+    @rule(db=databases, style=STYLES)
+    def drop_database(self, db: str, style: str) -> None:
+        self._expect("drop database", lambda: self.model.drop_database(db),
+                     lambda: self.led.drop_database(spell(db, style)))
+
+    @rule(db=databases, style=STYLES)
+    def undrop_database(self, db: str, style: str) -> None:
+        self._expect("undrop database", lambda: self.model.undrop_database(db),
+                     lambda: self.led.undrop_database(spell(db, style)))
+
+    # --- the same commands aimed where they can succeed ---------------------------------
+    # Names drawn uniformly from the universe mostly exercise refusals; these draw
+    # from what the model holds (the model only chooses the argument, the
+    # ledger is still checked against it), so that successes, guards at their
+    # boundaries and database undrops happen in most runs too.
+
+    def _dropped_names(self) -> list[str]:
+        return sorted({t.name for t in self.model.tables.values() if t.dropped is not None})
+
+    @precondition(lambda self: self.model.bindings())
+    @rule(data=st.data(), style=STYLES)
+    def drop_a_live_table(self, data: st.DataObject, style: str) -> None:
+        self.drop(spell(data.draw(st.sampled_from(sorted(self.model.bindings()))), style))
+
+    @precondition(lambda self: self._dropped_names())
+    @rule(data=st.data(), style=STYLES)
+    def undrop_a_dropped_name(self, data: st.DataObject, style: str) -> None:
+        self.undrop_by_name(spell(data.draw(st.sampled_from(self._dropped_names())), style))
+
+    @precondition(lambda self: self.model.bindings())
+    @rule(data=st.data(), style=STYLES)
+    def drop_a_live_database(self, data: st.DataObject, style: str) -> None:
+        live = sorted({name.split(".")[0] for name in self.model.bindings()})
+        self.drop_database(data.draw(st.sampled_from(live)), style)
+
+    def _undoable_databases(self) -> list[str]:
+        return sorted(db for db, ids in self.model.db_drops.items() if ids)
+
+    @precondition(lambda self: self._undoable_databases())
+    @rule(data=st.data(), style=STYLES)
+    def undrop_a_dropped_database(self, data: st.DataObject, style: str) -> None:
+        self.undrop_database(data.draw(st.sampled_from(self._undoable_databases())), style)
+
+    def _purgeable(self) -> list[str]:
+        tables = self.model.tables.values()
+        return sorted(t.id for t in tables if t.dropped_unpurged and self.model.blocked(t))
+
+    @precondition(lambda self: self._purgeable())
+    @rule(data=st.data())
+    def purge_a_blocked_table(self, data: st.DataObject) -> None:
+        """What a vacuum does once a watermark covers an instance (R8 from then on)."""
+        self.record_purge(data.draw(st.sampled_from(self._purgeable())))
+
+    # --- watermarks ----------------------------------------------------------------------
+
+    def advance_watermark(self, scope: str, to: int, style: str = "lower", zone_hours: int = 0,
+                          label: str = "advance") -> Any:
+        """Advance ``scope`` (canonical text) to ``to`` (µs), written in some spelling and zone."""
+        when = at(to).astimezone(timezone(timedelta(hours=zone_hours)))  # aware, in any zone
+        return self._expect(label, lambda: self.model.advance(scope, to),
+                            lambda: self.led.advance_watermark(when, scope=spell_scope(scope, style)))
+
+    @rule(anchor=tables, kind=st.sampled_from(["ledger", "database", "table"]),
+          offset=st.sampled_from([0, -1, 1]), style=STYLES)
+    def advance_to_a_drop_time(self, anchor: str, kind: str, offset: int, style: str) -> None:
+        """To exactly, 1 µs before or 1 µs after an instance's drop time (its creation, if live):
+        the guard's boundary (R3). A scope that covers the anchor, so the boundary matters."""
+        table = self.model.tables[anchor]
+        scope = {"ledger": "ledger", "database": f"database:{table.database}",
+                 "table": f"table:{anchor}"}[kind]
+        base = table.dropped if table.dropped is not None else table.created
+        self.advance_watermark(scope, base + offset, style, label=f"advance {kind} to a drop time")
+
+    @rule(scope=st.sampled_from(SCOPES), back=st.sampled_from([0, 1, SECOND, 3600 * SECOND]),
+          style=STYLES, zone_hours=st.sampled_from([0, 5, -3]))
+    def advance_to_recent(self, scope: str, back: int, style: str, zone_hours: int) -> None:
+        """To a bare time at or before now, in any scope (R1's no-ops happen here too)."""
+        self.advance_watermark(scope, self.model.now() - back, style, zone_hours, "advance to recent")
+
+    @rule(scope=st.sampled_from(SCOPES), ahead=st.sampled_from([1, SECOND]), style=STYLES)
+    def advance_past_now(self, scope: str, ahead: int, style: str) -> None:
+        """A watermark marks a point already reached: past the ledger's now is InvalidTime."""
+        self.advance_watermark(scope, self.model.now() + ahead, style, label="advance past now")
+
+    # --- retention and purges ------------------------------------------------------------
+
+    RETENTIONS = [  # (as the caller writes it, seconds; None removes; malformed counts as negative)
+        ("7d", 7 * 86_400), ("36h", 129_600), (86_400, 86_400), (timedelta(hours=1), 3_600),
+        ("90m", 5_400), (0, 0), (86_399, 86_399), (-1, -1), ("-1h", -1), ("a week", -1), (None, None),
+    ]
+
+    @rule(scope=st.sampled_from(SCOPES), value=st.sampled_from(RETENTIONS), override_floor=st.booleans())
+    def set_retention(self, scope: str, value: tuple[Any, int | None], override_floor: bool) -> None:
+        """Retention does not gate undrop (watermarks do), but its floor and scopes are rules too."""
+        given, seconds = value
+        self._expect("set retention", lambda: self.model.set_retention(scope, seconds, override_floor),
+                     lambda: self.led.set_retention(scope, given, override_floor=override_floor))
+
+    @rule(table=tables, value=st.sampled_from(RETENTIONS), override_floor=st.booleans())
+    def set_table_retention(self, table: str, value: tuple[Any, int | None], override_floor: bool) -> None:
+        self.set_retention(f"table:{table}", value, override_floor)
+
+    @rule(table=tables)
+    def record_purge(self, table: str) -> None:
+        self._expect("record purge", lambda: self.model.record_purge(table),
+                     lambda: self.led.record_purge(table, run_id="sm-vacuum", files=3, bytes=1024))
+
+    # --- malformed input: refused before anything is decided ------------------------------
+
+    BAD_INPUT: list[tuple[str, type[Exception], Callable[[Ledger], Any]]] = [
+        ("create one part", InvalidName, lambda led: led.create_table("orders")),
+        ("create three parts", InvalidName, lambda led: led.create_table("a.b.c")),
+        ("create leading digit", InvalidName, lambda led: led.create_table("1a.t1")),
+        ("drop empty", InvalidName, lambda led: led.drop_table("")),
+        ("undrop bad id", InvalidName, lambda led: led.undrop_table("a.t1", table_id="xyz")),
+        ("undrop bad new name", InvalidName, lambda led: led.undrop_table("a.t1", new_name="a-b.t1")),
+        ("drop database dotted", InvalidName, lambda led: led.drop_database("a.t1")),
+        ("naive time", InvalidTime, lambda led: led.advance_watermark(datetime(2026, 1, 1))),
+        ("unknown scope", InvalidScope, lambda led: led.advance_watermark(T0, scope="galaxy")),
+        ("bad table scope", InvalidScope, lambda led: led.advance_watermark(T0, scope="table:xyz")),
+        ("empty database scope", InvalidScope, lambda led: led.set_retention("database:", "7d")),
+    ]
+
+    @rule(case=st.sampled_from(BAD_INPUT))
+    def malformed_input(self, case: tuple[str, type[Exception], Callable[[Ledger], Any]]) -> None:
+        label, error, call = case
+
+        def verdict() -> Accept:
+            raise Refuse(error, why=label)
+        self._expect(f"bad input: {label}", verdict, lambda: call(self.led))
+
+    # --- the world around the ledger -----------------------------------------------------
+
+    @rule(step=st.sampled_from([SECOND, 60 * SECOND, 3600 * SECOND, 0, 1, DAY,
+                                -SECOND, -3600 * SECOND]))
+    def step_clock(self, step: int) -> None:
+        """Clocks jump, stall and step back; the ledger's times must still increase (R6)."""
+        self.clock.advance(timedelta(microseconds=step))
+        self.model.clock += step
+        self.last = "ok"
+
+    @rule(snapshot_every=st.sampled_from([20_000, 3, 1]))
+    def reopen(self, snapshot_every: int) -> None:
+        """Close and open the file again, sometimes from a snapshot: nothing is lost (R10)."""
+        self.led.close()
+        self.led = Ledger.open(self.path, clock=self.clock, actor="sm", snapshot_every=snapshot_every)
+        _record("reopen: from a snapshot" if self.led._snapshot_seq else "reopen: from the log")
+        self.last = "ok"
+
+    # --- invariants, checked after every step --------------------------------------------
+
+    @invariant()
+    def live_tables_match(self) -> None:
+        """R7: every bound name points at the instance the model says it does."""
+        assert {t.name: t.id for t in self.led.tables()} == self.model.bindings()
+        for name in NAMES:
+            live = self.model.live(name)
+            try:
+                assert self.led.table(name).id == (live and live.id)
+            except TableNotFound:
+                assert live is None, f"{name} should be live as {live}"
+
+    @invariant()
+    def dropped_lists_match(self) -> None:
+        """Dropped, unpurged instances, newest first, overall, per database and per name."""
+        ids = lambda found: [t.id for t in found]  # noqa: E731
+        assert ids(self.led.dropped_tables()) == self.model.dropped()
+        for db in (*DATABASES, OTHER_DATABASE):
+            assert ids(self.led.dropped_tables(database=db)) == self.model.dropped(database=db)
+        for name in NAMES:
+            assert ids(self.led.dropped_tables(name=name.upper())) == self.model.dropped(name=name)
+
+    @invariant()
+    def instances_match(self) -> None:
+        """Each instance, live, dropped or purged: name, times, status, effective watermark, retention."""
+        for table in self.model.tables.values():
+            inst = self.led.instance(table.id)
+            assert (inst.name, us(inst.created_at), opt_us(inst.dropped_at), opt_us(inst.purged_at)) == \
+                (table.name, table.created, table.dropped, table.purged), table
+            assert inst.state == self.model.status(table), table
+            assert opt_us(inst.effective_watermark) == self.model.effective_watermark(table), table
+            assert inst.retention == timedelta(seconds=self.model.retention(table)), table
+
+    @invariant()
+    def watermarks_and_retentions_match(self) -> None:
+        """R1: the ledger holds exactly the watermarks the model does, at every scope."""
+        scopes = (*SCOPES, *(f"table:{i}" for i in self.model.tables))
+        for scope in scopes:
+            assert opt_us(self.led.watermark(scope)) == self.model.watermarks.get(scope), scope
+            retention = self.led.retention(scope)
+            expected = self.model.retentions.get(scope)
+            assert retention == (None if expected is None else timedelta(seconds=expected)), scope
+
+    @invariant()
+    def fresh_fold_equals_incremental_state(self) -> None:
+        """Replaying the whole log from nothing gives the state the ledger built step by step."""
+        fresh = fold(Catalog(), (decode(*row) for row in self.led._store.read(0)))
+        assert fresh == self.led.state
+
+    @invariant()
+    def event_times_strictly_increase(self) -> None:
+        """R6: one event per accepted command, strictly increasing times, now never goes back."""
+        rows = list(self.led._store.read(0))
+        assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
+        times = [r[5] for r in rows]
+        assert all(a < b for a, b in zip(times, times[1:])), times
+        assert len(rows) == self.model.events == self.led.event_count()
+        assert (times[-1] if times else 0) == self.model.last_time
+        assert us(self.led.now()) == self.model.now()
+
+    @invariant()
+    def nothing_is_live_and_purged(self) -> None:
+        """R8: a purged instance never comes back, so it is never bound to a name."""
+        state = self.led.state
+        for inst in state.instances.values():
+            assert not (inst.dropped_at is None and inst.purged_at is not None), inst
+        assert all(state.instances[i].purged_at is None for i in state.bindings.values())
+
+    def check_all(self) -> None:
+        """Every invariant, for scenarios driven by hand (Hypothesis calls them itself)."""
+        for check in (self.live_tables_match, self.dropped_lists_match, self.instances_match,
+                      self.watermarks_and_retentions_match, self.fresh_fold_equals_incremental_state,
+                      self.event_times_strictly_increase, self.nothing_is_live_and_purged):
+            check()
+
+
+LedgerMachine.TestCase.settings = settings(settings.default, stateful_step_count=40)
+TestLedgerMatchesModel = LedgerMachine.TestCase
+"""R1, R3, R6, R7, R8 and R10 over random command sequences, checked against the model."""
+
+
+# --- hand-written scenarios through the same machine, one or more per rule ----------------
+
+@contextlib.contextmanager
+def machine() -> Iterator[LedgerMachine]:
+    """A machine driven by hand: every command still goes through the model comparison."""
+    m = LedgerMachine()
+    try:
+        yield m
+    finally:
+        m.teardown()
+
+
+def do(m: LedgerMachine, command: str, expect: str = "ok", **arguments: Any) -> Any:
+    """Run one rule, insist on its outcome ("ok" or an error's name), then check every invariant.
+
+    The expected outcome is written from the rule, so these tests check the
+    model as well as the ledger: a model that agreed with a wrong ledger
+    would fail here.
+    """
+    result = getattr(m, command)(**arguments)
+    assert m.last == expect, f"{command}({arguments}): got {m.last}, the rule says {expect}"
+    m.check_all()
+    return result
+
+
+def test_r1_watermark_is_fetch_and_set_and_never_moves_back() -> None:
+    with machine() as m:
+        t = do(m, "create", name="a.t1")
+        do(m, "step_clock", step=SECOND)
+        do(m, "drop", name="a.t1")
+        do(m, "step_clock", step=SECOND)
+        dropped = m.model.tables[t].dropped
+        assert do(m, "advance_watermark", scope="ledger", to=dropped) is None  # none was set
+        count = m.led.event_count()
+        for at_or_before in (dropped, dropped - 1, dropped - SECOND):
+            assert us(do(m, "advance_watermark", scope="ledger", to=at_or_before)) == dropped
+        assert m.led.event_count() == count and us(m.led.watermark()) == dropped
+        do(m, "advance_past_now", "InvalidTime", scope="ledger", ahead=1, style="lower")
+        later = m.model.now()
+        assert us(do(m, "advance_watermark", scope="ledger", to=later, zone_hours=5)) == dropped
+        assert m.led.event_count() == count + 1 and us(m.led.watermark()) == later
+
+
+def test_r3_undrop_is_blocked_at_exactly_the_effective_watermark() -> None:
+    """Drop time == watermark blocks; 1 µs later does not; whichever scope holds the watermark."""
+    for kind in ("ledger", "database", "table"):
+        with machine() as m:
+            do(m, "create", name="a.t1")
+            second = do(m, "create", name="a.t2")
+            do(m, "step_clock", step=SECOND)
+            do(m, "drop", name="a.t1")
+            do(m, "step_clock", step=SECOND)
+            do(m, "drop", name="a.t2")
+            do(m, "step_clock", step=SECOND)
+            # 1 µs before the second drop, so after the first
+            do(m, "advance_to_a_drop_time", anchor=second, kind="database" if kind == "ledger" else "ledger",
+               offset=-1, style="lower")
+            do(m, "undrop_by_name", "UndropBlocked", name="a.t1")
+            do(m, "undrop_by_name", name="A.T2")
+            do(m, "drop", name="a.t2")
+            do(m, "advance_to_a_drop_time", anchor=second, kind=kind, offset=0, style="upper")
+            do(m, "undrop_by_id", "UndropBlocked", table=second, name=None, upper_id=False, new_name=None)
+            do(m, "undrop_as", "UndropBlocked", name="a.t2", new_name="b.t2")
+    with machine() as m:  # no watermark at all: undrop is allowed
+        do(m, "create", name="b.t1")
+        do(m, "drop", name="b.t1")
+        do(m, "undrop_by_name", name="b.t1")
+
+
+def test_r3_refusal_names_the_table_its_id_its_drop_time_and_the_watermark() -> None:
+    with machine() as m:
+        t = do(m, "create", name="a.t1")
+        do(m, "step_clock", step=SECOND)
+        do(m, "drop", name="a.t1")
+        do(m, "step_clock", step=SECOND)
+        do(m, "advance_to_recent", scope="database:a", back=0, style="lower", zone_hours=0)
+        do(m, "undrop_by_name", "UndropBlocked", name="A.t1")
+        message = str(m.last_result)
+        dropped, mark = m.model.tables[t].dropped, m.model.watermarks["database:a"]
+        assert dropped is not None and mark - dropped == SECOND
+        assert "a.t1" in message and t in message, message
+        assert any(text in message for text in iso_spellings(dropped)), message
+        assert any(text in message for text in iso_spellings(mark)), message
+
+
+def test_r3_effective_watermark_uses_the_database_of_the_last_name() -> None:
+    """An instance renamed on undrop is guarded by its new database once dropped again."""
+    with machine() as m:
+        t = do(m, "create", name="a.t1")
+        do(m, "drop", name="a.t1")
+        do(m, "undrop_by_id", table=t, name=None, upper_id=True, new_name="b.t2")
+        do(m, "step_clock", step=SECOND)
+        do(m, "drop", name="b.t2")
+        do(m, "step_clock", step=SECOND)
+        do(m, "advance_to_recent", scope="database:a", back=0, style="lower", zone_hours=5)
+        do(m, "undrop_by_name", name="b.t2")
+        do(m, "drop", name="b.t2")
+        do(m, "advance_to_recent", scope="database:b", back=0, style="upper", zone_hours=0)
+        do(m, "undrop_by_name", "UndropBlocked", name="b.t2")
+
+
+def test_r6_event_times_increase_when_the_clock_stalls_or_steps_back() -> None:
+    with machine() as m:
+        do(m, "create", name="a.t1")
+        do(m, "step_clock", step=-3600 * SECOND)
+        do(m, "drop", name="a.t1")
+        do(m, "create", name="a.t1")
+        do(m, "step_clock", step=-SECOND)
+        do(m, "drop_database", db="a", style="upper")
+        do(m, "advance_to_recent", scope="ledger", back=0, style="mixed", zone_hours=-3)
+        do(m, "advance_past_now", "InvalidTime", scope="database:a", ahead=1, style="lower")
+        times = [row[5] for row in m.led._store.read(0)]
+        assert times == [us(T0) + i for i in range(5)]
+
+
+def test_r7_names_pick_the_instance_to_undrop() -> None:
+    """By name: the newest dropped; by id: that one, if its name matches; new_name: elsewhere."""
+    with machine() as m:
+        old = do(m, "create", name="a.t1")
+        do(m, "drop", name="a.t1")
+        new = do(m, "create", name="A.t1")
+        assert new != old
+        do(m, "drop", name="a.t1")
+        do(m, "undrop_by_id", "TableNotFound", table=old, name="b.t1", upper_id=False, new_name=None)
+        do(m, "undrop_by_name", name="a.t1")
+        assert m.led.table("a.t1").id == new
+        do(m, "undrop_by_name", "TableExists", name="a.t1")
+        do(m, "undrop_by_id", "TableExists", table=old, name=None, upper_id=False, new_name=None)
+        do(m, "undrop_by_id", "TableExists", table=new, name=None, upper_id=False, new_name="b.t1")
+        do(m, "undrop_as", name="a.t1", new_name="b.t1")
+        do(m, "undrop_by_name", "TableNotFound", name="a.t1")
+        do(m, "create", "TableExists", name="a.t1")
+        assert m.led.table("b.t1").id == old
+
+
+def test_r7_database_undrop_restores_exactly_its_tables_all_or_none() -> None:
+    with machine() as m:
+        t1 = do(m, "create", name="a.t1")
+        t2 = do(m, "create", name="a.t2")
+        do(m, "step_clock", step=SECOND)
+        do(m, "drop_database", db="a", style="lower")
+        do(m, "undrop_by_name", name="a.t1")
+        do(m, "drop", name="a.t1")
+        do(m, "undrop_database", db="a", style="upper")
+        assert [t.id for t in m.led.tables()] == [t2]  # t1 left the database drop when undropped alone
+        do(m, "drop_database", db="a", style="lower")
+        do(m, "create", name="a.t2")
+        do(m, "undrop_database", "TableExists", db="a", style="lower")
+        do(m, "drop", name="a.t2")
+        do(m, "step_clock", step=SECOND)
+        do(m, "undrop_by_name", name="a.t1")  # t1: dropped alone, not by the database drop
+        do(m, "advance_to_a_drop_time", anchor=t2, kind="table", offset=0, style="lower")
+        do(m, "undrop_database", "UndropBlocked", db="a", style="lower")
+        assert m.model.tables[t2].dropped is not None
+        do(m, "undrop_database", "DatabaseNotFound", db="c", style="lower")
+        do(m, "drop_database", "DatabaseNotFound", db="c", style="lower")
+        assert t1 in m.model.bindings().values()
+
+
+def test_r8_purged_is_final() -> None:
+    with machine() as m:
+        t = do(m, "create", name="b.t1")
+        do(m, "drop", name="b.t1")
+        do(m, "record_purge", "PurgeRefused", table=t)
+        do(m, "step_clock", step=SECOND)
+        do(m, "advance_to_a_drop_time", anchor=t, kind="table", offset=0, style="upper")
+        do(m, "record_purge", table=t)
+        do(m, "record_purge", "PurgeRefused", table=t)
+        do(m, "undrop_by_id", "UndropBlocked", table=t, name=None, upper_id=False, new_name="b.t2")
+        do(m, "reopen", snapshot_every=1)
+        assert m.led.dropped_tables() == [] and m.led.instance(t).purged_at is not None
+        assert len(m.led.history(table_id=t)) == 4  # created, dropped, watermark, purged: kept
