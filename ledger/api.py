@@ -29,11 +29,11 @@ from .decide import (
     AdvanceWatermark, Command, CreateTable, Decision, DropDatabase, DropTable, RecordPurge,
     SetRetention, UndropDatabase, UndropTable, decide,
 )
-from .errors import Conflict, LedgerCorrupt, TableNotFound
+from .errors import Conflict, LedgerCorrupt, LedgerError, TableNotFound
 from .events import Recorded, decode, encode, type_of
 from .plan import FinishVacuum, StartVacuum, VacuumPlan
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
-from .state import Catalog, fold
+from .state import Catalog, fold, fold_rows
 from .store import EventStore, NewEvent, Snapshot
 from .views import HistoryEntry, TableInstance
 
@@ -51,6 +51,8 @@ class Prepared:
     decision: Decision
     conditions: dict[str, int]
     now: Micros
+    seq: int
+    """The last sequence number of the state it was decided on."""
 
 
 @attrs.frozen
@@ -131,13 +133,18 @@ class Ledger:
                 self._snapshot_seq = snap.seq
         self.refresh()
 
-    def refresh(self) -> Catalog:
+    def refresh(self, *, force: bool = False) -> Catalog:
         """Fold whatever other writers appended since we last looked; returns the state."""
         with self._lock:
-            self._state = fold(self._state, self._records(after=self._state.seq))
-            if self._state.seq - self._snapshot_seq >= max(self.snapshot_every, len(self._state.instances)):
-                self._save_snapshot()
+            if self._store.changed_elsewhere() or force:
+                self._state = fold_rows(self._state, self._store.read(self._state.seq))
+                self._maybe_snapshot()
             return self._state
+
+    def _maybe_snapshot(self) -> None:
+        # Every snapshot_every events, or less often for a big state, so the cost per event stays flat.
+        if self._state.seq - self._snapshot_seq >= max(self.snapshot_every, len(self._state.instances)):
+            self._save_snapshot()
 
     def _records(self, after: int = 0, upto: int | None = None) -> Iterable[Recorded]:
         for row in self._store.read(after, upto=upto):
@@ -167,35 +174,70 @@ class Ledger:
         return max(read_clock(self.clock), state.last_time)
 
     def prepare(self, command: Command | Any) -> Prepared:
-        """Read and decide: the first two steps of a command."""
+        """Read and decide: the first two steps of a command, on the latest state."""
         with self._lock:
-            state = self.refresh()
-            now = self._now(state)
-            if callable(command):  # a function of now, for commands that need the time
-                command = command(now)
-            decision = decide(state, command)
-            return Prepared(decision, {s: state.version(s) for s in decision.reads}, now)
+            return self._decide(self.refresh(), command)
+
+    def _decide(self, state: Catalog, command: Command | Any) -> Prepared:
+        now = self._now(state)
+        if callable(command):  # a function of now, for commands that need the time
+            command = command(now)
+        decision = decide(state, command)
+        return Prepared(decision, {s: state.version(s) for s in decision.reads}, now, state.seq)
 
     def commit(self, prepared: Prepared) -> None:
-        """Append a prepared decision; raises ``Conflict`` if a stream it read has moved."""
-        events = [NewEvent(stream, *type_of(event), encode(event))
-                  for stream, event in prepared.decision.events]
-        if events:
-            self._store.append(events, prepared.conditions, prepared.now, self.actor)
+        """Append a prepared decision; raises ``Conflict`` if a stream it read has moved.
+
+        On return the ledger's state includes the appended events.
+        """
+        decided = prepared.decision.events
+        if not decided:
+            return
+        appended = self._store.append(
+            [NewEvent(stream, *type_of(event), encode(event)) for stream, event in decided],
+            prepared.conditions, prepared.now, self.actor, expected_head=prepared.seq)
+        with self._lock:
+            if appended.previous_head == self._state.seq:
+                # Nobody else wrote since our state: fold our own events without reading them back.
+                self._state = fold(self._state, (
+                    Recorded(seq, stream, version, time, self.actor, event)
+                    for (seq, stream, version, time), (_, event) in zip(appended.rows, decided)))
+                self._maybe_snapshot()
+            else:
+                self.refresh(force=True)
 
     def execute(self, command: Command | Any) -> Decision:
-        """Decide and append with retries; ``command`` may be a function of now."""
+        """Decide and append with retries; ``command`` may be a function of now.
+
+        The first attempt decides on the state we already hold, without asking the
+        file whether others wrote: if they did, and it matters, the conditional append
+        refuses (R4) and we retry on fresh state. A refusal or a no-op, which append
+        nothing and so are not checked by the store, is always re-decided on the latest
+        state before the caller hears it.
+        """
         last: Conflict | None = None
+        fresh = False
         for attempt in range(self.max_attempts):
-            prepared = self.prepare(command)
+            with self._lock:
+                state = self.refresh() if fresh else self._state
+                try:
+                    prepared = self._decide(state, command)
+                except LedgerError:
+                    if fresh or self.refresh().seq == state.seq:
+                        raise  # decided on the latest state: the refusal stands
+                    fresh = True
+                    continue
+                if not prepared.decision.events and not fresh:
+                    fresh = True
+                    continue
             try:
                 self.commit(prepared)
             except Conflict as exc:
                 last = exc
+                fresh = True
                 self.retries += 1
                 time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** attempt)))
                 continue
-            self.refresh()
             return prepared.decision
         raise Conflict(
             f"gave up after {self.max_attempts} attempts: other writers kept changing what this "
@@ -203,16 +245,20 @@ class Ledger:
             stream=last.stream if last else None,
         )
 
+    def _view(self, table_id: str) -> TableInstance:
+        """An instance as of the state we hold (a command's result: that state includes it)."""
+        state = self._state
+        return TableInstance.of(state, state.instances[table_id], self.warehouse)
+
     # --- commands -------------------------------------------------------------------------
 
     def create_table(self, name: str) -> TableInstance:
         """Create a live table; its files go in a fresh location derived from its new id."""
-        table_id = self.execute(lambda now: CreateTable(name, _new_id())).result
-        return self.instance(table_id)
+        return self._view(self.execute(lambda now: CreateTable(name, _new_id())).result)
 
     def drop_table(self, name: str) -> TableInstance:
         """Soft-drop: the name is freed, the instance and its files stay until purged."""
-        return self.instance(self.execute(DropTable(name)).result)
+        return self._view(self.execute(DropTable(name)).result)
 
     def undrop_table(self, name: str, *, table_id: str | None = None,
                      new_name: str | None = None) -> TableInstance:
@@ -220,15 +266,15 @@ class Ledger:
 
         Refused with ``UndropBlocked`` once a vacuum's watermark covers its drop time.
         """
-        return self.instance(self.execute(UndropTable(name, table_id, new_name)).result)
+        return self._view(self.execute(UndropTable(name, table_id, new_name)).result)
 
     def drop_database(self, database: str) -> list[TableInstance]:
         """Drop every live table of ``database`` in one event."""
-        return [self.instance(i) for i in self.execute(DropDatabase(database)).result]
+        return [self._view(i) for i in self.execute(DropDatabase(database)).result]
 
     def undrop_database(self, database: str) -> list[TableInstance]:
         """Restore exactly the tables the latest drop of ``database`` took: all of them or none."""
-        return [self.instance(i) for i in self.execute(UndropDatabase(database)).result]
+        return [self._view(i) for i in self.execute(UndropDatabase(database)).result]
 
     def advance_watermark(self, to: datetime, *, scope: Scope | str | None = LEDGER) -> datetime | None:
         """Fetch-and-set: move the watermark forward to ``to`` and return what it was (None if unset).
@@ -252,7 +298,7 @@ class Ledger:
 
     def record_purge(self, table_id: str, *, run_id: str, files: int, bytes: int) -> TableInstance:
         """Record that a vacuum deleted an instance's files (the vacuum calls this)."""
-        return self.instance(self.execute(RecordPurge(table_id, run_id, files, bytes)).result)
+        return self._view(self.execute(RecordPurge(table_id, run_id, files, bytes)).result)
 
     # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
 
@@ -357,7 +403,7 @@ class Ledger:
         if problems:
             raise LedgerCorrupt(f"{self.path}: SQLite integrity check failed: {'; '.join(problems[:5])}")
         current = self.refresh()
-        fresh = fold(Catalog(), self._records(upto=current.seq))
+        fresh = fold_rows(Catalog(), self._store.read(0, upto=current.seq))
         if fresh != current:
             raise LedgerCorrupt(f"{self.path}: the incremental state differs from a fresh fold of the log")
         snap = self._store.load_snapshot(SNAPSHOT_NAME)

@@ -200,11 +200,12 @@ def _instance_to_undrop(state: Catalog, name: str, id_: str | None) -> Instance:
     ids = state.dropped.get(name)
     if ids:
         return state.instances[ids[-1]]
+    if name in state.bindings:
+        raise TableNotFound(f"cannot undrop {name}: it is live and has no dropped instance")
     purged = [i for i in state.instances.values() if i.name == name and i.purged_at is not None]
     if purged:
         check_undroppable(state, max(purged, key=lambda i: i.purged_at or 0))
-    state_hint = " (it is live)" if name in state.bindings else ""
-    raise TableNotFound(f"cannot undrop {name}: it has no dropped instance{state_hint}")
+    raise TableNotFound(f"cannot undrop {name}: it has no dropped instance")
 
 
 # --- databases -----------------------------------------------------------------------------
@@ -286,7 +287,7 @@ def _require_scope_exists(state: Catalog, scope: Scope) -> None:
 # --- purges (recorded by the vacuum) -------------------------------------------------------
 
 def _purge(state: Catalog, cmd: RecordPurge) -> Decision:
-    inst = state.instances.get(cmd.table_id)
+    inst = state.instances.get(table_id(cmd.table_id))
     if inst is None or not inst.is_dropped:
         raise PurgeRefused(f"cannot record purge of {cmd.table_id}: it is not a dropped, unpurged table")
     if not state.is_blocked(inst):

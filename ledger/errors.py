@@ -62,7 +62,8 @@ class InvalidTime(LedgerError, ValueError):
 
 
 class InvalidScope(LedgerError, ValueError):
-    """A watermark or retention scope is malformed or names nothing."""
+    """A watermark or retention scope is malformed (a well-formed ``table:<id>`` naming no
+    table is ``TableNotFound``)."""
 
 
 class InvalidArgument(LedgerError, ValueError):

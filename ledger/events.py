@@ -183,6 +183,11 @@ def register_upcaster(type_name: str, from_version: int,
 def decode(seq: int, stream: str, version: int, type_name: str, schema_version: int,
            time: Micros, actor: str, payload: str | bytes) -> Recorded:
     """Rebuild one stored row; refuse what this release cannot understand."""
+    return Recorded(seq, stream, version, time, actor, decode_event(seq, type_name, schema_version, payload))
+
+
+def decode_event(seq: int, type_name: str, schema_version: int, payload: str | bytes) -> Event:
+    """The event of one stored row, upcast to the current schema (``seq`` is for messages)."""
     known = _TYPES.get(type_name)
     if known is None:
         raise IncompatibleLedger(
@@ -197,7 +202,7 @@ def decode(seq: int, stream: str, version: int, type_name: str, schema_version: 
     if schema_version != current:
         data = _upcast(seq, type_name, schema_version, current, data)
     try:
-        return Recorded(seq, stream, version, time, actor, cls(**data))
+        return cls(**data)
     except TypeError as exc:
         raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that does not fit: {exc}") from None
 

@@ -15,6 +15,7 @@ bug waiting for an audit.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import attrs
@@ -103,23 +104,28 @@ class Scope:
             return value
         if not isinstance(value, str):
             raise InvalidScope(f"a scope must be text like 'database:sales', got {type(value).__name__}")
-        kind, _, key = value.partition(":")
-        kind = kind.strip().lower()
-        try:
-            if kind == "ledger" and not key:
-                return LEDGER
-            if kind == "database" and key:
-                return cls.database(key)
-            if kind == "table" and key:
-                return cls.table(key)
-        except InvalidName as exc:
-            raise InvalidScope(f"scope {_shown(value)}: {exc}") from None
-        raise InvalidScope(
-            f"scope {_shown(value)} is not one of 'ledger', 'database:<name>', 'table:<id>'"
-        )
+        return _parse_scope_text(value)
 
     def __str__(self) -> str:
         return self.kind if self.kind == "ledger" else f"{self.kind}:{self.key}"
+
+
+@functools.lru_cache(maxsize=4096)  # scopes are few and immutable; pipelines pass the same text often
+def _parse_scope_text(value: str) -> Scope:
+    kind, _, key = value.partition(":")
+    kind = kind.strip().lower()
+    try:
+        if kind == "ledger" and not key:
+            return LEDGER
+        if kind == "database" and key:
+            return Scope.database(key)
+        if kind == "table" and key:
+            return Scope.table(key)
+    except InvalidName as exc:
+        raise InvalidScope(f"scope {_shown(value)}: {exc}") from None
+    raise InvalidScope(
+        f"scope {_shown(value)} is not one of 'ledger', 'database:<name>', 'table:<id>'"
+    )
 
 
 LEDGER = Scope("ledger")

@@ -151,8 +151,7 @@ def _start(state: Catalog, cmd: StartVacuum) -> Decision:
 
 
 def _finish(state: Catalog, cmd: FinishVacuum) -> Decision:
-    run = state.vacuums.get(cmd.run_id)
-    if run is None or run.finished:
+    if cmd.run_id not in state.vacuums:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
     events: list[tuple[str, object]] = []
     reads = {vacuum_stream(cmd.run_id)}

@@ -16,7 +16,7 @@ from immutables import Map
 
 from .state import Catalog, Instance, VacuumRun
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
 
 
 def dump(state: Catalog) -> bytes:
@@ -33,7 +33,7 @@ def dump(state: Catalog) -> bytes:
         "database_drops": dict(state.database_drops),
         "watermarks": dict(state.watermarks),
         "retentions": dict(state.retentions),
-        "vacuums": [(v.run_id, v.started_at, v.table_ids, v.finished) for v in state.vacuums.values()],
+        "vacuums": [(v.run_id, v.started_at, v.table_ids) for v in state.vacuums.values()],
     })
 
 
@@ -49,5 +49,5 @@ def load(data: bytes) -> Catalog:
         database_drops=Map({db: tuple(ids) for db, ids in raw["database_drops"].items()}),
         watermarks=Map(raw["watermarks"]),
         retentions=Map(raw["retentions"]),
-        vacuums=Map({row[0]: VacuumRun(row[0], row[1], tuple(row[2]), row[3]) for row in raw["vacuums"]}),
+        vacuums=Map({row[0]: VacuumRun(row[0], row[1], tuple(row[2])) for row in raw["vacuums"]}),
     )

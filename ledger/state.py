@@ -14,7 +14,9 @@ sequence number, instead of being folded into a state that lies.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import contextlib
+import gc
+from typing import Any, Callable, Iterable, Iterator
 
 import attrs
 from immutables import Map
@@ -22,8 +24,8 @@ from immutables import Map
 from .clock import Micros
 from .errors import LedgerCorrupt
 from .events import (
-    DatabaseDropped, DatabaseUndropped, Recorded, RetentionSet, TableCreated, TableDropped,
-    TablePurged, TableUndropped, VacuumFinished, VacuumStarted, WatermarkAdvanced,
+    DatabaseDropped, DatabaseUndropped, Event, Recorded, RetentionSet, TableCreated, TableDropped,
+    TablePurged, TableUndropped, VacuumFinished, VacuumStarted, WatermarkAdvanced, decode_event,
 )
 from .names import database_of
 
@@ -58,12 +60,12 @@ class Instance:
 
 @attrs.frozen
 class VacuumRun:
-    """A vacuum that recorded its start; ``finished`` is False while it may still be deleting."""
+    """A vacuum that recorded its start and not yet its end: it may still be deleting,
+    or it died; the next vacuum takes over its instances."""
 
     run_id: str
     started_at: Micros
     table_ids: tuple[str, ...]
-    finished: bool = False
 
 
 _EMPTY: Map = Map()
@@ -80,7 +82,7 @@ class Catalog:
     database_drops: Map = _EMPTY      # db -> ids of its latest drop that are still dropped
     watermarks: Map = _EMPTY          # scope text -> Micros
     retentions: Map = _EMPTY          # scope text -> seconds
-    vacuums: Map = _EMPTY             # run id -> VacuumRun
+    vacuums: Map = _EMPTY             # run id -> VacuumRun, unfinished runs only
 
     def version(self, stream: str) -> int:
         return self.versions.get(stream, 0)
@@ -131,7 +133,7 @@ class Catalog:
         return DEFAULT_RETENTION_SECONDS
 
     def unfinished_vacuums(self) -> list[VacuumRun]:
-        return [run for run in self.vacuums.values() if not run.finished]
+        return sorted(self.vacuums.values(), key=lambda run: run.started_at)
 
 
 def evolve(state: Catalog, record: Recorded) -> Catalog:
@@ -142,156 +144,189 @@ def evolve(state: Catalog, record: Recorded) -> Catalog:
 def fold(state: Catalog, records: Iterable[Recorded]) -> Catalog:
     """The state after a batch of recorded events, in sequence order."""
     builder = _Builder(state)
-    for record in records:
-        builder.apply(record)
+    for r in records:
+        builder.apply(r.seq, r.stream, r.version, r.time, r.event)
     return builder.finish()
+
+
+def fold_rows(state: Catalog, rows: Iterable[tuple]) -> Catalog:
+    """``fold`` straight from stored rows ``(seq, stream, version, type, schema_version,
+    time, actor, payload)``, without building a ``Recorded`` envelope for each, and with
+    the cyclic garbage collector paused: replay is the hot path."""
+    builder = _Builder(state)
+    with _gc_paused():
+        for seq, stream, version, type_name, schema_version, time, _actor, payload in rows:
+            builder.apply(seq, stream, version, time, decode_event(seq, type_name, schema_version, payload))
+    return builder.finish()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """A fold allocates millions of small objects and makes no reference cycles, so the
+    cyclic collector would only rescan them again and again (it was 40% of replay time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class _Builder:
     """Transient, mutable views of a catalog's maps, frozen again by ``finish``.
 
     Only ``fold`` sees one, and it never escapes: callers only ever hold
-    frozen catalogs.
+    frozen catalogs. Stream versions are kept in a plain dict until the end,
+    because every event moves one and only the last value matters.
     """
 
-    _MAPS = ("versions", "instances", "bindings", "dropped", "database_drops",
-             "watermarks", "retentions", "vacuums")
+    _MAPS = ("instances", "bindings", "dropped", "database_drops", "watermarks", "retentions", "vacuums")
 
     def __init__(self, state: Catalog) -> None:
+        self._state = state
         self.seq = state.seq
         self.last_time = state.last_time
-        for name in self._MAPS:
-            setattr(self, name, getattr(state, name).mutate())
+        self._base_versions = state.versions
+        self._versions: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        """A map's mutation view, made the first time a handler touches it: a command's
+        single event usually touches two maps of seven."""
+        if name not in self._MAPS:
+            raise AttributeError(name)
+        view = getattr(self._state, name).mutate()
+        setattr(self, name, view)
+        return view
 
     def finish(self) -> Catalog:
-        maps = {name: getattr(self, name).finish() for name in self._MAPS}
-        return Catalog(seq=self.seq, last_time=self.last_time, **maps)
+        maps = {name: self.__dict__[name].finish() if name in self.__dict__ else getattr(self._state, name)
+                for name in self._MAPS}
+        versions = self._base_versions.update(self._versions) if self._versions else self._base_versions
+        return Catalog(seq=self.seq, last_time=self.last_time, versions=versions, **maps)
 
-    def apply(self, rec: Recorded) -> None:
-        if rec.seq <= self.seq:
-            raise LedgerCorrupt(f"event #{rec.seq} follows #{self.seq}: sequence numbers must increase")
-        if rec.time <= self.last_time:
-            raise LedgerCorrupt(
-                f"event #{rec.seq} is timed at or before the event before it; event times must increase"
-            )
-        expected = self.versions.get(rec.stream, 0) + 1
-        if rec.version != expected:
-            raise LedgerCorrupt(
-                f"event #{rec.seq} is version {rec.version} of stream {rec.stream!r}, expected {expected}"
-            )
-        handler = _HANDLERS.get(type(rec.event))
+    def apply(self, seq: int, stream: str, version: int, time: Micros, event: Event) -> None:
+        if seq <= self.seq:
+            raise LedgerCorrupt(f"event #{seq} follows #{self.seq}: sequence numbers must increase")
+        if time <= self.last_time:
+            raise LedgerCorrupt(f"event #{seq} is timed at or before the event before it; event times must increase")
+        current = self._versions.get(stream)
+        if current is None:
+            current = self._base_versions.get(stream, 0)
+        if version != current + 1:
+            raise LedgerCorrupt(f"event #{seq} is version {version} of stream {stream!r}, expected {current + 1}")
+        handler = _HANDLERS.get(event.__class__)
         if handler is None:
-            raise LedgerCorrupt(f"event #{rec.seq}: no fold rule for {type(rec.event).__name__}")
-        handler(self, rec.event, rec)
-        self.seq = rec.seq
-        self.last_time = rec.time
-        self.versions[rec.stream] = rec.version
+            raise LedgerCorrupt(f"event #{seq}: no fold rule for {type(event).__name__}")
+        handler(self, event, seq, time)
+        self.seq = seq
+        self.last_time = time
+        self._versions[stream] = version
 
     # --- helpers shared by the handlers -------------------------------------------------
 
-    def instance(self, id_: str, rec: Recorded) -> Instance:
+    def instance(self, id_: str, seq: int) -> Instance:
         inst = self.instances.get(id_)
         if inst is None:
-            raise LedgerCorrupt(f"event #{rec.seq} names table id {id_}, which was never created")
+            raise LedgerCorrupt(f"event #{seq} names table id {id_}, which was never created")
         return inst
 
-    def drop(self, id_: str, rec: Recorded) -> None:
-        inst = self.instance(id_, rec)
+    def drop(self, id_: str, seq: int, time: Micros) -> None:
+        inst = self.instance(id_, seq)
         if self.bindings.get(inst.name) != id_:
-            raise LedgerCorrupt(f"event #{rec.seq} drops {inst.name} ({id_}), which is not live")
+            raise LedgerCorrupt(f"event #{seq} drops {inst.name} ({id_}), which is not live")
         del self.bindings[inst.name]
         self.dropped[inst.name] = self.dropped.get(inst.name, ()) + (id_,)
-        self.instances[id_] = attrs.evolve(inst, dropped_at=rec.time)
+        # Direct construction: attrs.evolve is several times slower, and replay does this a lot.
+        self.instances[id_] = Instance(id_, inst.name, inst.path, inst.created_at, time, None)
 
-    def undrop(self, id_: str, name: str, rec: Recorded) -> None:
-        inst = self.instance(id_, rec)
+    def undrop(self, id_: str, name: str, seq: int) -> None:
+        inst = self.instance(id_, seq)
         if not inst.is_dropped or name in self.bindings:
-            raise LedgerCorrupt(f"event #{rec.seq} restores {id_} as {name}, which the state forbids")
+            raise LedgerCorrupt(f"event #{seq} restores {id_} as {name}, which the state forbids")
         self._forget_dropped(inst)
         drops = self.database_drops.get(inst.database)
         if drops is not None and id_ in drops:
-            self._set_or_delete(self.database_drops, inst.database, tuple(i for i in drops if i != id_))
+            _set_or_delete(self.database_drops, inst.database, tuple(i for i in drops if i != id_))
         self.bindings[name] = id_
-        self.instances[id_] = attrs.evolve(inst, name=name, dropped_at=None)
+        self.instances[id_] = Instance(id_, name, inst.path, inst.created_at, None, None)
 
     def _forget_dropped(self, inst: Instance) -> None:
         remaining = tuple(i for i in self.dropped.get(inst.name, ()) if i != inst.id)
-        self._set_or_delete(self.dropped, inst.name, remaining)
-
-    @staticmethod
-    def _set_or_delete(mapping: Any, key: str, value: Any) -> None:
-        if value:
-            mapping[key] = value
-        elif key in mapping:
-            del mapping[key]
+        _set_or_delete(self.dropped, inst.name, remaining)
 
 
-def _on_created(b: _Builder, e: TableCreated, rec: Recorded) -> None:
+def _set_or_delete(mapping: Any, key: str, value: Any) -> None:
+    if value:
+        mapping[key] = value
+    elif key in mapping:
+        del mapping[key]
+
+
+def _on_created(b: _Builder, e: TableCreated, seq: int, time: Micros) -> None:
     if e.table_id in b.instances or e.name in b.bindings:
-        raise LedgerCorrupt(f"event #{rec.seq} creates {e.name} ({e.table_id}) over an existing one")
-    b.instances[e.table_id] = Instance(e.table_id, e.name, e.path, rec.time)
+        raise LedgerCorrupt(f"event #{seq} creates {e.name} ({e.table_id}) over an existing one")
+    b.instances[e.table_id] = Instance(e.table_id, e.name, e.path, time)
     b.bindings[e.name] = e.table_id
 
 
-def _on_dropped(b: _Builder, e: TableDropped, rec: Recorded) -> None:
-    b.drop(e.table_id, rec)
+def _on_dropped(b: _Builder, e: TableDropped, seq: int, time: Micros) -> None:
+    b.drop(e.table_id, seq, time)
 
 
-def _on_undropped(b: _Builder, e: TableUndropped, rec: Recorded) -> None:
-    b.undrop(e.table_id, e.name, rec)
+def _on_undropped(b: _Builder, e: TableUndropped, seq: int, time: Micros) -> None:
+    b.undrop(e.table_id, e.name, seq)
 
 
-def _on_database_dropped(b: _Builder, e: DatabaseDropped, rec: Recorded) -> None:
+def _on_database_dropped(b: _Builder, e: DatabaseDropped, seq: int, time: Micros) -> None:
     for id_ in e.table_ids:
-        b.drop(id_, rec)
+        b.drop(id_, seq, time)
     b.database_drops[e.database] = e.table_ids
 
 
-def _on_database_undropped(b: _Builder, e: DatabaseUndropped, rec: Recorded) -> None:
+def _on_database_undropped(b: _Builder, e: DatabaseUndropped, seq: int, time: Micros) -> None:
     for id_ in e.table_ids:
-        b.undrop(id_, b.instance(id_, rec).name, rec)
+        b.undrop(id_, b.instance(id_, seq).name, seq)
     if e.database in b.database_drops:
         del b.database_drops[e.database]
 
 
-def _on_watermark(b: _Builder, e: WatermarkAdvanced, rec: Recorded) -> None:
+def _on_watermark(b: _Builder, e: WatermarkAdvanced, seq: int, time: Micros) -> None:
     current = b.watermarks.get(e.scope)
     if current is not None and e.to <= current:
-        raise LedgerCorrupt(f"event #{rec.seq} moves watermark {e.scope} back or nowhere")
+        raise LedgerCorrupt(f"event #{seq} moves watermark {e.scope} back or nowhere")
     b.watermarks[e.scope] = e.to
 
 
-def _on_retention(b: _Builder, e: RetentionSet, rec: Recorded) -> None:
+def _on_retention(b: _Builder, e: RetentionSet, seq: int, time: Micros) -> None:
     if e.seconds is not None:  # zero is a real setting: "no retention"
         b.retentions[e.scope] = e.seconds
     elif e.scope in b.retentions:
         del b.retentions[e.scope]
 
 
-def _on_purged(b: _Builder, e: TablePurged, rec: Recorded) -> None:
-    inst = b.instance(e.table_id, rec)
+def _on_purged(b: _Builder, e: TablePurged, seq: int, time: Micros) -> None:
+    inst = b.instance(e.table_id, seq)
     if not inst.is_dropped:
-        raise LedgerCorrupt(f"event #{rec.seq} purges {inst.name} ({inst.id}), which is not dropped")
+        raise LedgerCorrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not dropped")
     b._forget_dropped(inst)
-    b.instances[e.table_id] = attrs.evolve(inst, purged_at=rec.time)
+    b.instances[e.table_id] = Instance(inst.id, inst.name, inst.path, inst.created_at, inst.dropped_at, time)
 
 
-def _on_vacuum_started(b: _Builder, e: VacuumStarted, rec: Recorded) -> None:
-    for earlier in e.resumes:
-        run = b.vacuums.get(earlier)
-        if run is not None:
-            b.vacuums[earlier] = attrs.evolve(run, finished=True)
-    b.vacuums[e.run_id] = VacuumRun(e.run_id, rec.time, e.table_ids)
+def _on_vacuum_started(b: _Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
+    for earlier in e.resumes:  # taken over: no longer in progress
+        if earlier in b.vacuums:
+            del b.vacuums[earlier]
+    b.vacuums[e.run_id] = VacuumRun(e.run_id, time, e.table_ids)
 
 
-def _on_vacuum_finished(b: _Builder, e: VacuumFinished, rec: Recorded) -> None:
-    run = b.vacuums.get(e.run_id)
-    if run is None:
-        raise LedgerCorrupt(f"event #{rec.seq} finishes vacuum {e.run_id}, which never started")
-    b.vacuums[e.run_id] = attrs.evolve(run, finished=True)
+def _on_vacuum_finished(b: _Builder, e: VacuumFinished, seq: int, time: Micros) -> None:
+    if e.run_id not in b.vacuums:
+        raise LedgerCorrupt(f"event #{seq} finishes vacuum {e.run_id}, which is not in progress")
+    del b.vacuums[e.run_id]
 
 
-_HANDLERS: dict[type, Callable[[_Builder, Any, Recorded], None]] = {
+_HANDLERS: dict[type, Callable[[_Builder, Any, int, Micros], None]] = {
     TableCreated: _on_created,
     TableDropped: _on_dropped,
     TableUndropped: _on_undropped,
@@ -303,4 +338,3 @@ _HANDLERS: dict[type, Callable[[_Builder, Any, Recorded], None]] = {
     VacuumStarted: _on_vacuum_started,
     VacuumFinished: _on_vacuum_finished,
 }
-

@@ -49,9 +49,9 @@ class NewEvent(NamedTuple):
 
 
 class Appended(NamedTuple):
-    first_seq: int
-    last_seq: int
-    time: Micros
+    """Where the events landed: ``(seq, stream, version, time)`` each, and the head before them."""
+    rows: list[tuple[int, str, int, Micros]]
+    previous_head: int
 
 
 class Snapshot(NamedTuple):
@@ -70,6 +70,7 @@ class EventStore:
         self.path = path
         self.synchronous = level
         self._lock = threading.RLock()
+        self._data_version = -1
         _refuse_non_sqlite(path)
         with translate_errors(path):
             self._db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
@@ -190,11 +191,35 @@ class EventStore:
     # --- the log ---------------------------------------------------------------------------
 
     def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int],
-               now: Micros, actor: str) -> Appended:
+               now: Micros, actor: str, *, expected_head: int | None = None) -> Appended:
+        """Append atomically if every conditioned stream is at its expected version.
+
+        ``expected_head`` is the last sequence number the caller had seen when it
+        read those versions: if the log has not grown since, no stream can have
+        moved, and the per-stream checks are skipped.
+        """
         if not events:
             raise ValueError("append needs at least one event")
-        with self.transaction() as db:
-            versions: dict[str, int] = {}
+        with self._lock:  # the hot path: try/except here, not the transaction() helper
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    rows = self._insert(db, events, conditions, now, actor, expected_head)
+                    db.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+            except sqlite3.Error as exc:
+                raise _translate(self.path, exc) from exc
+        return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
+
+    def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
+                now: Micros, actor: str, expected_head: int | None) -> list[tuple]:
+        head = db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        last_seq, last_time = head if head else (0, 0)
+        versions: dict[str, int] = dict(conditions)
+        if expected_head is None or expected_head != last_seq:
             for stream, expected in conditions.items():
                 actual = self._version(db, stream)
                 if actual != expected:
@@ -203,20 +228,29 @@ class EventStore:
                         f"and is now at {actual}",
                         stream=stream, expected=expected, actual=actual,
                     )
-                versions[stream] = actual
-            head = db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            last_seq, last_time = head if head else (0, 0)
-            time = max(now, last_time + 1)
-            rows = []
-            for offset, event in enumerate(events):
-                version = versions.get(event.stream)
-                if version is None:
-                    version = self._version(db, event.stream)
-                versions[event.stream] = version + 1
-                rows.append((last_seq + 1 + offset, event.stream, version + 1, event.type,
-                             event.schema_version, time + offset, actor, event.payload))
-            db.executemany(f"INSERT INTO events({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        return Appended(rows[0][0], rows[-1][0], time)
+        time = max(now, last_time + 1)
+        rows = []
+        for offset, event in enumerate(events):
+            version = versions.get(event.stream)
+            if version is None:
+                version = self._version(db, event.stream)
+            versions[event.stream] = version + 1
+            rows.append((last_seq + 1 + offset, event.stream, version + 1, event.type,
+                         event.schema_version, time + offset, actor, event.payload))
+        db.executemany(f"INSERT INTO events({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return rows
+
+    def changed_elsewhere(self) -> bool:
+        """Whether another connection has committed since this one last asked (cheap:
+        no table is read). Our own commits do not count."""
+        with self._lock:
+            try:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as exc:
+                raise _translate(self.path, exc) from exc
+        changed = version != self._data_version
+        self._data_version = version
+        return changed
 
     @staticmethod
     def _version(db: sqlite3.Connection, stream: str) -> int:

@@ -82,10 +82,19 @@ class EventStoreContract:
     def test_a_row_holds_exactly_what_was_appended(self, store: EventStore) -> None:
         result = store.append([NewEvent("s1", "Thing", 3, '{"x":1}')], {}, T, "alice@host")
 
-        assert result.first_seq == result.last_seq == 1 and result.time == T
+        assert result.rows == [(1, "s1", 1, T)] and result.previous_head == 0
         assert rows_of(store) == [(1, "s1", 1, "Thing", 3, T, "alice@host", '{"x":1}')]
         assert store.head() == (1, T)
         assert store.event_time(1) == T and store.event_time(2) is None
+
+    def test_expected_head_skips_checks_only_while_the_log_has_not_grown(self, store: EventStore) -> None:
+        store.append([event("s1")], {}, T, ACTOR)
+        # The caller saw head 1 and s1 at version 1: nothing moved, the append lands.
+        store.append([event("s1")], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+        # Head is now 2: a caller still at head 1 with a stale version is refused.
+        with pytest.raises(Conflict) as refused:
+            store.append([event("s1")], {"s1": 1}, T + 2, ACTOR, expected_head=1)
+        assert refused.value.stream == "s1" and store.count() == 2
 
     def test_append_of_nothing_is_refused(self, store: EventStore) -> None:
         with pytest.raises(ValueError):
@@ -99,7 +108,7 @@ class EventStoreContract:
 
         result = store.append([event("s1")], {"s1": 1, "s2": 2}, T + 10, ACTOR)
 
-        assert (result.first_seq, result.last_seq) == (4, 4)
+        assert result.rows == [(4, "s1", 2, T + 10)] and result.previous_head == 3
         assert store.version("s1") == 2 and store.version("s2") == 2
 
     def test_a_stream_can_be_conditioned_without_being_written(self, store: EventStore) -> None:
@@ -168,7 +177,7 @@ class EventStoreContract:
         result = store.append([event("s1", '{"n":1}'), event("s2", '{"n":2}'), event("s1", '{"n":3}')],
                               {"s1": 1}, T + 100, ACTOR)
 
-        assert (result.first_seq, result.last_seq, result.time) == (2, 4, T + 100)
+        assert result.rows == [(2, "s1", 2, T + 100), (3, "s2", 1, T + 101), (4, "s1", 3, T + 102)]
         batch = rows_of(store, 1)
         assert [(r[0], r[1], r[2], r[7]) for r in batch] == [
             (2, "s1", 2, '{"n":1}'), (3, "s2", 1, '{"n":2}'), (4, "s1", 3, '{"n":3}'),
@@ -202,7 +211,7 @@ class EventStoreContract:
 
     def test_append_reports_the_time_it_recorded_not_the_one_it_was_given(self, store: EventStore) -> None:
         store.append([event()], {}, T, ACTOR)
-        assert store.append([event()], {}, T - 50, ACTOR).time == T + 1
+        assert store.append([event()], {}, T - 50, ACTOR).rows[0][3] == T + 1
 
     # --- reading ------------------------------------------------------------------------------
 
