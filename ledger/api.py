@@ -345,7 +345,7 @@ class Ledger:
         """Any instance by id, live, dropped or purged."""
         key = valid_table_id(table_id)
         state = self.refresh()
-        inst = state.instances.get(key)
+        inst = state.instance(key)
         if inst is None:
             raise TableNotFound(f"there is no table with id {key}")
         return TableInstance.of(state, inst, self.warehouse)
@@ -389,7 +389,7 @@ class Ledger:
         if key is not None:
             ids |= {getattr(r.event, "table_id") for r in records
                     if getattr(r.event, "name", None) == key and hasattr(r.event, "table_id")}
-        if not ids or (table_id is not None and valid_table_id(table_id) not in self.state.instances):
+        if not ids or (table_id is not None and not self.state.has_id(valid_table_id(table_id))):
             raise TableNotFound(f"no table {'with id ' + table_id if table_id else key} has ever "
                                 "existed in this ledger")
         return [HistoryEntry.of(r) for r in records if _concerns(r, ids)]
@@ -407,7 +407,7 @@ class Ledger:
         if fresh != current:
             raise LedgerCorrupt(f"{self.path}: the incremental state differs from a fresh fold of the log")
         snap = self._store.load_snapshot(SNAPSHOT_NAME)
-        instances = list(fresh.instances.values())
+        instances = list(fresh.all_instances())
         return VerifyReport(
             events=self._store.count(), last_seq=fresh.seq, instances=len(instances),
             live=len(fresh.bindings), dropped=sum(i.is_dropped for i in instances),

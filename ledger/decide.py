@@ -152,7 +152,7 @@ def _require_unbound(state: Catalog, name: str, doing: str) -> None:
 def _create(state: Catalog, cmd: CreateTable) -> Decision:
     name = table_name(cmd.name)
     _require_unbound(state, name, f"cannot create {name}")
-    if cmd.table_id in state.instances:
+    if state.has_id(cmd.table_id):
         raise TableExists(f"cannot create {name}: table id {cmd.table_id} is already taken")
     event = TableCreated(cmd.table_id, name, location_path(cmd.table_id))
     return Decision(((CATALOG_STREAM, event),), frozenset({CATALOG_STREAM}), cmd.table_id)
@@ -191,7 +191,7 @@ def _instance_to_undrop(state: Catalog, name: str, id_: str | None) -> Instance:
     """R7: by id if one is given, else the newest dropped instance of the name."""
     if id_ is not None:
         id_ = table_id(id_)
-        inst = state.instances.get(id_)
+        inst = state.instance(id_)
         if inst is None:
             raise TableNotFound(f"cannot undrop {name}: there is no table with id {id_}")
         if inst.name != name:
@@ -202,7 +202,7 @@ def _instance_to_undrop(state: Catalog, name: str, id_: str | None) -> Instance:
         return state.instances[ids[-1]]
     if name in state.bindings:
         raise TableNotFound(f"cannot undrop {name}: it is live and has no dropped instance")
-    purged = [i for i in state.instances.values() if i.name == name and i.purged_at is not None]
+    purged = [i for i in state.all_instances() if i.name == name and i.purged_at is not None]
     if purged:
         check_undroppable(state, max(purged, key=lambda i: i.purged_at or 0))
     raise TableNotFound(f"cannot undrop {name}: it has no dropped instance")
@@ -280,7 +280,7 @@ def check_retention(seconds: int, override_floor: bool, where: str = "") -> int:
 
 
 def _require_scope_exists(state: Catalog, scope: Scope) -> None:
-    if scope.kind == "table" and scope.key not in state.instances:
+    if scope.kind == "table" and not state.has_id(scope.key):
         raise TableNotFound(f"scope {scope}: there is no table with id {scope.key}")
 
 

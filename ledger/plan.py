@@ -157,7 +157,7 @@ def _finish(state: Catalog, cmd: FinishVacuum) -> Decision:
     reads = {vacuum_stream(cmd.run_id)}
     files = size = 0
     for table_id, n_files, n_bytes in cmd.purged:
-        inst = state.instances.get(table_id)
+        inst = state.instance(table_id)
         if inst is not None and inst.purged_at is not None:
             continue  # a concurrent vacuum recorded it first; the files are gone either way
         if inst is None or not inst.is_dropped or not state.is_blocked(inst):

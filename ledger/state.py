@@ -19,6 +19,7 @@ import gc
 from typing import Any, Callable, Iterable, Iterator
 
 import attrs
+import orjson
 from immutables import Map
 
 from .clock import Micros
@@ -71,7 +72,43 @@ class VacuumRun:
 _EMPTY: Map = Map()
 
 
-@attrs.frozen
+class Archive:
+    """Instances purged before the last snapshot: final, and rarely asked about.
+
+    A long-lived ledger is mostly purged instances. Opening it from a snapshot
+    must not build an object for each, so the archive keeps their ids as a
+    set (enough to refuse reusing one) and their details as JSON bytes, parsed
+    the first time anyone asks (an undrop by id of a purged table, history,
+    verify). Nothing is ever added to it: purges after the snapshot stay in
+    ``Catalog.instances`` until the next snapshot moves them here.
+    """
+
+    __slots__ = ("ids", "_blob", "_parsed")
+
+    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes = b"{}") -> None:
+        self.ids = ids
+        self._blob = blob
+        self._parsed: dict[str, Instance] | None = None if ids else {}
+
+    def _details(self) -> dict[str, Instance]:
+        if self._parsed is None:
+            self._parsed = {id_: Instance(id_, *row) for id_, row in orjson.loads(self._blob).items()}
+        return self._parsed
+
+    def get(self, id_: str) -> Instance | None:
+        return self._details().get(id_) if id_ in self.ids else None
+
+    def values(self) -> Iterable[Instance]:
+        return self._details().values()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+_NO_ARCHIVE = Archive()
+
+
+@attrs.frozen(eq=False)
 class Catalog:
     seq: int = 0
     last_time: Micros = 0
@@ -83,6 +120,33 @@ class Catalog:
     watermarks: Map = _EMPTY          # scope text -> Micros
     retentions: Map = _EMPTY          # scope text -> seconds
     vacuums: Map = _EMPTY             # run id -> VacuumRun, unfinished runs only
+    archive: Archive = _NO_ARCHIVE    # purged before the last snapshot (not in instances)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal as catalogs: where a purged instance is kept (archive or map) does not count."""
+        if not isinstance(other, Catalog):
+            return NotImplemented
+        same = all(getattr(self, f) == getattr(other, f) for f in _COMPARED)
+        return same and self._all_by_id() == other._all_by_id()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _all_by_id(self) -> dict[str, Instance]:
+        merged = {i.id: i for i in self.archive.values()} if self.archive.ids else {}
+        merged.update(self.instances.items())
+        return merged
+
+    def instance(self, id_: str) -> Instance | None:
+        """Any instance by id, archived ones included."""
+        found = self.instances.get(id_)
+        return found if found is not None else self.archive.get(id_)
+
+    def has_id(self, id_: str) -> bool:
+        return id_ in self.instances or id_ in self.archive.ids
+
+    def all_instances(self) -> Iterable[Instance]:
+        yield from self.instances.values()
+        yield from self.archive.values()
 
     def version(self, stream: str) -> int:
         return self.versions.get(stream, 0)
@@ -134,6 +198,10 @@ class Catalog:
 
     def unfinished_vacuums(self) -> list[VacuumRun]:
         return sorted(self.vacuums.values(), key=lambda run: run.started_at)
+
+
+_COMPARED = ("seq", "last_time", "versions", "bindings", "dropped", "database_drops", "watermarks",
+             "retentions", "vacuums")
 
 
 def evolve(state: Catalog, record: Recorded) -> Catalog:
@@ -203,7 +271,8 @@ class _Builder:
         maps = {name: self.__dict__[name].finish() if name in self.__dict__ else getattr(self._state, name)
                 for name in self._MAPS}
         versions = self._base_versions.update(self._versions) if self._versions else self._base_versions
-        return Catalog(seq=self.seq, last_time=self.last_time, versions=versions, **maps)
+        return Catalog(seq=self.seq, last_time=self.last_time, versions=versions,
+                       archive=self._state.archive, **maps)
 
     def apply(self, seq: int, stream: str, version: int, time: Micros, event: Event) -> None:
         if seq <= self.seq:
@@ -228,7 +297,8 @@ class _Builder:
     def instance(self, id_: str, seq: int) -> Instance:
         inst = self.instances.get(id_)
         if inst is None:
-            raise LedgerCorrupt(f"event #{seq} names table id {id_}, which was never created")
+            what = "was purged" if id_ in self._state.archive.ids else "was never created"
+            raise LedgerCorrupt(f"event #{seq} names table id {id_}, which {what}")
         return inst
 
     def drop(self, id_: str, seq: int, time: Micros) -> None:
@@ -264,7 +334,7 @@ def _set_or_delete(mapping: Any, key: str, value: Any) -> None:
 
 
 def _on_created(b: _Builder, e: TableCreated, seq: int, time: Micros) -> None:
-    if e.table_id in b.instances or e.name in b.bindings:
+    if e.table_id in b.instances or e.table_id in b._state.archive.ids or e.name in b.bindings:
         raise LedgerCorrupt(f"event #{seq} creates {e.name} ({e.table_id}) over an existing one")
     b.instances[e.table_id] = Instance(e.table_id, e.name, e.path, time)
     b.bindings[e.name] = e.table_id

@@ -414,3 +414,26 @@ def test_unknown_event_type_is_refused_as_newer_release(ledger_path: Path, clock
     with pytest.raises(IncompatibleLedger, match="TableTeleported.*upgrade"):
         Ledger.open(ledger_path, clock=clock)
 
+
+
+def test_r8_r10_purged_instances_archived_by_a_snapshot_stay_final(ledger_path: Path, clock: ManualClock) -> None:
+    """After a snapshot moves purged instances to the archive, a reopened ledger still
+    refuses their undrop with the full message, knows their ids, and equals a fresh fold."""
+    with Ledger.open(ledger_path, clock=clock, snapshot_every=1) as led:
+        purged = drop_at(led, clock, "sales.orders", 10)
+        drop_at(led, clock, "sales.orders", 20)
+        clock.set(at(100))
+        led.advance_watermark(purged.dropped_at)
+        led.record_purge(purged.id, run_id="r1", files=1, bytes=10)
+        led.create_table("sales.more")  # one more event, so a snapshot lands after the purge
+    with Ledger.open(ledger_path, clock=clock) as led:
+        state = led.state
+        assert purged.id in state.archive.ids and purged.id not in state.instances
+        with pytest.raises(UndropBlocked, match=f"{purged.id}.*purged at"):
+            led.undrop_table("sales.orders", table_id=purged.id)
+        assert led.instance(purged.id).state == "purged"
+        assert led.undrop_table("sales.orders").id != purged.id  # the newer drop is fine
+        from ledger.decide import CreateTable, decide
+        with pytest.raises(TableExists, match="already taken"):
+            decide(led.state, CreateTable("sales.reuse", purged.id))
+        assert led.verify().purged == 1
