@@ -259,20 +259,27 @@ class _Builder:
         self._versions: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
-        """A map's mutation view, made the first time a handler touches it: a command's
-        single event usually touches two maps of seven."""
+        """A map's mutable view, made the first time a handler touches it (a command's
+        single event usually touches two maps of seven). An empty map, as in a replay
+        from nothing, is built as a plain dict, several times cheaper, and frozen once."""
         if name not in self._MAPS:
             raise AttributeError(name)
-        view = getattr(self._state, name).mutate()
+        base = getattr(self._state, name)
+        view = base.mutate() if len(base) else {}
         setattr(self, name, view)
         return view
 
     def finish(self) -> Catalog:
-        maps = {name: self.__dict__[name].finish() if name in self.__dict__ else getattr(self._state, name)
-                for name in self._MAPS}
+        maps = {name: self._frozen(name) for name in self._MAPS}
         versions = self._base_versions.update(self._versions) if self._versions else self._base_versions
         return Catalog(seq=self.seq, last_time=self.last_time, versions=versions,
                        archive=self._state.archive, **maps)
+
+    def _frozen(self, name: str) -> Map:
+        view = self.__dict__.get(name)
+        if view is None:
+            return getattr(self._state, name)
+        return Map(view) if isinstance(view, dict) else view.finish()
 
     def apply(self, seq: int, stream: str, version: int, time: Micros, event: Event) -> None:
         if seq <= self.seq:
