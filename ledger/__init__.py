@@ -13,8 +13,8 @@ from .api import Ledger, Prepared, VerifyReport
 from .clock import ManualClock
 from .errors import (
     Conflict, DatabaseNotFound, IncompatibleLedger, InvalidArgument, InvalidName, InvalidRetention, InvalidScope,
-    InvalidTime, LedgerCorrupt, LedgerError, LedgerUnavailable, TableExists, TableNotFound,
-    UndropBlocked,
+    InvalidTime, LedgerCorrupt, LedgerError, LedgerUnavailable, PurgeRefused, TableExists,
+    TableNotFound, UndropBlocked,
 )
 from .names import LEDGER, Scope
 from .views import HistoryEntry, TableInstance
@@ -23,5 +23,5 @@ __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance",
     "HistoryEntry", "LedgerError", "TableNotFound", "DatabaseNotFound", "TableExists",
     "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName", "InvalidRetention", "InvalidScope", "InvalidTime",
-    "LedgerCorrupt", "IncompatibleLedger", "LedgerUnavailable",
+    "LedgerCorrupt", "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused",
 ]

@@ -337,7 +337,7 @@ class Ledger:
         state = self.refresh()
         inst = state.live(key)
         if inst is None:
-            hint = " (it is dropped; see dropped_tables)" if key in state.dropped else ""
+            hint = " (it is dropped: see show-dropped, or Ledger.dropped_tables)" if key in state.dropped else ""
             raise TableNotFound(f"there is no live table {key}{hint}")
         return TableInstance.of(state, inst, self.warehouse)
 
@@ -367,13 +367,19 @@ class Ledger:
         return [TableInstance.of(state, inst, self.warehouse) for inst in found]
 
     def watermark(self, scope: Scope | str | None = LEDGER) -> datetime | None:
-        found = self.refresh().watermark(Scope.parse(scope))
+        found = self.refresh().watermark(self._known_scope(scope))
         return None if found is None else from_micros(found)
 
     def retention(self, scope: Scope | str | None = LEDGER) -> timedelta | None:
         """The retention set at exactly this scope (None: not set here)."""
-        found = self.refresh().retentions.get(str(Scope.parse(scope)))
+        found = self.refresh().retentions.get(str(self._known_scope(scope)))
         return None if found is None else timedelta(seconds=found)
+
+    def _known_scope(self, scope: Scope | str | None) -> Scope:
+        where = Scope.parse(scope)
+        if where.kind == "table" and not self._state.has_id(where.key):
+            raise TableNotFound(f"scope {where}: there is no table with id {where.key}")
+        return where
 
     def event_count(self) -> int:
         return self._store.count()
@@ -437,19 +443,25 @@ def _default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+DEFAULT_WAREHOUSE = "warehouse"
+"""Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
+the file is, so a ledger and its warehouse can be moved together."""
+
+
 def _warehouse_root(store: EventStore, path: str, warehouse: str | os.PathLike[str] | None) -> str:
-    """Explicit beats recorded beats default; a new explicit root is recorded for next time."""
-    recorded = store.get_meta("warehouse")
-    if warehouse is not None:
-        root = _normalise_root(os.fspath(warehouse))
-        if recorded is None and path != ":memory:":
-            store.set_meta("warehouse", root)
-        return root
-    if recorded is not None:
-        return recorded
+    """The root is recorded once, when the ledger is first opened; an explicit root on a
+    later open applies to that open only, so a one-off command cannot move every table."""
     if path == ":memory:":
-        return tempfile.mkdtemp(prefix="retention-ledger-warehouse-")
-    return str(Path(path).resolve().parent / "warehouse")
+        return _normalise_root(os.fspath(warehouse)) if warehouse is not None else \
+            tempfile.mkdtemp(prefix="retention-ledger-warehouse-")
+    recorded = store.get_meta("warehouse")
+    if recorded is None:
+        recorded = DEFAULT_WAREHOUSE if warehouse is None else _normalise_root(os.fspath(warehouse))
+        store.set_meta("warehouse", recorded)
+    chosen = recorded if warehouse is None else _normalise_root(os.fspath(warehouse))
+    if chosen == DEFAULT_WAREHOUSE:
+        return str(Path(path).resolve().parent / DEFAULT_WAREHOUSE)
+    return chosen
 
 
 def _normalise_root(root: str) -> str:

@@ -224,10 +224,15 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
     led = ctx.ledger
+    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
+    # Plan first (it changes nothing): bad options, or nothing to do, need no Spark start-up.
+    if not led.plan_vacuum(**options).instances:
+        ctx.emit({"run_id": None, "dry_run": dry_run, "instances": [], "purged": 0, "failed": 0,
+                  "files": 0, "bytes": 0, "watermarks": {}}, "nothing to vacuum")
+        return
     spark = local_session()
     with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
-        report = vacuum(spark, led, retention=retention, database=database, limit=limit,
-                        dry_run=dry_run, override_floor=override_floor, progress=progress)
+        report = vacuum(spark, led, dry_run=dry_run, progress=progress, **options)
     ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
     if report.failures:
         first = report.failures[0]

@@ -8,6 +8,7 @@ guard compares times to the microsecond.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from datetime import datetime, timedelta, timezone
@@ -95,7 +96,8 @@ class ManualClock:
             self._now = to_micros(value)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(w|d|h|m|s)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(w|d|h|m|s)?\s*$", re.IGNORECASE)
+_LONGEST = timedelta(days=100 * 366)  # a retention past a century is a typo, not a policy
 _UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 
@@ -106,11 +108,11 @@ def parse_duration(value: str | timedelta | int | float) -> timedelta:
     because only it knows whether the floor was overridden.
     """
     if isinstance(value, timedelta):
-        result = value
+        seconds = value.total_seconds()
     elif isinstance(value, bool):
         raise InvalidRetention(f"retention must be a duration, got {value!r}")
     elif isinstance(value, (int, float)):
-        result = timedelta(seconds=value)
+        seconds = float(value)
     elif isinstance(value, str):
         match = _DURATION.match(value)
         if not match:
@@ -118,12 +120,16 @@ def parse_duration(value: str | timedelta | int | float) -> timedelta:
                 f"{value!r} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, 3600s"
             )
         amount, unit = match.groups()
-        result = timedelta(seconds=float(amount) * _UNIT_SECONDS[(unit or "s").lower()])
+        seconds = float(amount) * _UNIT_SECONDS[(unit or "s").lower()]
     else:
         raise InvalidRetention(f"retention must be a duration such as '7d', got {type(value).__name__}")
-    if result < timedelta(0):
+    if not math.isfinite(seconds):
+        raise InvalidRetention(f"retention {value!r} is not a finite duration")
+    if seconds < 0:
         raise InvalidRetention(f"retention {value!r} is negative; it must be zero or more")
-    return result
+    if seconds > _LONGEST.total_seconds():
+        raise InvalidRetention(f"retention {value!r} is longer than a century; use e.g. 365d")
+    return timedelta(seconds=seconds)
 
 
 def format_duration(seconds: int) -> str:

@@ -26,8 +26,8 @@ import attrs
 
 from .clock import Micros, format_duration, iso
 from .errors import (
-    DatabaseNotFound, InvalidRetention, InvalidTime, LedgerError, TableExists, TableNotFound,
-    UndropBlocked,
+    DatabaseNotFound, InvalidArgument, InvalidRetention, InvalidTime, PurgeRefused, TableExists,
+    TableNotFound, UndropBlocked,
 )
 from .events import (
     CATALOG_STREAM, DatabaseDropped, DatabaseUndropped, Event, RetentionSet, TableCreated,
@@ -36,10 +36,6 @@ from .events import (
 )
 from .names import Scope, database_name, table_id, table_name
 from .state import RETENTION_FLOOR_SECONDS, Catalog, Instance
-
-
-class PurgeRefused(LedgerError):
-    """A vacuum tried to record a purge the state does not allow (its plan went stale)."""
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -265,8 +261,19 @@ def _set_retention(state: Catalog, cmd: SetRetention) -> Decision:
     return Decision(((stream, event),), frozenset({stream}), seconds)
 
 
+def check_purge_counts(run_id: object, files: object, size: object) -> None:
+    """What a purge records stays in the log for good, so it must make sense."""
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidArgument(f"a purge needs the vacuum's run id, got {run_id!r}")
+    for what, value in (("files", files), ("bytes", size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidArgument(f"a purge's {what} must be a whole number of 0 or more, got {value!r}")
+
+
 def check_retention(seconds: int, override_floor: bool, where: str = "") -> int:
     """The floor: no retention under a day unless the caller says it means it."""
+    if not isinstance(override_floor, bool):
+        raise InvalidArgument(f"override_floor must be True or False, got {override_floor!r}")
     if seconds < 0:
         raise InvalidRetention(f"retention {where} is negative ({seconds}s); it must be zero or more")
     if seconds < RETENTION_FLOOR_SECONDS and not override_floor:
@@ -287,8 +294,11 @@ def _require_scope_exists(state: Catalog, scope: Scope) -> None:
 # --- purges (recorded by the vacuum) -------------------------------------------------------
 
 def _purge(state: Catalog, cmd: RecordPurge) -> Decision:
-    inst = state.instances.get(table_id(cmd.table_id))
-    if inst is None or not inst.is_dropped:
+    check_purge_counts(cmd.run_id, cmd.files, cmd.bytes)
+    inst = state.instance(table_id(cmd.table_id))
+    if inst is None:
+        raise TableNotFound(f"cannot record purge of {cmd.table_id}: there is no table with that id")
+    if not inst.is_dropped:
         raise PurgeRefused(f"cannot record purge of {cmd.table_id}: it is not a dropped, unpurged table")
     if not state.is_blocked(inst):
         raise PurgeRefused(

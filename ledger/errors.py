@@ -34,6 +34,11 @@ class UndropBlocked(LedgerError):
     """
 
 
+class PurgeRefused(LedgerError):
+    """A purge that the state does not allow: the table is not dropped and behind its
+    watermark (a vacuum whose plan went stale), or the counts make no sense."""
+
+
 class Conflict(LedgerError):
     """The streams a command read kept moving under it; it gave up after retrying.
 

@@ -100,8 +100,8 @@ class Scope:
         """Accept a Scope, None (the whole ledger), or its text form."""
         if value is None:
             return LEDGER
-        if isinstance(value, Scope):
-            return value
+        if isinstance(value, Scope):  # built by hand, perhaps: check it like text
+            return _parse_scope_text(str(value))
         if not isinstance(value, str):
             raise InvalidScope(f"a scope must be text like 'database:sales', got {type(value).__name__}")
         return _parse_scope_text(value)
@@ -112,10 +112,10 @@ class Scope:
 
 @functools.lru_cache(maxsize=4096)  # scopes are few and immutable; pipelines pass the same text often
 def _parse_scope_text(value: str) -> Scope:
-    kind, _, key = value.partition(":")
+    kind, colon, key = value.partition(":")
     kind = kind.strip().lower()
     try:
-        if kind == "ledger" and not key:
+        if kind == "ledger" and not colon:
             return LEDGER
         if kind == "database" and key:
             return Scope.database(key)

@@ -23,8 +23,8 @@ from collections import defaultdict
 import attrs
 
 from .clock import Micros
-from .decide import Decision, PurgeRefused, _DECIDERS, check_retention, guard_streams
-from .errors import InvalidArgument
+from .decide import Decision, _DECIDERS, check_purge_counts, check_retention, guard_streams
+from .errors import InvalidArgument, PurgeRefused
 from .events import (
     CATALOG_STREAM, TablePurged, VacuumFinished, VacuumStarted, WatermarkAdvanced, vacuum_stream,
     watermark_stream,
@@ -157,6 +157,7 @@ def _finish(state: Catalog, cmd: FinishVacuum) -> Decision:
     reads = {vacuum_stream(cmd.run_id)}
     files = size = 0
     for table_id, n_files, n_bytes in cmd.purged:
+        check_purge_counts(cmd.run_id, n_files, n_bytes)
         inst = state.instance(table_id)
         if inst is not None and inst.purged_at is not None:
             continue  # a concurrent vacuum recorded it first; the files are gone either way

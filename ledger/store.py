@@ -30,7 +30,9 @@ from typing import Iterator, Mapping, NamedTuple, Sequence
 import sqlite_utils
 
 from .clock import Micros
-from .errors import Conflict, IncompatibleLedger, LedgerCorrupt, LedgerError, LedgerUnavailable
+from .errors import (
+    Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable,
+)
 
 FORMAT_VERSION = 1
 APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and for us
@@ -64,9 +66,10 @@ class EventStore:
     """One ledger file. Safe to share between threads; open one per process."""
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0) -> None:
-        level = synchronous.upper()
+        level = synchronous.upper() if isinstance(synchronous, str) else None
         if level not in SYNCHRONOUS_LEVELS:
-            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
+            raise InvalidArgument(
+                f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
         self.path = path
         self.synchronous = level
         self._lock = threading.RLock()

@@ -486,7 +486,7 @@ def test_retention_of_a_database_applies_to_its_tables(db: Path) -> None:
 @pytest.mark.parametrize("args, words", [
     (["abc"], "is not a duration"),
     (["7 days"], "is not a duration"),
-    (["--", "-1d"], "is not a duration"),  # after --, so click does not take it for an option
+    (["--", "-1d"], "is negative"),  # after --, so click does not take it for an option
 ])
 def test_a_malformed_retention_is_refused(db: Path, args: list[str], words: str) -> None:
     assert words in refused(db, "retention", *args, error="InvalidRetention")
@@ -646,3 +646,17 @@ def test_subprocess_usage_error_exits_2_and_a_naive_time_exits_1(tmp_path: Path)
     [line] = naive.stderr.splitlines()
     assert line.startswith("error: InvalidTime: naive datetime 2026-01-01T00:00:00 has no timezone")
     assert event_count(ledger) == 0
+
+
+def test_a_one_off_warehouse_option_does_not_move_every_table(tmp_path: Path) -> None:
+    """The root is recorded when the ledger is created; --warehouse on a later command
+    applies to that command only."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        home = led.create_table("sales.orders").location
+    assert home == str(tmp_path / "warehouse" / Path(home).name)
+    elsewhere = tmp_path / "elsewhere"
+    result = CliRunner().invoke(cli, ["--ledger", str(path), "--warehouse", str(elsewhere), "--json", "tables"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["location"].startswith(str(elsewhere))
+    with Ledger.open(path) as led:
+        assert led.table("sales.orders").location == home

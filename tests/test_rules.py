@@ -296,7 +296,7 @@ def test_r8_purged_instance_is_never_undropped_and_stays_in_history(ledger: Ledg
 
 
 def test_r8_purge_of_restorable_table_is_refused(ledger: Ledger, clock: ManualClock) -> None:
-    from ledger.decide import PurgeRefused
+    from ledger.errors import PurgeRefused
     dropped = drop_at(ledger, clock, "sales.orders", 10)
     with pytest.raises(PurgeRefused, match="still restorable"):
         ledger.record_purge(dropped.id, run_id="run1", files=0, bytes=0)

@@ -1,0 +1,741 @@
+"""Bad input, catalogued: every kind of bad input to every public command and CLI subcommand.
+
+One table, ``CATALOGUE``, drives every test in this file. Each row names
+
+* the Python call (``call(led, facts)``, or None where only the CLI has the input),
+* the equivalent CLI argv (or None where there is no CLI form),
+* the error class from ``ledger.errors`` the call must raise (exactly that class:
+  ``type(exc) is error``; ``DatabaseNotFound`` is the one documented subclass and is
+  named as such where it is expected),
+* a regex the message must match (``re.search``); it names the offending value or
+  says what to do, and ``cli_match`` overrides it where the CLI words things its
+  own way (its time parsing, click's usage errors).
+
+The Python side asserts: that exact class, ``isinstance(exc, LedgerError)``, the
+message, and that neither the event count nor ``led.state`` moved. The CLI side
+(``CliRunner`` on ``ledger.cli.cli`` with ``--ledger`` on the same prepared file)
+asserts: exit 1, exactly one stderr line ``error: <ErrorClassName>: ...`` that
+matches the regex, nothing on stdout, no crash (the exception is ``SystemExit``),
+and neither the event count nor the folded state moved. Rows marked ``usage`` are
+caught by click itself (``--limit`` is a ``click.IntRange``): exit 2, click's
+``Error:`` on stderr naming the value, nothing on stdout, nothing appended.
+
+Spark. No row starts a JVM. ``spark_ops.vacuum``, ``write_table`` and ``read_table``
+get a stand-in whose every attribute access fails the test, and the CLI's
+``vacuum`` gets the same stand-in in place of ``spark_ops.local_session``: a
+refusal must come before Spark is touched, and these rows prove it does. (The real
+CLI builds its SparkSession before the ledger plans, so a refused ``vacuum`` in a
+shell still pays JVM start-up and prints Spark's start-up lines on stderr; the
+stand-in hides that, and no row here covers it.)
+
+Time. The prepared ledger runs on a ``ManualClock`` at ``tests.conftest.T0``
+(2026-01-01), in the past; the CLI opens the same file with the system clock,
+whose "now" is later, so every relative fact (blocked, restorable, past now)
+holds on both sides.
+
+Rows that show a library defect are ``xfail(strict=True)`` with the reason, per
+side (``py_xfail``/``cli_xfail``), so the suite stays green and a fix turns them
+into failures that ask for the mark to go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterator, Union
+
+import pytest
+from click.testing import CliRunner
+
+import ledger
+from ledger import (
+    DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
+    Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
+    UndropBlocked,
+)
+from ledger.cli import cli
+from ledger.clock import iso, to_micros
+from tests.conftest import T0
+
+UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
+LONG = "x" * 65                  # one over the 64-character identifier limit
+
+
+# --- the prepared ledger ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Facts:
+    """Ids and times of the prepared ledger, for calls, argv and message regexes."""
+
+    dir: str
+    live: str
+    purged: str
+    purged_dropped: str
+    purged_at: str
+    purge_mark: str
+    blocked: str
+    blocked_dropped: str
+    blocked_mark: str
+    old_a: str
+    old_dropped: str
+    old_mark: str
+    restorable: str
+    reused_old: str
+    reused_new: str
+    crm_new: str
+
+
+def _iso(value: datetime) -> str:
+    return iso(to_micros(value))
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Facts, datetime, int]:
+    """The prepared ledger, built by real commands once per module (see ``prepared``)."""
+    folder = tmp_path_factory.mktemp("bad-input-template")
+    clock = ManualClock(T0)
+    with Ledger.open(folder / "ledger.db", clock=clock, actor="tester") as led:
+        facts = _prepare(led, clock)
+        events = led.event_count()
+    return folder / "ledger.db", facts, clock(), events
+
+
+@pytest.fixture
+def prepared(template: tuple[Path, Facts, datetime, int], tmp_path: Path) -> Iterator[tuple[Ledger, Facts]]:
+    """A fresh prepared ledger for each test: its own file, ``Ledger`` and ``ManualClock``.
+
+    One of everything a bad input can hit:
+
+    * ``sales.live``: a live table;
+    * ``sales.purged``: dropped, then purged by a real ``start_vacuum``/``finish_vacuum``
+      (the vacuum set the ledger watermark at its drop time);
+    * ``sales.blocked``: dropped behind a ``table:<id>`` watermark;
+    * database ``old`` (``old.a``, ``old.b``): dropped behind a ``database:old`` watermark;
+    * ``sales.restorable``: dropped after every watermark;
+    * ``sales.reused``: dropped, then created again (a bound name with a dropped instance);
+    * database ``archive`` (``archive.a``, ``archive.b``): dropped, restorable;
+    * database ``crm``: dropped, then ``crm.a`` created again (its undrop would collide).
+
+    The commands run once per module and each test gets a byte copy of the closed file
+    (some 260 tests; a copy costs a fraction of the 20-odd durable appends), so what
+    one row does, even a row that wrongly appends, never reaches another.
+    """
+    source, facts, now, events = template
+    for file in source.parent.glob(source.name + "*"):  # the closed file, and a -wal if one is left
+        shutil.copyfile(file, tmp_path / file.name)
+    with Ledger.open(tmp_path / source.name, clock=ManualClock(now), actor="tester") as led:
+        assert led.event_count() == events
+        yield led, dataclasses.replace(facts, dir=str(tmp_path))
+
+
+def _prepare(led: Ledger, clock: ManualClock) -> Facts:
+    live = led.create_table("sales.live")
+
+    purged = led.create_table("sales.purged")
+    purged_drop = led.drop_table("sales.purged").dropped_at
+    clock.advance(60)
+    plan = led.start_vacuum(retention="0s", override_floor=True)
+    assert [p.id for p in plan.instances] == [purged.id]
+    assert led.finish_vacuum(plan.run_id, [(purged.id, 0, 0)]) == 1
+    purged_view = led.instance(purged.id)
+
+    clock.advance(60)
+    blocked = led.create_table("sales.blocked")
+    blocked_drop = led.drop_table("sales.blocked").dropped_at
+    old_a = led.create_table("old.a")
+    led.create_table("old.b")
+    old_drop = led.drop_database("old")[0].dropped_at
+    clock.advance(60)
+    led.advance_watermark(blocked_drop, scope=f"table:{blocked.id}")
+    led.advance_watermark(old_drop, scope="database:old")
+
+    clock.advance(60)
+    restorable = led.create_table("sales.restorable")
+    led.drop_table("sales.restorable")
+    reused_old = led.create_table("sales.reused")
+    led.drop_table("sales.reused")
+    reused_new = led.create_table("sales.reused")
+    led.create_table("archive.a")
+    led.create_table("archive.b")
+    led.drop_database("archive")
+    led.create_table("crm.a")
+    led.drop_database("crm")
+    crm_new = led.create_table("crm.a")
+
+    facts = Facts(
+        dir="",  # set per test, to that test's tmp_path
+        live=live.id,
+        purged=purged.id, purged_dropped=_iso(purged_drop), purged_at=_iso(purged_view.purged_at),
+        purge_mark=_iso(purged_view.effective_watermark),
+        blocked=blocked.id, blocked_dropped=_iso(blocked_drop), blocked_mark=_iso(blocked_drop),
+        old_a=old_a.id, old_dropped=_iso(old_drop), old_mark=_iso(old_drop),
+        restorable=restorable.id, reused_old=reused_old.id, reused_new=reused_new.id,
+        crm_new=crm_new.id,
+    )
+    # The setup is what the rows assume: check it once here rather than fail obscurely there.
+    assert {t.name: t.state for t in led.dropped_tables()} == {
+        "sales.blocked": "blocked", "old.a": "blocked", "old.b": "blocked",
+        "sales.restorable": "dropped", "sales.reused": "dropped", "archive.a": "dropped",
+        "archive.b": "dropped", "crm.a": "dropped"}
+    assert led.instance(purged.id).state == "purged"
+    return facts
+
+
+class NoSpark:
+    """Stands in for a SparkSession or a DataFrame: a refusal must come before Spark is touched."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"Spark was touched ({name}) before the bad input was refused")
+
+
+def _vacuum(led: Ledger, **options: Any) -> Any:
+    from spark_ops import vacuum
+    return vacuum(NoSpark(), led, **options)
+
+
+def _write(led: Ledger, name: Any, **options: Any) -> Any:
+    from spark_ops import write_table
+    return write_table(NoSpark(), led, name, **options)
+
+
+def _read(led: Ledger, name: Any) -> Any:
+    from spark_ops import read_table
+    return read_table(NoSpark(), led, name)
+
+
+def _with_clock(led: Ledger, clock: Callable[[], datetime], name: str) -> Any:
+    """Open the same file with another clock and run a command on it."""
+    with Ledger.open(led.path, clock=clock, actor="tester") as other:
+        return other.create_table(name)
+
+
+# --- the catalogue ---------------------------------------------------------------------------
+
+Text = Union[str, Callable[[Facts], str]]
+Argv = Union[list, Callable[[Facts], list], None]
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    call: Callable[[Ledger, Facts], Any] | None
+    argv: Argv
+    error: type[LedgerError]
+    match: Text
+    cli_match: Text | None = None
+    usage: bool = False
+    """The CLI form is a usage error caught by click: exit 2, not 1."""
+    rule: str | None = None
+    py_xfail: str | None = None
+    cli_xfail: str | None = None
+
+    def regex(self, facts: Facts, side: str) -> str:
+        text = self.cli_match if side == "cli" and self.cli_match is not None else self.match
+        return text(facts) if callable(text) else text
+
+    def args(self, facts: Facts) -> list[str]:
+        return list(self.argv(facts) if callable(self.argv) else self.argv)
+
+
+r = Row  # short, for the table below
+
+
+IDENT = r"is not an identifier: use ASCII letters, digits and underscores, not starting with a digit"
+NOT_ID = r"is not a table id \(ids are 16 hex digits, see show-dropped\)"
+TWO_PARTS = r"must be 'database\.table' \(two identifiers and one dot\)"
+NOT_DURATION = r"is not a duration; use a number with a unit, e.g\. 7d, 36h, 90m, 3600s"
+FLOOR = r"is below the 1d floor: .*pass override_floor=True \(CLI: --override-floor\)"
+LIMIT = r"vacuum limit must be a whole number of at least 1, not "
+NOT_ONE_OF = r"is not one of 'ledger', 'database:<name>', 'table:<id>'"
+RAW = "raises a raw {} instead of a LedgerError"
+
+
+def _blocked_message(name: str, id_: str, dropped: str, mark: str, scope: str) -> str:
+    """R3: the table, its id, its drop time and the watermark, in ISO 8601 UTC."""
+    return (rf"cannot undrop {re.escape(name)} \(id {id_}\): it was dropped at {re.escape(dropped)}, "
+            rf"at or before the vacuum watermark {re.escape(mark)} \(scope {re.escape(scope)}\); "
+            r"a vacuum may have deleted its files")
+
+
+def _purged_message(f: Facts) -> str:
+    """R8: purged is final, and the message says when the files went."""
+    return (rf"cannot undrop sales\.purged \(id {f.purged}\): it was dropped at {re.escape(f.purged_dropped)}"
+            rf".*; its files were purged at {re.escape(f.purged_at)}, so it can never be undropped")
+
+
+CATALOGUE: list[Row] = [
+    # --- names: create_table / create ------------------------------------------------------
+    r("create-65-char-table-part", lambda L, f: L.create_table("sales." + LONG), ["create", "sales." + LONG],
+      InvalidName, rf"table part of 'sales\.{LONG}' is 65 characters long; the limit is 64"),
+    r("create-65-char-database-part", lambda L, f: L.create_table(LONG + ".t"), ["create", LONG + ".t"],
+      InvalidName, rf"database part of '{LONG}\.t' is 65 characters long; the limit is 64"),
+    r("create-three-dots", lambda L, f: L.create_table("a.b.c.d"), ["create", "a.b.c.d"],
+      InvalidName, rf"table name 'a\.b\.c\.d' {TWO_PARTS}"),
+    r("create-no-dot", lambda L, f: L.create_table("orders"), ["create", "orders"],
+      InvalidName, rf"table name 'orders' {TWO_PARTS}"),
+    r("create-empty-string", lambda L, f: L.create_table(""), ["create", ""],
+      InvalidName, rf"table name '' {TWO_PARTS}"),
+    r("create-empty-table-part", lambda L, f: L.create_table("sales."), ["create", "sales."],
+      InvalidName, r"table part of 'sales\.' is empty"),
+    r("create-empty-database-part", lambda L, f: L.create_table(".orders"), ["create", ".orders"],
+      InvalidName, r"database part of '\.orders' is empty"),
+    r("create-space", lambda L, f: L.create_table("sales.my orders"), ["create", "sales.my orders"],
+      InvalidName, rf"'my orders' {IDENT}"),
+    r("create-unicode-letter", lambda L, f: L.create_table("sales.bestellungen_ä"),
+      ["create", "sales.bestellungen_ä"], InvalidName, rf"'bestellungen_ä' {IDENT}"),
+    r("create-unicode-digit", lambda L, f: L.create_table("sales.x\u0661"), ["create", "sales.x\u0661"],
+      InvalidName, rf"'x\u0661' {IDENT}"),
+    r("create-leading-digit", lambda L, f: L.create_table("sales.1st"), ["create", "sales.1st"],
+      InvalidName, rf"'1st' {IDENT}"),
+    r("create-hyphen", lambda L, f: L.create_table("sales-eu.orders"), ["create", "sales-eu.orders"],
+      InvalidName, rf"'sales-eu' {IDENT}"),
+    r("create-trailing-newline", lambda L, f: L.create_table("sales.orders\n"), ["create", "sales.orders\n"],
+      InvalidName, rf"'orders\\n' {IDENT}"),  # shown as repr, so the CLI's error stays one line
+    r("create-none", lambda L, f: L.create_table(None), None,
+      InvalidName, r"a table name must be a string like 'sales\.orders', got NoneType"),
+    r("create-int", lambda L, f: L.create_table(42), None,
+      InvalidName, r"a table name must be a string like 'sales\.orders', got int"),
+    r("create-bytes", lambda L, f: L.create_table(b"sales.orders"), None,
+      InvalidName, r"a table name must be a string like 'sales\.orders', got bytes"),
+    r("create-bound-name", lambda L, f: L.create_table("Sales.Live"), ["create", "Sales.Live"],
+      TableExists, lambda f: rf"cannot create sales\.live: sales\.live is already a live table \(id {f.live}\)"),
+
+    # --- drop_table / drop -------------------------------------------------------------------
+    r("drop-65-char-name", lambda L, f: L.drop_table("sales." + LONG), ["drop", "sales." + LONG],
+      InvalidName, rf"table part of 'sales\.{LONG}' is 65 characters long; the limit is 64"),
+    r("drop-no-dot", lambda L, f: L.drop_table("live"), ["drop", "live"],
+      InvalidName, rf"table name 'live' {TWO_PARTS}"),
+    r("drop-int", lambda L, f: L.drop_table(7), None,
+      InvalidName, r"a table name must be a string like 'sales\.orders', got int"),
+    r("drop-unknown-table", lambda L, f: L.drop_table("sales.nope"), ["drop", "sales.nope"],
+      TableNotFound, r"cannot drop sales\.nope: there is no live table by that name"),
+    r("drop-unknown-database", lambda L, f: L.drop_table("nowhere.live"), ["drop", "nowhere.live"],
+      TableNotFound, r"cannot drop nowhere\.live: there is no live table by that name"),
+    r("drop-dropped-table", lambda L, f: L.drop_table("sales.restorable"), ["drop", "sales.restorable"],
+      TableNotFound, r"cannot drop sales\.restorable: .*\(it is dropped; see show-dropped\)"),
+
+    # --- undrop_table / undrop: names and ids -------------------------------------------------
+    r("undrop-malformed-name", lambda L, f: L.undrop_table("sales orders"), ["undrop", "sales orders"],
+      InvalidName, rf"table name 'sales orders' {TWO_PARTS}"),
+    r("undrop-65-char-name", lambda L, f: L.undrop_table("sales." + LONG), ["undrop", "sales." + LONG],
+      InvalidName, rf"table part of 'sales\.{LONG}' is 65 characters long; the limit is 64"),
+    r("undrop-none", lambda L, f: L.undrop_table(None), None,
+      InvalidName, r"a table name must be a string like 'sales\.orders', got NoneType"),
+    r("undrop-malformed-new-name", lambda L, f: L.undrop_table("sales.restorable", new_name="no dots"),
+      ["undrop", "sales.restorable", "--as", "no dots"], InvalidName, rf"table name 'no dots' {TWO_PARTS}"),
+    r("undrop-65-char-new-name", lambda L, f: L.undrop_table("sales.restorable", new_name="sales." + LONG),
+      ["undrop", "sales.restorable", "--as", "sales." + LONG], InvalidName,
+      rf"table part of 'sales\.{LONG}' is 65 characters long"),
+    r("undrop-int-new-name", lambda L, f: L.undrop_table("sales.restorable", new_name=5), None,
+      InvalidName, r"a table name must be a string like 'sales\.orders', got int"),
+    r("undrop-id-not-hex", lambda L, f: L.undrop_table("sales.restorable", table_id="g" * 16),
+      ["undrop", "sales.restorable", "--id", "g" * 16], InvalidName, rf"'g{{16}}' {NOT_ID}"),
+    r("undrop-id-too-short", lambda L, f: L.undrop_table("sales.restorable", table_id=UNKNOWN_ID[:15]),
+      ["undrop", "sales.restorable", "--id", UNKNOWN_ID[:15]], InvalidName, rf"'{UNKNOWN_ID[:15]}' {NOT_ID}"),
+    r("undrop-id-too-long", lambda L, f: L.undrop_table("sales.restorable", table_id=UNKNOWN_ID + "0"),
+      ["undrop", "sales.restorable", "--id", UNKNOWN_ID + "0"], InvalidName, rf"'{UNKNOWN_ID}0' {NOT_ID}"),
+    r("undrop-id-empty", lambda L, f: L.undrop_table("sales.restorable", table_id=""),
+      ["undrop", "sales.restorable", "--id", ""], InvalidName, rf"'' {NOT_ID}"),
+    r("undrop-id-int", lambda L, f: L.undrop_table("sales.restorable", table_id=12345), None,
+      InvalidName, rf"12345 {NOT_ID}"),
+    r("undrop-unknown-table", lambda L, f: L.undrop_table("sales.nope"), ["undrop", "sales.nope"],
+      TableNotFound, r"cannot undrop sales\.nope: it has no dropped instance"),
+    r("undrop-unknown-database", lambda L, f: L.undrop_table("nowhere.orders"), ["undrop", "nowhere.orders"],
+      TableNotFound, r"cannot undrop nowhere\.orders: it has no dropped instance"),
+    r("undrop-unknown-id", lambda L, f: L.undrop_table("sales.restorable", table_id=UNKNOWN_ID),
+      ["undrop", "sales.restorable", "--id", UNKNOWN_ID], TableNotFound,
+      rf"cannot undrop sales\.restorable: there is no table with id {UNKNOWN_ID}"),
+    r("undrop-id-of-another-name", lambda L, f: L.undrop_table("sales.restorable", table_id=f.reused_old),
+      lambda f: ["undrop", "sales.restorable", "--id", f.reused_old], TableNotFound,
+      lambda f: rf"table id {f.reused_old} is sales\.reused, not sales\.restorable"),
+    r("undrop-live-table-by-name", lambda L, f: L.undrop_table("sales.live"), ["undrop", "sales.live"],
+      TableNotFound, r"cannot undrop sales\.live: it is live and has no dropped instance"),
+    r("undrop-live-table-by-id", lambda L, f: L.undrop_table("sales.live", table_id=f.live),
+      lambda f: ["undrop", "sales.live", "--id", f.live], TableExists,
+      lambda f: rf"cannot undrop sales\.live \(id {f.live}\): it is live; there is nothing to undrop"),
+
+    # R7: undrop onto a bound name
+    r("undrop-as-a-bound-name", lambda L, f: L.undrop_table("sales.restorable", new_name="sales.live"),
+      ["undrop", "sales.restorable", "--as", "sales.live"], TableExists,
+      lambda f: rf"cannot undrop sales\.restorable \(id {f.restorable}\) as sales\.live: "
+                rf"sales\.live is already a live table \(id {f.live}\)", rule="R7"),
+    r("undrop-onto-its-rebound-name", lambda L, f: L.undrop_table("sales.reused"), ["undrop", "sales.reused"],
+      TableExists, lambda f: rf"cannot undrop sales\.reused \(id {f.reused_old}\) as sales\.reused: "
+                             rf"sales\.reused is already a live table \(id {f.reused_new}\)", rule="R7"),
+    r("undrop-database-onto-a-rebound-name", lambda L, f: L.undrop_database("crm"), ["undrop-database", "crm"],
+      TableExists, lambda f: rf"cannot undrop database crm: crm\.a is already a live table \(id {f.crm_new}\)",
+      rule="R7"),
+
+    # R3: undrop of an instance behind its effective watermark
+    r("undrop-blocked-by-name", lambda L, f: L.undrop_table("sales.blocked"), ["undrop", "sales.blocked"],
+      UndropBlocked, lambda f: _blocked_message("sales.blocked", f.blocked, f.blocked_dropped,
+                                                f.blocked_mark, f"table:{f.blocked}"), rule="R3"),
+    r("undrop-blocked-by-id", lambda L, f: L.undrop_table("sales.blocked", table_id=f.blocked),
+      lambda f: ["undrop", "sales.blocked", "--id", f.blocked], UndropBlocked,
+      lambda f: _blocked_message("sales.blocked", f.blocked, f.blocked_dropped,
+                                 f.blocked_mark, f"table:{f.blocked}"), rule="R3"),
+    r("undrop-blocked-as-a-free-name", lambda L, f: L.undrop_table("sales.blocked", new_name="sales.copy"),
+      ["undrop", "sales.blocked", "--as", "sales.copy"], UndropBlocked,
+      lambda f: _blocked_message("sales.blocked", f.blocked, f.blocked_dropped,
+                                 f.blocked_mark, f"table:{f.blocked}"), rule="R3"),
+    r("undrop-blocked-database", lambda L, f: L.undrop_database("old"), ["undrop-database", "old"],
+      UndropBlocked, lambda f: _blocked_message("old.a", f.old_a, f.old_dropped, f.old_mark, "database:old"),
+      rule="R3"),
+
+    # R8: undrop of a purged instance
+    r("undrop-purged-by-name", lambda L, f: L.undrop_table("sales.purged"), ["undrop", "sales.purged"],
+      UndropBlocked, _purged_message, rule="R8"),
+    r("undrop-purged-by-id", lambda L, f: L.undrop_table("sales.purged", table_id=f.purged),
+      lambda f: ["undrop", "sales.purged", "--id", f.purged], UndropBlocked, _purged_message, rule="R8"),
+    r("undrop-purged-as-a-free-name", lambda L, f: L.undrop_table("sales.purged", new_name="sales.copy"),
+      ["undrop", "sales.purged", "--as", "sales.copy"], UndropBlocked, _purged_message, rule="R8"),
+
+    # --- drop_database / undrop_database ---------------------------------------------------------
+    r("drop-database-malformed", lambda L, f: L.drop_database("bad-name"), ["drop-database", "bad-name"],
+      InvalidName, rf"database name 'bad-name' {IDENT}"),
+    r("drop-database-dotted", lambda L, f: L.drop_database("sales.live"), ["drop-database", "sales.live"],
+      InvalidName, rf"database name 'sales\.live' {IDENT}"),
+    r("drop-database-empty", lambda L, f: L.drop_database(""), ["drop-database", ""],
+      InvalidName, r"database name is empty"),
+    r("drop-database-65-chars", lambda L, f: L.drop_database(LONG), ["drop-database", LONG],
+      InvalidName, r"database name is 65 characters long; the limit is 64"),
+    r("drop-database-leading-digit", lambda L, f: L.drop_database("9lives"), ["drop-database", "9lives"],
+      InvalidName, rf"database name '9lives' {IDENT}"),
+    r("drop-database-none", lambda L, f: L.drop_database(None), None,
+      InvalidName, r"database name must be a string, got NoneType"),
+    r("drop-database-unknown", lambda L, f: L.drop_database("nothing"), ["drop-database", "nothing"],
+      DatabaseNotFound, r"cannot drop database nothing: it has no live tables"),
+    r("drop-database-already-dropped", lambda L, f: L.drop_database("archive"), ["drop-database", "archive"],
+      DatabaseNotFound, r"cannot drop database archive: it has no live tables"),
+    r("undrop-database-malformed", lambda L, f: L.undrop_database("Bad-Name"), ["undrop-database", "Bad-Name"],
+      InvalidName, rf"database name 'Bad-Name' {IDENT}"),
+    r("undrop-database-unknown", lambda L, f: L.undrop_database("nothing"), ["undrop-database", "nothing"],
+      DatabaseNotFound, r"cannot undrop database nothing: no database drop of it is left to undo"),
+    r("undrop-database-never-dropped", lambda L, f: L.undrop_database("sales"), ["undrop-database", "sales"],
+      DatabaseNotFound, r"cannot undrop database sales: no database drop of it is left to undo"),
+
+    # --- queries: table / show, tables, dropped_tables / show-dropped, instance, history -------
+    r("show-malformed", lambda L, f: L.table("orders"), ["show", "orders"],
+      InvalidName, rf"table name 'orders' {TWO_PARTS}"),
+    r("show-unknown", lambda L, f: L.table("sales.nope"), ["show", "sales.nope"],
+      TableNotFound, r"there is no live table sales\.nope"),
+    r("show-dropped-table", lambda L, f: L.table("sales.restorable"), ["show", "sales.restorable"],
+      TableNotFound, r"there is no live table sales\.restorable \(it is dropped: see show-dropped"),
+    r("tables-malformed-database", lambda L, f: L.tables(database="bad-name"), ["tables", "--database", "bad-name"],
+      InvalidName, rf"database name 'bad-name' {IDENT}"),
+    r("tables-empty-database", lambda L, f: L.tables(database=""), ["tables", "--database", ""],
+      InvalidName, r"database name is empty"),
+    r("dropped-tables-malformed-database", lambda L, f: L.dropped_tables(database="9lives"),
+      ["show-dropped", "--database", "9lives"], InvalidName, rf"database name '9lives' {IDENT}"),
+    r("dropped-tables-malformed-name", lambda L, f: L.dropped_tables(name="orders"),
+      ["show-dropped", "--name", "orders"], InvalidName, rf"table name 'orders' {TWO_PARTS}"),
+    r("dropped-tables-65-char-name", lambda L, f: L.dropped_tables(name="sales." + LONG),
+      ["show-dropped", "--name", "sales." + LONG], InvalidName,
+      rf"table part of 'sales\.{LONG}' is 65 characters long"),
+    r("instance-malformed-id", lambda L, f: L.instance("xyz"), None, InvalidName, rf"'xyz' {NOT_ID}"),
+    r("instance-unknown-id", lambda L, f: L.instance(UNKNOWN_ID), None,
+      TableNotFound, rf"there is no table with id {UNKNOWN_ID}"),
+    r("history-malformed-name", lambda L, f: L.history("orders"), ["history", "orders"],
+      InvalidName, rf"table name 'orders' {TWO_PARTS}"),
+    r("history-unknown-name", lambda L, f: L.history("sales.nope"), ["history", "sales.nope"],
+      TableNotFound, r"no table sales\.nope has ever existed in this ledger"),
+    r("history-malformed-id", lambda L, f: L.history(table_id="xyz"), ["history", "--id", "xyz"],
+      InvalidName, rf"'xyz' {NOT_ID}"),
+    r("history-unknown-id", lambda L, f: L.history(table_id=UNKNOWN_ID), ["history", "--id", UNKNOWN_ID],
+      TableNotFound, rf"no table with id {UNKNOWN_ID} has ever existed in this ledger"),
+
+    # --- scopes: watermark(scope) / watermark --scope ------------------------------------------
+    r("watermark-scope-unknown-kind", lambda L, f: L.watermark("tenant:x"), ["watermark", "--scope", "tenant:x"],
+      InvalidScope, rf"scope 'tenant:x' {NOT_ONE_OF}"),
+    r("watermark-scope-empty-database", lambda L, f: L.watermark("database:"), ["watermark", "--scope", "database:"],
+      InvalidScope, rf"scope 'database:' {NOT_ONE_OF}"),
+    r("watermark-scope-malformed-database", lambda L, f: L.watermark("database:bad-name"),
+      ["watermark", "--scope", "database:bad-name"], InvalidScope, rf"scope 'database:bad-name': .*{IDENT}"),
+    r("watermark-scope-table-not-hex", lambda L, f: L.watermark("table:nothex"),
+      ["watermark", "--scope", "table:nothex"], InvalidScope, rf"scope 'table:nothex': 'nothex' {NOT_ID}"),
+    r("watermark-scope-not-text", lambda L, f: L.watermark(5), None,
+      InvalidScope, r"a scope must be text like 'database:sales', got int"),
+    r("watermark-scope-unknown-table", lambda L, f: L.watermark("table:" + UNKNOWN_ID),
+      ["watermark", "--scope", "table:" + UNKNOWN_ID], TableNotFound,
+      rf"there is no table with id {UNKNOWN_ID}"),
+    r("watermark-scope-ledger-with-empty-key", lambda L, f: L.watermark("ledger:"),
+      ["watermark", "--scope", "ledger:"], InvalidScope, rf"scope 'ledger:' {NOT_ONE_OF}"),
+
+    # --- advance_watermark / watermark --advance ----------------------------------------------
+    r("advance-naive-datetime", lambda L, f: L.advance_watermark(datetime(2025, 6, 1)),
+      ["watermark", "--advance", "2025-06-01T00:00:00"], InvalidTime,
+      r"naive datetime 2025-06-01T00:00:00 has no timezone; pass an aware one"),
+    r("advance-past-now", lambda L, f: L.advance_watermark(L.now() + timedelta(seconds=1)),
+      ["watermark", "--advance", "2999-01-01T00:00:00Z"], InvalidTime,
+      r"cannot advance watermark ledger to \S+Z: that is past the ledger's current time \S+Z",
+      cli_match=r"cannot advance watermark ledger to 2999-01-01T00:00:00\.000000Z: that is past the "
+                r"ledger's current time"),
+    r("advance-past-now-on-a-table-scope",
+      lambda L, f: L.advance_watermark(L.now() + timedelta(days=1), scope=f"table:{f.restorable}"),
+      lambda f: ["watermark", "--scope", f"table:{f.restorable}", "--advance", "2999-01-01T00:00:00+02:00"],
+      InvalidTime, lambda f: rf"cannot advance watermark table:{f.restorable} to \S+Z: that is past"),
+    r("advance-text-instead-of-datetime", lambda L, f: L.advance_watermark("June 1st"),
+      ["watermark", "--advance", "June 1st"], InvalidTime,
+      r"expected a timezone-aware datetime, got str 'June 1st'",
+      cli_match=r"'June 1st' is not an ISO 8601 time like 2026-01-31T12:00:00Z"),
+    r("advance-empty-time", lambda L, f: L.advance_watermark(""), ["watermark", "--advance", ""],
+      InvalidTime, r"expected a timezone-aware datetime, got str ''",
+      cli_match=r"'' is not an ISO 8601 time"),
+    r("advance-impossible-date", None, ["watermark", "--advance", "2025-13-01T00:00:00Z"],
+      InvalidTime, r"'2025-13-01T00:00:00Z' is not an ISO 8601 time"),
+    r("advance-none", lambda L, f: L.advance_watermark(None), None,
+      InvalidTime, r"expected a timezone-aware datetime, got NoneType None"),
+    r("advance-scope-unknown-kind", lambda L, f: L.advance_watermark(L.now(), scope="tenant:x"),
+      ["watermark", "--scope", "tenant:x", "--advance", "now"], InvalidScope, rf"scope 'tenant:x' {NOT_ONE_OF}"),
+    r("advance-scope-empty-database", lambda L, f: L.advance_watermark(L.now(), scope="database:"),
+      ["watermark", "--scope", "database:", "--advance", "now"], InvalidScope, rf"scope 'database:' {NOT_ONE_OF}"),
+    r("advance-scope-table-not-hex", lambda L, f: L.advance_watermark(L.now(), scope="table:nothex"),
+      ["watermark", "--scope", "table:nothex", "--advance", "now"], InvalidScope,
+      rf"scope 'table:nothex': 'nothex' {NOT_ID}"),
+    r("advance-scope-unknown-table", lambda L, f: L.advance_watermark(L.now(), scope="table:" + UNKNOWN_ID),
+      ["watermark", "--scope", "table:" + UNKNOWN_ID, "--advance", "now"], TableNotFound,
+      rf"scope table:{UNKNOWN_ID}: there is no table with id {UNKNOWN_ID}"),
+    r("advance-hand-built-scope-unknown-kind", lambda L, f: L.advance_watermark(L.now(), scope=Scope("tenant", "x")),
+      None, InvalidScope, r"tenant"),
+    r("advance-hand-built-scope-table-not-hex",
+      lambda L, f: L.advance_watermark(L.now(), scope=Scope("table", "nothex")), None,
+      InvalidScope, r"'nothex' is not a table id"),
+
+    # --- clocks -------------------------------------------------------------------------------
+    r("clock-returns-naive-time",
+      lambda L, f: _with_clock(L, lambda: datetime(2026, 6, 1), "sales.fresh"), None, InvalidTime,
+      r"the ledger's clock returned a bad time: naive datetime 2026-06-01T00:00:00 has no timezone"),
+    r("manual-clock-naive-start", lambda L, f: ManualClock(datetime(2026, 6, 1)), None,
+      InvalidTime, r"naive datetime 2026-06-01T00:00:00 has no timezone"),
+
+    # --- set_retention / retention ---------------------------------------------------------------
+    r("retention-negative-timedelta", lambda L, f: L.set_retention("ledger", timedelta(hours=-1)), None,
+      InvalidRetention, r"retention .*-1.* is negative; it must be zero or more"),
+    r("retention-negative-seconds-with-override",
+      lambda L, f: L.set_retention("ledger", -3600, override_floor=True), None,
+      InvalidRetention, r"retention -3600 is negative; it must be zero or more"),
+    r("retention-negative-text-with-override",
+      lambda L, f: L.set_retention("ledger", "-1h", override_floor=True),
+      ["retention", "--override-floor", "--", "-1h"], InvalidRetention, r"'-1h' is negative"),
+    r("retention-under-floor", lambda L, f: L.set_retention("ledger", "1h"), ["retention", "1h"],
+      InvalidRetention, rf"retention 1h for ledger {FLOOR}"),
+    r("retention-just-under-floor-on-a-database", lambda L, f: L.set_retention("database:sales", "23h"),
+      ["retention", "23h", "--scope", "database:sales"], InvalidRetention,
+      rf"retention 23h for database:sales {FLOOR}"),
+    r("retention-zero", lambda L, f: L.set_retention(f"table:{f.restorable}", 0),
+      lambda f: ["retention", "0", "--scope", f"table:{f.restorable}"], InvalidRetention,
+      lambda f: rf"retention 0s for table:{f.restorable} {FLOOR}"),
+    r("retention-words", lambda L, f: L.set_retention("ledger", "seven days"), ["retention", "seven days"],
+      InvalidRetention, rf"'seven days' {NOT_DURATION}"),
+    r("retention-unknown-unit", lambda L, f: L.set_retention("ledger", "7y"), ["retention", "7y"],
+      InvalidRetention, rf"'7y' {NOT_DURATION}"),
+    r("retention-comma-decimal", lambda L, f: L.set_retention("ledger", "1,5d"), ["retention", "1,5d"],
+      InvalidRetention, rf"'1,5d' {NOT_DURATION}"),
+    r("retention-empty", lambda L, f: L.set_retention("ledger", ""), ["retention", ""],
+      InvalidRetention, rf"'' {NOT_DURATION}"),
+    r("retention-bool", lambda L, f: L.set_retention("ledger", True), None,
+      InvalidRetention, r"retention must be a duration, got True"),
+    r("retention-list", lambda L, f: L.set_retention("ledger", [7]), None,
+      InvalidRetention, r"retention must be a duration such as '7d', got list"),
+    r("retention-nan", lambda L, f: L.set_retention("ledger", float("nan")), ["retention", "nan"],
+      InvalidRetention, r"nan", cli_match=rf"'nan' {NOT_DURATION}"),
+    r("retention-infinite", lambda L, f: L.set_retention("ledger", float("inf")), None,
+      InvalidRetention, r"inf"),
+    r("retention-too-large", lambda L, f: L.set_retention("ledger", "99999999999d"),
+      ["retention", "99999999999d"], InvalidRetention, r"99999999999d"),
+    r("retention-override-floor-not-a-bool",
+      lambda L, f: L.set_retention("ledger", "1h", override_floor="no"), None,
+      InvalidArgument, r"override_floor"),
+    r("retention-scope-unknown-kind", lambda L, f: L.set_retention("tenant:x", "7d"),
+      ["retention", "7d", "--scope", "tenant:x"], InvalidScope, rf"scope 'tenant:x' {NOT_ONE_OF}"),
+    r("retention-scope-empty-database", lambda L, f: L.set_retention("database:", "7d"),
+      ["retention", "7d", "--scope", "database:"], InvalidScope, rf"scope 'database:' {NOT_ONE_OF}"),
+    r("retention-scope-table-not-hex", lambda L, f: L.set_retention("table:nothex", "7d"),
+      ["retention", "7d", "--scope", "table:nothex"], InvalidScope, rf"scope 'table:nothex': 'nothex' {NOT_ID}"),
+    r("retention-scope-unknown-table", lambda L, f: L.set_retention("table:" + UNKNOWN_ID, "7d"),
+      ["retention", "7d", "--scope", "table:" + UNKNOWN_ID], TableNotFound,
+      rf"scope table:{UNKNOWN_ID}: there is no table with id {UNKNOWN_ID}"),
+    r("retention-clear-on-unknown-table", lambda L, f: L.set_retention("table:" + UNKNOWN_ID, None),
+      ["retention", "none", "--scope", "table:" + UNKNOWN_ID], TableNotFound,
+      rf"there is no table with id {UNKNOWN_ID}"),
+    r("retention-query-unknown-table", lambda L, f: L.retention("table:" + UNKNOWN_ID),
+      ["retention", "--scope", "table:" + UNKNOWN_ID], TableNotFound, rf"there is no table with id {UNKNOWN_ID}"),
+    r("retention-hand-built-scope-malformed-database",
+      lambda L, f: L.set_retention(Scope("database", "Bad-Name"), "7d"), None, InvalidScope, r"Bad-Name"),
+
+    # --- vacuum: plan_vacuum / start_vacuum / spark_ops.vacuum / vacuum ---------------------------
+    r("vacuum-limit-zero", lambda L, f: L.start_vacuum(limit=0), ["vacuum", "--limit", "0"],
+      InvalidArgument, rf"{LIMIT}0", usage=True,
+      cli_match=r"Invalid value for '--limit': 0 is not in the range x>=1"),
+    r("vacuum-limit-negative", lambda L, f: L.start_vacuum(limit=-1), ["vacuum", "--limit", "-1"],
+      InvalidArgument, rf"{LIMIT}-1", usage=True,
+      cli_match=r"Invalid value for '--limit': -1 is not in the range x>=1"),
+    r("vacuum-limit-text", lambda L, f: L.start_vacuum(limit="x"), ["vacuum", "--limit", "x"],
+      InvalidArgument, rf"{LIMIT}'x'", usage=True,
+      cli_match=r"Invalid value for '--limit': 'x' is not a valid integer"),
+    r("vacuum-limit-fraction", lambda L, f: L.plan_vacuum(limit=1.5), ["vacuum", "--dry-run", "--limit", "1.5"],
+      InvalidArgument, rf"{LIMIT}1\.5", usage=True,
+      cli_match=r"Invalid value for '--limit': '1\.5' is not a valid integer"),
+    r("vacuum-limit-bool", lambda L, f: L.plan_vacuum(limit=True), None, InvalidArgument, rf"{LIMIT}True"),
+    r("spark-vacuum-limit-zero", lambda L, f: _vacuum(L, limit=0), None, InvalidArgument, rf"{LIMIT}0"),
+    r("spark-vacuum-dry-run-limit-text", lambda L, f: _vacuum(L, dry_run=True, limit="x"), None,
+      InvalidArgument, rf"{LIMIT}'x'"),
+    r("vacuum-retention-under-floor", lambda L, f: _vacuum(L, retention="1h"), ["vacuum", "--retention", "1h"],
+      InvalidRetention, rf"retention 1h for this vacuum {FLOOR}"),
+    r("vacuum-dry-run-retention-under-floor", lambda L, f: L.plan_vacuum(retention="23h"),
+      ["vacuum", "--dry-run", "--retention", "23h"], InvalidRetention, rf"retention 23h for this vacuum {FLOOR}"),
+    r("vacuum-retention-zero-without-override", lambda L, f: L.start_vacuum(retention=0),
+      ["vacuum", "--retention", "0s"], InvalidRetention, rf"retention 0s for this vacuum {FLOOR}"),
+    r("vacuum-retention-negative-with-override",
+      lambda L, f: _vacuum(L, retention="-1h", override_floor=True),
+      ["vacuum", "--override-floor", "--retention", "-1h"], InvalidRetention, r"'-1h' is negative"),
+    r("vacuum-retention-negative-timedelta-with-override",
+      lambda L, f: L.start_vacuum(retention=timedelta(hours=-2), override_floor=True), None,
+      InvalidRetention, r"is negative; it must be zero or more"),
+    r("vacuum-retention-malformed", lambda L, f: L.plan_vacuum(retention="a week"),
+      ["vacuum", "--retention", "a week"], InvalidRetention, rf"'a week' {NOT_DURATION}"),
+    r("vacuum-retention-too-large", lambda L, f: L.start_vacuum(retention="99999999999d"),
+      ["vacuum", "--retention", "99999999999d"], InvalidRetention, r"99999999999d"),
+    r("vacuum-retention-nan", lambda L, f: _vacuum(L, retention=float("nan")), None,
+      InvalidRetention, r"nan"),
+    r("vacuum-database-malformed", lambda L, f: _vacuum(L, database="bad-name"),
+      ["vacuum", "--database", "bad-name"], InvalidName, rf"database name 'bad-name' {IDENT}"),
+    r("vacuum-database-empty", lambda L, f: L.plan_vacuum(database=""), ["vacuum", "--dry-run", "--database", ""],
+      InvalidName, r"database name is empty"),
+    r("finish-vacuum-unknown-run", lambda L, f: L.finish_vacuum("no-such-run", []), None,
+      InvalidArgument, r"vacuum run no-such-run is unknown or already finished"),
+
+    # --- record_purge (public on Ledger, though the vacuum itself uses finish_vacuum) ------------
+    r("record-purge-malformed-id", lambda L, f: L.record_purge("xyz", run_id="r", files=0, bytes=0), None,
+      InvalidName, rf"'xyz' {NOT_ID}"),
+    r("record-purge-unknown-id", lambda L, f: L.record_purge(UNKNOWN_ID, run_id="r", files=0, bytes=0), None,
+      TableNotFound, UNKNOWN_ID),
+    r("record-purge-negative-files", lambda L, f: L.record_purge(f.blocked, run_id="r", files=-5, bytes=0), None,
+      InvalidArgument, r"-5"),
+    r("record-purge-bytes-not-a-number",
+      lambda L, f: L.record_purge(f.blocked, run_id="r", files=0, bytes="lots"), None,
+      InvalidArgument, r"lots"),
+
+    # --- spark_ops tables -----------------------------------------------------------------------
+    r("write-table-bad-mode", lambda L, f: _write(L, "sales.live", mode="upsert"), None,
+      InvalidArgument, r"write mode must be one of append, overwrite, not 'upsert'"),
+    r("write-table-malformed-name", lambda L, f: _write(L, "sales.my orders"), None,
+      InvalidName, rf"'my orders' {IDENT}"),
+    r("write-table-dropped-without-create", lambda L, f: _write(L, "sales.restorable", create=False), None,
+      TableNotFound, r"there is no live table sales\.restorable"),
+    r("read-table-unknown", lambda L, f: _read(L, "sales.nope"), None,
+      TableNotFound, r"there is no live table sales\.nope"),
+    r("read-table-malformed-name", lambda L, f: _read(L, "sales"), None,
+      InvalidName, rf"table name 'sales' {TWO_PARTS}"),
+
+    # --- opening a ledger: Ledger.open / --ledger (a second --ledger wins over the fixture's) ---
+    r("open-a-directory", lambda L, f: Ledger.open(f.dir), lambda f: ["--ledger", f.dir, "tables"],
+      LedgerUnavailable, lambda f: rf"{re.escape(f.dir)}: cannot read the ledger file: .*Is a directory"),
+    r("open-in-a-missing-folder", lambda L, f: Ledger.open(os.path.join(f.dir, "no", "l.db")),
+      lambda f: ["--ledger", os.path.join(f.dir, "no", "l.db"), "verify"], LedgerUnavailable,
+      lambda f: rf"its folder {re.escape(os.path.join(f.dir, 'no'))} does not exist"),
+    r("open-bad-synchronous", lambda L, f: Ledger.open(os.path.join(f.dir, "s.db"), synchronous="SOMETIMES"),
+      None, InvalidArgument, r"synchronous must be one of OFF, NORMAL, FULL, EXTRA, not 'SOMETIMES'"),
+]
+
+
+# --- the checks --------------------------------------------------------------------------------
+
+def _python_refuses(row: Row, led: Ledger, facts: Facts) -> None:
+    before, state = led.event_count(), led.state
+    try:
+        row.call(led, facts)
+    except Exception as exc:  # noqa: BLE001 - the point is to see exactly what comes out
+        refused = exc
+    else:
+        pytest.fail(f"{row.id}: accepted; expected {row.error.__name__}")
+    assert type(refused) is row.error, f"{type(refused).__module__}.{type(refused).__name__}: {refused}"
+    assert isinstance(refused, ledger.LedgerError)
+    assert re.search(row.regex(facts, "python"), str(refused)), str(refused)
+    assert led.event_count() == before
+    assert led.state == state
+
+
+def _cli_refuses(row: Row, led: Ledger, facts: Facts) -> None:
+    before, state = led.event_count(), led.state
+    result = CliRunner().invoke(cli, ["--ledger", led.path, "--actor", "tester", *row.args(facts)])
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # not a crash
+    assert result.stdout == ""
+    if row.usage:
+        assert result.exit_code == 2, (result.stdout, result.stderr)
+        assert re.search(r"^Error: " + row.regex(facts, "cli"), result.stderr, re.M), result.stderr
+    else:
+        assert result.exit_code == 1, (result.stdout, result.stderr)
+        assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, result.stderr
+        line = result.stderr.rstrip("\n")
+        assert line.startswith(f"error: {row.error.__name__}: "), line
+        assert re.search(row.regex(facts, "cli"), line), line
+    assert led.event_count() == before
+    assert led.state == state
+
+
+def _cases(rule: str | None) -> list:
+    """(row, side) params for the rows of one rule (None: rows without a rule), with xfail marks."""
+    params = []
+    for row in CATALOGUE:
+        if row.rule != rule:
+            continue
+        for side, present, reason in (("python", row.call is not None, row.py_xfail),
+                                      ("cli", row.argv is not None, row.cli_xfail)):
+            if present:
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                params.append(pytest.param(row, side, id=f"{row.id}-{side}", marks=marks))
+    return params
+
+
+@pytest.fixture
+def no_spark_for_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's vacuum gets the stand-in instead of a real local SparkSession."""
+    import spark_ops
+    monkeypatch.setattr(spark_ops, "local_session", lambda *args, **kwargs: NoSpark())
+
+
+def _check(row: Row, side: str, prepared: tuple[Ledger, Facts]) -> None:
+    led, facts = prepared
+    (_python_refuses if side == "python" else _cli_refuses)(row, led, facts)
+
+
+# --- the tests ---------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_spark_for_the_cli")
+@pytest.mark.parametrize("row, side", _cases(None))
+def test_bad_input_is_refused_with_a_typed_error_and_changes_nothing(row: Row, side: str, prepared) -> None:
+    _check(row, side, prepared)
+
+
+@pytest.mark.parametrize("row, side", _cases("R3"))
+def test_r3_undrop_behind_a_watermark_is_refused_naming_table_id_drop_time_and_watermark(
+        row: Row, side: str, prepared) -> None:
+    _check(row, side, prepared)
+
+
+@pytest.mark.parametrize("row, side", _cases("R7"))
+def test_r7_undrop_onto_a_bound_name_is_refused_with_table_exists(row: Row, side: str, prepared) -> None:
+    _check(row, side, prepared)
+
+
+@pytest.mark.parametrize("row, side", _cases("R8"))
+def test_r8_undrop_of_a_purged_instance_is_refused_for_good(row: Row, side: str, prepared) -> None:
+    _check(row, side, prepared)
+
+
+def test_the_catalogue_is_well_formed() -> None:
+    """Unique ids, an error class from ledger.errors, a CLI or Python form, and xfails only where a side exists."""
+    ids = [row.id for row in CATALOGUE]
+    assert len(ids) == len(set(ids))
+    for row in CATALOGUE:
+        assert getattr(ledger.errors, row.error.__name__) is row.error, row.id
+        assert row.call is not None or row.argv is not None, row.id
+        assert row.py_xfail is None or row.call is not None, row.id
+        assert row.cli_xfail is None or row.argv is not None, row.id
+        assert not row.usage or row.argv is not None, row.id
