@@ -407,11 +407,14 @@ class Ledger:
         """
         problems = self._store.integrity_problems()
         if problems:
-            raise LedgerCorrupt(f"{self.path}: SQLite integrity check failed: {'; '.join(problems[:5])}")
+            found = "; ".join(" ".join(p.split()) for p in problems[:5])
+            raise LedgerCorrupt(f"{self.path}: SQLite integrity check failed: {found}; "
+                                "restore the ledger file from a backup")
         current = self.refresh()
         fresh = fold_rows(Catalog(), self._store.read(0, upto=current.seq))
         if fresh != current:
-            raise LedgerCorrupt(f"{self.path}: the incremental state differs from a fresh fold of the log")
+            raise LedgerCorrupt(f"{self.path}: the incremental state differs from a fresh fold of the log "
+                                "(the log was changed under the snapshot); reopen the ledger to rebuild it")
         snap = self._store.load_snapshot(SNAPSHOT_NAME)
         instances = list(fresh.all_instances())
         return VerifyReport(

@@ -224,7 +224,8 @@ def _undrop_database(state: Catalog, cmd: UndropDatabase) -> Decision:
         raise DatabaseNotFound(f"cannot undrop database {db}: no database drop of it is left to undo")
     reads: set[str] = set()
     for id_ in ids:
-        inst = state.instances[id_]
+        inst = state.instance(id_)  # purged ones may sit in the archive
+        assert inst is not None, id_
         check_undroppable(state, inst)
         _require_unbound(state, inst.name, f"cannot undrop database {db}")
         reads |= guard_streams(state, inst)

@@ -198,8 +198,13 @@ def decode_event(seq: int, type_name: str, schema_version: int, payload: str | b
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
-        raise LedgerCorrupt(f"event #{seq} ({type_name}) has an unreadable payload: {exc}") from None
+        raise LedgerCorrupt(f"event #{seq} ({type_name}) has an unreadable payload: {exc}; "
+                            "restore the ledger file from a backup") from None
+    if not isinstance(data, dict):
+        raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that is not an object")
     if schema_version != current:
+        if not isinstance(schema_version, int):
+            raise LedgerCorrupt(f"event #{seq} ({type_name}) has schema version {schema_version!r}")
         data = _upcast(seq, type_name, schema_version, current, data)
     try:
         return cls(**data)

@@ -213,7 +213,10 @@ def fold(state: Catalog, records: Iterable[Recorded]) -> Catalog:
     """The state after a batch of recorded events, in sequence order."""
     builder = _Builder(state)
     for r in records:
-        builder.apply(r.seq, r.stream, r.version, r.time, r.event)
+        try:
+            builder.apply(r.seq, r.stream, r.version, r.time, r.event)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise _malformed(r.seq, exc) from None
     return builder.finish()
 
 
@@ -222,10 +225,25 @@ def fold_rows(state: Catalog, rows: Iterable[tuple]) -> Catalog:
     time, actor, payload)``, without building a ``Recorded`` envelope for each, and with
     the cyclic garbage collector paused: replay is the hot path."""
     builder = _Builder(state)
+    seq = state.seq
     with _gc_paused():
-        for seq, stream, version, type_name, schema_version, time, _actor, payload in rows:
-            builder.apply(seq, stream, version, time, decode_event(seq, type_name, schema_version, payload))
+        try:
+            for seq, stream, version, type_name, schema_version, time, _actor, payload in rows:
+                builder.apply(seq, stream, version, time, decode_event(seq, type_name, schema_version, payload))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise _malformed(seq, exc) from None
     return builder.finish()
+
+
+def _malformed(seq: int, exc: Exception) -> LedgerCorrupt:
+    """A field of the wrong type (a time stored as text, an id that is a list): the fold does
+    not check every field's type on its hot path, but it never lets such a row through."""
+    return _corrupt(f"event #{seq} has a field of the wrong type or shape ({type(exc).__name__}: {exc})")
+
+
+def _corrupt(message: str) -> LedgerCorrupt:
+    """Every inconsistency the fold finds means the file was damaged or edited by hand."""
+    return LedgerCorrupt(f"{message}; restore the ledger file from a backup")
 
 
 @contextlib.contextmanager
@@ -282,18 +300,21 @@ class _Builder:
         return Map(view) if isinstance(view, dict) else view.finish()
 
     def apply(self, seq: int, stream: str, version: int, time: Micros, event: Event) -> None:
-        if seq <= self.seq:
-            raise LedgerCorrupt(f"event #{seq} follows #{self.seq}: sequence numbers must increase")
+        if seq != self.seq + 1:
+            raise _corrupt(f"event #{seq} follows #{self.seq}: sequence numbers must run without "
+                           "gaps (an event is missing or out of place)")
+        if not isinstance(time, int):
+            raise TypeError(f"time {time!r} is not whole microseconds")
         if time <= self.last_time:
-            raise LedgerCorrupt(f"event #{seq} is timed at or before the event before it; event times must increase")
+            raise _corrupt(f"event #{seq} is timed at or before the event before it; event times must increase")
         current = self._versions.get(stream)
         if current is None:
             current = self._base_versions.get(stream, 0)
         if version != current + 1:
-            raise LedgerCorrupt(f"event #{seq} is version {version} of stream {stream!r}, expected {current + 1}")
+            raise _corrupt(f"event #{seq} is version {version} of stream {stream!r}, expected {current + 1}")
         handler = _HANDLERS.get(event.__class__)
         if handler is None:
-            raise LedgerCorrupt(f"event #{seq}: no fold rule for {type(event).__name__}")
+            raise _corrupt(f"event #{seq}: no fold rule for {type(event).__name__}")
         handler(self, event, seq, time)
         self.seq = seq
         self.last_time = time
@@ -305,13 +326,13 @@ class _Builder:
         inst = self.instances.get(id_)
         if inst is None:
             what = "was purged" if id_ in self._state.archive.ids else "was never created"
-            raise LedgerCorrupt(f"event #{seq} names table id {id_}, which {what}")
+            raise _corrupt(f"event #{seq} names table id {id_}, which {what}")
         return inst
 
     def drop(self, id_: str, seq: int, time: Micros) -> None:
         inst = self.instance(id_, seq)
         if self.bindings.get(inst.name) != id_:
-            raise LedgerCorrupt(f"event #{seq} drops {inst.name} ({id_}), which is not live")
+            raise _corrupt(f"event #{seq} drops {inst.name} ({id_}), which is not live")
         del self.bindings[inst.name]
         self.dropped[inst.name] = self.dropped.get(inst.name, ()) + (id_,)
         # Direct construction: attrs.evolve is several times slower, and replay does this a lot.
@@ -320,7 +341,7 @@ class _Builder:
     def undrop(self, id_: str, name: str, seq: int) -> None:
         inst = self.instance(id_, seq)
         if not inst.is_dropped or name in self.bindings:
-            raise LedgerCorrupt(f"event #{seq} restores {id_} as {name}, which the state forbids")
+            raise _corrupt(f"event #{seq} restores {id_} as {name}, which the state forbids")
         self._forget_dropped(inst)
         drops = self.database_drops.get(inst.database)
         if drops is not None and id_ in drops:
@@ -341,8 +362,10 @@ def _set_or_delete(mapping: Any, key: str, value: Any) -> None:
 
 
 def _on_created(b: _Builder, e: TableCreated, seq: int, time: Micros) -> None:
+    if not (isinstance(e.table_id, str) and isinstance(e.name, str) and isinstance(e.path, str)):
+        raise TypeError(f"table {e.table_id!r} named {e.name!r} at {e.path!r}")
     if e.table_id in b.instances or e.table_id in b._state.archive.ids or e.name in b.bindings:
-        raise LedgerCorrupt(f"event #{seq} creates {e.name} ({e.table_id}) over an existing one")
+        raise _corrupt(f"event #{seq} creates {e.name} ({e.table_id}) over an existing one")
     b.instances[e.table_id] = Instance(e.table_id, e.name, e.path, time)
     b.bindings[e.name] = e.table_id
 
@@ -369,13 +392,17 @@ def _on_database_undropped(b: _Builder, e: DatabaseUndropped, seq: int, time: Mi
 
 
 def _on_watermark(b: _Builder, e: WatermarkAdvanced, seq: int, time: Micros) -> None:
+    if not isinstance(e.to, int) or not isinstance(e.scope, str):
+        raise TypeError(f"watermark {e.scope!r} to {e.to!r}")
     current = b.watermarks.get(e.scope)
     if current is not None and e.to <= current:
-        raise LedgerCorrupt(f"event #{seq} moves watermark {e.scope} back or nowhere")
+        raise _corrupt(f"event #{seq} moves watermark {e.scope} back or nowhere")
     b.watermarks[e.scope] = e.to
 
 
 def _on_retention(b: _Builder, e: RetentionSet, seq: int, time: Micros) -> None:
+    if not (e.seconds is None or isinstance(e.seconds, int)) or not isinstance(e.scope, str):
+        raise TypeError(f"retention {e.scope!r} of {e.seconds!r} seconds")
     if e.seconds is not None:  # zero is a real setting: "no retention"
         b.retentions[e.scope] = e.seconds
     elif e.scope in b.retentions:
@@ -385,7 +412,7 @@ def _on_retention(b: _Builder, e: RetentionSet, seq: int, time: Micros) -> None:
 def _on_purged(b: _Builder, e: TablePurged, seq: int, time: Micros) -> None:
     inst = b.instance(e.table_id, seq)
     if not inst.is_dropped:
-        raise LedgerCorrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not dropped")
+        raise _corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not dropped")
     b._forget_dropped(inst)
     b.instances[e.table_id] = Instance(inst.id, inst.name, inst.path, inst.created_at, inst.dropped_at, time)
 
@@ -399,7 +426,7 @@ def _on_vacuum_started(b: _Builder, e: VacuumStarted, seq: int, time: Micros) ->
 
 def _on_vacuum_finished(b: _Builder, e: VacuumFinished, seq: int, time: Micros) -> None:
     if e.run_id not in b.vacuums:
-        raise LedgerCorrupt(f"event #{seq} finishes vacuum {e.run_id}, which is not in progress")
+        raise _corrupt(f"event #{seq} finishes vacuum {e.run_id}, which is not in progress")
     del b.vacuums[e.run_id]
 
 

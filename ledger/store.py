@@ -271,20 +271,33 @@ class EventStore:
         """
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
+        last = upto if upto is not None else 2 ** 63 - 1
         while True:
             with self._lock, translate_errors(self.path):
-                if upto is None:
-                    rows = self._db.execute(
-                        f"SELECT {_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-                        (after, batch)).fetchall()
-                else:
+                try:
                     rows = self._db.execute(
                         f"SELECT {_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-                        (after, upto, batch)).fetchall()
+                        (after, last, batch)).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if "decode" not in str(exc).lower():
+                        raise
+                    raise self._undecodable(after, last) from None
             yield from rows
             if len(rows) < batch:
                 return
             after = rows[-1][0]
+
+    def _undecodable(self, after: int, last: int) -> LedgerCorrupt:
+        """Find the row whose text is not UTF-8 (the error path only: one row at a time)."""
+        for (seq,) in self._db.execute("SELECT seq FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
+                                       (after, last)).fetchall():
+            try:
+                self._db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchall()
+            except sqlite3.OperationalError:
+                return LedgerCorrupt(f"{self.path}: event #{seq} holds bytes that are not UTF-8 text; "
+                                     "restore the ledger file from a backup")
+        return LedgerCorrupt(f"{self.path}: an event after #{after} holds bytes that are not UTF-8 text; "
+                             "restore the ledger file from a backup")
 
     def head(self) -> tuple[int, Micros]:
         """The last sequence number and its time; (0, 0) for an empty log."""
@@ -325,7 +338,8 @@ class EventStore:
 
 _UNAVAILABLE = ("readonly", "read-only", "disk is full", "disk i/o error", "unable to open",
                 "out of memory", "no such file", "permission")
-_CORRUPT = ("not a database", "malformed", "corrupt", "no such table", "no such column")
+_CORRUPT = ("not a database", "malformed", "corrupt", "no such table", "no such column",
+            "could not decode")
 
 
 @contextlib.contextmanager
@@ -337,12 +351,19 @@ def translate_errors(path: str) -> Iterator[None]:
         raise
     except sqlite3.Error as exc:
         raise _translate(path, exc) from exc
+    except UnicodeDecodeError as exc:  # SQLite's own message or a column was not UTF-8: damage
+        raise LedgerCorrupt(f"{path}: the ledger file holds bytes that are not text where text "
+                            f"belongs ({exc.reason}); restore it from a backup") from None
 
 
 def _translate(path: str, exc: sqlite3.Error) -> LedgerError:
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
         return Conflict(f"{path}: the ledger stayed locked by another writer ({exc})")
+    if any(marker in text for marker in _CORRUPT) or isinstance(exc, sqlite3.DatabaseError) \
+            and not isinstance(exc, sqlite3.OperationalError):
+        return LedgerCorrupt(f"{path}: the ledger file is damaged or not a ledger: {exc}; restore it "
+                             "from a backup (retention-ledger verify says what is wrong)")
     if any(marker in text for marker in _UNAVAILABLE):
         hint = ""
         if "readonly" in text or "read-only" in text:
@@ -352,10 +373,11 @@ def _translate(path: str, exc: sqlite3.Error) -> LedgerError:
             hint = f"; its folder {os.path.dirname(os.path.abspath(path))} does not exist"
         elif "full" in text:
             hint = "; free some space and retry: nothing was written"
+        elif "unable to open" in text:
+            hint = "; check that the file and its folder exist and are writable (SQLite writes -wal and -shm files beside it)"
+        elif "i/o error" in text:
+            hint = "; check free space, file size limits and the file system; nothing was written"
         return LedgerUnavailable(f"{path}: cannot use the ledger file: {exc}{hint}")
-    if any(marker in text for marker in _CORRUPT) or isinstance(exc, sqlite3.DatabaseError) \
-            and not isinstance(exc, sqlite3.OperationalError):
-        return LedgerCorrupt(f"{path}: the ledger file is damaged or not a ledger: {exc}")
     return LedgerUnavailable(f"{path}: SQLite error: {exc}")
 
 

@@ -72,7 +72,7 @@ def test_evolve_is_pure_and_fold_equals_repeated_evolve() -> None:
 
 
 @pytest.mark.parametrize("mangle, message", [
-    (lambda log: [log[0], log[0]], "sequence numbers must increase"),
+    (lambda log: [log[0], log[0]], "sequence numbers must run without gaps"),
     (lambda log: [log[0], Recorded(2, "catalog", 2, 10, "t", log[1].event)], "times must increase"),
     (lambda log: [log[0], Recorded(2, "catalog", 3, 20, "t", log[1].event)], "expected 2"),
     (lambda log: [Recorded(1, "catalog", 1, 10, "t", TableDropped(ID_A, "db.t"))], "never created"),
