@@ -70,8 +70,10 @@ class Ledger:
     """An open ledger file (or a throw-away in-memory one)."""
 
     def __init__(self, store: EventStore, *, warehouse: str, clock: Clock, actor: str,
-                 max_attempts: int = 30, snapshot_every: int = 20_000) -> None:
+                 max_attempts: int = 30, optimistic_attempts: int = 8,
+                 snapshot_every: int = 20_000) -> None:
         self._store = store
+        self.optimistic_attempts = optimistic_attempts
         self.warehouse = warehouse
         self.clock = clock
         self.actor = actor
@@ -218,6 +220,8 @@ class Ledger:
         last: Conflict | None = None
         fresh = False
         for attempt in range(self.max_attempts):
+            if attempt >= self.optimistic_attempts:
+                return self._execute_exclusively(command)
             with self._lock:
                 state = self.refresh() if fresh else self._state
                 try:
@@ -244,6 +248,16 @@ class Ledger:
             f"command depends on (last: {last})",
             stream=last.stream if last else None,
         )
+
+    def _execute_exclusively(self, command: Command | Any) -> Decision:
+        """Read, decide and append inside one write transaction. Slower for everyone (others
+        wait for the lock), so only for a command that lost ``optimistic_attempts`` races in a
+        row, typically a vacuum on a busy catalog; it cannot lose another. If the lock is not
+        had within the busy timeout, that is ``Conflict``."""
+        with self._lock, self._store.exclusive():
+            prepared = self._decide(self.refresh(force=True), command)
+            self.commit(prepared)
+            return prepared.decision
 
     def _view(self, table_id: str) -> TableInstance:
         """An instance as of the state we hold (a command's result: that state includes it)."""

@@ -177,6 +177,26 @@ def test_r4_gives_up_with_conflict_after_retry_budget(ledger_path: Path, clock: 
     assert "sales.orders" not in {t.name for t in stubborn.tables()}
 
 
+def test_r4_a_writer_that_keeps_losing_decides_under_the_write_lock_and_wins(
+        ledger_path: Path, clock: ManualClock) -> None:
+    """Liveness: after ``optimistic_attempts`` lost races a command reads, decides and
+    appends inside one write transaction, where nobody can move what it read."""
+    stubborn = Ledger.open(ledger_path, clock=clock, optimistic_attempts=3)
+    other = Ledger.open(ledger_path, clock=clock)
+    real_append = stubborn._store.append
+    names = iter(f"db.t{i}" for i in range(100))
+
+    def beaten_unless_locked(*args, **kwargs):
+        if not stubborn._store._exclusive:  # under the lock the other writer would just wait
+            other.create_table(next(names))
+        return real_append(*args, **kwargs)
+
+    stubborn._store.append = beaten_unless_locked
+    created = stubborn.create_table("sales.orders")
+    assert stubborn.retries == 3 and created.is_live
+    assert len(other.tables()) == 4 and stubborn.verify().events == 4
+
+
 # --- R6 evidence, not clocks ---------------------------------------------------------------
 
 def test_r6_event_times_strictly_increase_when_clock_steps_back(ledger: Ledger, clock: ManualClock) -> None:
