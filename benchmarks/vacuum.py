@@ -75,6 +75,7 @@ def unlink_baseline(root: Path) -> tuple[float, int]:
 
 def timed_vacuum(spark, base: Path, tables: int, files: int) -> tuple[float, int, int]:
     led, _ = build_ledger(base, tables, files)
+    os.sync()
     tracemalloc.start()
     start = time.perf_counter()
     report = vacuum(spark, led)
@@ -83,6 +84,7 @@ def timed_vacuum(spark, base: Path, tables: int, files: int) -> tuple[float, int
     tracemalloc.stop()
     assert not report.failures and len(report.purged) == tables, report.to_dict()
     led.close()
+    print(f"    vacuum phases: " + ", ".join(f"{k} {v:.3f}s" for k, v in report.timings.items()))
     return elapsed, report.files, peak
 
 
@@ -103,6 +105,7 @@ def main() -> None:
     baseline_times, vacuum_times = [], []
     for r in range(args.rounds):  # alternate, best of rounds, to damp machine noise
         build_folders(scratch / f"plain{r}", args.tables, args.files)
+        os.sync()  # both sides start with the new files written back, not mid-writeback
         seconds, count = unlink_baseline(scratch / f"plain{r}")
         assert count == n
         baseline_times.append(seconds)

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from immutables import Map
 
-from .state import Archive, Catalog, Instance, VacuumRun
+from .state import Archive, Catalog, Instance, VacuumRun, gc_paused
 
 SNAPSHOT_FORMAT = 3
 
@@ -47,6 +47,11 @@ def dump(state: Catalog) -> bytes:
 
 
 def load(data: bytes) -> Catalog:
+    with gc_paused():  # like a replay: many small objects, no cycles
+        return _load(data)
+
+
+def _load(data: bytes) -> Catalog:
     head, _, archived = data.partition(b"\n")
     raw: dict[str, Any] = orjson.loads(head)
     return Catalog(

@@ -226,7 +226,7 @@ def fold_rows(state: Catalog, rows: Iterable[tuple]) -> Catalog:
     the cyclic garbage collector paused: replay is the hot path."""
     builder = _Builder(state)
     seq = state.seq
-    with _gc_paused():
+    with gc_paused():
         try:
             for seq, stream, version, type_name, schema_version, time, _actor, payload in rows:
                 builder.apply(seq, stream, version, time, decode_event(seq, type_name, schema_version, payload))
@@ -247,7 +247,7 @@ def _corrupt(message: str) -> LedgerCorrupt:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """A fold allocates millions of small objects and makes no reference cycles, so the
     cyclic collector would only rescan them again and again (it was 40% of replay time)."""
     was_enabled = gc.isenabled()

@@ -29,7 +29,7 @@ import attrs
 from pyspark.sql import SparkSession
 
 from ledger import Ledger
-from ledger.clock import from_micros, iso
+from ledger.clock import from_micros, iso, to_micros
 from ledger.plan import VacuumPlan
 from ledger.views import join_location
 
@@ -73,6 +73,8 @@ class VacuumReport:
     instances: tuple[InstanceReport, ...]
     resumed_runs: tuple[str, ...]
     duration: float
+    timings: dict[str, float] = attrs.field(factory=dict)
+    """Seconds spent planning (with the watermark append), deleting, and recording."""
 
     @property
     def purged(self) -> list[InstanceReport]:
@@ -98,11 +100,11 @@ class VacuumReport:
             "purged": len(self.purged), "failed": len(self.failures),
             "files": self.files, "bytes": self.bytes,
             "resumed_runs": list(self.resumed_runs), "duration_seconds": round(self.duration, 3),
+            "timings": {phase: round(seconds, 3) for phase, seconds in self.timings.items()},
         }
 
 
 def iso_dt(value: datetime) -> str:
-    from ledger.clock import to_micros
     return iso(to_micros(value)) or ""
 
 
@@ -111,12 +113,15 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
            progress: Progress | None = None) -> VacuumReport:
     """Purge the dropped tables that are past their retention; see the module docstring."""
     started = time.monotonic()
+    timings: dict[str, float] = {}
     options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
     plan = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(**options)
+    timings["plan"] = time.monotonic() - started
     if not plan.instances:
-        return _report(plan, dry_run, (), started)
+        return _report(plan, dry_run, (), started, timings)
     targets = _targets(ledger, plan, dry_run)
     outcomes = _on_executors(spark, ledger.warehouse, targets, dry_run, progress)
+    timings["delete"] = time.monotonic() - started - timings["plan"]
     reports = tuple(
         InstanceReport(p.id, p.name, targets[p.id]["location"], *outcomes[p.id][:3], resumed=p.resumed,
                        would_delete=tuple(fs.FileEntry(*f) for f in outcomes[p.id][3] or ()))
@@ -124,11 +129,12 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     if not dry_run:
         ledger.finish_vacuum(plan.run_id, [(r.id, r.files, r.bytes) for r in reports if r.ok],
                              failed=sum(not r.ok for r in reports))
-    return _report(plan, dry_run, reports, started)
+    timings["record"] = time.monotonic() - started - timings["plan"] - timings["delete"]
+    return _report(plan, dry_run, reports, started, timings)
 
 
 def _report(plan: VacuumPlan, dry_run: bool, reports: tuple[InstanceReport, ...],
-            started: float) -> VacuumReport:
+            started: float, timings: dict[str, float]) -> VacuumReport:
     return VacuumReport(
         run_id=None if dry_run or not plan.instances else plan.run_id,
         dry_run=dry_run,
@@ -136,6 +142,7 @@ def _report(plan: VacuumPlan, dry_run: bool, reports: tuple[InstanceReport, ...]
         instances=reports,
         resumed_runs=plan.resumes,
         duration=time.monotonic() - started,
+        timings=timings,
     )
 
 
