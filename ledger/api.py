@@ -1,10 +1,12 @@
 """``Ledger``: the one object pipelines, the CLI and the Spark job talk to.
 
-Every command runs the same loop: catch up with the log (other processes may
-have appended), decide on the folded state, and append on the condition that
-every stream the decision read is still where it was (R4). If another writer
-got there first the append is refused, the state is refolded, and the command
-is decided again, up to ``max_attempts`` times; then ``Conflict``.
+Every command runs the same loop (``execute``): decide on the folded state,
+and append on the condition that every stream the decision read is still
+where it was (R4). If another writer got there first the append is refused,
+the state is refolded from the log, and the command is decided again. After
+``optimistic_attempts`` lost races the command reads, decides and appends
+under the write lock, where it cannot lose; only a lock that is never free
+ends in ``Conflict``. Refusals are always decided on the latest state.
 """
 
 from __future__ import annotations
