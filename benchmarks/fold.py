@@ -71,7 +71,7 @@ from ledger.clock import to_micros
 from ledger.events import (
     CATALOG_STREAM, DatabaseDropped, DatabaseUndropped, RetentionSet, TableCreated, TableDropped,
     TablePurged, TableUndropped, VacuumFinished, VacuumStarted, WatermarkAdvanced, decode, encode,
-    retention_stream, type_of, vacuum_stream, watermark_stream,
+    retention_stream, type_of, VACUUM_STREAM, watermark_stream,
 )
 from ledger.state import Catalog, fold, fold_rows
 from ledger.store import EventStore
@@ -324,7 +324,7 @@ class Churn:
                   + f"-{self.rng.getrandbits(32):08x}")
         actor = self.VACUUM_ACTOR
         rows = [self._row(watermark_stream(scope), WatermarkAdvanced(scope, mark), actor),
-                self._row(vacuum_stream(run_id),
+                self._row(VACUUM_STREAM,
                           VacuumStarted(run_id=run_id, table_ids=tuple(eligible), watermarks={scope: mark},
                                         database=database, limit=None), actor)]
         if database is None:
@@ -339,7 +339,7 @@ class Churn:
             rows.append(self._row(CATALOG_STREAM, TablePurged(id_, run_id, f, b), actor))
             del self.dropped[id_]
             self.purged += 1
-        rows.append(self._row(vacuum_stream(run_id),
+        rows.append(self._row(VACUUM_STREAM,
                               VacuumFinished(run_id, len(eligible), 0, files, bytes_), actor))
         return rows
 

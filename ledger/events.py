@@ -36,8 +36,10 @@ def retention_stream(scope: object) -> str:
     return f"retention:{scope}"
 
 
-def vacuum_stream(run_id: str) -> str:
-    return f"vacuum:{run_id}"
+VACUUM_STREAM = "vacuums"
+"""Every run's start and finish: one stream, because a run can be taken over by another
+(``VacuumStarted.resumes``), and the run being finished must see that. Vacuums are rare,
+so sharing a stream costs nothing."""
 
 
 _TYPES: dict[str, tuple[type, int]] = {}

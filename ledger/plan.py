@@ -26,7 +26,8 @@ from .clock import Micros
 from .decide import Decision, _DECIDERS, check_purge_counts, check_retention, guard_streams
 from .errors import InvalidArgument, PurgeRefused
 from .events import (
-    CATALOG_STREAM, TablePurged, VacuumFinished, VacuumStarted, WatermarkAdvanced, vacuum_stream,
+    CATALOG_STREAM, VACUUM_STREAM, TablePurged, VacuumFinished, VacuumStarted, WatermarkAdvanced,
+    retention_stream,
     watermark_stream,
 )
 from .names import database_name
@@ -140,12 +141,15 @@ def _start(state: Catalog, cmd: StartVacuum) -> Decision:
         return Decision((), frozenset({CATALOG_STREAM}), plan)
     events: list[tuple[str, object]] = [
         (watermark_stream(scope), WatermarkAdvanced(scope, to)) for scope, to in plan.watermarks.items()]
-    events.append((vacuum_stream(cmd.run_id), VacuumStarted(
+    events.append((VACUUM_STREAM, VacuumStarted(
         cmd.run_id, tuple(p.id for p in plan.instances), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes)))
-    reads = {vacuum_stream(cmd.run_id)}
+    reads = {VACUUM_STREAM}
     for planned in plan.instances:
-        reads |= guard_streams(state, state.instances[planned.id])
+        inst = state.instances[planned.id]
+        reads |= guard_streams(state, inst)
+        # Its retention decided that it is due: a longer one set meanwhile must stop the plan.
+        reads |= {retention_stream(scope) for scope in state.covering_scopes(inst)}
     reads |= {watermark_stream(scope) for scope in plan.watermarks}
     return Decision(tuple(events), frozenset(reads), plan)  # type: ignore[arg-type]
 
@@ -154,7 +158,7 @@ def _finish(state: Catalog, cmd: FinishVacuum) -> Decision:
     if cmd.run_id not in state.vacuums:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
     events: list[tuple[str, object]] = []
-    reads = {vacuum_stream(cmd.run_id)}
+    reads = {VACUUM_STREAM}
     files = size = 0
     for table_id, n_files, n_bytes in cmd.purged:
         check_purge_counts(cmd.run_id, n_files, n_bytes)
@@ -169,9 +173,10 @@ def _finish(state: Catalog, cmd: FinishVacuum) -> Decision:
         reads |= guard_streams(state, inst)
         files += n_files
         size += n_bytes
-    events.append((vacuum_stream(cmd.run_id), VacuumFinished(
-        cmd.run_id, len(events), cmd.failed, files, size)))
-    return Decision(tuple(events), frozenset(reads), len(events) - 1)  # type: ignore[arg-type]
+    purged = len(events)
+    # A run another vacuum took over (it seemed dead) may still finish: its purges are facts.
+    events.append((VACUUM_STREAM, VacuumFinished(cmd.run_id, purged, cmd.failed, files, size)))
+    return Decision(tuple(events), frozenset(reads), purged)  # type: ignore[arg-type]
 
 
 _DECIDERS[StartVacuum] = _start

@@ -20,7 +20,7 @@ from immutables import Map
 
 from .state import Archive, Catalog, Instance, VacuumRun, gc_paused
 
-SNAPSHOT_FORMAT = 3
+SNAPSHOT_FORMAT = 4
 
 
 def dump(state: Catalog) -> bytes:
@@ -41,7 +41,7 @@ def dump(state: Catalog) -> bytes:
         "database_drops": dict(state.database_drops),
         "watermarks": dict(state.watermarks),
         "retentions": dict(state.retentions),
-        "vacuums": [(v.run_id, v.started_at, v.table_ids) for v in state.vacuums.values()],
+        "vacuums": [(v.run_id, v.started_at, v.table_ids, v.taken_over) for v in state.vacuums.values()],
     })
     return head + b"\n" + orjson.dumps(purged)
 
@@ -64,6 +64,6 @@ def _load(data: bytes) -> Catalog:
         database_drops=Map({db: tuple(ids) for db, ids in raw["database_drops"].items()}),
         watermarks=Map(raw["watermarks"]),
         retentions=Map(raw["retentions"]),
-        vacuums=Map({row[0]: VacuumRun(row[0], row[1], tuple(row[2])) for row in raw["vacuums"]}),
+        vacuums=Map({row[0]: VacuumRun(row[0], row[1], tuple(row[2]), row[3]) for row in raw["vacuums"]}),
         archive=Archive(frozenset(raw["archived_ids"]), archived) if raw["archived_ids"] else Archive(),
     )

@@ -67,6 +67,8 @@ class VacuumRun:
     run_id: str
     started_at: Micros
     table_ids: tuple[str, ...]
+    taken_over: bool = False
+    """A later vacuum took over its tables; it may still finish, but is not resumed again."""
 
 
 _EMPTY: Map = Map()
@@ -119,7 +121,7 @@ class Catalog:
     database_drops: Map = _EMPTY      # db -> ids of its latest drop that are still dropped
     watermarks: Map = _EMPTY          # scope text -> Micros
     retentions: Map = _EMPTY          # scope text -> seconds
-    vacuums: Map = _EMPTY             # run id -> VacuumRun, unfinished runs only
+    vacuums: Map = _EMPTY             # run id -> VacuumRun, runs not yet finished
     archive: Archive = _NO_ARCHIVE    # purged before the last snapshot (not in instances)
 
     def __eq__(self, other: object) -> bool:
@@ -197,7 +199,9 @@ class Catalog:
         return DEFAULT_RETENTION_SECONDS
 
     def unfinished_vacuums(self) -> list[VacuumRun]:
-        return sorted(self.vacuums.values(), key=lambda run: run.started_at)
+        """Runs that started, did not finish, and no later run took over."""
+        return sorted((run for run in self.vacuums.values() if not run.taken_over),
+                      key=lambda run: run.started_at)
 
 
 _COMPARED = ("seq", "last_time", "versions", "bindings", "dropped", "database_drops", "watermarks",
@@ -418,9 +422,10 @@ def _on_purged(b: _Builder, e: TablePurged, seq: int, time: Micros) -> None:
 
 
 def _on_vacuum_started(b: _Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
-    for earlier in e.resumes:  # taken over: no longer in progress
-        if earlier in b.vacuums:
-            del b.vacuums[earlier]
+    for earlier in e.resumes:
+        run = b.vacuums.get(earlier)
+        if run is not None:
+            b.vacuums[earlier] = VacuumRun(run.run_id, run.started_at, run.table_ids, True)
     b.vacuums[e.run_id] = VacuumRun(e.run_id, time, e.table_ids)
 
 
