@@ -1,0 +1,1008 @@
+"""Interleavings: concurrent actors' read, decide and append steps, chosen by Hypothesis.
+
+R4 promises that a command decided on stale facts is never appended: every
+command decides on folded state and appends on the condition that the streams it
+read are where it read them. ``test_state_machine`` runs one command at a time,
+so it never sees that promise tested. Here two to four *actors* share one real
+ledger file, each through its own ``Ledger`` (its own SQLite connection), and
+each command is split into the steps a real process takes:
+
+* **prepare** (``Ledger.prepare``): read the log and decide. A refusal ends the
+  command; otherwise the actor holds a decision it has not appended yet.
+* **commit** (``Ledger.commit``): the conditional append. ``Conflict`` if a
+  stream the decision read has moved, and then the actor must **retry**
+  (prepare again on fresh state), as ``Ledger.execute`` does in its loop.
+* a vacuum, once its plan is committed, **deletes files** for real, one planned
+  instance per step (``spark_ops.fs.purge``), then prepares and commits its
+  **finish**, which records the purges.
+
+Hypothesis picks which actor takes its next step, what an idle actor sets out
+to do, and when the shared manual clock moves (forward mostly, sometimes back).
+The rules are checked after every step, against the log read through a separate
+"auditor" connection:
+
+1. No undrop (of a table or of a database) is ever committed for an instance
+   that was at or before its effective watermark in the state just before that
+   event (R3 under R4).
+2. Watermarks never move back: per scope, appended values strictly increase (R1).
+3. No instance is both live and purged (R8).
+4. A vacuum never deletes a file of a live instance: each delete step checks the
+   planned instance is behind its watermark in a fresh fold, and after every
+   step every file of every instance that can still come back (live, or dropped
+   and not blocked) is on disk. That is the corruption the ledger exists to stop.
+5. A fresh fold of the whole log equals each actor's state after ``refresh()``
+   (and an actor holding an uncommitted decision is not refreshed, so that its
+   commit takes the path it would take in production; its held state must still
+   equal the fold of the log up to the point it has read).
+6. Event times strictly increase and sequence numbers have no gaps (R6).
+
+Also, for each vacuum start: it lands after its watermarks, which cover every
+instance it lists (R2), are drop times of those instances (R6) and newly block
+no other instance except at an equal drop time (R5), and it takes no instance
+that a table or database retention in force at that point keeps restorable.
+At each commit, R4 itself: the append lands if and only if no stream the
+decision read has moved since it was decided. At each prepare, the decision is
+what ``decide`` gives on a fresh fold of the whole log, with that fold's stream
+versions as its conditions, so a re-decision after a ``Conflict`` is consistent
+with the new state.
+
+Failing examples shrink to a story: actors are ``actor0``..``actor3``, tables
+have names from a tiny universe (two databases, two table names each) so that
+they collide, table ids say where they were born and when (``a100000000000007``:
+the seventh table created, born ``a.t1``; printed ``a.t1#7``), and each step leaves
+a note saying what it did.
+
+The ``test_r*`` functions at the end drive the same machine by hand through
+the races the rules are about, so each has a named, deterministic test. The last
+two replay, through the public API, two bugs this machine found (both since
+fixed): a vacuum's finish landing on a run another vacuum had taken over (a log
+that no longer folds), and a vacuum plan landing after a longer retention was set.
+
+Budget: ``ci`` runs 150 interleavings per actor count (450, plus those Hypothesis
+adds while it steers towards races with ``target``), in well under a minute on
+two cores; ``HYPOTHESIS_PROFILE=long`` runs 3000 per actor count.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from hypothesis import event, note, settings, target
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+from hypothesis.stateful import (
+    RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
+)
+
+from ledger import Conflict, Ledger, LedgerError, ManualClock, Prepared
+from ledger.decide import (
+    AdvanceWatermark, CreateTable, DropDatabase, DropTable, SetRetention, UndropDatabase, UndropTable,
+    decide,
+)
+from ledger.errors import InvalidArgument as RunUnknown
+from ledger.events import (
+    DatabaseUndropped, Recorded, TablePurged, TableUndropped, VacuumStarted, WatermarkAdvanced, decode,
+)
+from ledger.names import Scope
+from ledger.plan import FinishVacuum, PlannedInstance, StartVacuum, VacuumPlan
+from ledger.state import Catalog, Instance, fold
+from ledger.store import EventStore
+from ledger.views import join_location
+from spark_ops import fs
+from tests.conftest import T0
+
+SECOND = 1_000_000
+HOUR = 3600 * SECOND
+DAY = 24 * HOUR
+
+NAMES = ("a.t1", "a.t2", "b.t1", "b.t2")
+"""Two databases with two table names each: small, so names collide and get reused."""
+
+ACTOR_COUNTS = (2, 3, 4)
+
+STEPS = 50
+"""Steps per interleaving: enough for several commands per actor to overlap."""
+
+RACES = ("an undrop lost to the watermark that blocks it", "a vacuum lost to an undrop",
+         "a vacuum lost to another vacuum")
+"""The races R4 is about, counted when the loser's commit is refused (see ``count_race``)."""
+
+STATS: collections.Counter[str] = collections.Counter()
+"""What the runs did (examples, steps, conflicts, ...), so the tests can insist races happened."""
+
+
+def _say(text: str) -> None:
+    """A line in the falsifying example's story (a no-op outside Hypothesis)."""
+    with contextlib.suppress(InvalidArgument):
+        note(f"# {text}")
+
+
+def _count(label: str) -> None:
+    """Count an outcome, for --hypothesis-show-statistics and for STATS."""
+    STATS[label] += 1
+    with contextlib.suppress(InvalidArgument):
+        event(label)
+
+
+def retention_keeps(state: Catalog, inst: Instance, at: int) -> bool:
+    """Whether a table or database retention in ``state`` still keeps a dropped instance
+    restorable at time ``at`` (a vacuum's own retention only replaces the ledger-wide one)."""
+    for scope in (f"table:{inst.id}", f"database:{inst.database}"):
+        seconds = state.retentions.get(scope)
+        if seconds is not None:
+            return inst.dropped_at is not None and inst.dropped_at > at - seconds * SECOND
+    return False
+
+
+def _ids(result: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The table ids an undrop decided on (one for a table, several for a database)."""
+    return (result,) if isinstance(result, str) else tuple(result)
+
+
+# --- what an actor can set out to do -------------------------------------------------------
+# Intents are the values Hypothesis draws and prints: short reprs that read like a
+# story. Each is turned into a ledger command at its prepare step.
+
+@dataclass(frozen=True)
+class Intent:
+    def __repr__(self) -> str:
+        shown = [repr(getattr(self, f.name)) if i == 0 else f"{f.name}={getattr(self, f.name)!r}"
+                 for i, f in enumerate(fields(self)) if i == 0 or getattr(self, f.name) is not None]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+@dataclass(frozen=True, repr=False)
+class Create(Intent):
+    name: str
+
+
+@dataclass(frozen=True, repr=False)
+class Drop(Intent):
+    name: str
+
+
+@dataclass(frozen=True, repr=False)
+class Undrop(Intent):
+    name: str
+    as_name: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class DropDb(Intent):
+    database: str
+
+
+@dataclass(frozen=True, repr=False)
+class UndropDb(Intent):
+    database: str
+
+
+@dataclass(frozen=True, repr=False)
+class Vacuum(Intent):
+    """Retention 0 (floor overridden) unless ``retention`` says "1h": everything dropped is due."""
+    database: str | None = None
+    limit: int | None = None
+    retention: str | None = None
+
+    def __repr__(self) -> str:
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                 if getattr(self, f.name) is not None]
+        return f"Vacuum({', '.join(shown)})"
+
+
+@dataclass(frozen=True, repr=False)
+class Advance(Intent):
+    """A manual watermark advance: to the newest drop the scope covers, or to now."""
+    scope: str
+    to: str = "newest drop"
+
+
+@dataclass(frozen=True, repr=False)
+class Retain(Intent):
+    """Set (or unset) how long dropped tables of a scope stay restorable; the floor is overridden."""
+    scope: str
+    keep: str = "30d"
+
+
+@dataclass(frozen=True, repr=False)
+class Restart(Intent):
+    """Not a command: the actor's process restarts (with snapshots written often, or not)."""
+    snapshots: bool = False
+
+    def __repr__(self) -> str:
+        return "Restart(snapshots=True)" if self.snapshots else "Restart()"
+
+
+RETENTIONS = {"30d": 30 * 86_400, "0s": 0, "unset": None}
+
+INTENTS: tuple[Intent, ...] = (
+    *(Create(n) for n in NAMES),
+    *(Drop(n) for n in NAMES),
+    *(Undrop(n) for n in NAMES),
+    Undrop("a.t1", as_name="b.t1"), Undrop("b.t2", as_name="a.t2"),
+    DropDb("a"), DropDb("b"), UndropDb("a"), UndropDb("b"),
+    Vacuum(), Vacuum(), Vacuum(database="a"), Vacuum(database="b"), Vacuum(limit=1),
+    Vacuum(retention="1h"),
+    Advance("ledger"), Advance("database:a"), Advance("database:b", to="now"),
+    Retain("database:a"), Retain("database:a", keep="0s"), Retain("database:b", keep="unset"),
+    Restart(), Restart(snapshots=True),
+)
+
+AIMED: tuple[Intent, ...] = (
+    *(Undrop(n) for n in NAMES for _ in range(3)), *(Vacuum() for _ in range(3)),
+    *(Drop(n) for n in NAMES), *(Create(n) for n in NAMES),
+    DropDb("a"), DropDb("b"), UndropDb("a"), UndropDb("b"),
+    Vacuum(limit=1), Advance("ledger"), Retain("database:a"), Retain("database:b"),
+)
+"""What ``InterleavingMachine.aimed`` may choose from, in a fixed order (so a shrunk example
+keeps its meaning), with undrops and vacuums listed three times to be drawn more often."""
+
+TICKS = {"+1s": SECOND, "+1h": HOUR, "+1d": DAY, "+1us": 1, "0": 0, "-1s": -SECOND, "-1h": -HOUR}
+"""Clock steps, named; forward ones are listed (and so drawn) more often."""
+TICK_CHOICES = ("+1s", "+1h", "+1s", "+1d", "+1us", "0", "-1s", "-1h")
+
+
+# --- what an actor is doing ----------------------------------------------------------------
+
+@dataclass
+class Attempt:
+    """One command in flight: how to build it on the state it is decided on, and what follows."""
+
+    label: str
+    build: Callable[[Catalog, int], Any]
+    """(state decided on, now) -> the ledger command."""
+    after: Callable[[Prepared], None]
+    """Runs once the commit has landed."""
+    refused: Callable[[LedgerError], None] = lambda exc: None
+    """Runs when the command is refused at its prepare step (after any retry)."""
+    prepared: Prepared | None = None
+    """The decision not yet appended; None after a Conflict, until the actor retries."""
+
+
+@dataclass
+class VacuumJob:
+    """A vacuum whose plan (and watermarks) landed: it deletes, then records what it deleted."""
+
+    run_id: str
+    plan: VacuumPlan
+    pending: list[PlannedInstance]
+    deleted: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+@dataclass
+class Actor:
+    name: str
+    led: Ledger
+    attempt: Attempt | None = None
+    vacuum: VacuumJob | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self.attempt is None and self.vacuum is None
+
+    @property
+    def can_commit(self) -> bool:
+        return self.attempt is not None and self.attempt.prepared is not None
+
+    @property
+    def must_retry(self) -> bool:
+        return self.attempt is not None and self.attempt.prepared is None
+
+    @property
+    def can_delete(self) -> bool:
+        return self.attempt is None and self.vacuum is not None and bool(self.vacuum.pending)
+
+    @property
+    def can_finish(self) -> bool:
+        return self.attempt is None and self.vacuum is not None and not self.vacuum.pending
+
+
+ACTOR_NAMES = tuple(f"actor{i}" for i in range(max(ACTOR_COUNTS)))
+
+
+def actors_that(test: Callable[[Actor], bool]) -> st.SearchStrategy[str]:
+    """The name of an actor that can take this kind of step now (the rule's precondition
+    guarantees there is one), printed as a plain name. Drawn from the fixed list of names
+    and filtered, so that deleting an earlier step, as the shrinker does, leaves the choice
+    meaning the same actor wherever it can."""
+    return st.runner().flatmap(lambda m: st.sampled_from(ACTOR_NAMES).filter(
+        lambda name: name in m.by_name and test(m.by_name[name])))
+
+
+class InterleavingMachine(RuleBasedStateMachine):
+    """Actors on one ledger file, taking their read/decide/append steps in an order Hypothesis picks."""
+
+    ACTORS = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="ledger-interleave-"))
+        self.path = self.dir / "ledger.db"
+        self.clock = ManualClock(T0)
+        first = Ledger.open(self.path, warehouse=self.dir / "warehouse", clock=self.clock, actor="actor0")
+        self.actors = [Actor("actor0", first)]
+        self.actors += [Actor(f"actor{i}", Ledger.open(self.path, clock=self.clock, actor=f"actor{i}"))
+                        for i in range(1, self.ACTORS)]
+        self.by_name = {a.name: a for a in self.actors}
+        self.auditor = EventStore(str(self.path))
+        """A connection of its own, for reading the log as an outsider would."""
+        self.records: list[Recorded] = []
+        self.states: list[Catalog] = [Catalog()]
+        """``states[n]``: the fold of the first n events, built one event at a time by the audit."""
+        self.files: dict[str, list[str]] = {}
+        """Table id -> the data files written into its location when it was created."""
+        self.labels: dict[str, str] = {}
+        self.created = self.vacuums = 0
+        self.races: collections.Counter[str] = collections.Counter(dict.fromkeys(RACES, 0))
+        """Lost races between a guard and what it guards (see ``count_race``): Hypothesis is
+        steered towards interleavings with more of them (``target``)."""
+        self.last = ""
+        """The outcome of the latest step: "prepared", "committed", "Conflict", an error's name, ..."""
+        self.last_result: Any = None
+        STATS["examples"] += 1
+        _say("actors: " + ", ".join(a.name for a in self.actors))
+
+    def teardown(self) -> None:
+        with contextlib.suppress(InvalidArgument):
+            for race, lost in self.races.items():  # one target each, so no one race crowds out the others
+                target(float(lost), label=race)
+        for actor in self.actors:
+            actor.led.close()
+        self.auditor.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # --- naming, for readable stories ----------------------------------------------------
+
+    def actor(self, name: str) -> Actor:
+        return self.by_name[name]
+
+    def new_table_id(self, name: str) -> str:
+        """``a1`` + a counter: born ``a.t1``, the seventh created is ``a100000000000007``."""
+        self.created += 1
+        db, table = name.split(".")
+        id_ = f"{db}{table[1:]}{self.created:014d}"
+        self.labels[id_] = f"{name}#{self.created}"
+        return id_
+
+    def describe(self, id_: str) -> str:
+        return self.labels.get(id_, id_)
+
+    # --- the log, as the auditor reads it ------------------------------------------------
+
+    def head(self) -> int:
+        return self.auditor.head()[0]
+
+    def fresh(self) -> Catalog:
+        """A fold of the whole log from nothing."""
+        return fold(Catalog(), (decode(*row) for row in self.auditor.read(0)))
+
+    # --- turning intents into attempts ---------------------------------------------------
+
+    def attempt_for(self, actor: Actor, intent: Intent) -> Attempt:
+        done = lambda prepared: None  # noqa: E731
+        if isinstance(intent, Create):
+            id_ = self.new_table_id(intent.name)
+            return Attempt(f"create {intent.name} as {self.describe(id_)}",
+                           lambda state, now: CreateTable(intent.name, id_),
+                           lambda prepared: self.write_files(id_, actor.led))
+        if isinstance(intent, Drop):
+            return Attempt(f"drop {intent.name}", lambda state, now: DropTable(intent.name), done)
+        if isinstance(intent, Undrop):
+            label = f"undrop {intent.name}" + (f" as {intent.as_name}" if intent.as_name else "")
+            return Attempt(label, lambda state, now: UndropTable(intent.name, None, intent.as_name), done)
+        if isinstance(intent, DropDb):
+            return Attempt(f"drop database {intent.database}",
+                           lambda state, now: DropDatabase(intent.database), done)
+        if isinstance(intent, UndropDb):
+            return Attempt(f"undrop database {intent.database}",
+                           lambda state, now: UndropDatabase(intent.database), done)
+        if isinstance(intent, Advance):
+            scope = Scope.parse(intent.scope)
+
+            def advance(state: Catalog, now: int) -> AdvanceWatermark:
+                to = now
+                if intent.to == "newest drop":
+                    covered = [i for i in state.dropped_instances()
+                               if str(scope) in state.covering_scopes(i)]
+                    to = covered[0].dropped_at if covered else state.last_time
+                return AdvanceWatermark(scope, to or now, now)
+            return Attempt(f"advance {scope} to {intent.to}", advance, done)
+        if isinstance(intent, Vacuum):
+            self.vacuums += 1
+            run_id = f"{actor.name}-vacuum{self.vacuums}"
+            seconds = 3600 if intent.retention == "1h" else 0
+            return Attempt(
+                f"vacuum {run_id}" + (f" of database {intent.database}" if intent.database else "")
+                + (f" limit {intent.limit}" if intent.limit else "")
+                + (f" retention {intent.retention}" if intent.retention else ""),
+                lambda state, now: StartVacuum(run_id, now, seconds, True, intent.database, intent.limit),
+                lambda prepared: self.vacuum_started(actor, run_id, prepared))
+        if isinstance(intent, Retain):
+            seconds = RETENTIONS[intent.keep]
+            return Attempt(f"retention of {intent.scope} {intent.keep}",
+                           lambda state, now: SetRetention(Scope.parse(intent.scope), seconds, True), done)
+        raise AssertionError(f"unknown intent {intent!r}")
+
+    def write_files(self, id_: str, led: Ledger) -> None:
+        """A pipeline writes data once its table exists: 1 to 3 small files, so a vacuum has work."""
+        folder = Path(join_location(led.warehouse, led._state.instances[id_].path))
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for part in range(1 + int(id_[2:]) % 3):
+            path = folder / f"part-{part:05d}.parquet"
+            path.write_bytes(b"x" * (100 * (part + 1)))
+            paths.append(str(path))
+        self.files[id_] = paths
+
+    def vacuum_started(self, actor: Actor, run_id: str, prepared: Prepared) -> None:
+        plan: VacuumPlan = prepared.decision.result
+        if not plan.instances:
+            _say(f"{actor.name}: {run_id} had nothing to do")
+            return
+        actor.vacuum = VacuumJob(run_id, plan, list(plan.instances))
+        _say(f"{actor.name}: {run_id} set watermarks {plan.watermarks} and will delete "
+             + ", ".join(self.describe(p.id) for p in plan.instances))
+
+    # --- the steps -----------------------------------------------------------------------
+
+    def _decide(self, actor: Actor) -> None:
+        """Read and decide (``Ledger.prepare``), then check the decision against a fresh fold."""
+        attempt = actor.attempt
+        assert attempt is not None
+        before = self.head()
+        state = actor.led.refresh()
+        try:
+            prepared = actor.led.prepare(lambda now: attempt.build(state, now))
+        except LedgerError as exc:
+            assert self.head() == before, f"{actor.name}: a refused {attempt.label} appended events"
+            fresh = self.fresh()
+            with pytest.raises(type(exc)):  # refused on the latest state, not a stale one
+                decide(fresh, attempt.build(fresh, actor.led._now(fresh)))
+            actor.attempt = None
+            attempt.refused(exc)
+            self.last, self.last_result = type(exc).__name__, exc
+            _count(f"prepare {attempt.label.split()[0]}: refused {type(exc).__name__}")
+            _say(f"{actor.name}: {attempt.label} refused: {type(exc).__name__}: {exc}")
+            return
+        fresh = self.fresh()
+        assert prepared.seq == fresh.seq == before, "prepare must decide on the latest state"
+        assert prepared.conditions == {s: fresh.version(s) for s in prepared.decision.reads}
+        assert prepared.decision == decide(fresh, attempt.build(fresh, prepared.now)), \
+            f"{actor.name}: {attempt.label} decided differently from a fresh fold of the log"
+        attempt.prepared = prepared
+        self.last, self.last_result = "prepared", prepared
+        reads = ", ".join(f"{s}@{v}" for s, v in sorted(prepared.conditions.items()))
+        _say(f"{actor.name}: {attempt.label} decided on event {prepared.seq}, reading {reads}")
+
+    @initialize(tables=st.lists(st.sampled_from(NAMES), unique=True, max_size=len(NAMES)))
+    def start(self, tables: list[str]) -> None:
+        """Some live tables (with files) before the actors start, so drops have work from step one."""
+        led = self.actors[0].led
+        for name in tables:
+            id_ = self.new_table_id(name)
+            led.execute(CreateTable(name, id_))
+            self.write_files(id_, led)
+        self.last = "ok"
+
+    def aimed(self) -> set[Intent]:
+        """Intents aimed at what other actors are about to commit or are doing (a vacuum or a
+        watermark against a pending undrop; an undrop, a longer retention or another vacuum
+        against a pending or running vacuum)
+        or, if nobody holds such a decision, at what the log holds now (a live name to drop,
+        a restorable one to undrop, ...): so that successes and the races R4 is about are
+        common, not just refusals. (Half the intents are drawn from everything, unaimed.)"""
+        state = self.states[-1]
+        against: set[Intent] = set()
+        for other in self.actors:
+            if other.vacuum is not None:  # deleting or finishing: another vacuum may take it over
+                against.add(Vacuum())
+            if other.can_commit and other.attempt is not None and other.attempt.prepared is not None:
+                pending = other.attempt.prepared.decision.result
+                if other.attempt.label.startswith("undrop"):
+                    against |= {Vacuum(), Advance("ledger")}
+                elif isinstance(pending, VacuumPlan):
+                    for planned in pending.instances:
+                        inst = state.instances[planned.id]
+                        against |= {Undrop(inst.name), Retain(f"database:{inst.database}"), Vacuum()}
+        if against:
+            return against
+        restorable = {name for name, ids in state.dropped.items()
+                      if not state.is_blocked(state.instances[ids[-1]])}
+        found: set[Intent] = {
+            *(Drop(name) for name in state.bindings),
+            *(Create(name) for name in NAMES if name not in state.bindings),
+            *(DropDb(name.split(".")[0]) for name in state.bindings),
+            *(UndropDb(db) for db in state.database_drops),
+            *(Undrop(name) for name in restorable),
+            *([Vacuum()] if restorable else []),
+            *([Vacuum(limit=1)] if state.dropped else []),
+        }
+        return found or set(AIMED)
+
+    @precondition(lambda self: any(a.idle for a in self.actors))
+    @rule(who=actors_that(lambda a: a.idle),
+          intent=st.runner().flatmap(lambda m: st.sampled_from(AIMED).filter(m.aimed().__contains__))
+          | st.sampled_from(INTENTS))
+    def prepare(self, who: str, intent: Intent) -> None:
+        """An idle actor sets out to do something: its read and decide steps."""
+        actor = self.actor(who)
+        if isinstance(intent, Restart):
+            return self.restart(actor, intent)
+        actor.attempt = self.attempt_for(actor, intent)
+        self._decide(actor)
+
+    @precondition(lambda self: any(a.can_commit for a in self.actors))
+    @rule(who=actors_that(lambda a: a.can_commit))
+    def commit(self, who: str) -> None:
+        """The conditional append of a decision made earlier, whatever happened since (R4)."""
+        actor = self.actor(who)
+        attempt = actor.attempt
+        assert attempt is not None and attempt.prepared is not None
+        prepared, attempt.prepared = attempt.prepared, None
+        self.audit_the_log()
+        before, now = self.head(), self.states[-1]
+        moved = sorted(s for s, v in prepared.conditions.items() if now.version(s) != v)
+        verb = attempt.label.split()[0]
+        try:
+            actor.led.commit(prepared)
+        except Conflict as exc:
+            assert self.head() == before, f"{who}: a refused append wrote events"
+            assert moved, f"{who}: {attempt.label} got a Conflict although nothing it read has moved"
+            self.count_race(who, verb, prepared, moved)
+            _count("commit: Conflict")
+            _count(f"commit {verb}: Conflict")
+            _say(f"{who}: {attempt.label} refused at commit: {', '.join(moved)} moved since it decided")
+            self.last, self.last_result = "Conflict", exc
+            return
+        if prepared.decision.events:  # a decision with nothing to append is neither appended nor checked
+            assert not moved, f"{who}: {attempt.label} was appended although {', '.join(moved)} moved (R4)"
+            assert actor.led._state.seq == self.head(), f"{who}: its state lacks the events it appended"
+        actor.attempt = None
+        _count(f"commit {verb}: ok" if prepared.decision.events else f"commit {verb}: nothing to append")
+        _say(f"{who}: {attempt.label} committed" + ("" if prepared.decision.events else " (no events)"))
+        self.last, self.last_result = "committed", prepared
+        attempt.after(prepared)
+
+    def count_race(self, who: str, verb: str, prepared: Prepared, moved: list[str]) -> None:
+        """Name the races the rules are about when one is lost, and steer Hypothesis towards them."""
+        since = [r for r in self.records if r.seq > prepared.seq]
+        lost = {
+            RACES[0]: verb == "undrop" and any(s.startswith("watermark:") for s in moved) and any(
+                self.states[-1].is_blocked(self.states[-1].instances[id_])
+                for id_ in _ids(prepared.decision.result)),
+            RACES[1]: verb == "vacuum" and any(
+                isinstance(r.event, (TableUndropped, DatabaseUndropped)) for r in since),
+            RACES[2]: verb in ("vacuum", "finish") and any(
+                isinstance(r.event, VacuumStarted) and r.actor != who for r in since),
+        }
+        for race in (race for race, happened in lost.items() if happened):
+            _count(f"race: {race}")
+            self.races[race] += 1
+
+    @precondition(lambda self: any(a.must_retry for a in self.actors))
+    @rule(who=actors_that(lambda a: a.must_retry))
+    def retry(self, who: str) -> None:
+        """After a Conflict, the same command is decided again on the latest state."""
+        self._decide(self.actor(who))
+        _count(f"retry after Conflict: {self.last}")
+
+    @precondition(lambda self: any(a.can_delete for a in self.actors))
+    @rule(who=actors_that(lambda a: a.can_delete))
+    def delete_files(self, who: str) -> None:
+        """A vacuum deletes the files of its next planned instance, for real (rule 4)."""
+        actor = self.actor(who)
+        job = actor.vacuum
+        assert job is not None
+        planned = job.pending.pop(0)
+        state = self.fresh()
+        inst = state.instance(planned.id)
+        assert inst is not None and not inst.is_live and planned.id not in state.bindings.values(), \
+            f"{who}: {job.run_id} is about to delete the files of live {self.describe(planned.id)}"
+        assert state.is_blocked(inst), (
+            f"{who}: {job.run_id} is about to delete {self.describe(planned.id)}, which is not behind "
+            f"its watermark (dropped {inst.dropped_at}, watermark {state.effective_watermark(inst)})")
+        outcome = fs.purge(actor.led.warehouse, join_location(actor.led.warehouse, planned.path),
+                           dry_run=False)
+        assert outcome.error is None, outcome.error
+        job.deleted.append((planned.id, outcome.files, outcome.bytes))
+        _count("delete: files gone" if outcome.files else "delete: nothing left to delete")
+        _say(f"{who}: {job.run_id} deleted {outcome.files} files of {self.describe(planned.id)}")
+        self.last, self.last_result = "deleted", outcome
+
+    @precondition(lambda self: any(a.can_finish for a in self.actors))
+    @rule(who=actors_that(lambda a: a.can_finish))
+    def finish(self, who: str) -> None:
+        """A vacuum that has deleted everything it planned decides to record its purges."""
+        actor = self.actor(who)
+        job = actor.vacuum
+        assert job is not None
+        command = FinishVacuum(job.run_id, tuple(job.deleted), 0)
+
+        def finished(prepared: Prepared) -> None:
+            actor.vacuum = None
+
+        def refused(exc: LedgerError) -> None:
+            # Its files are gone and its instances are behind their watermarks: nothing may stop
+            # it recording that, not even a later vacuum that took its run over.
+            raise AssertionError(f"{who}: the finish of {job.run_id} was refused: {exc}")
+
+        actor.attempt = Attempt(f"finish {job.run_id}", lambda state, now: command, finished, refused)
+        self._decide(actor)
+
+    @rule(by=st.sampled_from(TICK_CHOICES))
+    def tick(self, by: str) -> None:
+        """The shared clock moves, sometimes back: event times must still increase (R6)."""
+        self.clock.advance(timedelta(microseconds=TICKS[by]))
+        self.last = "ok"
+
+    def restart(self, actor: Actor, intent: Restart) -> None:
+        """An idle actor's process restarts, sometimes writing snapshots while others append."""
+        actor.led.close()
+        actor.led = Ledger.open(self.path, clock=self.clock, actor=actor.name,
+                                snapshot_every=1 if intent.snapshots else 20_000)
+        _say(f"{actor.name}: restarted" + (", from a snapshot" if actor.led._snapshot_seq else ""))
+        self.last = "ok"
+
+    # --- the rules, after every step -----------------------------------------------------
+
+    @invariant()
+    def rules_hold(self) -> None:
+        """Every rule, after every step (one invariant, so the printed story has one line per step)."""
+        STATS["steps"] += 1
+        self.audit_the_log()
+        self.actors_agree_with_a_fresh_fold()
+        self.restorable_tables_keep_their_files()
+
+    def audit_the_log(self) -> None:
+        """Rules 1, 2, 3 and 6, and the vacuum's R2/R5/R6, event by event on the new events."""
+        for row in self.auditor.read(self.states[-1].seq):
+            rec = decode(*row)
+            before = self.states[-1]
+            assert rec.seq == before.seq + 1, f"event #{rec.seq} follows #{before.seq}: a gap"
+            assert rec.time > before.last_time, f"event #{rec.seq} is not later than the one before"
+            self.check_event(before, rec)
+            after = fold(before, (rec,))
+            for id_ in after.bindings.values():
+                assert after.instances[id_].purged_at is None, \
+                    f"event #{rec.seq}: {self.describe(id_)} is live and purged"
+            self.records.append(rec)
+            self.states.append(after)
+
+    def check_event(self, before: Catalog, rec: Recorded) -> None:
+        event_ = rec.event
+        what = f"event #{rec.seq} by {rec.actor}"
+        if isinstance(event_, (TableUndropped, DatabaseUndropped)):
+            ids = (event_.table_id,) if isinstance(event_, TableUndropped) else event_.table_ids
+            for id_ in ids:
+                inst = before.instances[id_]
+                assert not before.is_blocked(inst), (
+                    f"{what} undropped {self.describe(id_)}, dropped at {inst.dropped_at}, at or before "
+                    f"its watermark {before.effective_watermark(inst)}: the guard was bypassed")
+        elif isinstance(event_, WatermarkAdvanced):
+            current = before.watermarks.get(event_.scope)
+            assert current is None or event_.to > current, \
+                f"{what} moves watermark {event_.scope} from {current} back to {event_.to}"
+        elif isinstance(event_, TablePurged):
+            inst = before.instances[event_.table_id]
+            assert inst.is_dropped and before.is_blocked(inst), \
+                f"{what} purges {self.describe(inst.id)}, which is not dropped and blocked"
+        elif isinstance(event_, VacuumStarted):
+            self.check_vacuum_start(before, rec, event_)
+
+    def check_vacuum_start(self, before: Catalog, rec: Recorded, started: VacuumStarted) -> None:
+        """R2: its watermarks landed in the same append, just before it, and cover what it lists.
+        R6: each is the drop time of a listed instance. R5: nothing else newly blocked, ties aside."""
+        marks = len(started.watermarks)
+        mine = self.records[len(self.records) - marks:] if marks else []
+        assert [(r.event.scope, r.event.to) for r in mine if isinstance(r.event, WatermarkAdvanced)] == \
+            list(started.watermarks.items()) and all(r.actor == rec.actor for r in mine), \
+            f"vacuum {started.run_id}: its watermarks are not the events just before its start"
+        base = self.states[rec.seq - 1 - marks]
+        for id_ in started.table_ids:
+            inst = before.instances[id_]
+            assert inst.is_dropped and before.is_blocked(inst), \
+                f"vacuum {started.run_id} lists {self.describe(id_)}, which its watermarks do not cover"
+        for id_ in started.table_ids:
+            inst = base.instances[id_]
+            assert base.is_blocked(inst) or not retention_keeps(base, inst, rec.time), (
+                f"vacuum {started.run_id} takes {self.describe(id_)}, dropped at {inst.dropped_at}, "
+                f"which a table or database retention keeps restorable at {rec.time}")
+        drop_times = {base.instances[i].dropped_at for i in started.table_ids}
+        assert set(started.watermarks.values()) <= drop_times, \
+            f"vacuum {started.run_id} set a watermark that is not a drop time of what it purges"
+        for inst in before.dropped_instances():
+            if inst.id not in started.table_ids and before.is_blocked(inst) and \
+                    not base.is_blocked(base.instances[inst.id]):
+                assert inst.dropped_at in started.watermarks.values(), (
+                    f"vacuum {started.run_id} newly blocked {self.describe(inst.id)}, which it does not purge")
+
+    def actors_agree_with_a_fresh_fold(self) -> None:
+        """Rule 5: incremental states equal a fold from nothing (without disturbing a pending commit)."""
+        fresh = self.fresh()
+        assert fresh == self.states[-1]
+        for inst in fresh.all_instances():
+            assert not (inst.is_live and inst.purged_at is not None), \
+                f"{self.describe(inst.id)} is live and purged"
+        for actor in self.actors:
+            held = actor.led._state
+            assert held == self.states[held.seq], f"{actor.name} holds a state the log does not explain"
+            if not actor.can_commit:
+                assert actor.led.refresh() == fresh, f"{actor.name} differs from a fresh fold after refresh"
+
+    def restorable_tables_keep_their_files(self) -> None:
+        """Rule 4: a vacuum never deleted a file of an instance that is live or can still come back."""
+        state = self.states[-1]
+        for id_, paths in self.files.items():
+            inst = state.instance(id_)
+            if inst is None or state.is_blocked(inst):
+                continue
+            missing = [p for p in paths if not os.path.exists(p)]
+            assert not missing, (f"{self.describe(id_)} is {'live' if inst.is_live else 'restorable'} "
+                                 f"but lost {len(missing)} of its {len(paths)} files")
+
+
+def _with_actors(count: int) -> type[InterleavingMachine]:
+    return type(f"Interleave{count}Actors", (InterleavingMachine,), {"ACTORS": count})
+
+
+MACHINES = {count: _with_actors(count) for count in ACTOR_COUNTS}
+
+
+@pytest.mark.parametrize("actors", ACTOR_COUNTS, ids=lambda n: f"{n} actors")
+def test_interleavings_keep_the_rules(actors: int) -> None:
+    """Hypothesis interleaves 2, 3 or 4 actors' steps; every rule holds after every step.
+
+    Each example is one interleaving of up to ``STEPS`` steps; the profile sets how
+    many examples (``ci`` 150 per actor count, so 450 in all; ``long`` thousands).
+    Races must actually happen: some commits are refused with Conflict and decided again.
+    """
+    STATS.clear()
+    run_state_machine_as_test(MACHINES[actors],
+                              settings=settings(settings.default, stateful_step_count=STEPS))
+    races = ", ".join(f"{STATS['race: ' + race]} x {race}" for race in RACES)
+    print(f"\n{actors} actors: {STATS['examples']} interleavings, {STATS['steps']} steps, "
+          f"{STATS['commit: Conflict']} conflicts; {races}")
+    assert STATS["commit: Conflict"] > 0, "no interleaving made two commands race"
+    assert sum(n for label, n in STATS.items() if label.startswith("retry after Conflict")) > 0
+
+
+# --- hand-written interleavings, one per race the rules are about -------------------------
+
+@contextlib.contextmanager
+def scenario(tables: list[str], actors: int = 2) -> Iterator[InterleavingMachine]:
+    """A machine driven by hand; every step is still checked by every invariant."""
+    m = MACHINES[actors]()
+    try:
+        m.start(tables)
+        m.rules_hold()
+        yield m
+    finally:
+        m.teardown()
+
+
+def do(m: InterleavingMachine, step: str, expect: str, **arguments: Any) -> Any:
+    """Run one step, insist on its outcome, then check every invariant; returns what it produced."""
+    getattr(m, step)(**arguments)
+    assert m.last == expect, f"{step}({arguments}): got {m.last} ({m.last_result}), expected {expect}"
+    m.rules_hold()
+    return m.last_result
+
+
+def run(m: InterleavingMachine, who: str, intent: Intent) -> Any:
+    """One actor's command, start to end, with nobody in between."""
+    do(m, "prepare", "prepared", who=who, intent=intent)
+    return do(m, "commit", "committed", who=who)
+
+
+def planned(m: InterleavingMachine, who: str) -> list[str]:
+    """The tables (by born name) in the plan the actor holds or is carrying out."""
+    actor = m.actor(who)
+    if actor.vacuum is not None:
+        plan = actor.vacuum.plan
+    else:
+        assert actor.attempt is not None and actor.attempt.prepared is not None
+        plan = actor.attempt.prepared.decision.result
+    return [m.describe(p.id) for p in plan.instances]
+
+
+def vacuum_to_the_end(m: InterleavingMachine, who: str) -> None:
+    while m.actor(who).can_delete:
+        do(m, "delete_files", "deleted", who=who)
+    do(m, "finish", "prepared", who=who)
+    do(m, "commit", "committed", who=who)
+
+
+def test_r4_undrop_prepared_before_vacuum_commit_is_refused_at_commit() -> None:
+    """The undrop decided while nothing blocked it; the vacuum's watermark landed first;
+    the undrop's append is refused, and decided again it is blocked (and the files go)."""
+    with scenario(["a.t1"]) as m:
+        do(m, "tick", "ok", by="+1h")
+        run(m, "actor0", Drop("a.t1"))
+        do(m, "tick", "ok", by="+1h")
+        do(m, "prepare", "prepared", who="actor1", intent=Undrop("a.t1"))
+        do(m, "prepare", "prepared", who="actor0", intent=Vacuum())
+        assert planned(m, "actor0") == ["a.t1#1"]
+        do(m, "commit", "committed", who="actor0")
+        conflict = do(m, "commit", "Conflict", who="actor1")
+        assert conflict.stream == "watermark:ledger"
+        blocked = do(m, "retry", "UndropBlocked", who="actor1")
+        assert "a.t1" in str(blocked)
+        vacuum_to_the_end(m, "actor0")
+        assert m.states[-1].instances["a100000000000001"].purged_at is not None
+        assert not os.path.exists(m.files["a100000000000001"][0])
+
+
+def test_r4_vacuum_plan_prepared_before_undrop_commit_is_refused() -> None:
+    """The vacuum planned a.t1 and a.t2; a.t1 was undropped before the plan landed; the plan
+    is refused, and decided again it no longer includes a.t1, whose files stay."""
+    with scenario(["a.t1", "a.t2"]) as m:
+        run(m, "actor0", Drop("a.t2"))
+        do(m, "tick", "ok", by="+1s")
+        run(m, "actor0", Drop("a.t1"))
+        do(m, "tick", "ok", by="+1h")
+        do(m, "prepare", "prepared", who="actor0", intent=Vacuum())
+        assert planned(m, "actor0") == ["a.t2#2", "a.t1#1"]
+        run(m, "actor1", Undrop("a.t1"))
+        conflict = do(m, "commit", "Conflict", who="actor0")
+        assert conflict.stream == "catalog"
+        do(m, "retry", "prepared", who="actor0")
+        assert planned(m, "actor0") == ["a.t2#2"]
+        do(m, "commit", "committed", who="actor0")
+        vacuum_to_the_end(m, "actor0")
+        state = m.states[-1]
+        assert state.live("a.t1").id == "a100000000000001"
+        assert not state.is_blocked(state.instances["a100000000000001"])
+        assert all(os.path.exists(p) for p in m.files["a100000000000001"])
+        assert state.instances["a200000000000002"].purged_at is not None
+
+
+def test_r5_vacuum_narrowed_to_one_database_leaves_a_concurrently_dropped_table_elsewhere_restorable(
+) -> None:
+    """b.t1 is dropped while a vacuum of database a is in flight: the vacuum is decided again,
+    still takes only a.t1, and b.t1 can be undropped with all its files."""
+    with scenario(["a.t1", "b.t1"], actors=3) as m:
+        run(m, "actor0", Drop("a.t1"))
+        do(m, "tick", "ok", by="+1h")
+        do(m, "prepare", "prepared", who="actor0", intent=Vacuum(database="a"))
+        assert planned(m, "actor0") == ["a.t1#1"]
+        run(m, "actor1", Drop("b.t1"))
+        do(m, "commit", "Conflict", who="actor0")
+        do(m, "retry", "prepared", who="actor0")
+        assert planned(m, "actor0") == ["a.t1#1"]
+        do(m, "commit", "committed", who="actor0")
+        do(m, "delete_files", "deleted", who="actor0")
+        state = m.states[-1]
+        assert not state.is_blocked(state.instances["b100000000000002"])
+        run(m, "actor2", Undrop("b.t1"))
+        vacuum_to_the_end(m, "actor0")
+        assert all(os.path.exists(p) for p in m.files["b100000000000002"])
+
+
+def test_r5_narrow_vacuum_does_not_make_an_undrop_in_another_database_retry() -> None:
+    """b.t1 was dropped before a.t1, so a vacuum of database a must not use the ledger-wide
+    watermark: it writes database a's, and an undrop of b.t1 in flight is not even disturbed."""
+    with scenario(["a.t1", "b.t1"]) as m:
+        run(m, "actor0", Drop("b.t1"))
+        do(m, "tick", "ok", by="+1s")
+        run(m, "actor0", Drop("a.t1"))
+        do(m, "tick", "ok", by="+1h")
+        do(m, "prepare", "prepared", who="actor1", intent=Undrop("b.t1"))
+        do(m, "prepare", "prepared", who="actor0", intent=Vacuum(database="a"))
+        assert list(m.actor("actor0").attempt.prepared.decision.result.watermarks) == ["database:a"]
+        do(m, "commit", "committed", who="actor0")
+        do(m, "commit", "committed", who="actor1")
+        vacuum_to_the_end(m, "actor0")
+        assert m.states[-1].live("b.t1").id == "b100000000000002"
+
+
+def test_r4_two_vacuums_racing_for_one_table_delete_it_once_and_record_it_once() -> None:
+    """The second vacuum's plan is refused (the first moved the watermark); decided again it
+    resumes the first run's table. Both delete (the second finds nothing left), both finish,
+    and the purge is recorded once, by the first run to record it."""
+    with scenario(["b.t2"]) as m:
+        run(m, "actor0", Drop("b.t2"))
+        do(m, "tick", "ok", by="+1s")
+        do(m, "prepare", "prepared", who="actor0", intent=Vacuum())
+        do(m, "prepare", "prepared", who="actor1", intent=Vacuum())
+        do(m, "commit", "committed", who="actor0")
+        do(m, "commit", "Conflict", who="actor1")
+        plan = do(m, "retry", "prepared", who="actor1").decision.result
+        assert [p.resumed for p in plan.instances] == [True] and plan.resumes == ("actor0-vacuum1",)
+        do(m, "commit", "committed", who="actor1")
+        first = do(m, "delete_files", "deleted", who="actor0")
+        second = do(m, "delete_files", "deleted", who="actor1")
+        assert (first.files, second.files) == (len(m.files["b200000000000001"]), 0)
+        do(m, "finish", "prepared", who="actor0")  # its run was taken over: it still finishes
+        do(m, "commit", "committed", who="actor0")
+        do(m, "finish", "prepared", who="actor1")
+        do(m, "commit", "committed", who="actor1")
+        purges = [(r.event.table_id, r.event.run_id) for r in m.records if isinstance(r.event, TablePurged)]
+        assert purges == [("b200000000000001", "actor0-vacuum1")]
+
+
+def test_r4_finish_decided_before_another_vacuum_took_the_run_over_is_refused_and_decided_again() -> None:
+    """The shrunk story of the first bug this machine found: a finish decided before a
+    second vacuum resumed its run used to land anyway, and the log stopped folding. Its
+    append must be refused (the run it read has changed) and, decided again, land."""
+    with scenario(["a.t1"]) as m:
+        run(m, "actor0", Drop("a.t1"))
+        run(m, "actor0", Vacuum())
+        do(m, "delete_files", "deleted", who="actor0")
+        do(m, "finish", "prepared", who="actor0")
+        plan = run(m, "actor1", Vacuum()).decision.result
+        assert plan.resumes == ("actor0-vacuum1",)
+        do(m, "commit", "Conflict", who="actor0")
+        do(m, "retry", "prepared", who="actor0")
+        do(m, "commit", "committed", who="actor0")
+        assert m.states[-1].instances["a100000000000001"].purged_at is not None
+
+
+def test_r6_event_times_increase_while_actors_race_and_the_clock_steps_back() -> None:
+    """Decisions made before the clock stepped back still land after the events before them."""
+    with scenario(["a.t1", "a.t2", "b.t1"], actors=3) as m:
+        do(m, "prepare", "prepared", who="actor0", intent=Drop("a.t1"))
+        do(m, "tick", "ok", by="-1h")
+        do(m, "prepare", "prepared", who="actor1", intent=Drop("b.t1"))
+        do(m, "commit", "committed", who="actor1")
+        do(m, "commit", "Conflict", who="actor0")
+        do(m, "retry", "prepared", who="actor0")
+        do(m, "commit", "committed", who="actor0")
+        do(m, "tick", "ok", by="-1s")
+        run(m, "actor2", Vacuum())
+        times = [r.time for r in m.records]
+        assert times == sorted(set(times)) and len(times) == 7
+
+
+def test_r4_finish_of_a_vacuum_taken_over_after_it_decided_leaves_a_ledger_that_folds(tmp_path: Path) -> None:
+    """Two overlapping vacuums, public API only (before 1402406 this poisoned the log with
+    ``LedgerCorrupt: event #7 finishes vacuum ..., which is not in progress``). Vacuum a
+    starts; vacuum b starts while a is still deleting, and resumes a's unfinished run; a then
+    records its finish, decided on the state it holds. R4: that stale append is refused and
+    decided again; R10: whatever happens, the ledger still opens and folds, and the purge is
+    recorded once."""
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, actor="vacuum-a") as a, \
+            Ledger.open(path, clock=clock, actor="vacuum-b") as b:
+        a.create_table("db.t")
+        a.drop_table("db.t")
+        plan_a = a.start_vacuum(retention=0, override_floor=True)
+        plan_b = b.start_vacuum(retention=0, override_floor=True)
+        assert plan_b.resumes == (plan_a.run_id,)
+        with contextlib.suppress(Conflict, RunUnknown):  # a refusal is fine; a poisoned log is not
+            a.finish_vacuum(plan_a.run_id, [(plan_a.instances[0].id, 1, 10)])
+        b.finish_vacuum(plan_b.run_id, [(plan_b.instances[0].id, 0, 0)])
+    with Ledger.open(path, clock=clock) as fresh:
+        assert fresh.verify().purged == 1
+        assert [e.type for e in fresh.history("db.t")].count("TablePurged") == 1
+
+
+def test_r4_vacuum_decided_before_a_retention_change_does_not_take_what_the_new_retention_keeps(
+        tmp_path: Path) -> None:
+    """Public API, one thread. A long-lived vacuum service has read the ledger; then the
+    sales database is given 30 days of retention; then the vacuum starts with a 1-day
+    retention, deciding on the state it holds (``execute``'s first attempt does not re-read).
+    sales.orders was dropped 2 days ago, so 30 days keep it restorable: the plan must not
+    take it (R4: the retention the plan read has moved, so the append is refused and the
+    plan decided again). Before 1402406 the stale plan landed and blocked the table."""
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, actor="ops") as ops, \
+            Ledger.open(path, clock=clock, actor="vacuum") as vacuum:
+        ops.create_table("sales.orders")
+        ops.drop_table("sales.orders")
+        clock.advance(timedelta(days=2))
+        assert vacuum.dropped_tables()[0].name == "sales.orders"  # the service has looked
+        ops.set_retention("database:sales", "30d")
+        plan = vacuum.start_vacuum(retention="1d")
+        assert [p.name for p in plan.instances] == [], "the plan takes a table its retention keeps"
+        assert ops.dropped_tables()[0].state == "dropped"
