@@ -18,7 +18,7 @@ import click
 import rich.console
 
 from .api import Ledger
-from .clock import format_duration, iso, parse_time, to_micros
+from .clock import format_duration, iso_utc, parse_time
 from .errors import LedgerError
 from .names import Scope
 from .views import TableInstance
@@ -82,7 +82,7 @@ def cli(click_ctx: click.Context, path: str, warehouse: str | None, actor: str |
 
 
 def _table_line(t: TableInstance) -> str:
-    when = iso(to_micros(t.dropped_at)) if t.dropped_at else "-"
+    when = iso_utc(t.dropped_at) or "-"
     return f"{t.id}  {t.name:<32} {t.state:<8} dropped {when}  {t.location}"
 
 
@@ -104,7 +104,7 @@ def create(ctx: Context, name: str) -> None:
 def drop(ctx: Context, name: str) -> None:
     """Soft-drop table NAME; it stays restorable until a vacuum's watermark passes it."""
     t = ctx.ledger.drop_table(name)
-    ctx.emit(t.to_dict(), f"dropped {t.name} (id {t.id}) at {iso(to_micros(t.dropped_at))}")
+    ctx.emit(t.to_dict(), f"dropped {t.name} (id {t.id}) at {iso_utc(t.dropped_at)}")
 
 
 @command(cli, "undrop")
@@ -166,13 +166,13 @@ def watermark(ctx: Context, scope: str, to: str | None) -> None:
     where = Scope.parse(scope)
     if to is None:
         mark = ctx.ledger.watermark(where)
-        ctx.emit({"scope": str(where), "watermark": _iso(mark)}, f"{where}: {_iso(mark) or 'not set'}")
+        ctx.emit({"scope": str(where), "watermark": iso_utc(mark)}, f"{where}: {iso_utc(mark) or 'not set'}")
         return
     target = ctx.ledger.now() if to.strip().lower() == "now" else parse_time(to)
     previous = ctx.ledger.advance_watermark(target, scope=where)
     current = ctx.ledger.watermark(where)
-    ctx.emit({"scope": str(where), "previous": _iso(previous), "watermark": _iso(current)},
-             f"{where}: {_iso(previous) or 'not set'} -> {_iso(current)}")
+    ctx.emit({"scope": str(where), "previous": iso_utc(previous), "watermark": iso_utc(current)},
+             f"{where}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}")
 
 
 @command(cli, "retention")
@@ -198,7 +198,7 @@ def history(ctx: Context, name: str | None, table_id: str | None) -> None:
     """Every event, or those of one table (by NAME across renames, or --id)."""
     entries = ctx.ledger.history(name, table_id=table_id)
     ctx.emit([e.to_dict() for e in entries], lambda: "\n".join(
-        f"#{e.seq:<6} {iso(to_micros(e.time))}  {e.actor:<20} {e.type:<18} {json.dumps(e.data)}"
+        f"#{e.seq:<6} {iso_utc(e.time)}  {e.actor:<20} {e.type:<18} {json.dumps(e.data)}"
         for e in entries) or "no events")
 
 
@@ -250,7 +250,7 @@ def _vacuum_text(report: Any) -> str:
     lines = [f"{'dry run' if report.dry_run else 'vacuum ' + str(report.run_id)}: "
              f"{len(report.instances)} table(s), {verb} {report.files} file(s), {report.bytes} bytes "
              f"in {report.duration:.1f}s"]
-    lines += [f"  watermark {scope} -> {_iso(at)}" for scope, at in report.watermarks.items()]
+    lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
     for item in report.instances:
         status = "FAILED " + str(item.error) if item.error else f"{item.files} files, {item.bytes} bytes"
         lines.append(f"  {item.id}  {item.name:<32} {status}{'  (resumed)' if item.resumed else ''}")
@@ -283,10 +283,6 @@ def demo_command(ctx: Context, folder: str) -> None:
     summary = run_demo(folder, echo=None if ctx.as_json else click.echo)
     if ctx.as_json:
         click.echo(json.dumps(summary, indent=2))
-
-
-def _iso(value: Any) -> str | None:
-    return None if value is None else iso(to_micros(value))
 
 
 def main(argv: list[str] | None = None) -> None:

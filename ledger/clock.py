@@ -53,6 +53,11 @@ def iso(us: Micros | None) -> str | None:
     return from_micros(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def iso_utc(value: datetime | None) -> str | None:
+    """The same ISO 8601 UTC text for an aware datetime (what callers hold)."""
+    return None if value is None else iso(to_micros(value))
+
+
 def parse_time(text: str) -> datetime:
     """Parse an ISO 8601 time given on the command line; it must carry a zone."""
     try:

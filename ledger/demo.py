@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .api import Ledger
-from .clock import ManualClock, iso, to_micros
+from .clock import ManualClock, iso_utc
 from .errors import LedgerError, UndropBlocked
 
 MARKER = ".retention-ledger-demo"
@@ -50,7 +50,7 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print) 
         for item in report.purged:
             say(f"vacuum purged {item.name:<16} {item.files} files, {item.bytes} bytes")
         for scope, at in report.watermarks.items():
-            say(f"vacuum set watermark {scope} to {iso(to_micros(at))} (the newest purged drop time)")
+            say(f"vacuum set watermark {scope} to {iso_utc(at)} (the newest purged drop time)")
 
         try:
             led.undrop_table("sales.orders")
@@ -68,7 +68,7 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print) 
             "purged": [item.name for item in report.purged],
             "files_deleted": report.files,
             "bytes_deleted": report.bytes,
-            "watermarks": {s: iso(to_micros(at)) for s, at in report.watermarks.items()},
+            "watermarks": {s: iso_utc(at) for s, at in report.watermarks.items()},
             "undrop_refused": refused,
             "undrop_allowed": restored.name,
             "rows_after_undrop": rows,
@@ -81,7 +81,7 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print) 
 
 
 def _now(clock: ManualClock) -> str:
-    return iso(to_micros(clock())) or ""
+    return iso_utc(clock()) or ""
 
 
 def _fresh_folder(folder: Path) -> Path:

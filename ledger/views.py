@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from .clock import Micros, from_micros, iso, to_micros
+from .clock import Micros, from_micros, iso, iso_utc
 from .events import Recorded, type_of
 from .state import Catalog, Instance
 
@@ -72,10 +72,10 @@ class TableInstance:
             "name": self.name,
             "state": self.state,
             "location": self.location,
-            "created_at": _iso(self.created_at),
-            "dropped_at": _iso(self.dropped_at),
-            "purged_at": _iso(self.purged_at),
-            "effective_watermark": _iso(self.effective_watermark),
+            "created_at": iso_utc(self.created_at),
+            "dropped_at": iso_utc(self.dropped_at),
+            "purged_at": iso_utc(self.purged_at),
+            "effective_watermark": iso_utc(self.effective_watermark),
             "retention_seconds": int(self.retention.total_seconds()),
         }
 
@@ -94,9 +94,8 @@ class HistoryEntry:
     @classmethod
     def of(cls, rec: Recorded) -> HistoryEntry:
         data = attrs.asdict(rec.event, recurse=False)
-        for key in ("to",):  # watermark times are microseconds in the log; show them as times
-            if key in data and isinstance(data[key], int):
-                data[key] = iso(data[key])
+        if isinstance(data.get("to"), int):  # a watermark's time: microseconds in the log
+            data["to"] = iso(data["to"])
         if "watermarks" in data:
             data["watermarks"] = {scope: iso(us) for scope, us in data["watermarks"].items()}
         for key, value in data.items():
@@ -105,13 +104,9 @@ class HistoryEntry:
         return cls(rec.seq, from_micros(rec.time), rec.actor, rec.stream, type_of(rec.event)[0], data)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "time": _iso(self.time), "actor": self.actor,
+        return {"seq": self.seq, "time": iso_utc(self.time), "actor": self.actor,
                 "stream": self.stream, "type": self.type, "data": self.data}
 
 
 def _dt(us: Micros | None) -> datetime | None:
     return None if us is None else from_micros(us)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else iso(to_micros(value))

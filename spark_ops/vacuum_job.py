@@ -29,7 +29,7 @@ import attrs
 from pyspark.sql import SparkSession
 
 from ledger import Ledger
-from ledger.clock import from_micros, iso, to_micros
+from ledger.clock import from_micros, iso_utc
 from ledger.plan import VacuumPlan
 from ledger.views import join_location
 
@@ -95,17 +95,13 @@ class VacuumReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "dry_run": self.dry_run,
-            "watermarks": {scope: iso_dt(at) for scope, at in self.watermarks.items()},
+            "watermarks": {scope: iso_utc(at) for scope, at in self.watermarks.items()},
             "instances": [i.to_dict() for i in self.instances],
             "purged": len(self.purged), "failed": len(self.failures),
             "files": self.files, "bytes": self.bytes,
             "resumed_runs": list(self.resumed_runs), "duration_seconds": round(self.duration, 3),
             "timings": {phase: round(seconds, 3) for phase, seconds in self.timings.items()},
         }
-
-
-def iso_dt(value: datetime) -> str:
-    return iso(to_micros(value)) or ""
 
 
 def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, database: str | None = None,
