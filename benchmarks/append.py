@@ -53,7 +53,8 @@ from pathlib import Path
 from _common import environment, load, print_table, scratch_dir, verdict
 
 from ledger import Ledger, Scope
-from ledger.events import WatermarkAdvanced, encode, type_of
+from ledger.core.events import encode, type_of
+from ledger.core.guard import WatermarkAdvanced
 from ledger.store import SYNCHRONOUS_LEVELS
 
 TARGET_RATIO = 0.70

@@ -26,10 +26,10 @@ What is timed (``time.perf_counter``; the OS page cache is warm in every case,
 since the file was just written: "cold" below means *without a snapshot*):
 
 * full fold, end to end from the SQLite file:
-  ``fold_rows(Catalog(), store.read(0))`` (what ``Ledger`` replays with), best of
+  ``fold_rows(State(), store.read(0))`` (what ``Ledger`` replays with), best of
   ``--rounds``; and, split, the read alone (rows into a list), decode alone
   (those rows into ``Recorded``), and fold alone (of those records);
-* ``Ledger.open(path)`` followed by ``led.prepare(UndropTable(name))`` for a
+* ``Ledger.open(path)`` followed by ``led.runner.prepare(UndropTable(name))`` for a
   dropped, restorable table: first with no snapshot in the file (the open folds
   the whole log and writes a snapshot), then, several times, with that snapshot;
   and once an open plus a real ``undrop_table`` (which commits one event). Each
@@ -66,14 +66,16 @@ import attrs
 from _common import REPO_ROOT, environment, load, print_table, scratch_dir, verdict
 
 from ledger import Ledger
-from ledger.api import SNAPSHOT_NAME
+from ledger.runner import SNAPSHOT_NAME
 from ledger.clock import to_micros
-from ledger.events import (
-    CATALOG_STREAM, DatabaseDropped, DatabaseUndropped, RetentionSet, TableCreated, TableDropped,
-    TablePurged, TableUndropped, VacuumFinished, VacuumStarted, WatermarkAdvanced, decode, encode,
-    retention_stream, type_of, VACUUM_STREAM, watermark_stream,
+from ledger.core.events import decode, encode, type_of
+from ledger.core.guard import RetentionSet, WatermarkAdvanced, retention_stream, watermark_stream
+from ledger.core.model import State, fold, fold_rows
+from ledger.core.tables import (
+    CATALOG_STREAM, DatabaseDropped, DatabaseUndropped, TableCreated, TableDropped, TablePurged,
+    TableUndropped,
 )
-from ledger.state import Catalog, fold, fold_rows
+from ledger.core.vacuums import VACUUM_STREAM, VacuumFinished, VacuumStarted
 from ledger.store import EventStore
 
 FOLD_TARGET = 200_000          # events per second
@@ -397,11 +399,11 @@ def build(path: Path, n: int) -> Built:
 
 # --- measurements --------------------------------------------------------------------------
 
-def full_fold(path: Path) -> tuple[float, Catalog]:
+def full_fold(path: Path) -> tuple[float, State]:
     store = EventStore(str(path))
     try:
         start = time.perf_counter()
-        state = fold_rows(Catalog(), store.read(0))  # exactly what Ledger.refresh runs
+        state = fold_rows(State(), store.read(0))  # exactly what Ledger.refresh runs
         return time.perf_counter() - start, state
     finally:
         store.close()
@@ -420,7 +422,7 @@ def split_fold(path: Path) -> tuple[float, float, float]:
     decoded = time.perf_counter() - start
     del rows
     start = time.perf_counter()
-    fold(Catalog(), records)
+    fold(State(), records)
     folded = time.perf_counter() - start
     return read, decoded, folded
 
@@ -451,13 +453,12 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 t0 = time.perf_counter()
 from ledger import Ledger
-from ledger.decide import UndropTable
-from ledger.events import TableUndropped
+from ledger.core.tables import TableUndropped, UndropTable
 t1 = time.perf_counter()
 led = Ledger.open(sys.argv[2])
 t2 = time.perf_counter()
 if sys.argv[4] == "prepare":
-    decision = led.prepare(UndropTable(sys.argv[3])).decision
+    decision = led.runner.prepare(UndropTable(sys.argv[3])).decision
     ok = bool(decision.events) and type(decision.events[0][1]) is TableUndropped
 else:
     ok = led.undrop_table(sys.argv[3]).dropped_at is None
@@ -531,15 +532,15 @@ def main() -> int:
             folds.append(seconds)
         assert state is not None
         expected = (n, built.instances, built.live, built.purged)
-        found = (state.seq, len(state.instances), len(state.bindings),
-                 sum(i.purged_at is not None for i in state.instances.values()))
+        found = (state.seq, len(state.tables.instances), len(state.tables.bindings),
+                 sum(i.purged_at is not None for i in state.tables.instances.values()))
         if found != expected:
             raise SystemExit(f"benchmark bug: folded (seq, instances, live, purged) {found}, "
                              f"the simulator says {expected}")
-        dropped = sum(i.is_dropped for i in state.instances.values())
-        print(f"final state: {len(state.instances):,} instances ({len(state.bindings):,} live, "
+        dropped = sum(i.is_dropped for i in state.tables.instances.values())
+        print(f"final state: {len(state.tables.instances):,} instances ({len(state.tables.bindings):,} live, "
               f"{dropped:,} dropped, {built.purged:,} purged), {len(state.versions):,} streams, "
-              f"{len(state.vacuums):,} vacuum runs")
+              f"{len(state.vacuums.runs):,} vacuum runs")
         del state
         gc.collect()
 
@@ -551,7 +552,7 @@ def main() -> int:
             gc.collect()
             rows += [("  read only (rows into a list)", read, n / read),
                      ("  decode only (rows -> Recorded)", decoded, n / decoded),
-                     ("  fold only (Recorded -> Catalog)", folded, n / folded)]
+                     ("  fold only (Recorded -> State)", folded, n / folded)]
         print()
         print_rows(rows)
         print()

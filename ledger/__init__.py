@@ -1,4 +1,4 @@
-"""retention-ledger: an event-sourced ledger of table drops, undrops and vacuum watermarks.
+"""retention-ledger: an event-sourced ledger of what a data pipeline destroys.
 
     >>> from ledger import Ledger
     >>> with Ledger.open(":memory:") as led:
@@ -6,22 +6,28 @@
     ...     _ = led.drop_table("sales.orders")
     ...     led.undrop_table("sales.orders").id == t.id
     True
+
+The public names are importable from here; ``ledger.core`` holds the pure core
+(events, folded state, decisions), ``ledger.store`` the SQLite event store,
+``ledger.runner`` the command loop that joins them.
 """
 
-from . import plan as _plan  # registers the vacuum commands with decide()
-from .api import Ledger, Prepared, VerifyReport
+from .api import Ledger
+from .audit import VerifyReport
 from .clock import ManualClock
 from .errors import (
-    Conflict, DatabaseNotFound, IncompatibleLedger, InvalidArgument, InvalidName, InvalidRetention, InvalidScope,
-    InvalidTime, LedgerCorrupt, LedgerError, LedgerUnavailable, PurgeRefused, TableExists,
-    TableNotFound, UndropBlocked,
+    Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument, InvalidName,
+    InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
+    LedgerUnavailable, PurgeRefused, TableExists, TableNotFound, UndropBlocked, WarehouseMismatch,
 )
 from .names import LEDGER, Scope
-from .views import HistoryEntry, TableInstance
+from .runner import Prepared
+from .views import HistoryEntry, TableInstance, VacuumOrder, VacuumTarget
 
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance",
-    "HistoryEntry", "LedgerError", "TableNotFound", "DatabaseNotFound", "TableExists",
-    "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName", "InvalidRetention", "InvalidScope", "InvalidTime",
-    "LedgerCorrupt", "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused",
+    "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
+    "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
+    "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
+    "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch",
 ]

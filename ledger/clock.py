@@ -64,7 +64,9 @@ def parse_time(text: str) -> datetime:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidTime(f"{text!r} is not an ISO 8601 time like 2026-01-31T12:00:00Z") from None
-    to_micros(value)  # refuses a naive time with the usual message
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise InvalidTime(f"naive datetime {value.isoformat()} has no timezone: add Z for UTC "
+                          f"({value.isoformat()}Z) or an offset such as +02:00")
     return value.astimezone(timezone.utc)
 
 
@@ -107,7 +109,7 @@ _UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 
 def parse_duration(value: str | timedelta | int | float) -> timedelta:
-    """Accept a timedelta, a number of seconds, or text such as ``7d``, ``36h``, ``90m``.
+    """Accept a timedelta, a number of seconds, or text with a unit such as ``7d``, ``36h``, ``90m``.
 
     Negative durations are refused here; the floor is checked by the caller
     because only it knows whether the floor was overridden.
@@ -125,6 +127,8 @@ def parse_duration(value: str | timedelta | int | float) -> timedelta:
                 f"{value!r} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, 3600s"
             )
         amount, unit = match.groups()
+        if unit is None and float(amount) != 0:  # "7" could mean seconds or days: never guess
+            raise InvalidRetention(f"{value!r} has no unit; write e.g. {amount}d, {amount}h, {amount}m or {amount}s")
         seconds = float(amount) * _UNIT_SECONDS[(unit or "s").lower()]
     else:
         raise InvalidRetention(f"retention must be a duration such as '7d', got {type(value).__name__}")

@@ -26,6 +26,11 @@ class TableExists(LedgerError):
     """The name is bound to a live table, or the instance is live already."""
 
 
+class DatabaseChanged(LedgerError):
+    """A database drop can no longer be undone as a whole: one of its tables was restored (or
+    restored and dropped again) on its own since. The message says how to restore them by id."""
+
+
 class UndropBlocked(LedgerError):
     """A vacuum may have touched this instance's files, so it can never come back.
 
@@ -85,3 +90,13 @@ class IncompatibleLedger(LedgerError):
 
 class LedgerUnavailable(LedgerError, OSError):
     """The ledger file cannot be written: read-only, disk full, or I/O failure."""
+
+
+class LedgerNotFound(LedgerError, FileNotFoundError):
+    """No ledger at that path, and the caller asked not to create one (``create=False``;
+    the CLI's read-only commands): a mistyped path must not answer "0 events"."""
+
+
+class WarehouseMismatch(LedgerError, ValueError):
+    """A warehouse root other than the one the ledger recorded: tables written there would be
+    invisible to every vacuum. Moving a warehouse is its own command (``move_warehouse``)."""

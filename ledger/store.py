@@ -187,6 +187,18 @@ class EventStore:
             finally:
                 self._exclusive = False
 
+    @property
+    def in_exclusive(self) -> bool:
+        """Whether this connection holds the write lock across reads and appends (``exclusive``)."""
+        return self._exclusive
+
+    def settings(self) -> dict[str, object]:
+        """The connection's journal mode and synchronous level, as SQLite reports them."""
+        with self._lock, translate_errors(self.path):
+            mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
+            level = self._db.execute("PRAGMA synchronous").fetchone()[0]
+        return {"journal_mode": mode, "synchronous": SYNCHRONOUS_LEVELS[level]}
+
     def _rollback(self) -> None:
         if self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
@@ -202,6 +214,12 @@ class EventStore:
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        """Set ``key`` unless it is set already; returns the value it has now."""
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            return db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
 
     # --- the log ---------------------------------------------------------------------------
 
@@ -255,8 +273,13 @@ class EventStore:
             versions[event.stream] = version + 1
             rows.append((last_seq + 1 + offset, event.stream, version + 1, event.type,
                          event.schema_version, time + offset, actor, event.payload))
-        db.executemany(f"INSERT INTO events({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        self.insert_rows(db, rows)
         return rows
+
+    def insert_rows(self, db: sqlite3.Connection, rows: list[tuple]) -> None:
+        """The one statement that writes events, inside the append's transaction. A subclass may
+        override it to inject a fault between the write and the commit (the crash tests do)."""
+        db.executemany(f"INSERT INTO events({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def changed_elsewhere(self) -> bool:
         """Whether another connection has committed since this one last asked (cheap:
@@ -341,6 +364,10 @@ class EventStore:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO snapshots(name, seq, format, data) VALUES (?, ?, ?, ?)",
                        (name, snapshot.seq, snapshot.format, snapshot.data))
+
+    def delete_snapshot(self, name: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM snapshots WHERE name = ?", (name,))
 
     # --- health ----------------------------------------------------------------------------
 

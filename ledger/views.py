@@ -2,7 +2,8 @@
 
 The folded state keeps integer microseconds and paths relative to the
 warehouse; these views turn them into what a person or a pipeline wants to
-hold, and into JSON with ISO 8601 UTC times for the CLI.
+hold, and into JSON with ISO 8601 UTC times for the CLI. Every judgement in
+them (is it blocked? until when is it restorable?) was made by the core.
 """
 
 from __future__ import annotations
@@ -12,13 +13,19 @@ from typing import Any
 
 import attrs
 
-from .clock import Micros, from_micros, iso, iso_utc
-from .events import Recorded, type_of
-from .state import Catalog, Instance
+from .clock import Micros, format_duration, from_micros, iso, iso_utc
+from .core.events import Recorded, type_of
+from .core.model import State
+from .core.tables import Instance
+from .core.vacuums import VacuumPlan
 
 
 def join_location(root: str, path: str) -> str:
     return root.rstrip("/") + "/" + path
+
+
+def _dt(us: Micros | None) -> datetime | None:
+    return None if us is None else from_micros(us)
 
 
 @attrs.frozen
@@ -33,10 +40,17 @@ class TableInstance:
     purged_at: datetime | None
     effective_watermark: datetime | None
     retention: timedelta
+    retention_from: str
+    """Where the retention comes from: ``table:<id>``, ``database:<name>``, ``ledger`` or ``default``."""
+    state: str
+    """``live``, ``dropped`` (restorable), ``blocked`` (behind a watermark) or ``purged``."""
+    restorable_until: datetime | None
+    """For a restorable dropped table: when it becomes due for a vacuum (None otherwise)."""
 
     @classmethod
-    def of(cls, state: Catalog, inst: Instance, warehouse: str) -> TableInstance:
-        mark = state.effective_watermark(inst)
+    def of(cls, state: State, inst: Instance, warehouse: str) -> TableInstance:
+        guard = state.guard
+        source, seconds = guard.retention_source(inst)
         return cls(
             id=inst.id,
             name=inst.name,
@@ -44,8 +58,11 @@ class TableInstance:
             created_at=from_micros(inst.created_at),
             dropped_at=_dt(inst.dropped_at),
             purged_at=_dt(inst.purged_at),
-            effective_watermark=_dt(mark),
-            retention=timedelta(seconds=state.retention_seconds(inst)),
+            effective_watermark=_dt(guard.effective_watermark(inst)),
+            retention=timedelta(seconds=seconds),
+            retention_from=source,
+            state=guard.status(inst),
+            restorable_until=_dt(guard.restorable_until(inst)),
         )
 
     @property
@@ -56,17 +73,8 @@ class TableInstance:
     def is_live(self) -> bool:
         return self.dropped_at is None
 
-    @property
-    def state(self) -> str:
-        """``live``, ``dropped`` (restorable), ``blocked`` (behind a watermark) or ``purged``."""
-        if self.purged_at is not None:
-            return "purged"
-        if self.dropped_at is None:
-            return "live"
-        mark = self.effective_watermark
-        return "blocked" if mark is not None and self.dropped_at <= mark else "dropped"
-
     def to_dict(self) -> dict[str, Any]:
+        seconds = int(self.retention.total_seconds())
         return {
             "id": self.id,
             "name": self.name,
@@ -75,8 +83,11 @@ class TableInstance:
             "created_at": iso_utc(self.created_at),
             "dropped_at": iso_utc(self.dropped_at),
             "purged_at": iso_utc(self.purged_at),
+            "restorable_until": iso_utc(self.restorable_until),
             "effective_watermark": iso_utc(self.effective_watermark),
-            "retention_seconds": int(self.retention.total_seconds()),
+            "retention": format_duration(seconds),
+            "retention_seconds": seconds,
+            "retention_from": self.retention_from,
         }
 
 
@@ -93,9 +104,13 @@ class HistoryEntry:
 
     @classmethod
     def of(cls, rec: Recorded) -> HistoryEntry:
-        data = attrs.asdict(rec.event, recurse=False)
-        if isinstance(data.get("to"), int):  # a watermark's time: microseconds in the log
-            data["to"] = iso(data["to"])
+        # Optional fields left at their default of None (a watermark advanced by hand has no run)
+        # say nothing, so they are left out.
+        data = {f.name: getattr(rec.event, f.name) for f in attrs.fields(type(rec.event))
+                if not (f.default is None and getattr(rec.event, f.name) is None)}
+        for key in ("to", "lease_until", "until"):  # times: microseconds in the log
+            if isinstance(data.get(key), int):
+                data[key] = iso(data[key])
         if "watermarks" in data:
             data["watermarks"] = {scope: iso(us) for scope, us in data["watermarks"].items()}
         for key, value in data.items():
@@ -108,5 +123,54 @@ class HistoryEntry:
                 "stream": self.stream, "type": self.type, "data": self.data}
 
 
-def _dt(us: Micros | None) -> datetime | None:
-    return None if us is None else from_micros(us)
+@attrs.frozen
+class VacuumTarget:
+    """One instance a vacuum is authorised to delete, and what an executor re-checks it against."""
+
+    id: str
+    name: str
+    location: str
+    dropped_at: Micros
+    watermark: Micros
+    """Its effective watermark once the run's watermarks are in the log (at or after ``dropped_at``)."""
+    resumed: bool
+    """Already blocked before this run: an earlier run (or a hand) advanced its watermark."""
+
+    @property
+    def authorised(self) -> bool:
+        return self.dropped_at <= self.watermark
+
+
+@attrs.frozen
+class VacuumOrder:
+    """What the ledger decided a vacuum may do. From ``start_vacuum`` it is on record: its
+    watermarks and lease are in the log before the caller sees it (R2). From ``plan_vacuum``
+    (a dry run) nothing was recorded and ``run_id`` is None."""
+
+    run_id: str | None
+    root: str
+    targets: tuple[VacuumTarget, ...]
+    watermarks: dict[str, datetime]
+    resumes: tuple[str, ...]
+    """Runs whose lease expired before they finished; this run takes over their tables."""
+    busy: tuple[str, ...]
+    """Runs still holding a live lease: their tables are left to them."""
+    waiting: tuple[dict[str, Any], ...]
+    """Dropped tables not yet due: name, id, when they become due, and which retention decided."""
+    lease_until: datetime | None
+
+    @classmethod
+    def of(cls, plan: VacuumPlan, root: str, *, recorded: bool) -> VacuumOrder:
+        return cls(
+            run_id=plan.run_id if recorded and plan.instances else None,
+            root=root,
+            targets=tuple(VacuumTarget(p.id, p.name, join_location(root, p.path), p.dropped_at, p.watermark,
+                                       p.resumed) for p in plan.instances),
+            watermarks={scope: from_micros(at) for scope, at in plan.watermarks.items()},
+            resumes=plan.resumes,
+            busy=plan.busy,
+            waiting=tuple({"id": w.id, "name": w.name, "dropped_at": iso(w.dropped_at), "due_at": iso(w.due_at),
+                           "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
+                          for w in plan.waiting),
+            lease_until=from_micros(plan.lease_until) if recorded and plan.instances else None,
+        )

@@ -3,10 +3,27 @@
     spark = local_session()
     write_table(df, ledger, "sales.orders")
     report = vacuum(spark, ledger, retention="7d")
+
+Names are imported on first use, so that ``spark_ops.fs`` (the confined file
+lister, which needs no Spark) can be used without paying for ``import pyspark``.
 """
 
-from .session import local_session
-from .tables import read_table, write_table
-from .vacuum_job import InstanceReport, VacuumReport, vacuum
+from __future__ import annotations
 
-__all__ = ["local_session", "read_table", "write_table", "vacuum", "VacuumReport", "InstanceReport"]
+import importlib
+from typing import Any
+
+_HOMES = {
+    "local_session": ".session", "JavaNotFound": ".session", "stop_local_spark": ".session",
+    "read_table": ".tables", "write_table": ".tables",
+    "vacuum": ".vacuum_job", "VacuumReport": ".vacuum_job", "InstanceReport": ".vacuum_job",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'spark_ops' has no attribute {name!r}")
+    return getattr(importlib.import_module(home, __name__), name)

@@ -45,6 +45,12 @@ def local_path(uri: str) -> str:
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
+def usage(root: str, location: str) -> tuple[int, int]:
+    """How many files lie under a location, and their total size (a dry run's listing, summed)."""
+    outcome = purge(root, location, dry_run=True)
+    return (0, 0) if outcome.error else (outcome.files, outcome.bytes)
+
+
 def purge(root: str, location: str, *, dry_run: bool) -> Outcome:
     """Delete (or, for a dry run, list) every file under ``location``; never raises."""
     try:
@@ -110,7 +116,7 @@ def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
                 try:
                     os.unlink(entry.path)
                 except FileNotFoundError:
-                    pass  # already gone: as good as deleted
+                    continue  # another run deleted it first: gone, but not counted as ours
             files += 1
             size += entry.size
     if not dry_run:
@@ -149,7 +155,7 @@ def _purge_remote(root: str, location: str, dry_run: bool) -> Outcome:
             try:
                 fs.delete_file(info.path)
             except FileNotFoundError:
-                pass
+                continue  # another run deleted it first: gone, but not counted as ours
         files += 1
         size += entry.size
     if not dry_run and fs.get_file_info(normal).type == pafs.FileType.Directory:

@@ -3,25 +3,55 @@
 UTC everywhere (the ledger's times are UTC; a session in local time would make
 timestamps in tables disagree with the ledger's), no UI, quiet logs, and the
 driver's own Python for the workers so they import the same ``spark_ops``.
+
+Spark needs a Java runtime; without one PySpark prints forty lines of py4j
+traceback, so we look for it first and say in one line what is missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import shutil
+import signal
+import subprocess
 import sys
 from importlib import resources
+from typing import Iterator
 
 from pyspark.sql import SparkSession
 
+from ledger import LedgerError
+
+MIN_JAVA = 17
+
+
+class JavaNotFound(LedgerError):
+    """Spark needs a Java runtime (17 or newer) and none was found."""
+
 
 def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]",
-                  shuffle_partitions: int = 4) -> SparkSession:
+                  shuffle_partitions: int = 4, jvm_log: str | None = None) -> SparkSession:
+    """The process's local SparkSession, started if need be. With ``jvm_log``, the JVM's own
+    output (its start-up banner, and anything it prints later) goes to that file instead of
+    this process's stderr, which a command line keeps for its one-line answers."""
+    active = SparkSession.getActiveSession()
+    if active is None:
+        check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Spark reads log4j2.properties from its conf dir when the JVM starts; ours keeps it quiet.
     os.environ.setdefault("SPARK_CONF_DIR", str(resources.files("spark_ops").joinpath("conf")))
     java_options = "-Duser.timezone=UTC"
-    spark = (
+    with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext():
+        spark = _build(app_name, master, shuffle_partitions, java_options)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _build(app_name: str, master: str, shuffle_partitions: int, java_options: str) -> SparkSession:
+    return (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -33,5 +63,72 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
         .config("spark.sql.sources.partitionOverwriteMode", "static")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` while the JVM starts: the JVM inherits it and keeps
+    it, and ours is put back afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def check_java() -> str:
+    """The java executable Spark will start (as ``spark-class`` finds it), if it is 17 or newer."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    where = f"in JAVA_HOME ({home})" if home else "on PATH"
+    if not java or not os.access(java, os.X_OK):
+        raise JavaNotFound(f"Spark needs Java {MIN_JAVA} or newer and there is no java {where}; install one "
+                           "(e.g. apt-get install openjdk-17-jre-headless) or point JAVA_HOME at one")
+    try:
+        shown = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise JavaNotFound(f"Spark needs Java {MIN_JAVA} or newer, and {java} does not run: {exc}") from None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', shown)
+    major = 0 if found is None else int(found.group(2) if found.group(1) == "1" else found.group(1))
+    if major < MIN_JAVA:
+        raise JavaNotFound(f"Spark needs Java {MIN_JAVA} or newer, and {java} is "
+                           f"{'Java ' + str(major) if major else 'of an unknown version'}; install a newer one "
+                           "or point JAVA_HOME at one")
+    return java
+
+
+def stop_local_spark() -> None:
+    """Stop this process's SparkContext and make sure its JVM is gone, even if it was still
+    starting (an interrupted start leaves a JVM that Python has no handle on yet)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    if context is not None:
+        with contextlib.suppress(Exception):
+            context.stop()
+    for pid in _child_jvms():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _child_jvms() -> list[int]:
+    """Java processes whose parent is this process (Linux: read from /proc)."""
+    me, found = os.getpid(), []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    stat = handle.read().decode(errors="replace")
+                name = stat[stat.index("(") + 1: stat.rindex(")")]
+                parent = int(stat[stat.rindex(")") + 2:].split()[1])
+                if parent == me and name == "java":
+                    found.append(int(entry))
+    return found

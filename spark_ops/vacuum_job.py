@@ -1,25 +1,28 @@
-"""The vacuum: plan on the driver, watermarks first, delete on executors, then record.
+"""The vacuum: the ledger decides, the executors re-check and delete, the ledger records.
 
-1. **Plan and advance (R2).** ``ledger.start_vacuum`` decides which dropped
-   instances are due and appends their watermarks and a ``VacuumStarted`` event
-   in one conditional append. If that raises, we stop here: nothing is listed,
-   nothing deleted. A dry run only asks ``ledger.plan_vacuum``, which changes
-   nothing.
+1. **Order (R2).** ``ledger.start_vacuum`` decides which dropped instances are due
+   and appends their watermarks and a ``VacuumStarted`` event (with a lease) in one
+   conditional append; what it returns is already on record, and each target
+   carries the effective watermark it has now. If that raises, we stop here:
+   nothing is listed, nothing deleted. A dry run only asks ``ledger.plan_vacuum``,
+   which records nothing.
 2. **Delete on executors (R9).** The driver broadcasts one small record per
-   planned instance (its location, drop time and effective watermark, read back
-   from the ledger *after* the append) and distributes the instance ids. Each
-   executor re-checks its instance against that plan, then lists and deletes
-   its files with ``spark_ops.fs``, which stays inside the location and never
-   follows a symbolic link. Only per-instance totals come back, so the driver's
-   memory depends on the number of instances, not of files.
-3. **Record.** One append records a ``TablePurged`` per instance whose files
-   are all gone and a ``VacuumFinished`` with the totals. An instance whose
-   deletion failed stays blocked and unpurged; the report says why, and the
-   next vacuum picks it up first, as it does everything a killed vacuum left.
+   target (its location, drop time and watermark, as the ledger decided them) and
+   distributes the instance ids. Each executor re-checks its instance against that
+   record, then lists and deletes its files with ``spark_ops.fs``, which stays
+   inside the location and never follows a symbolic link. Only per-instance
+   totals come back, so the driver's memory depends on the number of instances,
+   not of files. Meanwhile the driver renews the run's lease, so no other vacuum
+   takes its tables over while it works.
+3. **Record.** One append records a ``TablePurged`` per instance whose files are
+   all gone and a ``VacuumFinished`` with what this run deleted. An instance whose
+   deletion failed stays blocked and unpurged; the report says why, and the next
+   vacuum picks it up first, as it does everything a dead vacuum left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from datetime import datetime
@@ -28,10 +31,8 @@ from typing import Any, Callable, Iterable, Iterator
 import attrs
 from pyspark.sql import SparkSession
 
-from ledger import Ledger
-from ledger.clock import from_micros, iso_utc
-from ledger.plan import VacuumPlan
-from ledger.views import join_location
+from ledger import Ledger, LedgerError, VacuumOrder
+from ledger.clock import iso_utc
 
 from . import fs
 
@@ -73,6 +74,10 @@ class VacuumReport:
     instances: tuple[InstanceReport, ...]
     resumed_runs: tuple[str, ...]
     duration: float
+    busy_runs: tuple[str, ...] = ()
+    """Other runs still holding a live lease: their tables were left to them."""
+    waiting: tuple[dict[str, Any], ...] = ()
+    """Dropped tables not yet due, with when they become due and which retention decided."""
     timings: dict[str, float] = attrs.field(factory=dict)
     """Seconds spent planning (with the watermark append), deleting, and recording."""
 
@@ -99,7 +104,8 @@ class VacuumReport:
             "instances": [i.to_dict() for i in self.instances],
             "purged": len(self.purged), "failed": len(self.failures),
             "files": self.files, "bytes": self.bytes,
-            "resumed_runs": list(self.resumed_runs), "duration_seconds": round(self.duration, 3),
+            "resumed_runs": list(self.resumed_runs), "busy_runs": list(self.busy_runs),
+            "waiting": list(self.waiting), "duration_seconds": round(self.duration, 3),
             "timings": {phase: round(seconds, 3) for phase, seconds in self.timings.items()},
         }
 
@@ -111,54 +117,75 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     started = time.monotonic()
     timings: dict[str, float] = {}
     options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
-    plan = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(**options)
+    order = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(**options)
     timings["plan"] = time.monotonic() - started
-    if not plan.instances:
-        return _report(plan, dry_run, (), started, timings)
-    targets = _targets(ledger, plan, dry_run)
-    outcomes = _on_executors(spark, ledger.warehouse, targets, dry_run, progress)
+    if not order.targets:
+        return _report(order, dry_run, (), started, timings)
+    with contextlib.nullcontext() if dry_run else _LeaseKeeper(ledger, order):
+        outcomes = _on_executors(spark, order, dry_run, progress)
     timings["delete"] = time.monotonic() - started - timings["plan"]
     reports = tuple(
-        InstanceReport(p.id, p.name, targets[p.id]["location"], *outcomes[p.id][:3], resumed=p.resumed,
-                       would_delete=tuple(fs.FileEntry(*f) for f in outcomes[p.id][3] or ()))
-        for p in plan.instances)
+        InstanceReport(t.id, t.name, t.location, *outcomes[t.id][:3], resumed=t.resumed,
+                       would_delete=tuple(fs.FileEntry(*f) for f in outcomes[t.id][3] or ()))
+        for t in order.targets)
     if not dry_run:
-        ledger.finish_vacuum(plan.run_id, [(r.id, r.files, r.bytes) for r in reports if r.ok],
+        assert order.run_id is not None
+        ledger.finish_vacuum(order.run_id, [(r.id, r.files, r.bytes) for r in reports if r.ok],
                              failed=sum(not r.ok for r in reports))
     timings["record"] = time.monotonic() - started - timings["plan"] - timings["delete"]
-    return _report(plan, dry_run, reports, started, timings)
+    return _report(order, dry_run, reports, started, timings)
 
 
-def _report(plan: VacuumPlan, dry_run: bool, reports: tuple[InstanceReport, ...],
+def _report(order: VacuumOrder, dry_run: bool, reports: tuple[InstanceReport, ...],
             started: float, timings: dict[str, float]) -> VacuumReport:
     return VacuumReport(
-        run_id=None if dry_run or not plan.instances else plan.run_id,
+        run_id=order.run_id,
         dry_run=dry_run,
-        watermarks={scope: from_micros(at) for scope, at in plan.watermarks.items()},
+        watermarks=dict(order.watermarks),
         instances=reports,
-        resumed_runs=plan.resumes,
+        resumed_runs=order.resumes,
         duration=time.monotonic() - started,
         timings=timings,
+        busy_runs=order.busy,
+        waiting=order.waiting,
     )
 
 
-def _targets(ledger: Ledger, plan: VacuumPlan, dry_run: bool) -> dict[str, dict[str, Any]]:
-    """What executors check each instance against. For a real run the watermark is read
-    back from the ledger after the append, so a plan whose append did not land cannot
-    authorise a single deletion."""
-    state = ledger.state
-    targets = {}
-    for p in plan.instances:
-        watermark = p.watermark if dry_run else state.effective_watermark(state.instances[p.id])
-        targets[p.id] = {"location": join_location(ledger.warehouse, p.path),
-                         "dropped_at": p.dropped_at, "watermark": watermark}
-    return targets
+class _LeaseKeeper:
+    """Renews a running vacuum's lease from the driver while the executors delete, so that no
+    other vacuum takes its tables over (it would only duplicate the work, never corrupt it)."""
+
+    def __init__(self, ledger: Ledger, order: VacuumOrder) -> None:
+        self._ledger, self._run_id = ledger, order.run_id
+        lease = (order.lease_until - ledger.now()).total_seconds() if order.lease_until else 0
+        self._every = max(1.0, lease / 3)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vacuum-lease", daemon=True)
+
+    def __enter__(self) -> _LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self._every):
+            try:
+                if not self._ledger.renew_vacuum(self._run_id):
+                    return  # taken over: nothing more to renew
+            except LedgerError:
+                continue  # a busy ledger now: try again at the next beat
 
 
-def _on_executors(spark: SparkSession, root: str, targets: dict[str, dict[str, Any]], dry_run: bool,
+def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
                   progress: Progress | None) -> dict[str, tuple]:
+    """Each target's (files, bytes, error, dry-run listing), deleted (or listed) on the executors."""
     context = spark.sparkContext
-    plan = context.broadcast({"root": root, "targets": targets})
+    targets = {t.id: {"location": t.location, "dropped_at": t.dropped_at, "watermark": t.watermark}
+               for t in order.targets}
+    plan = context.broadcast({"root": order.root, "targets": targets})
     ids = sorted(targets)
     slices = max(1, min(len(ids), context.defaultParallelism * 4))
     group = f"retention-ledger-vacuum-{time.monotonic_ns()}"

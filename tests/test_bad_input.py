@@ -56,9 +56,9 @@ import ledger
 from ledger import (
     DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
     Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
-    UndropBlocked,
+    UndropBlocked, LedgerNotFound, WarehouseMismatch,
 )
-from ledger.cli import cli
+from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
 
@@ -140,7 +140,7 @@ def _prepare(led: Ledger, clock: ManualClock) -> Facts:
     purged_drop = led.drop_table("sales.purged").dropped_at
     clock.advance(60)
     plan = led.start_vacuum(retention="0s", override_floor=True)
-    assert [p.id for p in plan.instances] == [purged.id]
+    assert [p.id for p in plan.targets] == [purged.id]
     assert led.finish_vacuum(plan.run_id, [(purged.id, 0, 0)]) == 1
     purged_view = led.instance(purged.id)
 
@@ -256,10 +256,11 @@ RAW = "raises a raw {} instead of a LedgerError"
 
 
 def _blocked_message(name: str, id_: str, dropped: str, mark: str, scope: str) -> str:
-    """R3: the table, its id, its drop time and the watermark, in ISO 8601 UTC."""
+    """R3: the table, its id, its drop time and the watermark, in ISO 8601 UTC; the prepared
+    ledger's watermarks were advanced by hand, and the message says so (it blames no vacuum)."""
     return (rf"cannot undrop {re.escape(name)} \(id {id_}\): it was dropped at {re.escape(dropped)}, "
-            rf"at or before the vacuum watermark {re.escape(mark)} \(scope {re.escape(scope)}\); "
-            r"a vacuum may have deleted its files")
+            rf"at or before the watermark {re.escape(mark)} \(scope {re.escape(scope)}\), advanced by hand; "
+            r"behind a watermark its files may be deleted by any vacuum at any time")
 
 
 def _purged_message(f: Facts) -> str:
@@ -469,7 +470,8 @@ CATALOGUE: list[Row] = [
     # --- advance_watermark / watermark --advance ----------------------------------------------
     r("advance-naive-datetime", lambda L, f: L.advance_watermark(datetime(2025, 6, 1)),
       ["watermark", "--advance", "2025-06-01T00:00:00"], InvalidTime,
-      r"naive datetime 2025-06-01T00:00:00 has no timezone; pass an aware one"),
+      r"naive datetime 2025-06-01T00:00:00 has no timezone; pass an aware one",
+      cli_match=r"naive datetime 2025-06-01T00:00:00 has no timezone: add Z for UTC"),
     r("advance-past-now", lambda L, f: L.advance_watermark(L.now() + timedelta(seconds=1)),
       ["watermark", "--advance", "2999-01-01T00:00:00Z"], InvalidTime,
       r"cannot advance watermark ledger to \S+Z: that is past the ledger's current time \S+Z",
@@ -637,10 +639,35 @@ CATALOGUE: list[Row] = [
     r("open-a-directory", lambda L, f: Ledger.open(f.dir), lambda f: ["--ledger", f.dir, "tables"],
       LedgerUnavailable, lambda f: rf"{re.escape(f.dir)}: cannot read the ledger file: .*Is a directory"),
     r("open-in-a-missing-folder", lambda L, f: Ledger.open(os.path.join(f.dir, "no", "l.db")),
-      lambda f: ["--ledger", os.path.join(f.dir, "no", "l.db"), "verify"], LedgerUnavailable,
+      lambda f: ["--ledger", os.path.join(f.dir, "no", "l.db"), "create", "a.b"], LedgerUnavailable,
       lambda f: rf"its folder {re.escape(os.path.join(f.dir, 'no'))} does not exist"),
     r("open-bad-synchronous", lambda L, f: Ledger.open(os.path.join(f.dir, "s.db"), synchronous="SOMETIMES"),
       None, InvalidArgument, r"synchronous must be one of OFF, NORMAL, FULL, EXTRA, not 'SOMETIMES'"),
+    # Found by a new user: each of these escaped as a raw TypeError/ValueError/AttributeError, or,
+    # for a clock that cannot be called, was accepted and broke every later command.
+    r("open-none", lambda L, f: Ledger.open(None), None, InvalidArgument,
+      r"the ledger path must be text or a pathlib\.Path, such as 'tenant\.db', got NoneType None"),
+    r("open-a-number", lambda L, f: Ledger.open(123), None, InvalidArgument,
+      r"the ledger path must be text or a pathlib\.Path, such as 'tenant\.db', got int 123"),
+    r("open-bytes", lambda L, f: Ledger.open(b"x.db"), None, InvalidArgument,
+      r"the ledger path must be text or a pathlib\.Path, such as 'tenant\.db', got bytes b'x\.db'"),
+    r("open-nul-in-path", lambda L, f: Ledger.open(os.path.join(f.dir, "a\x00b.db")), None, InvalidArgument,
+      r"contains a NUL character, which no file name can hold"),
+    r("open-empty-path", lambda L, f: Ledger.open(""), lambda f: ["--ledger", "", "tables"], InvalidArgument,
+      r"the ledger path is empty"),
+    r("open-warehouse-a-number", lambda L, f: Ledger.open(os.path.join(f.dir, "w.db"), warehouse=123), None,
+      InvalidArgument, r"the warehouse must be a folder path or a URI such as 's3://bucket/prefix', got int 123"),
+    r("open-clock-not-callable", lambda L, f: Ledger.open(os.path.join(f.dir, "c.db"), clock="2026-01-01"), None,
+      InvalidArgument, r"clock must be a function returning an aware UTC datetime, got str '2026-01-01'"),
+    r("open-actor-empty", lambda L, f: Ledger.open(os.path.join(f.dir, "a.db"), actor="  "),
+      lambda f: ["--actor", "  ", "tables"], InvalidArgument, r"actor must be non-empty text"),
+    r("open-missing-without-create", lambda L, f: Ledger.open(os.path.join(f.dir, "typo.db"), create=False),
+      lambda f: ["--ledger", os.path.join(f.dir, "typo.db"), "verify"], LedgerNotFound,
+      lambda f: rf"there is no ledger at {re.escape(os.path.join(f.dir, 'typo.db'))}: check the path"),
+    r("open-another-warehouse", lambda L, f: Ledger.open(L.path, warehouse=os.path.join(f.dir, "elsewhere")),
+      lambda f: ["--warehouse", os.path.join(f.dir, "elsewhere"), "create", "sales.new"], WarehouseMismatch,
+      lambda f: rf"keeps its tables under .*, not {re.escape(os.path.join(f.dir, 'elsewhere'))}: tables written "
+                r"under another root would be invisible to every vacuum", rule="R10"),
 ]
 
 

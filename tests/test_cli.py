@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timedelta
 import re
 import sqlite3
 import subprocess
@@ -28,7 +29,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from ledger import Ledger
-from ledger.cli import cli
+from retention_ledger.cli import cli
 
 ACTOR = "tester"
 ISO_Z = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z"
@@ -85,6 +86,12 @@ def usage_error(db: Path, *args: str) -> Result:
     assert "Error: " in result.stderr  # click's wording; "Usage:" too, except for option values
     assert result.stdout == ""
     return result
+
+
+def empty(db: Path) -> Path:
+    """A new ledger with no events (read-only commands refuse a path where there is none)."""
+    Ledger.open(db).close()
+    return db
 
 
 def create(db: Path, name: str) -> str:
@@ -307,7 +314,7 @@ def test_show_prints_one_field_per_line(db: Path, tmp_path: Path) -> None:
     assert f"id: {table_id}" in lines
     assert "name: sales.orders" in lines and "state: live" in lines
     assert f"location: {tmp_path}/warehouse/{table_id}" in lines
-    assert "dropped_at: None" in lines
+    assert "dropped_at: -" in lines  # not Python's None
     assert any(re.fullmatch(f"created_at: {ISO_Z}", line) for line in lines)
 
 
@@ -319,10 +326,11 @@ def test_show_of_a_dropped_table_is_refused(db: Path) -> None:
 
 
 def test_tables_lists_live_tables_by_name_and_filters_by_database(db: Path) -> None:
-    assert ok(db, "tables").stdout == "no live tables\n"
+    assert ok(empty(db), "tables").stdout == "no live tables\n"
     ids = {name: create(db, name) for name in ["sales.b", "other.z", "sales.a"]}
 
-    lines = ok(db, "tables").stdout.splitlines()
+    header, *lines = ok(db, "tables").stdout.splitlines()
+    assert header.split() == ["ID", "NAME", "STATE", "CREATED_AT", "LOCATION"]
     assert [line.split()[:3] for line in lines] == [
         [ids["other.z"], "other.z", "live"], [ids["sales.a"], "sales.a", "live"],
         [ids["sales.b"], "sales.b", "live"]]
@@ -332,19 +340,22 @@ def test_tables_lists_live_tables_by_name_and_filters_by_database(db: Path) -> N
 
 def test_show_dropped_lists_id_name_iso_drop_time_and_location_newest_first(
         db: Path, tmp_path: Path) -> None:
-    assert ok(db, "show-dropped").stdout == "no dropped tables\n"
+    assert ok(empty(db), "show-dropped").stdout == "no dropped tables\n"
     first = create(db, "sales.orders")
     first_drop = drop(db, "sales.orders")["dropped_at"]
     second = create(db, "sales.items")
     second_drop = drop(db, "sales.items")["dropped_at"]
 
-    lines = ok(db, "show-dropped").stdout.splitlines()
+    header, *lines = ok(db, "show-dropped").stdout.splitlines()
 
+    assert header.split() == ["ID", "NAME", "STATE", "DROPPED_AT", "RESTORABLE_UNTIL", "FILES", "SIZE", "LOCATION"]
     assert len(lines) == 2
     for line, (table_id, name, when) in zip(lines, [(second, "sales.items", second_drop),
                                                      (first, "sales.orders", first_drop)]):
         fields = line.split()
-        assert fields == [table_id, name, "dropped", "dropped", when, f"{tmp_path}/warehouse/{table_id}"]
+        until = (datetime.fromisoformat(when.replace("Z", "+00:00")) + timedelta(days=7)).strftime(
+            "%Y-%m-%dT%H:%M:%S.%fZ")  # the default retention: 7 days after the drop
+        assert fields == [table_id, name, "dropped", when, until, "0", "0", "B", f"{tmp_path}/warehouse/{table_id}"]
         assert re.fullmatch(ISO_Z, when)
 
 
@@ -373,7 +384,7 @@ def test_show_dropped_filters_by_database_and_name(db: Path) -> None:
 # --- watermark ---------------------------------------------------------------------------------
 
 def test_watermark_show_when_not_set(db: Path) -> None:
-    assert ok(db, "watermark").stdout == "ledger: not set\n"
+    assert ok(empty(db), "watermark").stdout == "ledger: not set\n"
     assert ok_json(db, "watermark") == {"scope": "ledger", "watermark": None}
 
 
@@ -447,18 +458,27 @@ def test_watermark_refusals(db: Path, args: list[str], error: str, words: str) -
 
 # --- retention ---------------------------------------------------------------------------------
 
+def retention_json(db: Path, *args: str) -> dict:
+    """The retention command's JSON: the setting at the scope, and what applies there and why."""
+    data = ok_json(db, "retention", *args)
+    assert data["effective_seconds"] == data["retention_seconds"] or data["retention_seconds"] is None
+    return {k: data[k] for k in ("scope", "retention_seconds")}
+
+
 def test_retention_show_set_override_and_clear(db: Path) -> None:
-    assert ok(db, "retention").stdout == "ledger: not set (inherits)\n"
-    assert ok_json(db, "retention") == {"scope": "ledger", "retention_seconds": None}
+    assert ok(empty(db), "retention").stdout == "ledger: not set here; 7d applies (the built-in default)\n"
+    assert retention_json(db) == {"scope": "ledger", "retention_seconds": None}
 
-    assert ok_json(db, "retention", "7d") == {"scope": "ledger", "retention_seconds": 7 * 86_400}
-    assert ok_json(db, "retention") == {"scope": "ledger", "retention_seconds": 7 * 86_400}
+    assert retention_json(db, "7d") == {"scope": "ledger", "retention_seconds": 7 * 86_400}
+    assert ok_json(db, "retention") == {"scope": "ledger", "retention_seconds": 7 * 86_400, "retention": "7d",
+                                        "effective": "7d", "effective_seconds": 7 * 86_400,
+                                        "effective_from": "ledger"}
 
-    assert ok_json(db, "retention", "1h", "--override-floor") == {"scope": "ledger", "retention_seconds": 3600}
+    assert retention_json(db, "1h", "--override-floor") == {"scope": "ledger", "retention_seconds": 3600}
     assert ok(db, "retention").stdout == "ledger: 1h\n"
 
-    assert ok_json(db, "retention", "none") == {"scope": "ledger", "retention_seconds": None}
-    assert ok(db, "retention").stdout == "ledger: not set (inherits)\n"
+    assert retention_json(db, "none") == {"scope": "ledger", "retention_seconds": None}
+    assert ok(db, "retention").stdout == "ledger: not set here; 7d applies (the built-in default)\n"
     assert event_count(db) == 3
 
 
@@ -475,12 +495,14 @@ def test_retention_of_a_database_applies_to_its_tables(db: Path) -> None:
     create(db, "sales.orders")
     create(db, "other.things")
 
-    assert ok_json(db, "retention", "36h", "--scope", "database:sales") == \
+    assert retention_json(db, "36h", "--scope", "database:sales") == \
         {"scope": "database:sales", "retention_seconds": 36 * 3600}
 
     assert ok_json(db, "show", "sales.orders")["retention_seconds"] == 36 * 3600
     assert ok_json(db, "show", "other.things")["retention_seconds"] == 7 * 86_400
     assert ok_json(db, "retention")["retention_seconds"] is None  # the ledger's own is untouched
+    assert ok(db, "retention", "--scope", "database:other").stdout == \
+        "database:other: not set here; 7d applies (the built-in default)\n"
 
 
 @pytest.mark.parametrize("args, words", [
@@ -648,15 +670,29 @@ def test_subprocess_usage_error_exits_2_and_a_naive_time_exits_1(tmp_path: Path)
     assert event_count(ledger) == 0
 
 
-def test_a_one_off_warehouse_option_does_not_move_every_table(tmp_path: Path) -> None:
-    """The root is recorded when the ledger is created; --warehouse on a later command
-    applies to that command only."""
+def test_r10_cli_another_warehouse_for_an_existing_ledger_is_refused(tmp_path: Path) -> None:
+    """The root is recorded when the ledger is created; a command that names another one is
+    refused (before, it wrote tables where no vacuum would look), and nothing changes."""
     path = tmp_path / "ledger.db"
     with Ledger.open(path) as led:
         home = led.create_table("sales.orders").location
     assert home == str(tmp_path / "warehouse" / Path(home).name)
     elsewhere = tmp_path / "elsewhere"
-    result = CliRunner().invoke(cli, ["--ledger", str(path), "--warehouse", str(elsewhere), "--json", "tables"])
-    assert result.exit_code == 0 and json.loads(result.stdout)[0]["location"].startswith(str(elsewhere))
+    result = CliRunner().invoke(cli, ["--ledger", str(path), "--warehouse", str(elsewhere), "create", "sales.x"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("error: WarehouseMismatch: ") and "move-warehouse" in result.stderr
+    assert not elsewhere.exists()
     with Ledger.open(path) as led:
-        assert led.table("sales.orders").location == home
+        assert led.table("sales.orders").location == home and led.event_count() == 1
+
+
+def test_read_only_commands_refuse_a_ledger_that_does_not_exist(tmp_path: Path) -> None:
+    """A mistyped --ledger path used to answer "ok: 0 events"; now it is an error and no file appears."""
+    typo = tmp_path / "typo.db"
+    for args in (["verify"], ["tables"], ["show-dropped"], ["history"], ["watermark"], ["retention"],
+                 ["show", "a.b"], ["vacuum", "--dry-run"]):
+        result = CliRunner().invoke(cli, ["--ledger", str(typo), *args])
+        assert result.exit_code == 1 and result.stdout == "", (args, result.stdout)
+        assert result.stderr.startswith("error: LedgerNotFound: there is no ledger at "), result.stderr
+        assert result.stderr.count("\n") == 1
+        assert not typo.exists()

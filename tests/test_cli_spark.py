@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ledger import Ledger, ManualClock
-from ledger.cli import cli
+from retention_ledger.cli import cli
 
 pytestmark = pytest.mark.spark
 

@@ -7,14 +7,15 @@ import itertools
 import pytest
 
 from ledger import IncompatibleLedger, LedgerCorrupt, TableExists, UndropBlocked
-from ledger.decide import AdvanceWatermark, CreateTable, DropTable, UndropTable, decide
-from ledger.events import (
-    CATALOG_STREAM, DatabaseDropped, DatabaseUndropped, Recorded, RetentionSet, TableCreated,
-    TableDropped, TablePurged, TableUndropped, VacuumFinished, VacuumStarted, WatermarkAdvanced,
-    _UPCASTERS, decode, encode, type_of,
+from ledger.core.events import UPCASTERS, Recorded, decode, encode, type_of
+from ledger.core.guard import AdvanceWatermark, RetentionSet, WatermarkAdvanced
+from ledger.core.model import State, decide, evolve, fold
+from ledger.core.tables import (
+    CATALOG_STREAM, CreateTable, DatabaseDropped, DatabaseUndropped, DropTable, TableCreated,
+    TableDropped, TablePurged, TableUndropped, UndropTable,
 )
+from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import Scope
-from ledger.state import Catalog, evolve, fold
 
 ID_A, ID_B = "a" * 16, "b" * 16
 
@@ -47,7 +48,7 @@ def test_every_event_round_trips_through_its_payload(event) -> None:
 
 
 def test_old_schema_versions_are_upcast(monkeypatch) -> None:
-    monkeypatch.setitem(_UPCASTERS, ("TableDropped", 0), lambda d: {"table_id": d["id"], "name": d["table"]})
+    monkeypatch.setitem(UPCASTERS, ("TableDropped", 0), lambda d: {"table_id": d["id"], "name": d["table"]})
     old = decode(1, "catalog", 1, "TableDropped", 0, 5, "me", '{"id": "x", "table": "db.t"}')
     assert old.event == TableDropped("x", "db.t")
 
@@ -60,15 +61,15 @@ def test_newer_schema_version_is_refused() -> None:
 def test_evolve_is_pure_and_fold_equals_repeated_evolve() -> None:
     log = recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"),
                    TableCreated(ID_B, "db.t", ID_B), (("watermark:ledger"), WatermarkAdvanced("ledger", 20)))
-    empty = Catalog()
+    empty = State()
     one = evolve(empty, log[0])
-    assert empty == Catalog() and one.live("db.t").id == ID_A
+    assert empty == State() and one.tables.live("db.t").id == ID_A
     stepwise = empty
     for rec in log:
         stepwise = evolve(stepwise, rec)
     assert stepwise == fold(empty, log)
-    assert stepwise.dropped["db.t"] == (ID_A,) and stepwise.bindings["db.t"] == ID_B
-    assert stepwise.is_blocked(stepwise.instances[ID_A])
+    assert stepwise.tables.dropped["db.t"] == (ID_A,) and stepwise.tables.bindings["db.t"] == ID_B
+    assert stepwise.guard.is_blocked(stepwise.tables.instances[ID_A])
 
 
 @pytest.mark.parametrize("mangle, message", [
@@ -80,11 +81,11 @@ def test_evolve_is_pure_and_fold_equals_repeated_evolve() -> None:
 def test_fold_refuses_an_inconsistent_log(mangle, message) -> None:
     log = recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"))
     with pytest.raises(LedgerCorrupt, match=message):
-        fold(Catalog(), mangle(log))
+        fold(State(), mangle(log))
 
 
 def test_decide_undrop_reads_catalog_and_all_three_watermark_scopes() -> None:
-    state = fold(Catalog(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
+    state = fold(State(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
     decision = decide(state, UndropTable("db.t"))
     assert decision.events == ((CATALOG_STREAM, TableUndropped(ID_A, "db.t")),)
     assert decision.reads == {CATALOG_STREAM, "watermark:ledger", "watermark:database:db",
@@ -92,7 +93,7 @@ def test_decide_undrop_reads_catalog_and_all_three_watermark_scopes() -> None:
 
 
 def test_decide_guard_and_names_without_any_storage() -> None:
-    state = fold(Catalog(), recorded(
+    state = fold(State(), recorded(
         TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t"),
         ("watermark:database:db", WatermarkAdvanced("database:db", 20))))
     with pytest.raises(UndropBlocked, match="scope database:db"):
@@ -105,7 +106,7 @@ def test_decide_guard_and_names_without_any_storage() -> None:
 
 def test_decide_advance_is_fetch_and_set() -> None:
     scope = Scope.parse("ledger")
-    state = Catalog()
+    state = State()
     first = decide(state, AdvanceWatermark(scope, 100, 1000))
     assert first.result is None and first.events[0][1] == WatermarkAdvanced("ledger", 100)
     state = fold(state, recorded(("watermark:ledger", first.events[0][1])))
@@ -117,18 +118,18 @@ def test_database_drop_gives_every_table_one_drop_time() -> None:
     ids = ["%016x" % i for i in range(3)]
     log = recorded(*(TableCreated(i, f"db.t{n}", i) for n, i in enumerate(ids)),
                    DatabaseDropped("db", tuple(ids)))
-    state = fold(Catalog(), log)
-    assert {state.instances[i].dropped_at for i in ids} == {40}
-    assert state.database_drops["db"] == tuple(ids)
-    assert sorted(itertools.chain.from_iterable(state.dropped.values())) == ids
+    state = fold(State(), log)
+    assert {state.tables.instances[i].dropped_at for i in ids} == {40}
+    assert state.tables.database_drops["db"].table_ids == tuple(ids)
+    assert sorted(itertools.chain.from_iterable(state.tables.dropped.values())) == ids
 
 
 def test_vacuum_plan_honours_retention_to_the_microsecond() -> None:
-    from ledger.plan import StartVacuum, plan_vacuum
+    from ledger.core.vacuums import StartVacuum, plan_vacuum
 
     week = 7 * 86_400 * 1_000_000
-    state = fold(Catalog(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
-    dropped_at = state.instances[ID_A].dropped_at
+    state = fold(State(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
+    dropped_at = state.tables.instances[ID_A].dropped_at
     assert plan_vacuum(state, StartVacuum("r", dropped_at + week - 1)).instances == ()
     due = plan_vacuum(state, StartVacuum("r", dropped_at + week))
     assert [p.id for p in due.instances] == [ID_A] and due.watermarks == {"ledger": dropped_at}

@@ -30,7 +30,7 @@ from typing import Callable
 import pytest
 
 from ledger import IncompatibleLedger, Ledger, LedgerCorrupt, LedgerError, LedgerUnavailable
-from ledger.state import Catalog, fold_rows
+from ledger.core.model import State, fold_rows
 from ledger.store import FORMAT_VERSION
 from tests.test_processes import check_log
 
@@ -40,7 +40,7 @@ ACTION_WORDS = ("upgrade", "permission", "free some space", "retry", "restore", 
 
 # --- helpers -----------------------------------------------------------------------------------
 
-def build(path: Path, tables: int = 60) -> Catalog:
+def build(path: Path, tables: int = 60) -> State:
     """A closed ledger with every kind of event, checkpointed so the .db holds everything."""
     with Ledger.open(path, actor="builder") as led:
         for i in range(tables):
@@ -52,7 +52,7 @@ def build(path: Path, tables: int = 60) -> Catalog:
         led.undrop_database("db1")
         led.drop_database("db2")
         plan = led.start_vacuum(retention="0s", override_floor=True, database="db2")
-        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.instances])
+        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.targets])
         led.set_retention("database:db3", "2d")
         state = led.state
     checkpoint(path)
@@ -334,8 +334,8 @@ def commands_until_unavailable(led: Ledger, budget: int = 5000):
 
     def vacuum_finish():
         plan = last_plan.pop("plan", None)
-        if plan is not None and plan.instances:
-            led.finish_vacuum(plan.run_id, [(p.id, 1, 10) for p in plan.instances])
+        if plan is not None and plan.targets:
+            led.finish_vacuum(plan.run_id, [(p.id, 1, 10) for p in plan.targets])
 
     for i in range(budget):
         db = f"full{i % 7}"
@@ -406,7 +406,7 @@ def test_r10_full_disk_refuses_the_command_whole_and_recovers(tmp_path: Path, mo
         led.verify()
         state = led.state
     with Ledger.open(path) as led:
-        assert led.state == state == fold_rows(Catalog(), led._store.read(0))
+        assert led.state == state == fold_rows(State(), led.store.read(0))
         check_log(led)
         led.create_table("db0.after")
 

@@ -84,17 +84,16 @@ from hypothesis.stateful import (
 )
 
 from ledger import Conflict, Ledger, LedgerError, ManualClock, Prepared
-from ledger.decide import (
-    AdvanceWatermark, CreateTable, DropDatabase, DropTable, SetRetention, UndropDatabase, UndropTable,
-    decide,
+from ledger.core.events import Recorded, decode
+from ledger.core.guard import AdvanceWatermark, SetRetention, WatermarkAdvanced
+from ledger.core.model import State, decide, fold
+from ledger.core.tables import (
+    CreateTable, DatabaseUndropped, DropDatabase, DropTable, Instance, TablePurged, TableUndropped,
+    UndropDatabase, UndropTable,
 )
+from ledger.core.vacuums import FinishVacuum, PlannedInstance, StartVacuum, VacuumPlan, VacuumStarted
 from ledger.errors import InvalidArgument as RunUnknown
-from ledger.events import (
-    DatabaseUndropped, Recorded, TablePurged, TableUndropped, VacuumStarted, WatermarkAdvanced, decode,
-)
 from ledger.names import Scope
-from ledger.plan import FinishVacuum, PlannedInstance, StartVacuum, VacuumPlan
-from ledger.state import Catalog, Instance, fold
 from ledger.store import EventStore
 from ledger.views import join_location
 from spark_ops import fs
@@ -133,11 +132,11 @@ def _count(label: str) -> None:
         event(label)
 
 
-def retention_keeps(state: Catalog, inst: Instance, at: int) -> bool:
+def retention_keeps(state: State, inst: Instance, at: int) -> bool:
     """Whether a table or database retention in ``state`` still keeps a dropped instance
     restorable at time ``at`` (a vacuum's own retention only replaces the ledger-wide one)."""
     for scope in (f"table:{inst.id}", f"database:{inst.database}"):
-        seconds = state.retentions.get(scope)
+        seconds = state.guard.retentions.get(scope)
         if seconds is not None:
             return inst.dropped_at is not None and inst.dropped_at > at - seconds * SECOND
     return False
@@ -258,7 +257,7 @@ class Attempt:
     """One command in flight: how to build it on the state it is decided on, and what follows."""
 
     label: str
-    build: Callable[[Catalog, int], Any]
+    build: Callable[[State, int], Any]
     """(state decided on, now) -> the ledger command."""
     after: Callable[[Prepared], None]
     """Runs once the commit has landed."""
@@ -336,7 +335,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         self.auditor = EventStore(str(self.path))
         """A connection of its own, for reading the log as an outsider would."""
         self.records: list[Recorded] = []
-        self.states: list[Catalog] = [Catalog()]
+        self.states: list[State] = [State()]
         """``states[n]``: the fold of the first n events, built one event at a time by the audit."""
         self.files: dict[str, list[str]] = {}
         """Table id -> the data files written into its location when it was created."""
@@ -381,9 +380,9 @@ class InterleavingMachine(RuleBasedStateMachine):
     def head(self) -> int:
         return self.auditor.head()[0]
 
-    def fresh(self) -> Catalog:
+    def fresh(self) -> State:
         """A fold of the whole log from nothing."""
-        return fold(Catalog(), (decode(*row) for row in self.auditor.read(0)))
+        return fold(State(), (decode(*row) for row in self.auditor.read(0)))
 
     # --- turning intents into attempts ---------------------------------------------------
 
@@ -408,11 +407,11 @@ class InterleavingMachine(RuleBasedStateMachine):
         if isinstance(intent, Advance):
             scope = Scope.parse(intent.scope)
 
-            def advance(state: Catalog, now: int) -> AdvanceWatermark:
+            def advance(state: State, now: int) -> AdvanceWatermark:
                 to = now
                 if intent.to == "newest drop":
-                    covered = [i for i in state.dropped_instances()
-                               if str(scope) in state.covering_scopes(i)]
+                    covered = [i for i in state.tables.dropped_instances()
+                               if str(scope) in state.guard.covering_scopes(i)]
                     to = covered[0].dropped_at if covered else state.last_time
                 return AdvanceWatermark(scope, to or now, now)
             return Attempt(f"advance {scope} to {intent.to}", advance, done)
@@ -434,7 +433,7 @@ class InterleavingMachine(RuleBasedStateMachine):
 
     def write_files(self, id_: str, led: Ledger) -> None:
         """A pipeline writes data once its table exists: 1 to 3 small files, so a vacuum has work."""
-        folder = Path(join_location(led.warehouse, led._state.instances[id_].path))
+        folder = Path(join_location(led.warehouse, led.runner.held.tables.instances[id_].path))
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
         for part in range(1 + int(id_[2:]) % 3):
@@ -459,14 +458,14 @@ class InterleavingMachine(RuleBasedStateMachine):
         attempt = actor.attempt
         assert attempt is not None
         before = self.head()
-        state = actor.led.refresh()
+        state = actor.led.runner.refresh()
         try:
-            prepared = actor.led.prepare(lambda now: attempt.build(state, now))
+            prepared = actor.led.runner.prepare(lambda now: attempt.build(state, now))
         except LedgerError as exc:
             assert self.head() == before, f"{actor.name}: a refused {attempt.label} appended events"
             fresh = self.fresh()
             with pytest.raises(type(exc)):  # refused on the latest state, not a stale one
-                decide(fresh, attempt.build(fresh, actor.led._now(fresh)))
+                decide(fresh, attempt.build(fresh, actor.led.runner.now_micros(fresh)))
             actor.attempt = None
             attempt.refused(exc)
             self.last, self.last_result = type(exc).__name__, exc
@@ -489,7 +488,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         led = self.actors[0].led
         for name in tables:
             id_ = self.new_table_id(name)
-            led.execute(CreateTable(name, id_))
+            led.runner.execute(CreateTable(name, id_))
             self.write_files(id_, led)
         self.last = "ok"
 
@@ -511,20 +510,20 @@ class InterleavingMachine(RuleBasedStateMachine):
                     against |= {Vacuum(), Advance("ledger")}
                 elif isinstance(pending, VacuumPlan):
                     for planned in pending.instances:
-                        inst = state.instances[planned.id]
+                        inst = state.tables.instances[planned.id]
                         against |= {Undrop(inst.name), Retain(f"database:{inst.database}"), Vacuum()}
         if against:
             return against
-        restorable = {name for name, ids in state.dropped.items()
-                      if not state.is_blocked(state.instances[ids[-1]])}
+        restorable = {name for name, ids in state.tables.dropped.items()
+                      if not state.guard.is_blocked(state.tables.instances[ids[-1]])}
         found: set[Intent] = {
-            *(Drop(name) for name in state.bindings),
-            *(Create(name) for name in NAMES if name not in state.bindings),
-            *(DropDb(name.split(".")[0]) for name in state.bindings),
-            *(UndropDb(db) for db in state.database_drops),
+            *(Drop(name) for name in state.tables.bindings),
+            *(Create(name) for name in NAMES if name not in state.tables.bindings),
+            *(DropDb(name.split(".")[0]) for name in state.tables.bindings),
+            *(UndropDb(db) for db in state.tables.database_drops),
             *(Undrop(name) for name in restorable),
             *([Vacuum()] if restorable else []),
-            *([Vacuum(limit=1)] if state.dropped else []),
+            *([Vacuum(limit=1)] if state.tables.dropped else []),
         }
         return found or set(AIMED)
 
@@ -553,7 +552,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         moved = sorted(s for s, v in prepared.conditions.items() if now.version(s) != v)
         verb = attempt.label.split()[0]
         try:
-            actor.led.commit(prepared)
+            actor.led.runner.commit(prepared)
         except Conflict as exc:
             assert self.head() == before, f"{who}: a refused append wrote events"
             assert moved, f"{who}: {attempt.label} got a Conflict although nothing it read has moved"
@@ -565,7 +564,7 @@ class InterleavingMachine(RuleBasedStateMachine):
             return
         if prepared.decision.events:  # a decision with nothing to append is neither appended nor checked
             assert not moved, f"{who}: {attempt.label} was appended although {', '.join(moved)} moved (R4)"
-            assert actor.led._state.seq == self.head(), f"{who}: its state lacks the events it appended"
+            assert actor.led.runner.held.seq == self.head(), f"{who}: its state lacks the events it appended"
         actor.attempt = None
         _count(f"commit {verb}: ok" if prepared.decision.events else f"commit {verb}: nothing to append")
         _say(f"{who}: {attempt.label} committed" + ("" if prepared.decision.events else " (no events)"))
@@ -577,7 +576,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         since = [r for r in self.records if r.seq > prepared.seq]
         lost = {
             RACES[0]: verb == "undrop" and any(s.startswith("watermark:") for s in moved) and any(
-                self.states[-1].is_blocked(self.states[-1].instances[id_])
+                self.states[-1].guard.is_blocked(self.states[-1].tables.instances[id_])
                 for id_ in _ids(prepared.decision.result)),
             RACES[1]: verb == "vacuum" and any(
                 isinstance(r.event, (TableUndropped, DatabaseUndropped)) for r in since),
@@ -604,12 +603,12 @@ class InterleavingMachine(RuleBasedStateMachine):
         assert job is not None
         planned = job.pending.pop(0)
         state = self.fresh()
-        inst = state.instance(planned.id)
-        assert inst is not None and not inst.is_live and planned.id not in state.bindings.values(), \
+        inst = state.tables.instance(planned.id)
+        assert inst is not None and not inst.is_live and planned.id not in state.tables.bindings.values(), \
             f"{who}: {job.run_id} is about to delete the files of live {self.describe(planned.id)}"
-        assert state.is_blocked(inst), (
+        assert state.guard.is_blocked(inst), (
             f"{who}: {job.run_id} is about to delete {self.describe(planned.id)}, which is not behind "
-            f"its watermark (dropped {inst.dropped_at}, watermark {state.effective_watermark(inst)})")
+            f"its watermark (dropped {inst.dropped_at}, watermark {state.guard.effective_watermark(inst)})")
         outcome = fs.purge(actor.led.warehouse, join_location(actor.led.warehouse, planned.path),
                            dry_run=False)
         assert outcome.error is None, outcome.error
@@ -649,7 +648,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         actor.led.close()
         actor.led = Ledger.open(self.path, clock=self.clock, actor=actor.name,
                                 snapshot_every=1 if intent.snapshots else 20_000)
-        _say(f"{actor.name}: restarted" + (", from a snapshot" if actor.led._snapshot_seq else ""))
+        _say(f"{actor.name}: restarted" + (", from a snapshot" if actor.led.runner.snapshot_seq else ""))
         self.last = "ok"
 
     # --- the rules, after every step -----------------------------------------------------
@@ -671,34 +670,34 @@ class InterleavingMachine(RuleBasedStateMachine):
             assert rec.time > before.last_time, f"event #{rec.seq} is not later than the one before"
             self.check_event(before, rec)
             after = fold(before, (rec,))
-            for id_ in after.bindings.values():
-                assert after.instances[id_].purged_at is None, \
+            for id_ in after.tables.bindings.values():
+                assert after.tables.instances[id_].purged_at is None, \
                     f"event #{rec.seq}: {self.describe(id_)} is live and purged"
             self.records.append(rec)
             self.states.append(after)
 
-    def check_event(self, before: Catalog, rec: Recorded) -> None:
+    def check_event(self, before: State, rec: Recorded) -> None:
         event_ = rec.event
         what = f"event #{rec.seq} by {rec.actor}"
         if isinstance(event_, (TableUndropped, DatabaseUndropped)):
             ids = (event_.table_id,) if isinstance(event_, TableUndropped) else event_.table_ids
             for id_ in ids:
-                inst = before.instances[id_]
-                assert not before.is_blocked(inst), (
+                inst = before.tables.instances[id_]
+                assert not before.guard.is_blocked(inst), (
                     f"{what} undropped {self.describe(id_)}, dropped at {inst.dropped_at}, at or before "
-                    f"its watermark {before.effective_watermark(inst)}: the guard was bypassed")
+                    f"its watermark {before.guard.effective_watermark(inst)}: the guard was bypassed")
         elif isinstance(event_, WatermarkAdvanced):
-            current = before.watermarks.get(event_.scope)
+            current = before.guard.watermark(event_.scope)
             assert current is None or event_.to > current, \
                 f"{what} moves watermark {event_.scope} from {current} back to {event_.to}"
         elif isinstance(event_, TablePurged):
-            inst = before.instances[event_.table_id]
-            assert inst.is_dropped and before.is_blocked(inst), \
+            inst = before.tables.instances[event_.table_id]
+            assert inst.is_dropped and before.guard.is_blocked(inst), \
                 f"{what} purges {self.describe(inst.id)}, which is not dropped and blocked"
         elif isinstance(event_, VacuumStarted):
             self.check_vacuum_start(before, rec, event_)
 
-    def check_vacuum_start(self, before: Catalog, rec: Recorded, started: VacuumStarted) -> None:
+    def check_vacuum_start(self, before: State, rec: Recorded, started: VacuumStarted) -> None:
         """R2: its watermarks landed in the same append, just before it, and cover what it lists.
         R6: each is the drop time of a listed instance. R5: nothing else newly blocked, ties aside."""
         marks = len(started.watermarks)
@@ -708,20 +707,20 @@ class InterleavingMachine(RuleBasedStateMachine):
             f"vacuum {started.run_id}: its watermarks are not the events just before its start"
         base = self.states[rec.seq - 1 - marks]
         for id_ in started.table_ids:
-            inst = before.instances[id_]
-            assert inst.is_dropped and before.is_blocked(inst), \
+            inst = before.tables.instances[id_]
+            assert inst.is_dropped and before.guard.is_blocked(inst), \
                 f"vacuum {started.run_id} lists {self.describe(id_)}, which its watermarks do not cover"
         for id_ in started.table_ids:
-            inst = base.instances[id_]
-            assert base.is_blocked(inst) or not retention_keeps(base, inst, rec.time), (
+            inst = base.tables.instances[id_]
+            assert base.guard.is_blocked(inst) or not retention_keeps(base, inst, rec.time), (
                 f"vacuum {started.run_id} takes {self.describe(id_)}, dropped at {inst.dropped_at}, "
                 f"which a table or database retention keeps restorable at {rec.time}")
-        drop_times = {base.instances[i].dropped_at for i in started.table_ids}
+        drop_times = {base.tables.instances[i].dropped_at for i in started.table_ids}
         assert set(started.watermarks.values()) <= drop_times, \
             f"vacuum {started.run_id} set a watermark that is not a drop time of what it purges"
-        for inst in before.dropped_instances():
-            if inst.id not in started.table_ids and before.is_blocked(inst) and \
-                    not base.is_blocked(base.instances[inst.id]):
+        for inst in before.tables.dropped_instances():
+            if inst.id not in started.table_ids and before.guard.is_blocked(inst) and \
+                    not base.guard.is_blocked(base.tables.instances[inst.id]):
                 assert inst.dropped_at in started.watermarks.values(), (
                     f"vacuum {started.run_id} newly blocked {self.describe(inst.id)}, which it does not purge")
 
@@ -729,21 +728,21 @@ class InterleavingMachine(RuleBasedStateMachine):
         """Rule 5: incremental states equal a fold from nothing (without disturbing a pending commit)."""
         fresh = self.fresh()
         assert fresh == self.states[-1]
-        for inst in fresh.all_instances():
+        for inst in fresh.tables.all_instances():
             assert not (inst.is_live and inst.purged_at is not None), \
                 f"{self.describe(inst.id)} is live and purged"
         for actor in self.actors:
-            held = actor.led._state
+            held = actor.led.runner.held
             assert held == self.states[held.seq], f"{actor.name} holds a state the log does not explain"
             if not actor.can_commit:
-                assert actor.led.refresh() == fresh, f"{actor.name} differs from a fresh fold after refresh"
+                assert actor.led.runner.refresh() == fresh, f"{actor.name} differs from a fresh fold after refresh"
 
     def restorable_tables_keep_their_files(self) -> None:
         """Rule 4: a vacuum never deleted a file of an instance that is live or can still come back."""
         state = self.states[-1]
         for id_, paths in self.files.items():
-            inst = state.instance(id_)
-            if inst is None or state.is_blocked(inst):
+            inst = state.tables.instance(id_)
+            if inst is None or state.guard.is_blocked(inst):
                 continue
             missing = [p for p in paths if not os.path.exists(p)]
             assert not missing, (f"{self.describe(id_)} is {'live' if inst.is_live else 'restorable'} "
@@ -837,7 +836,7 @@ def test_r4_undrop_prepared_before_vacuum_commit_is_refused_at_commit() -> None:
         blocked = do(m, "retry", "UndropBlocked", who="actor1")
         assert "a.t1" in str(blocked)
         vacuum_to_the_end(m, "actor0")
-        assert m.states[-1].instances["a100000000000001"].purged_at is not None
+        assert m.states[-1].tables.instances["a100000000000001"].purged_at is not None
         assert not os.path.exists(m.files["a100000000000001"][0])
 
 
@@ -859,10 +858,10 @@ def test_r4_vacuum_plan_prepared_before_undrop_commit_is_refused() -> None:
         do(m, "commit", "committed", who="actor0")
         vacuum_to_the_end(m, "actor0")
         state = m.states[-1]
-        assert state.live("a.t1").id == "a100000000000001"
-        assert not state.is_blocked(state.instances["a100000000000001"])
+        assert state.tables.live("a.t1").id == "a100000000000001"
+        assert not state.guard.is_blocked(state.tables.instances["a100000000000001"])
         assert all(os.path.exists(p) for p in m.files["a100000000000001"])
-        assert state.instances["a200000000000002"].purged_at is not None
+        assert state.tables.instances["a200000000000002"].purged_at is not None
 
 
 def test_r5_vacuum_narrowed_to_one_database_leaves_a_concurrently_dropped_table_elsewhere_restorable(
@@ -881,7 +880,7 @@ def test_r5_vacuum_narrowed_to_one_database_leaves_a_concurrently_dropped_table_
         do(m, "commit", "committed", who="actor0")
         do(m, "delete_files", "deleted", who="actor0")
         state = m.states[-1]
-        assert not state.is_blocked(state.instances["b100000000000002"])
+        assert not state.guard.is_blocked(state.tables.instances["b100000000000002"])
         run(m, "actor2", Undrop("b.t1"))
         vacuum_to_the_end(m, "actor0")
         assert all(os.path.exists(p) for p in m.files["b100000000000002"])
@@ -901,13 +900,14 @@ def test_r5_narrow_vacuum_does_not_make_an_undrop_in_another_database_retry() ->
         do(m, "commit", "committed", who="actor0")
         do(m, "commit", "committed", who="actor1")
         vacuum_to_the_end(m, "actor0")
-        assert m.states[-1].live("b.t1").id == "b100000000000002"
+        assert m.states[-1].tables.live("b.t1").id == "b100000000000002"
 
 
 def test_r4_two_vacuums_racing_for_one_table_delete_it_once_and_record_it_once() -> None:
-    """The second vacuum's plan is refused (the first moved the watermark); decided again it
-    resumes the first run's table. Both delete (the second finds nothing left), both finish,
-    and the purge is recorded once, by the first run to record it."""
+    """The second vacuum's plan is refused (the first moved the watermark); decided again once
+    the first run's lease has run out (its driver stalled, say) it resumes the first run's
+    table. Both delete (the second finds nothing left), both finish, and the purge is
+    recorded once, by the first run to record it."""
     with scenario(["b.t2"]) as m:
         run(m, "actor0", Drop("b.t2"))
         do(m, "tick", "ok", by="+1s")
@@ -915,6 +915,7 @@ def test_r4_two_vacuums_racing_for_one_table_delete_it_once_and_record_it_once()
         do(m, "prepare", "prepared", who="actor1", intent=Vacuum())
         do(m, "commit", "committed", who="actor0")
         do(m, "commit", "Conflict", who="actor1")
+        do(m, "tick", "ok", by="+1h")  # past actor0's lease: its run may be taken over
         plan = do(m, "retry", "prepared", who="actor1").decision.result
         assert [p.resumed for p in plan.instances] == [True] and plan.resumes == ("actor0-vacuum1",)
         do(m, "commit", "committed", who="actor1")
@@ -938,12 +939,13 @@ def test_r4_finish_decided_before_another_vacuum_took_the_run_over_is_refused_an
         run(m, "actor0", Vacuum())
         do(m, "delete_files", "deleted", who="actor0")
         do(m, "finish", "prepared", who="actor0")
+        do(m, "tick", "ok", by="+1h")  # past actor0's lease: its run may be taken over
         plan = run(m, "actor1", Vacuum()).decision.result
         assert plan.resumes == ("actor0-vacuum1",)
         do(m, "commit", "Conflict", who="actor0")
         do(m, "retry", "prepared", who="actor0")
         do(m, "commit", "committed", who="actor0")
-        assert m.states[-1].instances["a100000000000001"].purged_at is not None
+        assert m.states[-1].tables.instances["a100000000000001"].purged_at is not None
 
 
 def test_r6_event_times_increase_while_actors_race_and_the_clock_steps_back() -> None:
@@ -965,7 +967,8 @@ def test_r6_event_times_increase_while_actors_race_and_the_clock_steps_back() ->
 def test_r4_finish_of_a_vacuum_taken_over_after_it_decided_leaves_a_ledger_that_folds(tmp_path: Path) -> None:
     """Two overlapping vacuums, public API only (before 1402406 this poisoned the log with
     ``LedgerCorrupt: event #7 finishes vacuum ..., which is not in progress``). Vacuum a
-    starts; vacuum b starts while a is still deleting, and resumes a's unfinished run; a then
+    starts; vacuum b starts while a is still deleting, after a's lease ran out (a stalled), and
+    resumes a's unfinished run; a then
     records its finish, decided on the state it holds. R4: that stale append is refused and
     decided again; R10: whatever happens, the ledger still opens and folds, and the purge is
     recorded once."""
@@ -976,11 +979,12 @@ def test_r4_finish_of_a_vacuum_taken_over_after_it_decided_leaves_a_ledger_that_
         a.create_table("db.t")
         a.drop_table("db.t")
         plan_a = a.start_vacuum(retention=0, override_floor=True)
+        clock.advance(timedelta(hours=1))
         plan_b = b.start_vacuum(retention=0, override_floor=True)
         assert plan_b.resumes == (plan_a.run_id,)
         with contextlib.suppress(Conflict, RunUnknown):  # a refusal is fine; a poisoned log is not
-            a.finish_vacuum(plan_a.run_id, [(plan_a.instances[0].id, 1, 10)])
-        b.finish_vacuum(plan_b.run_id, [(plan_b.instances[0].id, 0, 0)])
+            a.finish_vacuum(plan_a.run_id, [(plan_a.targets[0].id, 1, 10)])
+        b.finish_vacuum(plan_b.run_id, [(plan_b.targets[0].id, 0, 0)])
     with Ledger.open(path, clock=clock) as fresh:
         assert fresh.verify().purged == 1
         assert [e.type for e in fresh.history("db.t")].count("TablePurged") == 1
@@ -1004,5 +1008,5 @@ def test_r4_vacuum_decided_before_a_retention_change_does_not_take_what_the_new_
         assert vacuum.dropped_tables()[0].name == "sales.orders"  # the service has looked
         ops.set_retention("database:sales", "30d")
         plan = vacuum.start_vacuum(retention="1d")
-        assert [p.name for p in plan.instances] == [], "the plan takes a table its retention keeps"
+        assert [p.name for p in plan.targets] == [], "the plan takes a table its retention keeps"
         assert ops.dropped_tables()[0].state == "dropped"

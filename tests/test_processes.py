@@ -37,13 +37,13 @@ from typing import Iterator
 import pytest
 
 from ledger import Ledger, LedgerError, UndropBlocked
-from ledger import snapshot as snapshots
-from ledger.events import (
-    DatabaseDropped, DatabaseUndropped, Recorded, TablePurged, TableUndropped, VacuumFinished,
-    VacuumStarted, WatermarkAdvanced, decode,
-)
+from ledger.core import snapshot as snapshots
+from ledger.core.events import Recorded, decode
+from ledger.core.guard import WatermarkAdvanced
+from ledger.core.model import State, evolve, fold_rows
+from ledger.core.tables import DatabaseDropped, DatabaseUndropped, TablePurged, TableUndropped
+from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import database_of
-from ledger.state import Catalog, evolve, fold_rows
 from ledger.views import join_location
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,10 +62,10 @@ DATA_FILE = "part-00000.bin"
 # --- replaying the log and checking it --------------------------------------------------------
 
 def records(led: Ledger, after: int = 0) -> list[Recorded]:
-    return [decode(*row) for row in led._store.read(after)]
+    return [decode(*row) for row in led.store.read(after)]
 
 
-def check_log(led: Ledger, since: Catalog | None = None) -> Catalog:
+def check_log(led: Ledger, since: State | None = None) -> State:
     """Replay the log one event at a time and check, in the recorded order:
 
     * seqs run 1..n without gaps, event times strictly increase (R6);
@@ -82,29 +82,30 @@ def check_log(led: Ledger, since: Catalog | None = None) -> Catalog:
     events after it are checked (the log before it is append-only and was checked).
     Returns the folded state, which must equal the ledger's own.
     """
-    state = since if since is not None else Catalog()
+    state = since if since is not None else State()
     recs = records(led, state.seq)
     assert [r.seq for r in recs] == list(range(state.seq + 1, state.seq + len(recs) + 1)), \
         "sequence numbers have a gap"
     times = [state.last_time] + [r.time for r in recs]
     assert all(a < b for a, b in zip(times, times[1:])), "event times must strictly increase"
 
-    marks: dict[str, int] = dict(state.watermarks.items())
+    marks: dict[str, int] = {scope: mark.to for scope, mark in state.guard.watermarks.items()}
     for i, rec in enumerate(recs):
         event = rec.event
         where = f"event #{rec.seq} ({type(event).__name__})"
 
         if isinstance(event, TableUndropped):
-            inst = state.instances[event.table_id]
-            assert not state.is_blocked(inst), f"{where} undropped a blocked or purged instance"
+            inst = state.tables.instances[event.table_id]
+            assert not state.guard.is_blocked(inst), f"{where} undropped a blocked or purged instance"
         elif isinstance(event, DatabaseUndropped):
             for id_ in event.table_ids:
-                assert not state.is_blocked(state.instances[id_]), \
+                assert not state.guard.is_blocked(state.tables.instances[id_]), \
                     f"{where} undropped blocked or purged instance {id_}"
-            assert set(event.table_ids) == set(state.database_drops.get(event.database, ())), \
+            drop = state.tables.database_drops.get(event.database)
+            assert drop is not None and set(event.table_ids) == set(drop.table_ids), \
                 f"{where} does not restore exactly the tables of the latest drop"
         elif isinstance(event, DatabaseDropped):
-            live = {id_ for name, id_ in state.bindings.items() if database_of(name) == event.database}
+            live = {id_ for name, id_ in state.tables.bindings.items() if database_of(name) == event.database}
             assert set(event.table_ids) == live, f"{where} does not take exactly the live tables"
         elif isinstance(event, WatermarkAdvanced):
             assert event.to > marks.get(event.scope, -1), f"{where} moves {event.scope} back"
@@ -137,8 +138,8 @@ def check_log(led: Ledger, since: Catalog | None = None) -> Catalog:
 
     if recs:
         assert not isinstance(recs[-1].event, WatermarkAdvanced), "the log ends in a partial vacuum start"
-    for inst in state.all_instances():
-        bound = state.bindings.get(inst.name) == inst.id
+    for inst in state.tables.all_instances():
+        bound = state.tables.bindings.get(inst.name) == inst.id
         assert not (bound and inst.purged_at is not None), f"{inst.id} is both live and purged"
         assert bound == (inst.dropped_at is None), f"{inst.id}: bound and dropped disagree"
     assert state == led.state
@@ -166,8 +167,8 @@ def _write_data(led: Ledger, inst) -> str:
     except FileNotFoundError:
         pass  # the vacuum removed the folder under us: it must be blocked, checked below
     state = led.state
-    current = state.instance(inst.id)
-    if current.purged_at is not None or state.is_blocked(current):
+    current = state.tables.instance(inst.id)
+    if current.purged_at is not None or state.guard.is_blocked(current):
         shutil.rmtree(inst.location, ignore_errors=True)
         return "late"
     if not os.path.exists(os.path.join(inst.location, DATA_FILE)):
@@ -227,12 +228,12 @@ def _vacuum_once(led: Ledger, purge, result: dict) -> bool:
     except LedgerError as exc:
         result["refused"][type(exc).__name__] += 1
         return True
-    if not plan.instances:
+    if not plan.targets:
         return False
     result["runs"] += 1
     purged, failed = [], 0
-    for p in plan.instances:
-        outcome = purge(led.warehouse, join_location(led.warehouse, p.path), dry_run=False)
+    for p in plan.targets:
+        outcome = purge(led.warehouse, p.location, dry_run=False)
         if outcome.error is None:
             purged.append((p.id, outcome.files, outcome.bytes))
         else:
@@ -334,12 +335,12 @@ def test_r3_r4_r10_stress_four_writers_and_a_vacuum_on_one_file(tmp_path: Path) 
         report = led.verify()
         state = check_log(led)
         assert sqlite_integrity(path) == [("ok",)]
-        purged = [i for i in state.all_instances() if i.purged_at is not None]
+        purged = [i for i in state.tables.all_instances() if i.purged_at is not None]
         for inst in purged:
             assert not os.path.exists(join_location(warehouse, inst.path)), \
                 f"purged {inst.id} still has its folder"
-        for name, id_ in state.bindings.items():
-            inst = state.instances[id_]
+        for name, id_ in state.tables.bindings.items():
+            inst = state.tables.instances[id_]
             assert os.path.exists(os.path.join(join_location(warehouse, inst.path), DATA_FILE)), \
                 f"live {name} ({id_}) lost its data file"
         print(f"stress: ledger {report.events} events, {report.instances} instances "
@@ -379,12 +380,12 @@ _APPENDER = textwrap.dedent("""
                 else:                            # watermarks + VacuumStarted in one append
                     plan = led.start_vacuum(retention="0s", override_floor=True,
                                             database=rng.choice([None, db]), limit=rng.choice([None, 1, 2, 3]))
-                    if plan.instances and rng.random() < 0.6:  # else: left unfinished, resumed later
-                        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.instances])
+                    if plan.targets and rng.random() < 0.6:  # else: left unfinished, resumed later
+                        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.targets])
             except LedgerError:
                 pass
             if snapshot:
-                led._save_snapshot()
+                led.runner.save_snapshot()
             if first:
                 print(f"looping {os.getpid()}", flush=True)
                 first = False
@@ -470,14 +471,14 @@ def test_r10_sigkill_while_writing_snapshots_reopens_equal_to_a_fresh_fold(tmp_p
     for _ in _kill_appenders(path, SNAPSHOT_KILLS, "snapshot", seed):
         assert sqlite_integrity(path) == [("ok",)]
         with Ledger.open(path) as led:
-            snap = led._store.load_snapshot("catalog")
+            snap = led.store.load_snapshot("catalog")
             if snap is not None:
                 # The snapshot row is whole (its transaction committed or it did not).
                 loaded = snapshots.load(snap.data)
-                assert loaded.seq == snap.seq <= led._store.head()[0]
-                assert loaded == fold_rows(Catalog(), led._store.read(0, upto=snap.seq))
-            from_snapshot += led._snapshot_seq > 0
-            fresh = fold_rows(Catalog(), led._store.read(0))
+                assert loaded.seq == snap.seq <= led.store.head()[0]
+                assert loaded == fold_rows(State(), led.store.read(0, upto=snap.seq))
+            from_snapshot += led.runner.snapshot_seq > 0
+            fresh = fold_rows(State(), led.store.read(0))
             assert led.state == fresh
             led.verify()
             checked = check_log(led, since=checked)
@@ -492,7 +493,7 @@ def test_undrop_database_after_its_purge_was_archived_by_a_snapshot(tmp_path: Pa
         led.create_table("d.a")
         led.drop_database("d")
         plan = led.start_vacuum(retention="0s", override_floor=True)
-        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.instances])
+        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.targets])
         led.create_table("x.y")  # one more event, so a snapshot lands after the purge
     with Ledger.open(path) as led:
         with pytest.raises(UndropBlocked, match="purged"):
@@ -507,11 +508,11 @@ _SLOW_VACUUM = textwrap.dedent("""
     from ledger.views import join_location
     from spark_ops.fs import purge
     led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
-    plan = led.start_vacuum(retention="0s", override_floor=True)
+    plan = led.start_vacuum(retention="0s", override_floor=True, lease="1s")  # a dead run's lease runs out fast
     print(plan.run_id, flush=True)
     purged = []
-    for p in plan.instances:
-        out = purge(led.warehouse, join_location(led.warehouse, p.path), dry_run=False)
+    for p in plan.targets:
+        out = purge(led.warehouse, p.location, dry_run=False)
         purged.append((p.id, out.files, out.bytes))
         time.sleep(0.05)
     led.finish_vacuum(plan.run_id, purged)
@@ -565,7 +566,7 @@ def test_r10_vacuum_killed_mid_delete_without_spark_is_resumed_by_the_next(tmp_p
     assert 0 < remaining < total and refused_polls > 0
 
     state = watcher.state
-    assert [run.run_id for run in state.unfinished_vacuums()] == [killed_run]
+    assert [run.run_id for run in state.vacuums.unfinished()] == [killed_run]
     for t in range(tables):
         with pytest.raises(UndropBlocked, match=f"sales.t{t}"):
             watcher.undrop_table(f"sales.t{t}")
@@ -573,19 +574,20 @@ def test_r10_vacuum_killed_mid_delete_without_spark_is_resumed_by_the_next(tmp_p
     check_log(watcher)
 
     from spark_ops.fs import purge
+    time.sleep(1.1)  # the killed run's lease runs out: only then may the next vacuum take it over
     plan = watcher.start_vacuum(retention="0s", override_floor=True)
-    assert len(plan.instances) == tables and all(p.resumed for p in plan.instances)
+    assert len(plan.targets) == tables and all(p.resumed for p in plan.targets)
     assert plan.resumes == (killed_run,) and plan.watermarks == {}  # nothing newly blocked
     done = []
-    for p in plan.instances:
-        outcome = purge(watcher.warehouse, join_location(watcher.warehouse, p.path), dry_run=False)
+    for p in plan.targets:
+        outcome = purge(watcher.warehouse, p.location, dry_run=False)
         assert outcome.error is None
         done.append((p.id, outcome.files, outcome.bytes))
     assert watcher.finish_vacuum(plan.run_id, done) == tables
     assert count_files(warehouse) == 0 and not any(loc.exists() for loc in locations)
     assert sum(f for _, f, _ in done) == remaining
-    assert not watcher.state.unfinished_vacuums()
-    assert all(i.purged_at is not None for i in watcher.state.all_instances())
+    assert not watcher.state.vacuums.unfinished()
+    assert all(i.purged_at is not None for i in watcher.state.tables.all_instances())
     with pytest.raises(UndropBlocked, match="purged"):
         watcher.undrop_table("sales.t0")
     watcher.verify()

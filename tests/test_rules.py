@@ -23,6 +23,7 @@ from ledger import (
 )
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
+from tests.stores import FaultyStore
 
 
 def at(seconds: float):
@@ -119,20 +120,18 @@ def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
     """A vacuum (another connection) advances the watermark after the undrop has read
     and decided, before it appends: the append is refused, refolded, and refused again
     by the guard, and the undrop never commits."""
-    undropper = Ledger.open(ledger_path, clock=clock, actor="undropper")
+    undropper = Ledger(FaultyStore(ledger_path), clock=clock, actor="undropper")
     vacuum = Ledger.open(ledger_path, clock=clock, actor="vacuum")
     dropped = drop_at(undropper, clock, "sales.orders", 100)
     clock.set(at(200))
 
-    real_append = undropper._store.append
     raced = []
 
-    def append_after_vacuum(*args, **kwargs):
+    def vacuum_first(store: FaultyStore) -> None:
         if not raced:
             raced.append(vacuum.advance_watermark(dropped.dropped_at))
-        return real_append(*args, **kwargs)
 
-    undropper._store.append = append_after_vacuum
+    undropper.store.before_append = vacuum_first
     with pytest.raises(UndropBlocked):
         undropper.undrop_table("sales.orders")
     assert raced == [None] and undropper.retries == 1
@@ -143,33 +142,25 @@ def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
 
 
 def test_r4_conflict_on_unrelated_write_is_retried_and_succeeds(ledger_path: Path, clock: ManualClock) -> None:
-    first = Ledger.open(ledger_path, clock=clock)
+    first = Ledger(FaultyStore(ledger_path), clock=clock)
     second = Ledger.open(ledger_path, clock=clock)
-    real_append = first._store.append
     calls = []
 
-    def interleave(*args, **kwargs):
+    def interleave(store: FaultyStore) -> None:
         if not calls:
             calls.append(second.create_table("other.t"))
-        return real_append(*args, **kwargs)
 
-    first._store.append = interleave
+    first.store.before_append = interleave
     first.create_table("sales.orders")
     assert first.retries == 1
     assert {t.name for t in first.tables()} == {"other.t", "sales.orders"}
 
 
 def test_r4_gives_up_with_conflict_after_retry_budget(ledger_path: Path, clock: ManualClock) -> None:
-    stubborn = Ledger.open(ledger_path, clock=clock, max_attempts=3)
+    stubborn = Ledger(FaultyStore(ledger_path), clock=clock, max_attempts=3)
     other = Ledger.open(ledger_path, clock=clock)
-    real_append = stubborn._store.append
     names = iter(f"db.t{i}" for i in range(100))
-
-    def always_beaten(*args, **kwargs):
-        other.create_table(next(names))
-        return real_append(*args, **kwargs)
-
-    stubborn._store.append = always_beaten
+    stubborn.store.before_append = lambda store: other.create_table(next(names))
     before = stubborn.event_count()
     with pytest.raises(Conflict, match="gave up after 3 attempts"):
         stubborn.create_table("sales.orders")
@@ -181,17 +172,15 @@ def test_r4_a_writer_that_keeps_losing_decides_under_the_write_lock_and_wins(
         ledger_path: Path, clock: ManualClock) -> None:
     """Liveness: after ``optimistic_attempts`` lost races a command reads, decides and
     appends inside one write transaction, where nobody can move what it read."""
-    stubborn = Ledger.open(ledger_path, clock=clock, optimistic_attempts=3)
+    stubborn = Ledger(FaultyStore(ledger_path), clock=clock, optimistic_attempts=3)
     other = Ledger.open(ledger_path, clock=clock)
-    real_append = stubborn._store.append
     names = iter(f"db.t{i}" for i in range(100))
 
-    def beaten_unless_locked(*args, **kwargs):
-        if not stubborn._store._exclusive:  # under the lock the other writer would just wait
+    def beaten_unless_locked(store: FaultyStore) -> None:
+        if not store.in_exclusive:  # under the lock the other writer would just wait
             other.create_table(next(names))
-        return real_append(*args, **kwargs)
 
-    stubborn._store.append = beaten_unless_locked
+    stubborn.store.before_append = beaten_unless_locked
     created = stubborn.create_table("sales.orders")
     assert stubborn.retries == 3 and created.is_live
     assert len(other.tables()) == 4 and stubborn.verify().events == 4
@@ -325,9 +314,9 @@ def test_r8_purge_of_restorable_table_is_refused(ledger: Ledger, clock: ManualCl
 # --- R10 nothing lost ----------------------------------------------------------------------
 
 def test_r10_ledger_file_is_wal_with_full_sync(ledger: Ledger) -> None:
-    db = ledger._store._db
-    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    settings = ledger.store.settings()  # as SQLite reports them on the ledger's own connection
+    assert settings["journal_mode"] == "wal"
+    assert settings["synchronous"] == "FULL"
 
 
 def test_r10_event_durable_when_call_returns_even_if_process_dies(tmp_path: Path) -> None:
@@ -372,7 +361,7 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
     with Ledger.open(ledger_path, clock=clock, snapshot_every=5) as led:
         for i in range(12):
             led.create_table(f"a.t{i}")
-        snap_seq = led._store.load_snapshot("catalog").seq
+        snap_seq = led.store.load_snapshot("catalog").seq
         assert snap_seq >= 5
         expected = led.state
     raw = sqlite3.connect(ledger_path)
@@ -391,9 +380,9 @@ def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: Man
             if i % 3 == 0:
                 led.drop_table(f"a.t{i}")
     with Ledger.open(ledger_path, clock=clock) as led:
-        assert led._snapshot_seq > 0
+        assert led.runner.snapshot_seq > 0
         report = led.verify()
-        assert report.snapshot_seq == led._snapshot_seq
+        assert report.snapshot_seq == led.runner.snapshot_seq
         assert report.live == 25 - 9 and report.dropped == 9
 
 
@@ -404,15 +393,11 @@ def test_r10_crash_leaves_no_partial_command(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os
         from ledger.store import EventStore, NewEvent
-        store = EventStore({str(path)!r})
-        real = store._db
-        class Killer:
-            def __init__(self, db): self.db = db
-            def executemany(self, *a):
-                self.db.executemany(*a)
+        class Killer(EventStore):
+            def insert_rows(self, db, rows):
+                super().insert_rows(db, rows)
                 os.kill(os.getpid(), 9)   # after the rows, before COMMIT
-            def __getattr__(self, name): return getattr(self.db, name)
-        store._db = Killer(real)
+        store = Killer({str(path)!r})
         store.append([NewEvent("s", "TableCreated", 1, "{{}}")] * 3, {{}}, 1, "x")
     """)
     result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parent.parent)
@@ -448,12 +433,13 @@ def test_r8_r10_purged_instances_archived_by_a_snapshot_stay_final(ledger_path: 
         led.create_table("sales.more")  # one more event, so a snapshot lands after the purge
     with Ledger.open(ledger_path, clock=clock) as led:
         state = led.state
-        assert purged.id in state.archive.ids and purged.id not in state.instances
+        assert purged.id in state.tables.archive.ids and purged.id not in state.tables.instances
         with pytest.raises(UndropBlocked, match=f"{purged.id}.*purged at"):
             led.undrop_table("sales.orders", table_id=purged.id)
         assert led.instance(purged.id).state == "purged"
         assert led.undrop_table("sales.orders").id != purged.id  # the newer drop is fine
-        from ledger.decide import CreateTable, decide
+        from ledger.core.model import decide
+        from ledger.core.tables import CreateTable
         with pytest.raises(TableExists, match="already taken"):
             decide(led.state, CreateTable("sales.reuse", purged.id))
         assert led.verify().purged == 1

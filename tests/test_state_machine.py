@@ -54,11 +54,11 @@ from hypothesis.stateful import (
 from ledger import Ledger, ManualClock
 from ledger.errors import PurgeRefused  # the error type only; the model decides for itself
 from ledger.errors import (
-    DatabaseNotFound, InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerError,
+    DatabaseChanged, DatabaseNotFound, InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerError,
     TableExists, TableNotFound, UndropBlocked,
 )
-from ledger.events import decode
-from ledger.state import Catalog, fold
+from ledger.core.events import decode
+from ledger.core.model import State, fold
 
 # --- time, in integer microseconds, computed here rather than with ledger.clock ------------
 
@@ -184,7 +184,7 @@ class Model:
         self.tables: dict[str, ModelTable] = {}      # id -> instance, purged ones included
         self.watermarks: dict[str, int] = {}         # canonical scope -> time
         self.retentions: dict[str, int] = {}         # canonical scope -> seconds
-        self.db_drops: dict[str, list[str]] = {}     # db -> ids its latest drop took, not undropped since
+        self.db_drops: dict[str, tuple[int, list[str]]] = {}  # db -> (time, ids) of its latest drop
 
     # R6: event times strictly increase, even when the clock steps back; now never goes back.
 
@@ -305,16 +305,9 @@ class Model:
 
         def commit(inst: Any) -> None:
             assert (inst.id, inst.name, inst.dropped_at, inst.purged_at) == (table.id, target, None, None)
-            self._forget_database_drop(table)
             table.name, table.dropped = target, None
             self._appended(time)
         return Accept(1, commit)
-
-    def _forget_database_drop(self, table: ModelTable) -> None:
-        """An instance undropped on its own is no longer part of its database's latest drop."""
-        ids = self.db_drops.get(table.database, [])
-        if table.id in ids:
-            ids.remove(table.id)
 
     # --- databases (R7) ------------------------------------------------------------------
 
@@ -329,16 +322,20 @@ class Model:
             assert {opt_us(i.dropped_at) for i in result} == {time}, "one drop, one drop time"
             for table in victims:
                 table.dropped = time
-            self.db_drops[db] = [t.id for t in victims]
+            self.db_drops[db] = (time, [t.id for t in victims])
             self._appended(time)
         return Accept(1, commit)
 
     def undrop_database(self, db: str) -> Accept:
-        """All or none: any blocked or purged -> UndropBlocked, any name bound -> TableExists."""
-        tables = [self.tables[i] for i in self.db_drops.get(db, [])]
-        if not tables:
+        """All or none: any restored (or restored and dropped again) on its own since the drop ->
+        DatabaseChanged, any blocked or purged -> UndropBlocked, any name bound -> TableExists."""
+        if db not in self.db_drops:
             raise Refuse(DatabaseNotFound, why=f"database {db} has no drop left to undo")
+        when, ids = self.db_drops[db]
+        tables = [self.tables[i] for i in ids]
         reasons: set[type[Exception]] = set()
+        if any(t.purged is None and t.dropped != when for t in tables):
+            reasons.add(DatabaseChanged)
         if any(self.blocked(t) for t in tables):
             reasons.add(UndropBlocked)
         if any(self.live(t.name) is not None for t in tables):
@@ -550,7 +547,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.drop_database(data.draw(st.sampled_from(live)), style)
 
     def _undoable_databases(self) -> list[str]:
-        return sorted(db for db, ids in self.model.db_drops.items() if ids)
+        return sorted(self.model.db_drops)
 
     @precondition(lambda self: self._undoable_databases())
     @rule(data=st.data(), style=STYLES)
@@ -660,7 +657,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """Close and open the file again, sometimes from a snapshot: nothing is lost (R10)."""
         self.led.close()
         self.led = Ledger.open(self.path, clock=self.clock, actor="sm", snapshot_every=snapshot_every)
-        _record("reopen: from a snapshot" if self.led._snapshot_seq else "reopen: from the log")
+        _record("reopen: from a snapshot" if self.led.runner.snapshot_seq else "reopen: from the log")
         self.last = "ok"
 
     # --- invariants, checked after every step --------------------------------------------
@@ -713,13 +710,13 @@ class LedgerMachine(RuleBasedStateMachine):
     @invariant()
     def fresh_fold_equals_incremental_state(self) -> None:
         """Replaying the whole log from nothing gives the state the ledger built step by step."""
-        fresh = fold(Catalog(), (decode(*row) for row in self.led._store.read(0)))
+        fresh = fold(State(), (decode(*row) for row in self.led.store.read(0)))
         assert fresh == self.led.state
 
     @invariant()
     def event_times_strictly_increase(self) -> None:
         """R6: one event per accepted command, strictly increasing times, now never goes back."""
-        rows = list(self.led._store.read(0))
+        rows = list(self.led.store.read(0))
         assert [r[0] for r in rows] == list(range(1, len(rows) + 1))
         times = [r[5] for r in rows]
         assert all(a < b for a, b in zip(times, times[1:])), times
@@ -731,9 +728,9 @@ class LedgerMachine(RuleBasedStateMachine):
     def nothing_is_live_and_purged(self) -> None:
         """R8: a purged instance never comes back, so it is never bound to a name."""
         state = self.led.state
-        for inst in state.instances.values():
+        for inst in state.tables.instances.values():
             assert not (inst.dropped_at is None and inst.purged_at is not None), inst
-        assert all(state.instances[i].purged_at is None for i in state.bindings.values())
+        assert all(state.tables.instances[i].purged_at is None for i in state.tables.bindings.values())
 
     def check_all(self) -> None:
         """Every invariant, for scenarios driven by hand (Hypothesis calls them itself)."""
@@ -859,7 +856,7 @@ def test_r6_event_times_increase_when_the_clock_stalls_or_steps_back() -> None:
         do(m, "drop_database", db="a", style="upper")
         do(m, "advance_to_recent", scope="ledger", back=0, style="mixed", zone_hours=-3)
         do(m, "advance_past_now", "InvalidTime", scope="database:a", ahead=1, style="lower")
-        times = [row[5] for row in m.led._store.read(0)]
+        times = [row[5] for row in m.led.store.read(0)]
         assert times == [us(T0) + i for i in range(5)]
 
 
@@ -891,8 +888,12 @@ def test_r7_database_undrop_restores_exactly_its_tables_all_or_none() -> None:
         do(m, "drop_database", db="a", style="lower")
         do(m, "undrop_by_name", name="a.t1")
         do(m, "drop", name="a.t1")
-        do(m, "undrop_database", db="a", style="upper")
-        assert [t.id for t in m.led.tables()] == [t2]  # t1 left the database drop when undropped alone
+        # t1 was restored (and dropped again) on its own, so the drop of a can no longer be undone
+        # as a whole: refused, not a silent restore of t2 alone (which it used to be).
+        do(m, "undrop_database", "DatabaseChanged", db="a", style="upper")
+        assert m.led.tables() == [] and m.model.tables[t2].dropped is not None
+        do(m, "undrop_by_name", name="a.t2")  # what the refusal says to do: restore tables one by one
+        assert [t.id for t in m.led.tables()] == [t2]
         do(m, "drop_database", db="a", style="lower")
         do(m, "create", name="a.t2")
         do(m, "undrop_database", "TableExists", db="a", style="lower")

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from ledger import InvalidRetention, Ledger, LedgerUnavailable, ManualClock, TableNotFound, UndropBlocked
-from ledger.events import TableCreated, encode
+from ledger.core.events import encode
+from ledger.core.tables import TableCreated
 from spark_ops import read_table, vacuum, write_table
 from tests.conftest import T0
+from tests.stores import FaultyStore
 
 pytestmark = pytest.mark.spark
 WEEK = timedelta(days=7)
@@ -102,20 +104,18 @@ def test_r2_dry_run_changes_no_state_and_no_file_and_lists_every_file(spark, led
     led.undrop_table("sales.orders")  # still restorable: a dry run blocks nothing
 
 
-def test_r2_failed_watermark_append_aborts_with_nothing_deleted(spark, led, clock, rows, monkeypatch) -> None:
+def test_r2_failed_watermark_append_aborts_with_nothing_deleted(spark, led, clock, rows) -> None:
     location = make_table(led, rows, "sales.orders")
     led.drop_table("sales.orders")
     clock.advance(WEEK * 2)
     before = files_under(location)
     events = led.event_count()
 
-    def disk_full(*args, **kwargs):
-        raise LedgerUnavailable("ledger.db: database or disk is full")
-
-    monkeypatch.setattr(led._store, "append", disk_full)
-    with pytest.raises(LedgerUnavailable):
-        vacuum(spark, led)
-    monkeypatch.undo()
+    store = FaultyStore(led.path)
+    store.fail_with = LedgerUnavailable("ledger.db: database or disk is full")
+    with Ledger(store, clock=clock) as full_disk:
+        with pytest.raises(LedgerUnavailable):
+            vacuum(spark, full_disk)
     assert files_under(location) == before
     assert led.event_count() == events
     assert led.undrop_table("sales.orders").is_live
@@ -260,7 +260,7 @@ def test_failed_deletion_stays_blocked_and_is_finished_by_the_next_vacuum(spark,
     # The first run finished (recording one failure), so no crashed run is taken over.
     assert second.resumed_runs == () and not os.path.exists(location)
     assert [e.data["failed"] for e in led.history() if e.type == "VacuumFinished"] == [1, 0]
-    assert not led.state.unfinished_vacuums()
+    assert not led.state.vacuums.unfinished()
 
 
 def test_write_table_data_reads_back_identical_after_undrop(spark, led, rows) -> None:
@@ -324,7 +324,7 @@ def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_pat
     assert blocked_seen, "the child never got as far as its watermark"
     remaining = count_files(warehouse)
     state = watcher.state
-    assert state.unfinished_vacuums(), "the kill must land before the run finished"
+    assert state.vacuums.unfinished(), "the kill must land before the run finished"
     assert 0 <= remaining < total
     for t in range(24):
         with pytest.raises(UndropBlocked):
@@ -334,7 +334,7 @@ def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_pat
     clock.set(T0 + timedelta(days=366))
     report = vacuum(spark, watcher)
     assert len(report.purged) == 24 and report.failures == []
-    assert report.resumed_runs and not watcher.state.unfinished_vacuums()
+    assert report.resumed_runs and not watcher.state.vacuums.unfinished()
     assert count_files(warehouse) == 0
     assert all(watcher.instance(r.id).state == "purged" for r in report.purged)
     watcher.close()

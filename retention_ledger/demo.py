@@ -13,9 +13,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .api import Ledger
-from .clock import ManualClock, iso_utc
-from .errors import LedgerError, UndropBlocked
+from ledger import Ledger, LedgerError, ManualClock, UndropBlocked
+from ledger.clock import iso_utc
+from spark_ops import local_session, read_table, vacuum, write_table
 
 MARKER = ".retention-ledger-demo"
 
@@ -24,8 +24,6 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print) 
     say = echo or (lambda _line: None)
     root = _fresh_folder(Path(folder))
     clock = ManualClock(datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=10))
-
-    from spark_ops import local_session, read_table, vacuum, write_table
 
     say("starting a local SparkSession ...")
     spark = local_session("retention-ledger-demo")

@@ -1,0 +1,16 @@
+"""The pure core: facts, folded state and decisions, with no I/O at all.
+
+Read it in this order:
+
+* ``events``: how a fact is registered, encoded and decoded (schema versions, upcasters);
+* ``concern``: the shape every concern shares (``Decision``, slice fields, ``Concern``);
+* one module per concern, each owning its events, its slice of state, its fold
+  handlers, its commands and its decisions: ``guard`` (watermarks and retention),
+  ``tables`` (table lifecycle and names), ``vacuums`` (vacuum runs and their plans);
+* ``fold``: the engine that applies recorded events to a state, checking the log;
+* ``model``: the one module that joins the concerns into ``State``, ``decide`` and ``fold``;
+* ``snapshot``: folded state to bytes and back, derived from the slices' fields.
+
+Nothing here imports SQLite, Spark or the file system; the store, the runner and
+the edges sit above it (see the import-linter contract in ``pyproject.toml``).
+"""

@@ -1,0 +1,144 @@
+"""The shape every concern shares: decisions, slices of state, and how a concern is declared.
+
+A *concern* (table lifecycle, watermarks and retention, vacuum runs, ...) owns
+its events, its slice of the folded state, the fold handlers that change that
+slice, its commands and the decisions that answer them. It is a value, in the
+manner of the Decider pattern: ``Concern(initial, evolve, decide)``. The
+composition module (``model``) gives each concern a field of ``State`` and joins
+their handlers and deciders; nothing else registers anything anywhere.
+
+Rules of the game, which keep the fold cheap and the concerns honest:
+
+* A handler writes only its own concern's slice. It may read any slice.
+* A decider reads the whole ``State`` and returns a ``Decision``. It may emit
+  another concern's events (a vacuum advances watermarks) but only through that
+  concern's own functions, so each rule is checked in one place.
+* A slice is a frozen attrs class whose fields are persistent maps declared with
+  ``mapping(...)``; its field list is the only description of its shape: the fold's
+  mutable views, equality and the snapshot codec are all derived from it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+import attrs
+from immutables import Map
+
+from ..clock import Micros
+from ..errors import LedgerCorrupt
+
+if TYPE_CHECKING:
+    from .fold import Builder
+
+EMPTY: Map = Map()
+
+
+@attrs.frozen
+class Decision:
+    """Events to append as ``(stream, event)``, the streams read, and what to tell the caller.
+
+    The ledger appends only if every stream in ``reads`` is still at the version the
+    deciding state saw (R4): a verdict is never acted on after the facts behind it changed.
+    """
+
+    events: tuple[tuple[str, Any], ...] = ()
+    reads: frozenset[str] = frozenset()
+    result: Any = None
+
+
+Handler = Callable[["Builder", Any, int, Micros], None]
+"""``(builder, event, seq, time)``: apply one event to the builder's mutable slices."""
+
+Decider = Callable[[Any, Any], Decision]
+"""``(state, command) -> Decision``; raises a ``LedgerError`` to refuse."""
+
+
+@attrs.frozen
+class Concern:
+    initial: Any
+    """The empty slice: the state of this concern before any event."""
+    evolve: Mapping[type, Handler]
+    decide: Mapping[type, Decider]
+
+
+# --- slice fields and how they are written to a snapshot ------------------------------------
+
+class Codec(Protocol):
+    """Turns a slice field into JSON-able data (or, if ``raw``, bytes kept apart) and back."""
+    raw: bool
+
+    def encode(self, value: Any) -> Any: ...
+
+    def decode(self, data: Any) -> Any: ...
+
+
+@attrs.frozen
+class Plain:
+    """Values JSON holds as they are: text, integers, None."""
+    raw: bool = False
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+    def decode(self, data: Any) -> Any:
+        return data
+
+
+@attrs.frozen
+class Ids:
+    """A tuple of ids (JSON gives back a list)."""
+    raw: bool = False
+
+    def encode(self, value: Any) -> Any:
+        return list(value)
+
+    def decode(self, data: Any) -> Any:
+        return tuple(data)
+
+
+@attrs.frozen
+class Record:
+    """A frozen attrs value written as the list of its fields, in order; lists come back as tuples."""
+    cls: type
+    raw: bool = False
+
+    def encode(self, value: Any) -> Any:
+        return [getattr(value, f.name) for f in attrs.fields(self.cls)]
+
+    def decode(self, data: Any) -> Any:
+        return self.cls(*(tuple(x) if isinstance(x, list) else x for x in data))
+
+
+@attrs.frozen
+class MapOf:
+    """A persistent map of text keys to values of one codec."""
+    values: Codec
+    raw: bool = False
+
+    def encode(self, value: Map) -> Any:
+        encode = self.values.encode
+        return {key: encode(item) for key, item in value.items()}
+
+    def decode(self, data: Any) -> Map:
+        decode = self.values.decode
+        return Map({key: decode(item) for key, item in data.items()})
+
+
+PLAIN, IDS = Plain(), Ids()
+
+
+def mapping(values: Codec = PLAIN) -> Any:
+    """Declare a slice field: a persistent map, empty at first, whose values use ``values``."""
+    return attrs.field(default=EMPTY, metadata={"codec": MapOf(values)})
+
+
+def codec_of(field: attrs.Attribute) -> Codec:
+    return field.metadata["codec"]
+
+
+# --- the fold's refusals --------------------------------------------------------------------
+
+def corrupt(message: str) -> LedgerCorrupt:
+    """Every inconsistency the fold finds means the file was damaged or edited by hand."""
+    return LedgerCorrupt(f"{message}; restore the ledger file from a backup")

@@ -1,0 +1,88 @@
+"""The composition: every concern joined into one ``State``, one ``decide`` and one ``fold``.
+
+This is the only module that knows the list of concerns. Adding one (table
+versions, say) means writing its module and adding its field to ``State`` below
+(and its commands to ``Command``); the fold's handlers, the deciders, equality and
+the snapshot codec all follow from that field.
+
+    state = fold(State(), records)          # the catalog as a fold of the log
+    decision = decide(state, DropTable("sales.orders"))
+    decision.events, decision.reads         # what to append, on which condition (R4)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Union
+
+import attrs
+from immutables import Map
+
+from ..clock import Micros
+from . import guard, tables, vacuums, warehouse
+from .concern import EMPTY, Concern, Decision
+from .events import Recorded
+from .fold import Folder
+
+
+def _concern(concern: Concern) -> Any:
+    return attrs.field(default=concern.initial, metadata={"concern": concern})
+
+
+@attrs.frozen
+class State:
+    """The folded log. ``seq`` and ``last_time`` are those of its last event; ``streams`` holds
+    each stream's version, which conditional appends are checked against (R4)."""
+
+    seq: int = 0
+    last_time: Micros = 0
+    streams: Map = EMPTY
+    guard: guard.Guard = _concern(guard.CONCERN)
+    tables: tables.Tables = _concern(tables.CONCERN)
+    vacuums: vacuums.Vacuums = _concern(vacuums.CONCERN)
+    warehouse: warehouse.Warehouse = _concern(warehouse.CONCERN)
+
+    def version(self, stream: str) -> int:
+        return self.streams.get(stream, 0)
+
+
+Command = Union[tables.Command, guard.Command, vacuums.Command, warehouse.MoveWarehouse]
+
+CONCERNS: dict[str, Concern] = {f.name: f.metadata["concern"] for f in attrs.fields(State)
+                                if "concern" in f.metadata}
+
+
+def _joined(part: str) -> dict[type, Any]:
+    joined: dict[type, Any] = {}
+    for name, concern in CONCERNS.items():
+        for kind, handler in getattr(concern, part).items():
+            if kind in joined:
+                raise TypeError(f"{kind.__name__} is claimed by two concerns (the second: {name})")
+            joined[kind] = handler
+    return joined
+
+
+_DECIDERS = _joined("decide")
+_FOLDER = Folder(CONCERNS, _joined("evolve"))
+
+
+def decide(state: State, command: Command) -> Decision:
+    """What a command does on this state: the events to append, the streams read, the result."""
+    decider = _DECIDERS.get(type(command))
+    if decider is None:
+        raise TypeError(f"no decision rule for {type(command).__name__}")
+    return decider(state, command)
+
+
+def evolve(state: State, record: Recorded) -> State:
+    """The next state after one recorded event."""
+    return _FOLDER.fold(state, (record,))
+
+
+def fold(state: State, records: Iterable[Recorded]) -> State:
+    """The state after a batch of recorded events, in sequence order."""
+    return _FOLDER.fold(state, records)
+
+
+def fold_rows(state: State, rows: Iterable[tuple]) -> State:
+    """``fold`` straight from stored rows (the replay path)."""
+    return _FOLDER.fold_rows(state, rows)

@@ -1,0 +1,356 @@
+"""Vacuum runs: what a vacuum may delete, the watermarks that make exactly that final, and its lease.
+
+The Spark job asks the ledger to *start* a vacuum; the plan is decided here, on
+folded state, and appended with its watermarks and a ``VacuumStarted`` event in
+one conditional append (R2, R4). Files are touched only after that append has
+landed, and only the instances the plan names, each carrying the effective
+watermark it has once the append is in (the executors re-check it).
+
+Choosing watermarks (R5, R6). Each planned instance must end at or before its
+effective watermark; no other dropped instance may become newly blocked. A
+watermark is always set to the drop time of a planned instance (evidence, not a
+clock reading), and the widest scope that blocks nothing else is used, so a full
+vacuum writes one ledger watermark while a narrow one (a database, a ``limit``,
+or a longer retention elsewhere) falls back to database or table watermarks.
+Ties (a database drop gives its tables one time) are resolved the safe way: a
+scope is used only if every spared instance was dropped strictly after the mark.
+
+Runs hold a lease. A running vacuum renews it while it deletes; another vacuum
+leaves a run with a live lease alone (its tables are not planned again, and the
+plan says which runs it left alone) and takes over only a run whose lease has
+expired, which it records (``resumes``). Every run records exactly the files and
+bytes it deleted itself.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Union
+
+import attrs
+
+from ..clock import Micros
+from ..errors import InvalidArgument, PurgeRefused
+from ..names import database_name
+from .concern import Concern, Decision, Record, corrupt, mapping
+from .events import UPCASTERS, as_ids, event
+from .guard import advance, check_retention, retention_stream, watermark_stream
+from .tables import CATALOG_STREAM, Instance, check_counts, guard_streams, purge
+
+if TYPE_CHECKING:
+    from .fold import Builder
+    from .model import State
+
+VACUUM_STREAM = "vacuums"
+"""Every run's start, renewals and finish: one stream, because a run can be taken over by
+another (``VacuumStarted.resumes``), and a takeover must see the lease it overrides."""
+
+DEFAULT_LEASE_SECONDS = 600
+"""A vacuum renews its lease every third of this while it deletes; a run silent for this long
+is taken to be dead, and the next vacuum takes its tables over."""
+
+
+# --- events --------------------------------------------------------------------------------
+
+@event("VacuumStarted", version=2)
+@attrs.frozen
+class VacuumStarted:
+    """Written in the same append as the watermarks, before any file is touched (R2)."""
+    run_id: str
+    table_ids: tuple[str, ...] = attrs.field(converter=as_ids)
+    watermarks: dict[str, Micros] = attrs.field(factory=dict)
+    database: str | None = None
+    limit: int | None = None
+    resumes: tuple[str, ...] = attrs.field(default=(), converter=as_ids)
+    """Earlier runs whose lease expired before they finished; this run takes over their instances."""
+    lease_until: Micros | None = None
+    """Until when no other vacuum may take this run's tables (None: logs before leases existed)."""
+
+
+UPCASTERS[("VacuumStarted", 1)] = lambda data: {**data, "lease_until": None}
+
+
+@event("VacuumRenewed")
+@attrs.frozen
+class VacuumRenewed:
+    run_id: str
+    until: Micros
+
+
+@event("VacuumFinished")
+@attrs.frozen
+class VacuumFinished:
+    """``files`` and ``bytes`` are what this run deleted itself; ``purged`` counts the purges it
+    recorded (an instance another run recorded first is not counted twice)."""
+    run_id: str
+    purged: int
+    failed: int
+    files: int
+    bytes: int
+
+
+# --- state ---------------------------------------------------------------------------------
+
+@attrs.frozen
+class VacuumRun:
+    """A vacuum that recorded its start and not yet its end: it is deleting, or it died."""
+
+    run_id: str
+    started_at: Micros
+    table_ids: tuple[str, ...]
+    lease_until: Micros | None = None
+    taken_over: bool = False
+    """A later vacuum took over its tables; it may still finish, but is not resumed again."""
+
+    def is_live(self, now: Micros) -> bool:
+        return not self.taken_over and self.lease_until is not None and self.lease_until > now
+
+
+@attrs.frozen
+class Vacuums:
+    runs: Any = mapping(Record(VacuumRun))   # run id -> VacuumRun, runs not yet finished
+
+    def unfinished(self) -> list[VacuumRun]:
+        """Runs that started, did not finish, and no later run took over."""
+        return sorted((run for run in self.runs.values() if not run.taken_over),
+                      key=lambda run: run.started_at)
+
+
+# --- plans ---------------------------------------------------------------------------------
+
+@attrs.frozen
+class PlannedInstance:
+    id: str
+    name: str
+    path: str
+    dropped_at: Micros
+    watermark: Micros
+    """Its effective watermark once the plan's watermarks are set: at or after ``dropped_at``."""
+    resumed: bool
+    """Already behind a watermark before this run: an earlier vacuum (or a hand) blocked it."""
+
+
+@attrs.frozen
+class Waiting:
+    """A dropped instance the plan leaves restorable, and why: when it becomes due, and the
+    retention setting that decided (a scope, ``vacuum`` for the run's own, or ``default``)."""
+    id: str
+    name: str
+    dropped_at: Micros
+    due_at: Micros
+    retention_seconds: int
+    retention_from: str
+
+
+@attrs.frozen
+class VacuumPlan:
+    run_id: str
+    now: Micros
+    instances: tuple[PlannedInstance, ...]
+    watermarks: dict[str, Micros]
+    resumes: tuple[str, ...]
+    lease_until: Micros
+    waiting: tuple[Waiting, ...] = ()
+    busy: tuple[str, ...] = ()
+    """Runs still holding a live lease, whose tables this plan leaves to them."""
+
+
+@attrs.frozen
+class StartVacuum:
+    run_id: str
+    now: Micros
+    retention_seconds: int | None = None
+    override_floor: bool = False
+    database: str | None = None
+    limit: int | None = None
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+
+
+@attrs.frozen
+class RenewVacuum:
+    run_id: str
+    now: Micros
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+
+
+@attrs.frozen
+class FinishVacuum:
+    run_id: str
+    purged: tuple[tuple[str, int, int], ...]
+    """(table id, files deleted, bytes deleted) for each instance whose files are all gone."""
+    failed: int
+
+
+Command = Union[StartVacuum, RenewVacuum, FinishVacuum]
+
+
+def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
+    if cmd.limit is not None and (isinstance(cmd.limit, bool) or not isinstance(cmd.limit, int)
+                                  or cmd.limit < 1):
+        raise InvalidArgument(f"vacuum limit must be a whole number of at least 1, not {cmd.limit!r}")
+    if cmd.retention_seconds is not None:
+        check_retention(cmd.retention_seconds, cmd.override_floor, "for this vacuum")
+    _check_lease(cmd.lease_seconds)
+    guard = state.guard
+    database = None if cmd.database is None else database_name(cmd.database)
+    busy_runs = [run for run in state.vacuums.unfinished() if run.is_live(cmd.now)]
+    held = {id_ for run in busy_runs for id_ in run.table_ids}
+    due: list[Instance] = []
+    waiting: list[Waiting] = []
+    for inst in state.tables.dropped_instances(database=database):
+        if inst.id in held:
+            continue
+        source, seconds = guard.retention_source(inst, cmd.retention_seconds)
+        due_at = (inst.dropped_at or 0) + seconds * 1_000_000
+        if guard.is_blocked(inst) or due_at <= cmd.now:
+            due.append(inst)
+        else:
+            waiting.append(Waiting(inst.id, inst.name, inst.dropped_at or 0, due_at, seconds, source))
+    # Finish what earlier runs (or hands) started first, then oldest drops first.
+    due.sort(key=lambda i: (not guard.is_blocked(i), i.dropped_at, i.id))
+    chosen = due[: cmd.limit] if cmd.limit is not None else due
+    marks = choose_watermarks(state, chosen)
+    resumed_ids = {i.id for i in chosen if guard.is_blocked(i)}
+    resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished()
+                           if not run.is_live(cmd.now) and resumed_ids.intersection(run.table_ids)))
+    planned = tuple(
+        PlannedInstance(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks),
+                        i.id in resumed_ids)
+        for i in chosen)
+    waiting.sort(key=lambda w: (w.due_at, w.id))
+    return VacuumPlan(cmd.run_id, cmd.now, planned, marks, resumes, cmd.now + cmd.lease_seconds * 1_000_000,
+                      tuple(waiting), tuple(run.run_id for run in busy_runs))
+
+
+def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:
+    """The widest scopes whose watermarks cover ``chosen`` and newly block nothing else (R5)."""
+    guard = state.guard
+    need = [i for i in chosen if not guard.is_blocked(i)]
+    if not need:
+        return {}
+    chosen_ids = {i.id for i in chosen}
+    spared = [i for i in state.tables.dropped_instances()
+              if i.id not in chosen_ids and not guard.is_blocked(i)]
+    top = max(i.dropped_at or 0 for i in need)
+    if all((i.dropped_at or 0) > top for i in spared):
+        return {"ledger": top}
+    by_database: dict[str, list[Instance]] = defaultdict(list)
+    for inst in need:
+        by_database[inst.database].append(inst)
+    marks: dict[str, Micros] = {}
+    for database, group in sorted(by_database.items()):
+        top = max(i.dropped_at or 0 for i in group)
+        if all((i.dropped_at or 0) > top for i in spared if i.database == database):
+            marks[f"database:{database}"] = top
+        else:
+            marks.update((f"table:{i.id}", i.dropped_at or 0) for i in group)
+    return marks
+
+
+def _effective_after(state: State, inst: Instance, marks: dict[str, Micros]) -> Micros:
+    found = [m for m in (state.guard.effective_watermark(inst), *map(marks.get, state.guard.covering_scopes(inst)))
+             if m is not None]
+    return max(found)
+
+
+def _check_lease(seconds: object) -> None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+        raise InvalidArgument(f"a vacuum's lease must be a whole number of seconds of at least 1, not {seconds!r}")
+
+
+# --- decisions -----------------------------------------------------------------------------
+
+def _start(state: State, cmd: StartVacuum) -> Decision:
+    plan = plan_vacuum(state, cmd)
+    if not plan.instances:
+        return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
+    events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks.items()]
+    events.append((VACUUM_STREAM, VacuumStarted(
+        cmd.run_id, tuple(p.id for p in plan.instances), dict(plan.watermarks),
+        None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
+        plan.lease_until)))
+    reads = {VACUUM_STREAM}
+    for planned in plan.instances:
+        inst = state.tables.instances[planned.id]
+        reads |= guard_streams(state, inst)
+        # Its retention decided that it is due: a longer one set meanwhile must stop the plan.
+        reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
+    reads |= {watermark_stream(scope) for scope in plan.watermarks}
+    return Decision(tuple(events), frozenset(reads), plan)
+
+
+def _renew(state: State, cmd: RenewVacuum) -> Decision:
+    """Extend a live run's lease. A run taken over is told so (result False) and appends nothing:
+    its deletions stay safe (its tables are behind their watermarks), but it no longer holds them."""
+    _check_lease(cmd.lease_seconds)
+    run = state.vacuums.runs.get(cmd.run_id)
+    if run is None:
+        raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
+    if run.taken_over:
+        return Decision((), frozenset({VACUUM_STREAM}), False)
+    until = cmd.now + cmd.lease_seconds * 1_000_000
+    return Decision(((VACUUM_STREAM, VacuumRenewed(cmd.run_id, until)),), frozenset({VACUUM_STREAM}), True)
+
+
+def _finish(state: State, cmd: FinishVacuum) -> Decision:
+    if cmd.run_id not in state.vacuums.runs:
+        raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
+    events: list[tuple[str, Any]] = []
+    reads = {VACUUM_STREAM}
+    files = size = 0
+    for table_id, n_files, n_bytes in cmd.purged:
+        check_counts(cmd.run_id, n_files, n_bytes)
+        files += n_files
+        size += n_bytes
+        inst = state.tables.instance(table_id)
+        if inst is not None and inst.purged_at is not None:
+            continue  # a run that took this one over recorded it first; the files are gone either way
+        try:
+            events.append(purge(state, table_id, cmd.run_id, n_files, n_bytes))
+        except PurgeRefused as exc:
+            raise PurgeRefused(f"vacuum {cmd.run_id}: {exc}") from None
+        reads |= guard_streams(state, state.tables.instances[table_id])
+    purged = len(events)
+    # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
+    events.append((VACUUM_STREAM, VacuumFinished(cmd.run_id, purged, cmd.failed, files, size)))
+    return Decision(tuple(events), frozenset(reads), purged)
+
+
+# --- fold ----------------------------------------------------------------------------------
+
+def _on_started(b: Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
+    for id_ in e.table_ids:  # R2 on replay: its watermarks landed first and cover what it lists
+        inst = b.tables.instances.get(id_)
+        if inst is None or not inst.is_dropped or not b.guard.is_blocked(inst):
+            raise corrupt(f"event #{seq} starts vacuum {e.run_id} on table id {id_}, which is not a "
+                          "dropped table behind its watermark (R2)")
+    runs = b.vacuums.runs
+    for earlier in e.resumes:
+        run = runs.get(earlier)
+        if run is not None:
+            runs[earlier] = attrs.evolve(run, taken_over=True)
+    runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until)
+
+
+def _on_renewed(b: Builder, e: VacuumRenewed, seq: int, time: Micros) -> None:
+    run = b.vacuums.runs.get(e.run_id)
+    if run is None:
+        raise corrupt(f"event #{seq} renews vacuum {e.run_id}, which is not in progress")
+    b.vacuums.runs[e.run_id] = attrs.evolve(run, lease_until=e.until)
+
+
+def _on_finished(b: Builder, e: VacuumFinished, seq: int, time: Micros) -> None:
+    if e.run_id not in b.vacuums.runs:
+        raise corrupt(f"event #{seq} finishes vacuum {e.run_id}, which is not in progress")
+    del b.vacuums.runs[e.run_id]
+
+
+CONCERN = Concern(
+    initial=Vacuums(),
+    evolve={VacuumStarted: _on_started, VacuumRenewed: _on_renewed, VacuumFinished: _on_finished},
+    decide={StartVacuum: _start, RenewVacuum: _renew, FinishVacuum: _finish},
+)
+
+__all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumRenewed", "VacuumFinished", "VacuumRun", "Vacuums",
+           "PlannedInstance", "Waiting", "VacuumPlan", "StartVacuum", "RenewVacuum", "FinishVacuum",
+           "plan_vacuum", "choose_watermarks", "CONCERN"]

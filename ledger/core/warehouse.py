@@ -1,0 +1,72 @@
+"""The warehouse root: where every instance's files live, and its recorded moves (R10).
+
+The root is recorded when the ledger is created (in the file's meta table, so
+that an empty ledger has no events) and every open uses it: an open that names
+another root is refused, because tables written there would be invisible to every
+vacuum. Moving a warehouse (after copying its files elsewhere) is this concern's
+one command, recorded in the log like any other decision; from then on the moved
+root is the one every open uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..errors import InvalidArgument, WarehouseMismatch
+from .concern import Concern, Decision, mapping
+from .events import event
+from .vacuums import VACUUM_STREAM
+
+if TYPE_CHECKING:
+    from .fold import Builder
+    from .model import State
+
+WAREHOUSE_STREAM = "warehouse"
+
+
+@event("WarehouseMoved")
+@attrs.frozen
+class WarehouseMoved:
+    from_root: str
+    to_root: str
+
+
+@attrs.frozen
+class Warehouse:
+    moves: Any = mapping()   # "root" -> the root since the latest move (absent: the one recorded at creation)
+
+    @property
+    def root(self) -> str | None:
+        return self.moves.get("root")
+
+
+@attrs.frozen
+class MoveWarehouse:
+    from_root: str
+    """The root the caller believes is current (checked: a stale belief is refused)."""
+    to_root: str
+
+
+def _move(state: State, cmd: MoveWarehouse) -> Decision:
+    current = state.warehouse.root
+    if current is not None and current != cmd.from_root:
+        raise WarehouseMismatch(f"cannot move the warehouse from {cmd.from_root}: it was moved to {current}")
+    if cmd.to_root == cmd.from_root:
+        raise InvalidArgument(f"the warehouse is already at {cmd.to_root}")
+    busy = [run.run_id for run in state.vacuums.unfinished()]
+    if busy:
+        raise InvalidArgument(f"cannot move the warehouse while vacuum run(s) {', '.join(busy)} are unfinished: "
+                              "their plans name the old locations; let them finish (run vacuum again) first")
+    return Decision(((WAREHOUSE_STREAM, WarehouseMoved(cmd.from_root, cmd.to_root)),),
+                    frozenset({WAREHOUSE_STREAM, VACUUM_STREAM}), cmd.to_root)
+
+
+def _on_moved(b: Builder, e: WarehouseMoved, seq: int, time: int) -> None:
+    if not isinstance(e.to_root, str) or not e.to_root:
+        raise TypeError(f"warehouse root {e.to_root!r}")
+    b.warehouse.moves["root"] = e.to_root
+
+
+CONCERN = Concern(initial=Warehouse(), evolve={WarehouseMoved: _on_moved}, decide={MoveWarehouse: _move})

@@ -1,0 +1,225 @@
+"""The command loop: decide on folded state, append on condition, fold what was appended.
+
+Every command runs the same loop (``execute``): decide on the folded state, and
+append on the condition that every stream the decision read is still where it
+was (R4). If another writer got there first the append is refused, the state is
+refolded from the log, and the command is decided again. After
+``optimistic_attempts`` lost races the command reads, decides and appends under
+the write lock, where it cannot lose; only a lock that is never free ends in
+``Conflict``. Refusals are always decided on the latest state.
+
+The runner also keeps the folded state current (``refresh`` folds what other
+processes appended) and writes snapshots, which are caches with a digest.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from datetime import datetime
+from typing import Any, Callable, Union
+
+import attrs
+
+from .clock import Clock, Micros, from_micros, read_clock
+from .core import snapshot
+from .core.concern import Decision
+from .core.events import Recorded, encode, type_of
+from .core.model import Command, State, decide, fold, fold_rows
+from .errors import Conflict, LedgerError
+from .store import EventStore, NewEvent, Snapshot
+
+SNAPSHOT_NAME = "catalog"
+
+CommandOrBuilder = Union[Command, Callable[[Micros], Command]]
+"""A command, or a function of the ledger's now that makes one (for commands that need the time)."""
+
+
+@attrs.frozen
+class Prepared:
+    """A decided command and the stream versions it was decided on, not yet appended.
+
+    Exposed so tests (and tools) can split a command into its read, decide and
+    append steps and interleave them with other writers.
+    """
+
+    decision: Decision
+    conditions: dict[str, int]
+    now: Micros
+    seq: int
+    """The last sequence number of the state it was decided on."""
+
+
+class Runner:
+    """Runs commands against one store, holding the folded state in step with the log."""
+
+    def __init__(self, store: EventStore, *, clock: Clock, actor: str, max_attempts: int = 30,
+                 optimistic_attempts: int = 8, snapshot_every: int = 20_000) -> None:
+        self.store = store
+        self.clock = clock
+        self.actor = actor
+        self.max_attempts = max_attempts
+        self.optimistic_attempts = optimistic_attempts
+        self.snapshot_every = snapshot_every
+        self.retries = 0
+        """How many appends were refused and retried since opening (for benchmarks and tests)."""
+        self.snapshot_seq = 0
+        """The sequence number of the snapshot this runner started from or last wrote (0: none)."""
+        self._lock = threading.RLock()
+        self._state = State()
+        self._load()
+
+    # --- the folded state -----------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Start from the snapshot when it can be trusted, else from nothing."""
+        snap = self.store.load_snapshot(SNAPSHOT_NAME)
+        if snap is not None and snap.format == snapshot.FORMAT:
+            try:
+                state = snapshot.load(snap.data)
+            except snapshot.SnapshotMismatch:
+                state = None
+            if state is not None and state.seq == snap.seq and \
+                    self.store.event_time(snap.seq) == state.last_time:
+                self._state = state
+                self.snapshot_seq = snap.seq
+        self.refresh(force=True)
+
+    @property
+    def held(self) -> State:
+        """The state as last folded, without asking the file whether others wrote since."""
+        return self._state
+
+    @property
+    def state(self) -> State:
+        """The folded state, caught up with the log."""
+        return self.refresh()
+
+    def refresh(self, *, force: bool = False) -> State:
+        """Fold whatever other writers appended since we last looked; returns the state."""
+        with self._lock:
+            if self.store.changed_elsewhere() or force:
+                self._state = fold_rows(self._state, self.store.read(self._state.seq))
+                self._maybe_snapshot()
+            return self._state
+
+    def _maybe_snapshot(self) -> None:
+        # Every snapshot_every events, or less often for a big state, so the cost per event stays flat.
+        if self._state.seq - self.snapshot_seq >= max(self.snapshot_every, len(self._state.tables.instances)):
+            self.save_snapshot()
+
+    def rebuild(self, base: State) -> None:
+        """Replace the held state with ``base`` (a fold from nothing) caught up with the log, and
+        write a fresh snapshot: for when the state we held came from a snapshot that lied."""
+        with self._lock:
+            self._state = fold_rows(base, self.store.read(base.seq))
+            if self._state.seq:
+                self.save_snapshot()
+
+    def save_snapshot(self) -> None:
+        state = self._state
+        try:
+            self.store.save_snapshot(SNAPSHOT_NAME, Snapshot(state.seq, snapshot.FORMAT, snapshot.dump(state)))
+            self.snapshot_seq = state.seq
+        except (Conflict, OSError):
+            pass  # a snapshot is only a cache; a busy or read-only file just goes without
+
+    # --- time -----------------------------------------------------------------------------
+
+    def now_micros(self, state: State | None = None) -> Micros:
+        # The log's time never goes back, so neither does the ledger's idea of now.
+        return max(read_clock(self.clock), (state or self._state).last_time)
+
+    def now(self) -> datetime:
+        return from_micros(self.now_micros(self.refresh()))
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def prepare(self, command: CommandOrBuilder) -> Prepared:
+        """Read and decide: the first two steps of a command, on the latest state."""
+        with self._lock:
+            return self._decide(self.refresh(), command)
+
+    def _decide(self, state: State, command: CommandOrBuilder) -> Prepared:
+        now = self.now_micros(state)
+        if callable(command):
+            command = command(now)
+        decision = decide(state, command)
+        return Prepared(decision, {s: state.version(s) for s in decision.reads}, now, state.seq)
+
+    def commit(self, prepared: Prepared) -> None:
+        """Append a prepared decision; raises ``Conflict`` if a stream it read has moved.
+
+        On return the runner's state includes the appended events.
+        """
+        decided = prepared.decision.events
+        if not decided:
+            return
+        appended = self.store.append(
+            [NewEvent(stream, *type_of(event), encode(event)) for stream, event in decided],
+            prepared.conditions, prepared.now, self.actor, expected_head=prepared.seq)
+        with self._lock:
+            if appended.previous_head == self._state.seq:
+                # Nobody else wrote since our state: fold our own events without reading them back.
+                self._state = fold(self._state, (
+                    Recorded(seq, stream, version, time_, self.actor, event)
+                    for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)))
+                self._maybe_snapshot()
+            else:
+                self.refresh(force=True)
+
+    def execute(self, command: CommandOrBuilder) -> Decision:
+        """Decide and append with retries.
+
+        The first attempt decides on the state we already hold, without asking the
+        file whether others wrote: if they did, and it matters, the conditional append
+        refuses (R4) and we retry on fresh state. A refusal or a no-op, which append
+        nothing and so are not checked by the store, is always re-decided on the latest
+        state before the caller hears it.
+        """
+        last: Conflict | None = None
+        fresh = False
+        for attempt in range(self.max_attempts):
+            if attempt >= self.optimistic_attempts:
+                return self._execute_exclusively(command)
+            with self._lock:
+                state = self.refresh() if fresh else self._state
+                try:
+                    prepared = self._decide(state, command)
+                except LedgerError:
+                    if fresh or self.refresh().seq == state.seq:
+                        raise  # decided on the latest state: the refusal stands
+                    fresh = True
+                    continue
+                if not prepared.decision.events and not fresh:
+                    fresh = True
+                    continue
+            try:
+                self.commit(prepared)
+            except Conflict as exc:
+                last = exc
+                fresh = True
+                self.retries += 1
+                time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** attempt)))
+                continue
+            return prepared.decision
+        raise Conflict(
+            f"gave up after {self.max_attempts} attempts: other writers kept changing what this "
+            f"command depends on (last: {last})",
+            stream=last.stream if last else None,
+        )
+
+    def _execute_exclusively(self, command: CommandOrBuilder) -> Decision:
+        """Read, decide and append inside one write transaction. Slower for everyone (others
+        wait for the lock), so only for a command that lost ``optimistic_attempts`` races in a
+        row, typically a vacuum on a busy catalog; it cannot lose another. If the lock is not
+        had within the busy timeout, that is ``Conflict``."""
+        with self._lock, self.store.exclusive():
+            prepared = self._decide(self.refresh(force=True), command)
+            self.commit(prepared)
+            return prepared.decision
+
+    def run(self, command: CommandOrBuilder) -> Any:
+        """``execute`` and return only what the decision tells the caller."""
+        return self.execute(command).result

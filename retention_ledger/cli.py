@@ -1,0 +1,399 @@
+"""``retention-ledger``: the ledger from a shell.
+
+Exit codes: 0 done; 1 the ledger refused the command (one line on stderr that
+starts with ``error:``); 2 the command line itself was wrong; 130 interrupted
+(Ctrl-C: one line, Spark stopped, the ledger consistent). ``--json`` prints
+machine-readable output; times are always ISO 8601 UTC.
+
+Read-only commands never create a ledger: a mistyped ``--ledger`` path is an
+error, not an empty ledger that answers "0 events".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sys
+from typing import Any, Callable, Iterator, Sequence
+
+import attrs
+import click
+import rich.console
+
+from ledger import Ledger, LedgerError, Scope, TableInstance
+from ledger.clock import format_duration, iso_utc, parse_time
+
+DEFAULT_LEDGER = "ledger.db"
+
+
+class Context:
+    def __init__(self, path: str, warehouse: str | None, actor: str | None, as_json: bool) -> None:
+        self.path, self.warehouse, self.actor, self.as_json = path, warehouse, actor, as_json
+        self.writes = True
+        self._ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = Ledger.open(self.path, warehouse=self.warehouse, actor=self.actor, create=self.writes)
+        return self._ledger
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+
+    def emit(self, data: Any, text: str | Callable[[], str]) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=2))
+        else:
+            click.echo(text() if callable(text) else text)
+
+
+class Interrupted(Exception):
+    """Ctrl-C: reported in one line, with exit code 130."""
+
+
+def command(group: click.Group, name: str, *, short_help: str, writes: bool = False, **kwargs: Any) -> Callable:
+    """A subcommand that accepts --json in either place, turns ledger refusals into exit 1 and
+    Ctrl-C into exit 130. ``writes=False`` commands refuse a ledger file that does not exist."""
+    def wrap(fn: Callable) -> click.Command:
+        @group.command(name, short_help=short_help, **kwargs)
+        @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+        @click.pass_obj
+        @functools.wraps(fn)
+        def run(ctx: Context, as_json: bool, **params: Any) -> None:
+            ctx.as_json = ctx.as_json or as_json
+            ctx.writes = writes
+            try:
+                fn(ctx, **params)
+            except LedgerError as exc:
+                click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+                sys.exit(1)
+            except KeyboardInterrupt:
+                _stop_spark()
+                click.echo(f"interrupted: {name} stopped; the ledger is consistent (an interrupted vacuum "
+                           "is finished by the next one)", err=True)
+                sys.exit(130)
+            finally:
+                ctx.close()
+        return run
+    return wrap
+
+
+def _stop_spark() -> None:
+    """Stop a SparkSession this process started, and its JVM, if Spark was ever imported."""
+    if "spark_ops.session" in sys.modules:
+        sys.modules["spark_ops.session"].stop_local_spark()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="retention-ledger", prog_name="retention-ledger")
+@click.option("--ledger", "path", envvar="RETENTION_LEDGER", default=DEFAULT_LEDGER, show_default=True,
+              help="Ledger file (env RETENTION_LEDGER).")
+@click.option("--warehouse", envvar="RETENTION_WAREHOUSE", default=None,
+              help="Warehouse root for a new ledger; an existing ledger must be given its recorded root "
+                   "or none (env RETENTION_WAREHOUSE).")
+@click.option("--actor", default=None, help="Who to record as the actor of commands; default user@host.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def cli(click_ctx: click.Context, path: str, warehouse: str | None, actor: str | None, as_json: bool) -> None:
+    """Record what a pipeline destroys (drops, undrops, watermarks), refuse unsafe undrops,
+    and vacuum what is past its retention."""
+    click_ctx.obj = Context(path, warehouse, actor, as_json)
+
+
+# --- text output ---------------------------------------------------------------------------
+
+def _text_table(header: Sequence[str], rows: list[Sequence[Any]]) -> str:
+    """Columns aligned under a header; the last column is left ragged (it holds locations)."""
+    cells = [list(header)] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]) for row in cells)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+@command(cli, "create", short_help="Create a table.", writes=True)
+@click.argument("name")
+def create(ctx: Context, name: str) -> None:
+    """Create table NAME (database.table) at a fresh location in the warehouse."""
+    t = ctx.ledger.create_table(name)
+    ctx.emit(t.to_dict(), f"created {t.name} (id {t.id}) at {t.location}")
+
+
+@command(cli, "drop", short_help="Soft-drop a table (restorable until vacuumed).", writes=True)
+@click.argument("name")
+def drop(ctx: Context, name: str) -> None:
+    """Soft-drop table NAME; it stays restorable until a vacuum's watermark passes it."""
+    t = ctx.ledger.drop_table(name)
+    ctx.emit(t.to_dict(), f"dropped {t.name} (id {t.id}) at {iso_utc(t.dropped_at)}")
+
+
+@command(cli, "undrop", short_help="Restore a dropped table.", writes=True)
+@click.argument("name")
+@click.option("--id", "table_id", help="Restore this instance instead of the newest dropped one.")
+@click.option("--as", "new_name", help="Restore under this name instead.")
+def undrop(ctx: Context, name: str, table_id: str | None, new_name: str | None) -> None:
+    """Restore the newest dropped instance of NAME (or --id), under NAME or --as."""
+    t = ctx.ledger.undrop_table(name, table_id=table_id, new_name=new_name)
+    ctx.emit(t.to_dict(), f"restored {t.name} (id {t.id})")
+
+
+@command(cli, "drop-database", short_help="Drop every live table of a database.", writes=True)
+@click.argument("database")
+def drop_database(ctx: Context, database: str) -> None:
+    """Drop every live table of DATABASE at once (one event, one drop time)."""
+    tables = ctx.ledger.drop_database(database)
+    ctx.emit([t.to_dict() for t in tables], f"dropped database {database}: {len(tables)} table(s)")
+
+
+@command(cli, "undrop-database", short_help="Restore what a database drop took, all or none.", writes=True)
+@click.argument("database")
+def undrop_database(ctx: Context, database: str) -> None:
+    """Restore exactly the tables the latest drop of DATABASE took, all of them or none."""
+    tables = ctx.ledger.undrop_database(database)
+    ctx.emit([t.to_dict() for t in tables], f"restored database {database}: {len(tables)} table(s)")
+
+
+@command(cli, "show", short_help="Show one live table.")
+@click.argument("name")
+def show(ctx: Context, name: str) -> None:
+    """Show the live table NAME, one field per line."""
+    data = ctx.ledger.table(name).to_dict()
+    ctx.emit(data, lambda: "\n".join(f"{k}: {'-' if v is None else v}" for k, v in data.items()))
+
+
+@command(cli, "tables", short_help="List live tables.")
+@click.option("--database", default=None, help="Only the tables of this database.")
+def tables(ctx: Context, database: str | None) -> None:
+    """List live tables, by name."""
+    found = ctx.ledger.tables(database=database)
+    ctx.emit([t.to_dict() for t in found], lambda: _text_table(
+        ("ID", "NAME", "STATE", "CREATED_AT", "LOCATION"),
+        [(t.id, t.name, t.state, iso_utc(t.created_at), t.location) for t in found]) if found else "no live tables")
+
+
+@command(cli, "show-dropped", short_help="List dropped tables, their size and until when they can come back.")
+@click.option("--database", default=None, help="Only tables dropped from this database.")
+@click.option("--name", default=None, help="Only instances of this table name.")
+def show_dropped(ctx: Context, database: str | None, name: str | None) -> None:
+    """List dropped, unpurged tables, newest drop first, with their files and size and when each
+    stops being restorable; 'blocked' ones are behind a watermark and can never be undropped."""
+    found = ctx.ledger.dropped_tables(database=database, name=name)
+    sizes = {t.id: _usage(ctx.ledger.warehouse, t) for t in found}
+    ctx.emit([{**t.to_dict(), "files": sizes[t.id][0], "bytes": sizes[t.id][1]} for t in found],
+             lambda: _text_table(
+                 ("ID", "NAME", "STATE", "DROPPED_AT", "RESTORABLE_UNTIL", "FILES", "SIZE", "LOCATION"),
+                 [(t.id, t.name, t.state, iso_utc(t.dropped_at), iso_utc(t.restorable_until),
+                   sizes[t.id][0], _size(sizes[t.id][1]), t.location) for t in found])
+             if found else "no dropped tables")
+
+
+def _usage(root: str, table: TableInstance) -> tuple[int, int]:
+    from spark_ops.fs import usage  # the confined lister; no Spark needed
+
+    return usage(root, table.location)
+
+
+# --- watermarks and retention ----------------------------------------------------------------
+
+@command(cli, "watermark", short_help="Show or advance a watermark.", writes=True)
+@click.option("--scope", default="ledger", show_default=True,
+              help="ledger, database:<name> or table:<id>.")
+@click.option("--advance", "to", default=None, metavar="TIME",
+              help="Advance to this ISO 8601 time (with a zone, e.g. 2026-01-31T00:00:00Z) or 'now'.")
+def watermark(ctx: Context, scope: str, to: str | None) -> None:
+    """Show the watermark of a scope, or advance it; a watermark never moves back."""
+    where = Scope.parse(scope)
+    if to is None:
+        ctx.writes = False
+        mark = ctx.ledger.watermark(where)
+        ctx.emit({"scope": str(where), "watermark": iso_utc(mark)}, f"{where}: {iso_utc(mark) or 'not set'}")
+        return
+    target = None if to.strip().lower() == "now" else parse_time(to)
+    led = ctx.ledger
+    previous = led.advance_watermark(target or led.now(), scope=where)
+    current = led.watermark(where)
+    data = {"scope": str(where), "previous": iso_utc(previous), "watermark": iso_utc(current)}
+    if previous == current:
+        text = (f"{where}: unchanged at {iso_utc(current)}: watermarks never move back, and "
+                f"{iso_utc(target) if target else 'now'} is not after it")
+    else:
+        text = f"{where}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}"
+    ctx.emit(data, text)
+
+
+@command(cli, "retention", short_help="Show, set or clear a retention.", writes=True,
+         context_settings={"ignore_unknown_options": True})  # so that "-1d" reaches the ledger, which says why
+@click.argument("duration", required=False)
+@click.option("--scope", default="ledger", show_default=True, help="ledger, database:<name> or table:<id>.")
+@click.option("--override-floor", is_flag=True, help="Allow a retention under the 24h floor.")
+def retention(ctx: Context, duration: str | None, scope: str, override_floor: bool) -> None:
+    """Show, set (e.g. 7d, 36h; a unit is required) or clear ('none') how long tables dropped in a
+    scope stay restorable. Without DURATION, shows the setting and the retention that applies."""
+    if duration is not None and duration.startswith("-") and not duration[1:2].isdigit():
+        raise click.UsageError(f"No such option: {duration}")
+    where = Scope.parse(scope)
+    ctx.writes = duration is not None
+    led = ctx.ledger
+    if duration is not None:
+        value = None if duration.strip().lower() == "none" else duration
+        led.set_retention(where, value, override_floor=override_floor)
+    found = led.retention(where)
+    effective, source = led.effective_retention(where)
+    seconds = None if found is None else int(found.total_seconds())
+    data = {"scope": str(where), "retention_seconds": seconds,
+            "retention": None if seconds is None else format_duration(seconds),
+            "effective": format_duration(int(effective.total_seconds())),
+            "effective_seconds": int(effective.total_seconds()), "effective_from": source}
+    if seconds is not None:
+        text = f"{where}: {format_duration(seconds)}"
+    else:
+        origin = "the built-in default" if source == "default" else f"from {source}"
+        text = f"{where}: not set here; {data['effective']} applies ({origin})"
+    if where.kind == "database" and not led.tables(database=where.key) and \
+            not led.dropped_tables(database=where.key):
+        text += f" (database {where.key} has no tables yet: the setting applies to tables created in it)"
+    ctx.emit(data, text)
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+@command(cli, "history", short_help="List the events of the log.")
+@click.argument("name", required=False)
+@click.option("--id", "table_id", default=None, help="Only the events of this table instance.")
+def history(ctx: Context, name: str | None, table_id: str | None) -> None:
+    """Every event, or those of one table (by NAME across renames, or --id)."""
+    entries = ctx.ledger.history(name, table_id=table_id)
+    ctx.emit([e.to_dict() for e in entries], lambda: "\n".join(
+        f"#{e.seq:<6} {iso_utc(e.time)}  {e.actor:<20} {e.type:<18} {json.dumps(e.data)}"
+        for e in entries) or "no events")
+
+
+@command(cli, "verify", short_help="Check the file and refold the whole log.")
+def verify(ctx: Context) -> None:
+    """Check the file, refold the whole log and re-check every rule; exit 1 if anything is wrong.
+    A snapshot that disagrees with the log is discarded and rebuilt."""
+    report = ctx.ledger.verify()
+    note = "; a snapshot that disagreed with the log was discarded and rebuilt" if report.snapshot_discarded else ""
+    ctx.emit(attrs.asdict(report), f"ok: {report.events} events, {report.live} live, {report.dropped} dropped, "
+                                   f"{report.purged} purged{note}")
+
+
+@command(cli, "move-warehouse", short_help="Record that the warehouse moved.", writes=True)
+@click.argument("root")
+def move_warehouse(ctx: Context, root: str) -> None:
+    """Record that the warehouse's files now live under ROOT (copy them there first)."""
+    before = ctx.ledger.warehouse
+    after = ctx.ledger.move_warehouse(root)
+    ctx.emit({"from": before, "to": after}, f"warehouse moved: {before} -> {after}")
+
+
+# --- Spark commands ----------------------------------------------------------------------------
+
+@command(cli, "vacuum", short_help="Purge dropped tables past their retention.", writes=True)
+@click.option("--retention", default=None, metavar="DURATION",
+              help="Use instead of the ledger-wide retention for this run (e.g. 7d); "
+                   "database and table settings still apply.")
+@click.option("--database", default=None, help="Only tables dropped from this database.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N tables, oldest first.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted, file by file; change nothing.")
+@click.option("--override-floor", is_flag=True, help="Allow --retention under the 24h floor.")
+def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
+                   dry_run: bool, override_floor: bool) -> None:
+    """Purge dropped tables past their retention: watermark first, then delete on Spark, then record."""
+    ctx.writes = not dry_run
+    led = ctx.ledger
+    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
+    # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
+    order = led.plan_vacuum(**options)
+    if not order.targets:
+        ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "purged": 0,
+                  "failed": 0, "files": 0, "bytes": 0, "resumed_runs": [], "busy_runs": list(order.busy),
+                  "waiting": list(order.waiting), "duration_seconds": 0.0, "timings": {}},
+                 lambda: _nothing_text(order))
+        return
+    from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
+
+    spark = local_session()
+    with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
+        report = vacuum(spark, led, dry_run=dry_run, progress=progress, **options)
+    ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
+    if report.failures:
+        first = report.failures[0]
+        raise VacuumIncomplete(
+            f"{len(report.failures)} table(s) could not be purged and stay blocked; first: "
+            f"{first.name} (id {first.id}): {first.error}")
+
+
+class VacuumIncomplete(LedgerError):
+    """Some planned tables could not be purged; they stay blocked for the next vacuum."""
+
+
+def _nothing_text(order: Any) -> str:
+    lines = ["nothing to vacuum"]
+    for w in order.waiting:
+        lines.append(f"  {w['name']} (id {w['id']}) is restorable until {w['due_at']}: retention "
+                     f"{w['retention']} from {w['retention_from']}")
+    for run in order.busy:
+        lines.append(f"  vacuum run {run} is still running (its lease is live); its tables are left to it")
+    return "\n".join(lines)
+
+
+def _vacuum_text(report: Any) -> str:
+    verb = "would delete" if report.dry_run else "deleted"
+    lines = [f"{'dry run' if report.dry_run else 'vacuum ' + str(report.run_id)}: "
+             f"{len(report.instances)} table(s), {verb} {report.files} file(s), {report.bytes} bytes "
+             f"in {report.duration:.1f}s"]
+    lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
+    for item in report.instances:
+        status = "FAILED " + str(item.error) if item.error else f"{item.files} files, {item.bytes} bytes"
+        lines.append(f"  {item.id}  {item.name:<32} {status}{'  (resumed)' if item.resumed else ''}")
+        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+    if report.resumed_runs:
+        lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
+    if report.busy_runs:
+        lines.append(f"  left to running vacuum(s): {', '.join(report.busy_runs)}")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for interactive runs; nothing when piped or printing JSON."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=rich.console.Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@command(cli, "demo", short_help="Run the quickstart story (needs Java for Spark).")
+@click.option("--dir", "folder", default="retention-demo", show_default=True,
+              help="Folder for the demo's ledger and warehouse (recreated on each run).")
+def demo_command(ctx: Context, folder: str) -> None:
+    """Run the quickstart: write tables with Spark, drop, vacuum, and try two undrops."""
+    from .demo import run_demo
+
+    summary = run_demo(folder, echo=None if ctx.as_json else click.echo)
+    if ctx.as_json:
+        click.echo(json.dumps(summary, indent=2))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="retention-ledger")
+
+
+if __name__ == "__main__":
+    main()
