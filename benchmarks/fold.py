@@ -269,13 +269,9 @@ class Churn:
             if name in self.live or name.count("_restored") > 1:
                 return []
         self._bind(id_, name)
-        db = name.split(".", 1)[0]
-        old_db = self.database_drops.get(db)
-        if old_db is not None and id_ in old_db:
-            rest = tuple(i for i in old_db if i != id_)
-            if rest:
-                self.database_drops[db] = rest
-            else:
+        # A table restored on its own: its database's drop can no longer be undone as a whole.
+        for db, ids in list(self.database_drops.items()):
+            if id_ in ids:
                 del self.database_drops[db]
         return [self._row(CATALOG_STREAM, TableUndropped(id_, name), actor)]
 
@@ -539,7 +535,7 @@ def main() -> int:
                              f"the simulator says {expected}")
         dropped = sum(i.is_dropped for i in state.tables.instances.values())
         print(f"final state: {len(state.tables.instances):,} instances ({len(state.tables.bindings):,} live, "
-              f"{dropped:,} dropped, {built.purged:,} purged), {len(state.versions):,} streams, "
+              f"{dropped:,} dropped, {built.purged:,} purged), {len(state.streams):,} streams, "
               f"{len(state.vacuums.runs):,} vacuum runs")
         del state
         gc.collect()

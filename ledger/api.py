@@ -56,7 +56,9 @@ class Ledger:
             raise InvalidArgument(f"actor must be non-empty text such as 'etl@host', got {actor!r}")
         self.store = store
         self.runner = Runner(store, clock=clock or system_clock, actor=actor or _default_actor(), **options)
-        self._recorded_root = _record_root(store, _root_argument(warehouse))
+        recorded = _record_root(store, _root_argument(warehouse))
+        self._recorded_root = recorded if recorded != DEFAULT_WAREHOUSE or store.path == ":memory:" else \
+            str(Path(store.path).resolve().parent / DEFAULT_WAREHOUSE)  # beside the file: resolved once
         self._check_root(warehouse)
 
     @classmethod
@@ -119,10 +121,7 @@ class Ledger:
         return self._root(self.runner.held)
 
     def _root(self, state: State) -> str:
-        recorded = state.warehouse.root or self._recorded_root
-        if recorded == DEFAULT_WAREHOUSE and self.path != ":memory:":
-            return str(Path(self.path).resolve().parent / DEFAULT_WAREHOUSE)
-        return recorded
+        return state.warehouse.root or self._recorded_root
 
     def _check_root(self, warehouse: str | os.PathLike[str] | None) -> None:
         if warehouse is None or self.path == ":memory:":
@@ -224,6 +223,11 @@ class Ledger:
         """Extend a running vacuum's lease; False if another vacuum took the run over meanwhile."""
         seconds = max(1, int(parse_duration(lease).total_seconds()))
         return self.runner.run(lambda now: RenewVacuum(run_id, now, seconds))
+
+    def release_vacuum(self, run_id: str) -> bool:
+        """End a run's lease now (it stopped without finishing), so that the next vacuum takes its
+        tables over at once instead of waiting for the lease to run out."""
+        return self.runner.run(lambda now: RenewVacuum(run_id, now, 0))
 
     def finish_vacuum(self, run_id: str, purged: Iterable[tuple[str, int, int]], *, failed: int = 0) -> int:
         """Record the purges of a run (id, files, bytes) and its end; returns how many were recorded."""

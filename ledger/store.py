@@ -39,6 +39,13 @@ APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 Row = tuple  # (seq, stream, version, type, schema_version, time, actor, payload)
+
+_EVENT_LOG_VIEW = (
+    # Auditors can read the log with any SQLite tool; this view shows times as ISO 8601 UTC text
+    # to the microsecond, as the ledger does (events may be a microsecond apart).
+    "CREATE VIEW event_log AS SELECT seq, stream, version, type, "
+    "strftime('%Y-%m-%dT%H:%M:%S', time / 1000000, 'unixepoch') || '.' || printf('%06d', time % 1000000) "
+    "|| 'Z' AS time_utc, actor, payload FROM events ORDER BY seq")
 _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 
 
@@ -107,6 +114,7 @@ class EventStore:
     def _ensure_schema(self) -> None:
         if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
             self._check_format()
+            self._refresh_view()
             return
         with self.transaction():
             # Another process may have created it while we waited for the write lock.
@@ -132,14 +140,19 @@ class EventStore:
                 f"CREATE TRIGGER events_no_{action.lower()} BEFORE {action} ON events "
                 "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
             )
-        # Auditors can read the log with any SQLite tool; this view shows times as text.
-        db.create_view("event_log", """
-            SELECT seq, stream, version, type,
-                   strftime('%Y-%m-%dT%H:%M:%fZ', time / 1000000.0, 'unixepoch') AS time_utc,
-                   actor, payload
-            FROM events ORDER BY seq""")
+        self._db.execute(_EVENT_LOG_VIEW)
         db["meta"].insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    def _refresh_view(self) -> None:
+        """Ledgers made before the view showed microseconds get today's view (it is only a view:
+        no event is touched). A read-only file keeps its old one."""
+        found = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'event_log'").fetchone()
+        if found is not None and found[0] == _EVENT_LOG_VIEW:
+            return
+        with contextlib.suppress(LedgerUnavailable, Conflict), self.transaction() as db:
+            db.execute("DROP VIEW IF EXISTS event_log")
+            db.execute(_EVENT_LOG_VIEW)
 
     def _check_format(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
@@ -186,6 +199,12 @@ class EventStore:
                 yield
             finally:
                 self._exclusive = False
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The underlying SQLite connection, for tools and tests that inspect the file (as
+        ``sqlite_utils.Database.conn``). Writing through it bypasses every check of the ledger."""
+        return self._db
 
     @property
     def in_exclusive(self) -> bool:

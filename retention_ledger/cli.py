@@ -14,7 +14,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
+import os
+import signal
 import sys
+import tempfile
 from typing import Any, Callable, Iterator, Sequence
 
 import attrs
@@ -72,8 +76,7 @@ def command(group: click.Group, name: str, *, short_help: str, writes: bool = Fa
                 sys.exit(1)
             except KeyboardInterrupt:
                 _stop_spark()
-                click.echo(f"interrupted: {name} stopped; the ledger is consistent (an interrupted vacuum "
-                           "is finished by the next one)", err=True)
+                click.echo(_interrupted(name), err=True)
                 sys.exit(130)
             finally:
                 ctx.close()
@@ -81,10 +84,59 @@ def command(group: click.Group, name: str, *, short_help: str, writes: bool = Fa
     return wrap
 
 
+def jvm_log() -> str:
+    """Where the JVM's own output goes, so that stderr carries only this command's answers."""
+    return os.path.join(tempfile.gettempdir(), f"retention-ledger-spark-{os.getpid()}.log")
+
+
 def _stop_spark() -> None:
     """Stop a SparkSession this process started, and its JVM, if Spark was ever imported."""
     if "spark_ops.session" in sys.modules:
         sys.modules["spark_ops.session"].stop_local_spark()
+
+
+def _interrupted(name: str) -> str:
+    return (f"interrupted: {name} stopped; the ledger is consistent (an interrupted vacuum is finished "
+            "by the next one)")
+
+
+class _SparkGuard:
+    """Around a command that starts Spark: Ctrl-C stops it at once (one line, the vacuum's lease
+    released, the JVM killed, exit 130) instead of unwinding through py4j, which prints pages of
+    tracebacks; and py4j's and PySpark's own log records go to the JVM's log file, not stderr.
+
+    PySpark puts its own SIGINT handler in when its context starts; call ``started`` right
+    after the session is up, to put ours back. ``run`` is set once a vacuum is on record."""
+
+    def __init__(self, name: str, ledger_path: str) -> None:
+        self.name, self.ledger_path = name, ledger_path
+        self.run: str | None = None
+
+    def __enter__(self) -> _SparkGuard:
+        self._stderr = os.dup(2)  # the JVM's start points fd 2 at its log: keep the real one
+        self._log = logging.FileHandler(jvm_log())
+        logging.getLogger().addHandler(self._log)
+        self._previous = signal.signal(signal.SIGINT, self._stop_now)
+        return self
+
+    def started(self) -> None:
+        signal.signal(signal.SIGINT, self._stop_now)
+
+    def _stop_now(self, signum: int, frame: Any) -> None:
+        from spark_ops.session import kill_local_jvms
+
+        os.write(self._stderr, (_interrupted(self.name) + "\n").encode())
+        kill_local_jvms()
+        if self.run is not None:  # a new connection: the main thread may be inside ours
+            with contextlib.suppress(Exception), Ledger.open(self.ledger_path, create=False) as led:
+                led.release_vacuum(self.run)
+        os._exit(130)  # the ledger needs no cleanup: every append is durable or not there (R10)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+        logging.getLogger().removeHandler(self._log)
+        self._log.close()
+        os.close(self._stderr)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -324,9 +376,12 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         return
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
-    spark = local_session()
-    with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
-        report = vacuum(spark, led, dry_run=dry_run, progress=progress, **options)
+    with _SparkGuard("vacuum", led.path) as guard:
+        spark = local_session(jvm_log=jvm_log())
+        guard.started()
+        with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
+            report = vacuum(spark, led, dry_run=dry_run, progress=progress,
+                            on_start=lambda order: setattr(guard, "run", order.run_id), **options)
     ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
     if report.failures:
         first = report.failures[0]
@@ -386,7 +441,9 @@ def demo_command(ctx: Context, folder: str) -> None:
     """Run the quickstart: write tables with Spark, drop, vacuum, and try two undrops."""
     from .demo import run_demo
 
-    summary = run_demo(folder, echo=None if ctx.as_json else click.echo)
+    with _SparkGuard("demo", ":memory:") as guard:
+        summary = run_demo(folder, echo=None if ctx.as_json else click.echo, jvm_log=jvm_log(),
+                           spark_started=guard.started)
     if ctx.as_json:
         click.echo(json.dumps(summary, indent=2))
 

@@ -20,13 +20,16 @@ from spark_ops import local_session, read_table, vacuum, write_table
 MARKER = ".retention-ledger-demo"
 
 
-def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print) -> dict[str, Any]:
+def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
+             jvm_log: str | None = None, spark_started: Callable[[], Any] | None = None) -> dict[str, Any]:
     say = echo or (lambda _line: None)
     root = _fresh_folder(Path(folder))
     clock = ManualClock(datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=10))
 
     say("starting a local SparkSession ...")
-    spark = local_session("retention-ledger-demo")
+    spark = local_session("retention-ledger-demo", jvm_log=jvm_log)
+    if spark_started is not None:
+        spark_started()
     with Ledger.open(root / "ledger.db", warehouse=root / "warehouse", clock=clock, actor="demo") as led:
         orders = spark.range(0, 10_000).selectExpr("id AS order_id", "id % 97 AS customer_id",
                                                   "round(rand(7) * 100, 2) AS amount")

@@ -14,7 +14,8 @@ import importlib
 from typing import Any
 
 _HOMES = {
-    "local_session": ".session", "JavaNotFound": ".session", "stop_local_spark": ".session",
+    "local_session": ".session", "JavaNotFound": ".session", "SparkUnavailable": ".session",
+    "stop_local_spark": ".session",
     "read_table": ".tables", "write_table": ".tables",
     "vacuum": ".vacuum_job", "VacuumReport": ".vacuum_job", "InstanceReport": ".vacuum_job",
 }

@@ -27,7 +27,11 @@ from ledger import LedgerError
 MIN_JAVA = 17
 
 
-class JavaNotFound(LedgerError):
+class SparkUnavailable(LedgerError):
+    """A local SparkSession could not be started."""
+
+
+class JavaNotFound(SparkUnavailable):
     """Spark needs a Java runtime (17 or newer) and none was found."""
 
 
@@ -44,8 +48,13 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     # Spark reads log4j2.properties from its conf dir when the JVM starts; ours keeps it quiet.
     os.environ.setdefault("SPARK_CONF_DIR", str(resources.files("spark_ops").joinpath("conf")))
     java_options = "-Duser.timezone=UTC"
-    with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext():
-        spark = _build(app_name, master, shuffle_partitions, java_options)
+    try:
+        with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext():
+            spark = _build(app_name, master, shuffle_partitions, java_options)
+    except Exception as exc:  # py4j and PySpark raise their own types; the caller needs one line
+        where = f"; the JVM's output is in {jvm_log}" if jvm_log else ""
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SparkUnavailable(f"Spark did not start: {first}{where}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -112,6 +121,12 @@ def stop_local_spark() -> None:
     if context is not None:
         with contextlib.suppress(Exception):
             context.stop()
+    kill_local_jvms()
+
+
+def kill_local_jvms() -> None:
+    """Kill the JVMs this process started, without talking to them (for an interrupt that must
+    not wait on py4j). Their Python workers exit when their JVM does."""
     for pid in _child_jvms():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

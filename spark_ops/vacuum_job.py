@@ -112,13 +112,19 @@ class VacuumReport:
 
 def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, database: str | None = None,
            dry_run: bool = False, limit: int | None = None, override_floor: bool = False,
-           progress: Progress | None = None) -> VacuumReport:
-    """Purge the dropped tables that are past their retention; see the module docstring."""
+           progress: Progress | None = None,
+           on_start: Callable[[VacuumOrder], None] | None = None) -> VacuumReport:
+    """Purge the dropped tables that are past their retention; see the module docstring.
+
+    ``on_start`` is called with the order once it is on record (before any file is touched),
+    so that a caller can, say, release the run's lease if it is interrupted."""
     started = time.monotonic()
     timings: dict[str, float] = {}
     options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
     order = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(**options)
     timings["plan"] = time.monotonic() - started
+    if on_start is not None and order.run_id is not None:
+        on_start(order)
     if not order.targets:
         return _report(order, dry_run, (), started, timings)
     with contextlib.nullcontext() if dry_run else _LeaseKeeper(ledger, order):
@@ -187,7 +193,11 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
                for t in order.targets}
     plan = context.broadcast({"root": order.root, "targets": targets})
     ids = sorted(targets)
+    # A few tasks per core: enough for the progress bar to move in steps and for work to
+    # balance; each more costs Spark's per-task overhead (a Python worker round trip).
     slices = max(1, min(len(ids), context.defaultParallelism * 4))
+    if progress is not None:
+        progress(0, slices)
     group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
     context.setJobGroup(group, "retention-ledger vacuum", interruptOnCancel=True)
     watcher = _ProgressWatcher(context, group, progress) if progress else None
@@ -222,7 +232,7 @@ def _purge_partition(plan: Any, ids: Iterable[str], dry_run: bool) -> Iterator[t
 class _ProgressWatcher:
     """Polls Spark's status tracker and reports task counts of the vacuum's job."""
 
-    def __init__(self, context: Any, group: str, progress: Progress, every: float = 0.5) -> None:
+    def __init__(self, context: Any, group: str, progress: Progress, every: float = 0.2) -> None:
         self._context, self._group, self._progress, self._every = context, group, progress, every
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

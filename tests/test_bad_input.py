@@ -524,6 +524,13 @@ CATALOGUE: list[Row] = [
     r("retention-negative-text-with-override",
       lambda L, f: L.set_retention("ledger", "-1h", override_floor=True),
       ["retention", "--override-floor", "--", "-1h"], InvalidRetention, r"'-1h' is negative"),
+    # Found by a user: "--retention 7" silently meant 7 seconds; "retention -1d" was taken for an option.
+    r("retention-bare-number", lambda L, f: L.set_retention("ledger", "7"), ["retention", "7"],
+      InvalidRetention, r"'7' has no unit; write e\.g\. 7d, 7h, 7m or 7s"),
+    r("vacuum-retention-bare-number", lambda L, f: L.plan_vacuum(retention="7"),
+      ["vacuum", "--dry-run", "--retention", "7"], InvalidRetention, r"'7' has no unit; write e\.g\. 7d"),
+    r("retention-negative-without-dashes", lambda L, f: L.set_retention("ledger", "-1d", override_floor=True),
+      ["retention", "-1d", "--override-floor"], InvalidRetention, r"'-1d' is negative"),
     r("retention-under-floor", lambda L, f: L.set_retention("ledger", "1h"), ["retention", "1h"],
       InvalidRetention, rf"retention 1h for ledger {FLOOR}"),
     r("retention-just-under-floor-on-a-database", lambda L, f: L.set_retention("database:sales", "23h"),

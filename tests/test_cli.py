@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 import re
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
-from ledger import Ledger
+from ledger import Ledger, ManualClock
 from retention_ledger.cli import cli
 
 ACTOR = "tester"
@@ -696,3 +697,102 @@ def test_read_only_commands_refuse_a_ledger_that_does_not_exist(tmp_path: Path) 
         assert result.stderr.startswith("error: LedgerNotFound: there is no ledger at "), result.stderr
         assert result.stderr.count("\n") == 1
         assert not typo.exists()
+
+
+# --- the README's promises about the command line ---------------------------------------------
+
+def test_readme_lists_every_command_and_every_error_a_user_can_meet() -> None:
+    """The README's command list drifted from the code once; now a command or an error type
+    that the README does not mention (or one it mentions that is gone) fails here."""
+    import inspect
+
+    import ledger.errors
+    import retention_ledger.demo
+    import spark_ops.session
+    from retention_ledger import cli as cli_module
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## The command line"):readme.index("## Names")]
+    block = section[section.index("```bash"):section.index("```", section.index("```bash") + 3)]
+    documented = set(re.findall(r"^retention-ledger (?:--ledger tenant\.db )?([a-z-]+)", block, re.M))
+    assert documented == set(cli.commands), (documented ^ set(cli.commands))
+
+    errors_table = readme[readme.index("## Errors"):readme.index("## How the vacuum works")]
+    kinds = {cls for module in (ledger.errors, spark_ops.session, cli_module, retention_ledger.demo)
+             for cls in vars(module).values()
+             if inspect.isclass(cls) and issubclass(cls, ledger.errors.LedgerError)}
+    missing = sorted(cls.__name__ for cls in kinds
+                     if cls is not ledger.errors.LedgerError and f"`{cls.__name__}`" not in errors_table)
+    assert not missing, f"README's error table does not explain {missing}"
+
+
+# --- smaller things a new user noticed (each test failed before its fix) ----------------------
+
+def test_watermark_advance_to_an_earlier_time_says_it_is_unchanged(db: Path) -> None:
+    ok(db, "watermark", "--advance", "2020-06-01T00:00:00Z")
+    out = ok(db, "watermark", "--advance", "2019-01-01T00:00:00Z").stdout
+    assert out == ("ledger: unchanged at 2020-06-01T00:00:00.000000Z: watermarks never move back, and "
+                   "2019-01-01T00:00:00.000000Z is not after it\n")  # it used to print "X -> X"
+
+
+def test_cli_undrop_blocked_by_a_hand_advanced_watermark_blames_no_vacuum(db: Path) -> None:
+    create(db, "sales.orders")
+    drop(db, "sales.orders")
+    ok(db, "watermark", "--advance", "now")
+    line = refused(db, "undrop", "sales.orders", error="UndropBlocked")
+    assert "(scope ledger), advanced by hand" in line and "vacuum watermark" not in line
+
+
+def test_nothing_to_vacuum_says_which_retention_kept_each_table(db: Path, tmp_path: Path) -> None:
+    """A database retention outranks --retention; the user used to see only "nothing to vacuum"."""
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=3))
+    with Ledger.open(db, clock=clock) as led:
+        led.set_retention("database:sales", "30d")
+        table = led.create_table("sales.orders")
+        dropped_at = led.drop_table("sales.orders").dropped_at
+    out = ok(db, "vacuum", "--retention", "1d").stdout
+    due = (dropped_at + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert out == (f"nothing to vacuum\n  sales.orders (id {table.id}) is restorable until {due}: "
+                   "retention 30d from database:sales\n")
+    report = ok_json(db, "vacuum", "--retention", "1d")
+    assert report["waiting"] == [{"id": table.id, "name": "sales.orders", "dropped_at": ISO(dropped_at),
+                                  "due_at": due, "retention": "30d", "retention_from": "database:sales"}]
+
+
+def ISO(value: datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def test_an_empty_vacuum_report_has_every_field_a_full_one_has(db: Path) -> None:
+    from spark_ops.vacuum_job import VacuumReport
+
+    report = ok_json(empty(db), "vacuum")
+    full = VacuumReport(run_id="r", dry_run=False, watermarks={}, instances=(), resumed_runs=(),
+                        duration=0.0).to_dict()
+    assert set(report) == set(full)
+
+
+def test_retention_for_a_database_with_no_tables_is_allowed_and_says_so(db: Path) -> None:
+    """Decided: a policy may come before its tables (the setting applies to tables created in
+    the database later), so it is accepted, and the output says the database has no tables."""
+    out = ok(empty(db), "retention", "3d", "--scope", "database:nosuch").stdout
+    assert out == ("database:nosuch: 3d (database nosuch has no tables yet: the setting applies to "
+                   "tables created in it)\n")
+
+
+def test_help_lists_every_command_in_whole_sentences_and_every_option_has_help(db: Path) -> None:
+    top = ok(db, "--help").stdout
+    listed = top[top.index("Commands:"):]
+    assert "..." not in listed  # click cuts long docstrings mid-sentence unless given a short help
+    for name, command in cli.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert param.help, f"{name} {param.opts} has no help"
+    for param in cli.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            assert param.help, f"{param.opts} has no help"
+
+
+def test_version_is_printed(db: Path) -> None:
+    out = ok(db, "--version").stdout
+    assert re.fullmatch(r"retention-ledger, version \d+\.\d+\.\d+\n", out)

@@ -29,7 +29,7 @@ from typing import Callable
 
 import pytest
 
-from ledger import IncompatibleLedger, Ledger, LedgerCorrupt, LedgerError, LedgerUnavailable
+from ledger import IncompatibleLedger, Ledger, LedgerCorrupt, LedgerError, LedgerUnavailable, UndropBlocked
 from ledger.core.model import State, fold_rows
 from ledger.store import FORMAT_VERSION
 from tests.test_processes import check_log
@@ -819,3 +819,92 @@ def test_r10_file_size_limit_message_says_what_to_do(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     message = json.loads(done.stdout)["message"]
     assert says_what_to_do(message), message
+
+
+# --- the log and its cache edited by hand (each test failed before its fix) --------------------
+
+def test_r3_a_forged_undrop_behind_its_watermark_is_corrupt_on_open_and_verify(tmp_path: Path) -> None:
+    """The triggers stop UPDATE and DELETE, not INSERT: a TableUndropped row inserted by hand for
+    an instance behind its watermark used to fold and verify. The fold re-checks R3 on replay."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        table = led.create_table("sales.orders")
+        led.drop_table("sales.orders")
+        led.advance_watermark(led.now())
+        reader = Ledger.open(path)  # open before the forgery: it must find it on verify
+    seq = raw_insert(path, type="TableUndropped",
+                     payload=json.dumps({"table_id": table.id, "name": "sales.orders"}))
+    with pytest.raises(LedgerCorrupt) as on_open:
+        Ledger.open(path)
+    assert_clear(on_open.value, names=f"event #{seq} undrops sales.orders ({table.id})")
+    assert "R3 forbids it" in str(on_open.value)
+    with pytest.raises(LedgerCorrupt, match=f"event #{seq} undrops"):
+        reader.verify()
+    reader.close()
+
+
+def _edit_snapshot(path: Path, edit: Callable[[dict], None], *, fix_digest: bool) -> None:
+    """Change the stored snapshot's head document, as someone with sqlite3 and a text editor might."""
+    import hashlib
+    raw = sqlite3.connect(path)
+    data = raw.execute("SELECT data FROM snapshots WHERE name = 'catalog'").fetchone()[0]
+    digest, _, body = data.partition(b"\n")
+    head, _, rest = body.partition(b"\n")
+    doc = json.loads(head)
+    edit(doc)
+    body = json.dumps(doc, separators=(",", ":")).encode() + b"\n" + rest
+    if fix_digest:
+        digest = hashlib.sha256(body).hexdigest().encode()
+    raw.execute("UPDATE snapshots SET data = ? WHERE name = 'catalog'", (digest + b"\n" + body,))
+    raw.commit()
+    raw.close()
+
+
+def _blocked_ledger_with_snapshot(path: Path) -> tuple[str, object]:
+    with Ledger.open(path, snapshot_every=5) as led:
+        for i in range(6):
+            led.create_table(f"db0.t{i}")
+        table = led.drop_table("db0.t0")
+        mark = led.now()
+        led.advance_watermark(mark)
+        led.runner.save_snapshot()
+        assert led.store.load_snapshot("catalog").seq == led.event_count()
+    return table.id, mark
+
+
+def _zero_the_ledger_watermark(doc: dict) -> None:
+    doc["slices"]["guard"]["watermarks"]["ledger"][0] = 0
+
+
+def test_r16_a_hand_edited_snapshot_is_ignored_on_open_and_rebuilt(tmp_path: Path) -> None:
+    """Editing the snapshot's ledger watermark to 0 used to make watermark() say 1970 and let a
+    blocked undrop through. The snapshot carries a digest checked on open: a mismatch is
+    ignored, the log refolded, and the guard holds."""
+    path = tmp_path / "ledger.db"
+    table_id, mark = _blocked_ledger_with_snapshot(path)
+    _edit_snapshot(path, _zero_the_ledger_watermark, fix_digest=False)
+    with Ledger.open(path) as led:
+        assert led.runner.snapshot_seq == 0  # not trusted
+        assert led.watermark() == mark
+        with pytest.raises(UndropBlocked, match=table_id):
+            led.undrop_table("db0.t0")
+
+
+def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_path: Path) -> None:
+    """A forger who also recomputes the digest gets past open (a digest is no secret), but not
+    past verify: it refolds the log, sees the snapshot disagree, discards it and rebuilds it,
+    so that the next open is right again (it used to say "reopen to rebuild", and reopening
+    trusted the same snapshot)."""
+    path = tmp_path / "ledger.db"
+    table_id, mark = _blocked_ledger_with_snapshot(path)
+    _edit_snapshot(path, _zero_the_ledger_watermark, fix_digest=True)
+    with Ledger.open(path) as led:
+        assert led.watermark() is not None and led.watermark() < mark  # the forgery was believed
+        report = led.verify()
+        assert report.snapshot_discarded
+        assert led.watermark() == mark  # what it holds now is the fold of the log
+        with pytest.raises(UndropBlocked, match=table_id):
+            led.undrop_table("db0.t0")
+    with Ledger.open(path) as led:
+        assert led.runner.snapshot_seq > 0 and led.watermark() == mark
+        assert not led.verify().snapshot_discarded

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -18,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ledger import (
-    Conflict, DatabaseNotFound, InvalidTime, Ledger, ManualClock, TableExists, TableNotFound,
-    UndropBlocked,
+    Conflict, DatabaseChanged, DatabaseNotFound, InvalidTime, Ledger, LedgerNotFound, ManualClock,
+    TableExists, TableNotFound, UndropBlocked, WarehouseMismatch,
 )
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
@@ -443,3 +444,114 @@ def test_r8_r10_purged_instances_archived_by_a_snapshot_stay_final(ledger_path: 
         with pytest.raises(TableExists, match="already taken"):
             decide(led.state, CreateTable("sales.reuse", purged.id))
         assert led.verify().purged == 1
+
+
+# --- defects found by trying it as a new user would (each test failed before its fix) ---------
+
+def test_r10_another_warehouse_is_refused_and_a_move_is_a_recorded_command(tmp_path: Path, clock: ManualClock) -> None:
+    """Opening an existing ledger with another root used to write tables there, where no
+    vacuum looked (it then recorded them purged with 0 files and left the files for ever)."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        home = Path(led.create_table("sales.orders").location)
+        home.mkdir(parents=True)
+        (home / "part-0.parquet").write_bytes(b"x" * 10)
+        count = led.event_count()
+    other = tmp_path / "other"
+    with pytest.raises(WarehouseMismatch, match=rf"keeps its tables under {tmp_path}/warehouse, not {other}.*"
+                                                r"move-warehouse"):
+        Ledger.open(path, warehouse=other, clock=clock)
+    assert not other.exists()
+
+    shutil.copytree(tmp_path / "warehouse", other)  # the files are copied, then the move recorded
+    with Ledger.open(path, clock=clock, actor="ops") as led:
+        assert led.event_count() == count
+        assert led.move_warehouse(other) == str(other)
+        assert [(e.type, e.actor) for e in led.history()][-1] == ("WarehouseMoved", "ops")
+    with Ledger.open(path, warehouse=other, clock=clock) as led:  # the recorded root now
+        assert led.table("sales.orders").location == str(other / home.name)
+        led.drop_table("sales.orders")
+        clock.advance(timedelta(days=8))
+        order = led.start_vacuum()
+        assert [t.location for t in order.targets] == [str(other / home.name)]
+        assert os.path.exists(order.targets[0].location + "/part-0.parquet")  # the vacuum looks where the files are
+    with pytest.raises(WarehouseMismatch):
+        Ledger.open(path, warehouse=tmp_path / "warehouse", clock=clock)
+
+
+def test_r10_open_without_create_refuses_a_missing_ledger_and_creates_nothing(tmp_path: Path) -> None:
+    typo = tmp_path / "tenant-typo.db"
+    with pytest.raises(LedgerNotFound, match="there is no ledger at .*tenant-typo.db: check the path"):
+        Ledger.open(typo, create=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_r7_database_undrop_refused_when_one_table_was_restored_on_its_own(ledger: Ledger, clock: ManualClock) -> None:
+    """create d.a d.b d.c; drop database d; undrop d.a; drop d.a; undrop database d used to
+    restore d.b and d.c and leave d.a dropped, silently. All or none: refused, naming d.a and
+    how to restore tables by id; nothing changes."""
+    clock.set(at(10))
+    ids = {n: ledger.create_table(n).id for n in ("d.a", "d.b", "d.c")}
+    ledger.drop_database("d")
+    clock.set(at(20))
+    ledger.undrop_table("d.a")
+    ledger.drop_table("d.a")
+    count = ledger.event_count()
+    with pytest.raises(DatabaseChanged) as refused:
+        ledger.undrop_database("d")
+    message = str(refused.value)
+    assert f"d.a (id {ids['d.a']}) was restored on its own and dropped again" in message
+    assert f"undrop d.a --id {ids['d.a']}" in message and f"undrop d.b --id {ids['d.b']}" in message
+    assert ledger.event_count() == count and ledger.tables() == []
+    assert {t.name for t in ledger.dropped_tables()} == {"d.a", "d.b", "d.c"}
+    for name in ("d.b", "d.c"):  # what the message says to do
+        assert ledger.undrop_table(name, table_id=ids[name]).is_live
+
+
+def test_r4_a_vacuum_never_takes_over_a_live_run_and_each_run_records_what_it_deleted(
+        ledger_path: Path, clock: ManualClock) -> None:
+    """A second vacuum started 70 ms after the first used to take over the first's run while it
+    was still deleting; the first then printed "deleted 3315 files" and the log recorded 0.
+    Now a run holds a lease it renews: a second vacuum leaves it alone, and takes over only
+    a run whose lease has run out."""
+    a = Ledger.open(ledger_path, clock=clock, actor="vacuum-a")
+    b = Ledger.open(ledger_path, clock=clock, actor="vacuum-b")
+    files = 0
+    for t in range(3):
+        folder = Path(a.create_table(f"sales.t{t}").location)
+        folder.mkdir(parents=True)
+        for f in range(5):
+            (folder / f"part-{f}").write_bytes(b"x" * 7)
+            files += 1
+        a.drop_table(f"sales.t{t}")
+    clock.advance(timedelta(days=8))
+    first = a.start_vacuum(lease="10m")
+    clock.advance(timedelta(milliseconds=70))
+    second = b.start_vacuum()
+    assert second.targets == () and second.run_id is None and second.busy == (first.run_id,)
+
+    clock.advance(timedelta(minutes=8))
+    assert a.renew_vacuum(first.run_id, lease="10m")
+    clock.advance(timedelta(minutes=8))  # 16 minutes after the start, but renewed at 8
+    assert b.plan_vacuum().busy == (first.run_id,)
+
+    from spark_ops.fs import purge
+    deleted = [(t.id, *purge(first.root, t.location, dry_run=False)[:2]) for t in first.targets]
+    assert a.finish_vacuum(first.run_id, deleted) == 3
+    [finished] = [e for e in a.history() if e.type == "VacuumFinished"]
+    assert (finished.data["files"], finished.data["bytes"], finished.data["purged"]) == (files, files * 7, 3)
+    a.close()
+    b.close()
+
+
+def test_r4_a_run_whose_lease_ran_out_is_taken_over(ledger_path: Path, clock: ManualClock) -> None:
+    a = Ledger.open(ledger_path, clock=clock, actor="vacuum-a")
+    a.create_table("sales.t")
+    a.drop_table("sales.t")
+    clock.advance(timedelta(days=8))
+    first = a.start_vacuum(lease="10m")
+    clock.advance(timedelta(minutes=10, microseconds=1))  # silent for a whole lease: taken to be dead
+    second = a.start_vacuum()
+    assert second.resumes == (first.run_id,) and [t.resumed for t in second.targets] == [True]
+    assert a.renew_vacuum(first.run_id) is False  # the first learns it no longer holds its tables
+    a.close()

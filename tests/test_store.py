@@ -270,7 +270,7 @@ class EventStoreContract:
         # Through the raw connection SQLite's own error arrives untranslated: the trigger's
         # RAISE(ABORT) is an IntegrityError (store methods would translate it).
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            store._db.execute(statement)
+            store.connection.execute(statement)
 
         assert rows_of(store) == before
         store.append([event()], {"s1": 2}, T + 10, ACTOR)  # and the store still works
@@ -285,7 +285,7 @@ class EventStoreContract:
                                                    number: int) -> None:
         store = self.make_store(tmp_path, **({} if level is None else {"synchronous": level}))
         try:
-            assert store._db.execute("PRAGMA synchronous").fetchone()[0] == number
+            assert store.connection.execute("PRAGMA synchronous").fetchone()[0] == number
             assert store.synchronous == (level or "FULL").upper()
         finally:
             store.close()
@@ -337,7 +337,7 @@ class TestFileEventStore(EventStoreContract):
         return EventStore(str(tmp_path / "events.db"), **options)
 
     def test_file_stores_are_in_wal_mode(self, store: EventStore, tmp_path: Path) -> None:
-        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         raw = sqlite3.connect(tmp_path / "events.db")  # WAL is a property of the file
         try:
             assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -571,6 +571,25 @@ def _race_worker(path: str, worker: int, rounds: int, barrier, results) -> None:
         barrier.abort()
 
 
+def test_event_log_view_shows_times_to_the_microsecond_and_old_views_are_replaced(tmp_path: Path) -> None:
+    """Events may be a microsecond apart; the auditors' view used to show milliseconds."""
+    path = tmp_path / "ledger.db"
+    store = EventStore(str(path))
+    store.append([NewEvent("s", "T", 1, "{}")], {}, 1_767_225_600_123_456, "me")
+    store.append([NewEvent("s", "T", 1, "{}")], {}, 0, "me")  # the clock stepped back: 1 us later
+    store.close()
+    raw = sqlite3.connect(path)
+    assert [r[0] for r in raw.execute("SELECT time_utc FROM event_log")] == [
+        "2026-01-01T00:00:00.123456Z", "2026-01-01T00:00:00.123457Z"]
+    raw.execute("DROP VIEW event_log")  # a ledger made by an earlier release
+    raw.execute("CREATE VIEW event_log AS SELECT seq, strftime('%Y-%m-%dT%H:%M:%fZ', time / 1000000.0, "
+                "'unixepoch') AS time_utc FROM events")
+    raw.commit()
+    EventStore(str(path)).close()
+    assert [r[0] for r in raw.execute("SELECT time_utc FROM event_log")][1] == "2026-01-01T00:00:00.123457Z"
+    raw.close()
+
+
 class TestMemoryEventStore(EventStoreContract):
     """The contract on a throw-away in-memory store (no WAL: there is no file)."""
 
@@ -578,7 +597,7 @@ class TestMemoryEventStore(EventStoreContract):
         return EventStore(":memory:", **options)
 
     def test_memory_stores_have_no_file_and_no_wal(self, store: EventStore, tmp_path: Path) -> None:
-        assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
+        assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
         assert list(tmp_path.iterdir()) == []
 
     def test_each_memory_store_is_its_own_log(self) -> None:

@@ -338,3 +338,45 @@ def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_pat
     assert count_files(warehouse) == 0
     assert all(watcher.instance(r.id).state == "purged" for r in report.purged)
     watcher.close()
+
+
+def test_r4_a_vacuum_started_while_another_deletes_leaves_it_alone_and_counts_stay_exact(
+        spark, led, clock) -> None:
+    """Found by a user: a second vacuum started 70 ms after the first "took over" the first's run
+    while it was still deleting; the first printed "deleted 3315 files" and the log recorded 0.
+    Here the second starts from inside the first's deletion (its progress callback): it leaves
+    the live run alone, and the log records exactly what the first deleted."""
+    total = 0
+    for t in range(4):
+        folder = Path(led.create_table(f"sales.t{t}").location)
+        folder.mkdir(parents=True)
+        for f in range(200):
+            (folder / f"part-{f:04d}.parquet").write_bytes(b"x" * 3)
+            total += 1
+        led.drop_table(f"sales.t{t}")
+    clock.advance(WEEK * 2)
+    seconds: list = []
+    with Ledger.open(led.path, clock=clock, actor="second-vacuum") as other:
+        def start_the_second(done: int, of: int) -> None:
+            if not seconds:
+                seconds.append(vacuum(spark, other))
+
+        first = vacuum(spark, led, progress=start_the_second)
+        [second] = seconds
+        assert second.instances == () and second.run_id is None and second.busy_runs == (first.run_id,)
+        assert first.files == total and first.bytes == total * 3 and len(first.purged) == 4
+        finished = [e.data for e in other.history() if e.type == "VacuumFinished"]
+        assert [(d["run_id"], d["files"], d["bytes"], d["purged"]) for d in finished] == \
+            [(first.run_id, total, total * 3, 4)]
+
+
+def test_progress_starts_at_zero_of_a_known_total_and_ends_complete(spark, led, clock, rows) -> None:
+    """The CLI's progress bar used to sit without a total and jump from 0 to 100%."""
+    for name in ("sales.a", "sales.b", "sales.c"):
+        make_table(led, rows, name)
+        led.drop_table(name)
+    clock.advance(WEEK * 2)
+    calls: list[tuple[int, int]] = []
+    vacuum(spark, led, progress=lambda done, total: calls.append((done, total)))
+    first, last = calls[0], calls[-1]
+    assert first[0] == 0 and first[1] > 0 and last[0] == last[1] == first[1]

@@ -20,6 +20,7 @@ Rules of the game, which keep the fold cheap and the concerns honest:
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import attrs
@@ -99,15 +100,32 @@ class Ids:
 
 @attrs.frozen
 class Record:
-    """A frozen attrs value written as the list of its fields, in order; lists come back as tuples."""
+    """A frozen attrs value written as the list of its fields, in order; tuple fields come back
+    as tuples (JSON gives lists)."""
     cls: type
     raw: bool = False
 
     def encode(self, value: Any) -> Any:
-        return [getattr(value, f.name) for f in attrs.fields(self.cls)]
+        return [getattr(value, name) for name in _field_names(self.cls)]
 
     def decode(self, data: Any) -> Any:
-        return self.cls(*(tuple(x) if isinstance(x, list) else x for x in data))
+        tuples = _tuple_fields(self.cls)
+        if tuples:
+            data = list(data)
+            for i in tuples:
+                data[i] = tuple(data[i])
+        return self.cls(*data)
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in attrs.fields(cls))
+
+
+@functools.cache
+def _tuple_fields(cls: type) -> tuple[int, ...]:
+    """Positions of the fields declared as tuples (annotations are text here: see __future__)."""
+    return tuple(i for i, f in enumerate(attrs.fields(cls)) if str(f.type).startswith("tuple"))
 
 
 @attrs.frozen

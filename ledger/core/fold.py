@@ -16,6 +16,7 @@ behind its watermark, a watermark that moves back): a log that breaks a rule is
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -80,11 +81,13 @@ class Builder:
         self._streams[stream] = version
 
     def finish(self) -> Any:
-        changed = {name: _freeze(self.__dict__[name]) for name in self._touched}
-        streams = self.before.streams
+        before = self.before
+        values = {name: getattr(before, name) for name in _names(type(before))}
+        values.update((name, _freeze(self.__dict__[name])) for name in self._touched)
+        values["seq"], values["last_time"] = self.seq, self.last_time
         if self._streams:
-            streams = streams.update(self._streams)
-        return attrs.evolve(self.before, seq=self.seq, last_time=self.last_time, streams=streams, **changed)
+            values["streams"] = before.streams.update(self._streams)
+        return type(before)(**values)
 
 
 class Folder:
@@ -127,26 +130,31 @@ def _malformed(seq: int, exc: Exception) -> LedgerCorrupt:
     return corrupt(f"event #{seq} has a field of the wrong type or shape ({type(exc).__name__}: {exc})")
 
 
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in attrs.fields(cls))
+
+
 def _thaw(part: Any) -> Any:
     """A copy of a slice whose maps can be changed in place."""
     values = {}
-    for field in attrs.fields(type(part)):
-        value = getattr(part, field.name)
+    for name in _names(type(part)):
+        value = getattr(part, name)
         if isinstance(value, Map):
             value = value.mutate() if len(value) else {}
-        values[field.name] = value
+        values[name] = value
     return type(part)(**values)
 
 
 def _freeze(view: Any) -> Any:
     values = {}
-    for field in attrs.fields(type(view)):
-        value = getattr(view, field.name)
+    for name in _names(type(view)):
+        value = getattr(view, name)
         if isinstance(value, dict):
             value = Map(value)
         elif isinstance(value, _MUTATION):
             value = value.finish()
-        values[field.name] = value
+        values[name] = value
     return type(view)(**values)
 
 

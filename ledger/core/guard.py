@@ -99,9 +99,12 @@ class Guard:
 
     def effective(self, inst: Guarded) -> Watermark | None:
         """The latest of the three watermarks that cover an instance (with who set it)."""
+        marks = self.watermarks
+        if not marks:  # the common case in a young ledger, and on the fold's hot path
+            return None
         best = None
         for scope in self.covering_scopes(inst):
-            mark = self.watermarks.get(scope)
+            mark = marks.get(scope)
             if mark is not None and (best is None or mark.to > best.to):
                 best = mark
         return best

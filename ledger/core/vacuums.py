@@ -70,9 +70,11 @@ class VacuumStarted:
 UPCASTERS[("VacuumStarted", 1)] = lambda data: {**data, "lease_until": None}
 
 
-@event("VacuumRenewed")
+@event("VacuumLeased")
 @attrs.frozen
-class VacuumRenewed:
+class VacuumLeased:
+    """The run's lease now runs until ``until``: renewed while it works, or released (``until``
+    is the event's own time) when it stops, so that the next vacuum need not wait for it."""
     run_id: str
     until: Micros
 
@@ -280,16 +282,18 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
 
 
 def _renew(state: State, cmd: RenewVacuum) -> Decision:
-    """Extend a live run's lease. A run taken over is told so (result False) and appends nothing:
-    its deletions stay safe (its tables are behind their watermarks), but it no longer holds them."""
-    _check_lease(cmd.lease_seconds)
+    """Extend a live run's lease (or, with a lease of 0, release it). A run taken over is told so
+    (result False) and appends nothing: its deletions stay safe (its tables are behind their
+    watermarks), but it no longer holds them."""
+    if cmd.lease_seconds != 0:
+        _check_lease(cmd.lease_seconds)
     run = state.vacuums.runs.get(cmd.run_id)
     if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
     if run.taken_over:
         return Decision((), frozenset({VACUUM_STREAM}), False)
     until = cmd.now + cmd.lease_seconds * 1_000_000
-    return Decision(((VACUUM_STREAM, VacuumRenewed(cmd.run_id, until)),), frozenset({VACUUM_STREAM}), True)
+    return Decision(((VACUUM_STREAM, VacuumLeased(cmd.run_id, until)),), frozenset({VACUUM_STREAM}), True)
 
 
 def _finish(state: State, cmd: FinishVacuum) -> Decision:
@@ -332,10 +336,10 @@ def _on_started(b: Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
     runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until)
 
 
-def _on_renewed(b: Builder, e: VacuumRenewed, seq: int, time: Micros) -> None:
+def _on_leased(b: Builder, e: VacuumLeased, seq: int, time: Micros) -> None:
     run = b.vacuums.runs.get(e.run_id)
     if run is None:
-        raise corrupt(f"event #{seq} renews vacuum {e.run_id}, which is not in progress")
+        raise corrupt(f"event #{seq} sets the lease of vacuum {e.run_id}, which is not in progress")
     b.vacuums.runs[e.run_id] = attrs.evolve(run, lease_until=e.until)
 
 
@@ -347,10 +351,10 @@ def _on_finished(b: Builder, e: VacuumFinished, seq: int, time: Micros) -> None:
 
 CONCERN = Concern(
     initial=Vacuums(),
-    evolve={VacuumStarted: _on_started, VacuumRenewed: _on_renewed, VacuumFinished: _on_finished},
+    evolve={VacuumStarted: _on_started, VacuumLeased: _on_leased, VacuumFinished: _on_finished},
     decide={StartVacuum: _start, RenewVacuum: _renew, FinishVacuum: _finish},
 )
 
-__all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumRenewed", "VacuumFinished", "VacuumRun", "Vacuums",
+__all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumLeased", "VacuumFinished", "VacuumRun", "Vacuums",
            "PlannedInstance", "Waiting", "VacuumPlan", "StartVacuum", "RenewVacuum", "FinishVacuum",
            "plan_vacuum", "choose_watermarks", "CONCERN"]

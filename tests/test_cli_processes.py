@@ -1,0 +1,129 @@
+"""The command line as a shell runs it, in real processes: no Java, Ctrl-C, and a clean stderr.
+
+Each test here began as something a new user saw: forty lines of py4j traceback when Java
+is missing; about 145 lines of tracebacks and exit 1 on Ctrl-C during a vacuum; an
+orphaned JVM after Ctrl-C while Spark was starting; Spark's start-up lines on stderr
+even with ``--json``. Spark starts for real in these processes (a few seconds each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from ledger import Ledger, ManualClock
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def aged(path: Path, tables: int = 2, files: int = 50) -> list[str]:
+    """A ledger whose tables were dropped ten days ago (the CLI runs on the real clock)."""
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=10))
+    locations = []
+    with Ledger.open(path, clock=clock) as led:
+        for t in range(tables):
+            folder = Path(led.create_table(f"sales.t{t}").location)
+            folder.mkdir(parents=True)
+            for f in range(files):
+                (folder / f"part-{f:05d}.parquet").write_bytes(b"x" * 4)
+            led.drop_table(f"sales.t{t}")
+            locations.append(str(folder))
+    return locations
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """``python -m ledger ARGS`` in a process of its own (``env`` replaces variables; None removes one)."""
+    merged = {**os.environ, **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "ledger", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={k: v for k, v in merged.items() if v is not None})
+
+
+def java_processes() -> set[int]:
+    found = subprocess.run(["pgrep", "-x", "java"], capture_output=True, text=True).stdout.split()
+    return set(map(int, found))
+
+
+def assert_no_new_jvm(before: set[int]) -> None:
+    """A JVM the command started must be gone soon after it exits (an orphan would stay)."""
+    deadline = time.monotonic() + 5
+    while java_processes() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not java_processes() - before, "the command left a JVM running"
+
+
+def vacuum_started(path: Path) -> bool:
+    raw = sqlite3.connect(path)
+    try:
+        return raw.execute("SELECT count(*) FROM events WHERE type = 'VacuumStarted'").fetchone()[0] > 0
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("args", [["vacuum"], ["demo", "--dir", "{tmp}/demo"]], ids=["vacuum", "demo"])
+def test_without_java_the_cli_says_what_is_missing_in_one_line(tmp_path: Path, args: list[str]) -> None:
+    path = tmp_path / "ledger.db"
+    aged(path)
+    no_java = {"PATH": os.path.dirname(sys.executable), "JAVA_HOME": None}
+    proc = cli("--ledger", str(path), *[a.format(tmp=tmp_path) for a in args], env=no_java)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (out, err)
+    [line] = err.splitlines()
+    assert line.startswith("error: JavaNotFound: Spark needs Java 17 or newer and there is no java on PATH; "
+                           "install one"), line
+
+
+def test_ctrl_c_while_spark_starts_exits_130_in_one_line_and_leaves_no_jvm(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    aged(path)
+    before = java_processes()
+    proc = cli("--ledger", str(path), "vacuum")
+    time.sleep(1.5)  # the JVM is starting
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.splitlines() == ["interrupted: vacuum stopped; the ledger is consistent (an interrupted "
+                                "vacuum is finished by the next one)"]
+    assert_no_new_jvm(before)
+    with Ledger.open(path) as led:
+        led.verify()
+
+
+def test_r10_ctrl_c_during_a_vacuum_exits_130_and_the_next_vacuum_finishes_it(tmp_path: Path) -> None:
+    """Interrupted after its watermark is in the log: one line, exit 130, the JVM gone, the run's
+    lease released; the next vacuum (with --json, which keeps stderr empty: Spark's start-up
+    lines go to the JVM's log) takes the run over at once and purges everything."""
+    path = tmp_path / "ledger.db"
+    locations = aged(path, tables=3, files=400)
+    before = java_processes()
+    proc = cli("--ledger", str(path), "vacuum")
+    deadline = time.monotonic() + 120
+    while not vacuum_started(path) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert len(err.splitlines()) == 1 and err.startswith("interrupted: vacuum stopped")
+    assert_no_new_jvm(before)
+    with Ledger.open(path) as led:
+        led.verify()
+        [run] = led.state.vacuums.unfinished()
+        assert run.lease_until is not None and run.lease_until <= led.state.last_time  # released
+
+    nxt = cli("--ledger", str(path), "--json", "vacuum")
+    out, err = nxt.communicate(timeout=180)
+    assert (nxt.returncode, err) == (0, ""), err
+    report = json.loads(out)
+    assert report["resumed_runs"] == [run.run_id] and report["purged"] == 3
+    assert not any(os.path.exists(loc) for loc in locations)
