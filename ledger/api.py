@@ -24,14 +24,20 @@ from .audit import VerifyReport
 from .clock import Clock, from_micros, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.model import State
-from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
+from .core.tables import (
+    CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, require_live,
+)
 from .core.vacuums import DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum, StartVacuum, VacuumPlan
+from .core.versions import (
+    DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
+    RenewWrite, RestoreVersion, Version, choose, parse_manifest,
+)
 from .core.warehouse import MoveWarehouse
-from .errors import InvalidArgument, LedgerNotFound, TableNotFound, WarehouseMismatch
+from .errors import InvalidArgument, LedgerCorrupt, LedgerNotFound, TableNotFound, WarehouseMismatch
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
 from .runner import Runner
 from .store import EventStore
-from .views import HistoryEntry, TableInstance, VacuumOrder
+from .views import FileEntry, HistoryEntry, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -196,6 +202,101 @@ class Ledger:
         self.runner.run(MoveWarehouse(self.warehouse, target))
         return self.warehouse
 
+    # --- writes and versions (spark_ops.write_table and read_table call these) -------------
+
+    def begin_write(self, name: str, *, lease: Duration | None = None) -> WriteView:
+        """Register a write before its first file (R14): an id, a folder of its own under the
+        table's location, and a lease (default 6 hours; ``renew_write`` extends it)."""
+        seconds = DEFAULT_WRITE_LEASE_SECONDS if lease is None else int(parse_duration(lease).total_seconds())
+        write_id = _new_id()
+        self.runner.run(lambda now: BeginWrite(name, write_id, now, seconds))
+        return self._write_view(write_id)
+
+    def renew_write(self, write_id: str) -> WriteView:
+        """Extend an open write's lease by its length, from now. A write that was swept is
+        ``WriteExpired``: the job must write again."""
+        self.runner.run(lambda now: RenewWrite(write_id, now))
+        return self._write_view(write_id)
+
+    def abort_write(self, write_id: str) -> WriteView:
+        """Give a write up: its folder is never committed (a vacuum's sweep reclaims it)."""
+        self.runner.run(AbortWrite(write_id))
+        return self._write_view(write_id)
+
+    def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append") -> TableVersion:
+        """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
+        relative to the table's location and inside the write's folder. ``append`` keeps the
+        current version's files too; ``overwrite`` names only these (the old ones stay, R11)."""
+        number = self.runner.run(CommitWrite(write_id, _pairs(files), mode))
+        return self._version(self.runner.held.data.writes[write_id].table_id, number)
+
+    def adopt_files(self, name: str, files: Iterable[tuple[str, int]]) -> TableVersion:
+        """Make the files a table held before it was versioned (written straight into its location)
+        its version 1, so that its first versioned write appends to them."""
+        number = self.runner.run(AdoptFiles(name, _pairs(files)))
+        return self._version(self.table(name).id, number)
+
+    def open_writes(self, *, name: str | None = None) -> list[WriteView]:
+        """Writes registered and not yet committed, aborted or swept, oldest first."""
+        state = self.runner.state
+        table_id = None if name is None else require_live(state, name).id
+        root = self._root(state)
+        return [WriteView.of(state, w, root) for w in state.data.open_writes(table_id)]
+
+    def versions(self, name: str) -> list[TableVersion]:
+        """Every version of the live table ``name``, newest first (``expired`` ones included)."""
+        state = self.runner.state
+        inst = require_live(state, name)
+        return [TableVersion.of(state, v, self._files) for v in state.data.history(inst.id)]
+
+    def version(self, name: str, *, version: int | None = None, as_of: datetime | None = None) -> TableVersion:
+        """The version a read would use: the current one, version ``version``, or the newest one
+        committed at or before ``as_of``. An expired one is ``VersionExpired`` (R12)."""
+        state = self.runner.state
+        inst = require_live(state, name)
+        chosen = choose(state, inst, version, None if as_of is None else to_micros(as_of))
+        return TableVersion.of(state, chosen, self._files)
+
+    def restore_table(self, name: str, *, version: int | None = None, as_of: datetime | None = None) -> TableVersion:
+        """A new version equal to an earlier one (Delta's RESTORE): undoes an overwrite. An expired
+        version is refused with ``VersionExpired``."""
+        at = None if as_of is None else to_micros(as_of)
+        number = self.runner.run(RestoreVersion(name, version, at))
+        return self._version(self.table(name).id, number)
+
+    def advance_retention_mark(self, name: str, to: datetime) -> datetime | None:
+        """Fetch-and-set: move the table's retention mark forward to the commit time of the newest
+        version committed at or before ``to`` (never the current one's) and return what it was."""
+        target = to_micros(to)
+        found = self.runner.run(lambda now: AdvanceRetentionMark(name, target, now))
+        return None if found is None else from_micros(found)
+
+    def retention_mark(self, name: str) -> datetime | None:
+        state = self.runner.state
+        found = state.data.mark(require_live(state, name).id)
+        return None if found is None else from_micros(found)
+
+    def _write_view(self, write_id: str) -> WriteView:
+        state = self.runner.held
+        return WriteView.of(state, state.data.writes[write_id], self._root(state))
+
+    def _version(self, table_id: str, number: int) -> TableVersion:
+        state = self.runner.held
+        v = state.data.version(table_id, number)
+        assert v is not None
+        return TableVersion.of(state, v, self._files)
+
+    def _files(self, v: Version) -> tuple[FileEntry, ...]:
+        """Every file a version names, read from the manifests stored with its commits."""
+        found: list[FileEntry] = []
+        for _write, digest in self.runner.state.data.parts(v):
+            data = self.store.read_blob(digest)
+            if data is None:
+                raise LedgerCorrupt(f"{self.path}: the file list {digest} of {v.table_id} version {v.number} is "
+                                    "missing; restore the ledger file from a backup")
+            found.extend(FileEntry(path, size) for path, size in parse_manifest(data))
+        return tuple(sorted(found))
+
     # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
 
     def plan_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
@@ -229,9 +330,12 @@ class Ledger:
         tables over at once instead of waiting for the lease to run out."""
         return self.runner.run(lambda now: RenewVacuum(run_id, now, 0))
 
-    def finish_vacuum(self, run_id: str, purged: Iterable[tuple[str, int, int]], *, failed: int = 0) -> int:
-        """Record the purges of a run (id, files, bytes) and its end; returns how many were recorded."""
-        return self.runner.run(FinishVacuum(run_id, tuple(purged), failed))
+    def finish_vacuum(self, run_id: str, purged: Iterable[tuple[str, int, int]], *, failed: int = 0,
+                      expired: Iterable[tuple[str, Iterable[str], int, int]] = ()) -> int:
+        """Record a run's end: the purges (table id, files, bytes) and the write folders it deleted
+        (table id, write ids, files, bytes); returns how many purges were recorded."""
+        return self.runner.run(FinishVacuum(run_id, tuple(purged), failed,
+                                            tuple((t, tuple(w), f, b) for t, w, f, b in expired)))
 
     @staticmethod
     def _start_command(retention: Duration | None, database: str | None, limit: int | None,
@@ -249,13 +353,8 @@ class Ledger:
 
     def table(self, name: str) -> TableInstance:
         """The live instance bound to ``name``."""
-        key = table_name(name)
         state = self.runner.state
-        inst = state.tables.live(key)
-        if inst is None:
-            hint = " (it is dropped: see show-dropped, or Ledger.dropped_tables)" if key in state.tables.dropped else ""
-            raise TableNotFound(f"there is no live table {key}{hint}")
-        return TableInstance.of(state, inst, self._root(state))
+        return TableInstance.of(state, require_live(state, name), self._root(state))
 
     def instance(self, table_id: str) -> TableInstance:
         """Any instance by id, live, dropped or purged."""
@@ -327,6 +426,13 @@ class Ledger:
         Raises ``LedgerCorrupt`` naming what is wrong; returns counts when all is well.
         """
         return audit.verify(self.runner)
+
+
+def _pairs(files: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """``(path, size)`` pairs as the core checks them (anything else is refused there, typed)."""
+    if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
+        raise InvalidArgument(f"files must be (path, size) pairs, got {type(files).__name__}")
+    return tuple(tuple(f) if isinstance(f, (list, tuple)) else f for f in files)  # type: ignore[misc]
 
 
 def _new_id() -> str:

@@ -11,6 +11,7 @@ would otherwise trust it again.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Iterator
 
 import attrs
@@ -21,6 +22,7 @@ from .core.model import State, fold_rows
 from .errors import LedgerCorrupt, TableNotFound
 from .names import table_id as valid_table_id, table_name
 from .runner import SNAPSHOT_NAME, Runner
+from .store import EventStore
 from .views import HistoryEntry
 
 
@@ -81,6 +83,7 @@ def verify(runner: Runner) -> VerifyReport:
                             "restore the ledger file from a backup")
     head = store.head()[0]
     fresh = fold_rows(State(), store.read(0, upto=head))
+    _check_manifests(store, fresh)
     discarded = _check_snapshot(runner, fresh)
     held = runner.refresh(force=True)
     if held.seq == fresh.seq and held != fresh:
@@ -95,6 +98,18 @@ def verify(runner: Runner) -> VerifyReport:
         purged=sum(i.purged_at is not None for i in instances),
         snapshot_seq=None if snap is None else snap.seq, snapshot_discarded=discarded,
     )
+
+
+def _check_manifests(store: EventStore, state: State) -> None:
+    """Every file list a commit names is stored, and hashes to the digest the event carries."""
+    for v in state.data.versions.values():
+        if v.manifest is None:
+            continue
+        data = store.read_blob(v.manifest)
+        if data is None or hashlib.sha256(data).hexdigest() != v.manifest:
+            what = "is missing" if data is None else "does not match its digest"
+            raise LedgerCorrupt(f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest}) "
+                                f"{what}; restore the ledger file from a backup")
 
 
 def _check_snapshot(runner: Runner, fresh: State) -> bool:

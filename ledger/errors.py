@@ -39,6 +39,28 @@ class UndropBlocked(LedgerError):
     """
 
 
+class VersionNotFound(LedgerError, LookupError):
+    """No such version of the table (a number past the current one, or a time before version 1)."""
+
+
+class VersionExpired(LedgerError):
+    """The version was committed at or before the table's retention mark: its files may be gone,
+    so it is never read or restored (R12). The message names table, version, commit time, mark."""
+
+
+class WriteClosed(LedgerError):
+    """The write is committed or aborted: its folder is never written through the ledger again."""
+
+
+class WriteExpired(WriteClosed):
+    """The write was swept (aborted, or its lease ran out, and a vacuum reclaimed its folder):
+    the job must write again."""
+
+
+class TableDataMissing(LedgerError):
+    """A file the chosen version names is not there: the read is refused, never short of rows."""
+
+
 class PurgeRefused(LedgerError):
     """A purge that the state does not allow: the table is not dropped and behind its
     watermark (a vacuum whose plan went stale), or the counts make no sense."""

@@ -158,7 +158,8 @@ class Runner:
             return
         appended = self.store.append(
             [NewEvent(stream, *type_of(event), encode(event)) for stream, event in decided],
-            prepared.conditions, prepared.now, self.actor, expected_head=prepared.seq)
+            prepared.conditions, prepared.now, self.actor, expected_head=prepared.seq,
+            blobs=dict(prepared.decision.attachments))
         with self._lock:
             if appended.previous_head == self._state.seq:
                 # Nobody else wrote since our state: fold our own events without reading them back.

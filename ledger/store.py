@@ -22,6 +22,7 @@ Contract (tested by ``tests/test_store.py`` without any domain code):
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sqlite3
 import threading
@@ -114,7 +115,7 @@ class EventStore:
     def _ensure_schema(self) -> None:
         if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
             self._check_format()
-            self._refresh_view()
+            self._upgrade()
             return
         with self.transaction():
             # Another process may have created it while we waited for the write lock.
@@ -140,19 +141,32 @@ class EventStore:
                 f"CREATE TRIGGER events_no_{action.lower()} BEFORE {action} ON events "
                 "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
             )
+        self._create_blobs()
         self._db.execute(_EVENT_LOG_VIEW)
         db["meta"].insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
-    def _refresh_view(self) -> None:
-        """Ledgers made before the view showed microseconds get today's view (it is only a view:
-        no event is touched). A read-only file keeps its old one."""
+    def _create_blobs(self) -> None:
+        """Content-addressed attachments of events (a write's file list): written in the same
+        transaction as the event that names their digest, and append-only like the log."""
+        self._db.execute("CREATE TABLE IF NOT EXISTS blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL)")
+        for action in ("UPDATE", "DELETE"):
+            self._db.execute(
+                f"CREATE TRIGGER IF NOT EXISTS blobs_no_{action.lower()} BEFORE {action} ON blobs "
+                "BEGIN SELECT RAISE(ABORT, 'attachments are append-only'); END")
+
+    def _upgrade(self) -> None:
+        """Bring a ledger made by an earlier release up to this one's schema, in place: today's
+        event_log view (times to the microsecond) and the attachments table. No event is
+        touched. A read-only file is left as it is (it can still be read)."""
         found = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'event_log'").fetchone()
-        if found is not None and found[0] == _EVENT_LOG_VIEW:
+        blobs = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone()
+        if found is not None and found[0] == _EVENT_LOG_VIEW and blobs is not None:
             return
         with contextlib.suppress(LedgerUnavailable, Conflict), self.transaction() as db:
             db.execute("DROP VIEW IF EXISTS event_log")
             db.execute(_EVENT_LOG_VIEW)
+            self._create_blobs()
 
     def _check_format(self) -> None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
@@ -243,24 +257,29 @@ class EventStore:
     # --- the log ---------------------------------------------------------------------------
 
     def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int],
-               now: Micros, actor: str, *, expected_head: int | None = None) -> Appended:
+               now: Micros, actor: str, *, expected_head: int | None = None,
+               blobs: Mapping[str, bytes] | None = None) -> Appended:
         """Append atomically if every conditioned stream is at its expected version.
 
         ``expected_head`` is the last sequence number the caller had seen when it
         read those versions: if the log has not grown since, no stream can have
-        moved, and the per-stream checks are skipped.
+        moved, and the per-stream checks are skipped. ``blobs`` (digest -> bytes, the
+        digest being the SHA-256 of the bytes in hex) are stored in the same transaction.
         """
+        for digest, data in (blobs or {}).items():
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise ValueError(f"attachment digest {digest} does not match its bytes")
         if not events:
             raise ValueError("append needs at least one event")
         with self._lock:  # the hot path: try/except here, not the transaction() helper
             db = self._db
             if self._exclusive:  # inside exclusive(): its transaction is ours
-                rows = self._insert(db, events, conditions, now, actor, expected_head)
+                rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
                 return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    rows = self._insert(db, events, conditions, now, actor, expected_head)
+                    rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
                     db.execute("COMMIT")
                 except BaseException:
                     self._rollback()
@@ -270,7 +289,8 @@ class EventStore:
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
 
     def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
-                now: Micros, actor: str, expected_head: int | None) -> list[tuple]:
+                now: Micros, actor: str, expected_head: int | None,
+                blobs: Mapping[str, bytes] | None = None) -> list[tuple]:
         head = db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         last_seq, last_time = head if head else (0, 0)
         versions: dict[str, int] = dict(conditions)
@@ -293,6 +313,8 @@ class EventStore:
             rows.append((last_seq + 1 + offset, event.stream, version + 1, event.type,
                          event.schema_version, time + offset, actor, event.payload))
         self.insert_rows(db, rows)
+        if blobs:
+            db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
         return rows
 
     def insert_rows(self, db: sqlite3.Connection, rows: list[tuple]) -> None:
@@ -371,6 +393,20 @@ class EventStore:
             row = self._db.execute("SELECT time FROM events WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else row[0]
 
+    # --- attachments ---------------------------------------------------------------------
+
+    def read_blob(self, digest: str) -> bytes | None:
+        with self._lock, translate_errors(self.path):
+            row = self._db.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
+        if row is None:
+            return None
+        data = row[0]  # a hand edit with SQL's text functions may leave text where bytes were
+        return data if isinstance(data, bytes) else str(data).encode()
+
+    def blob_digests(self) -> list[str]:
+        with self._lock, translate_errors(self.path):
+            return [r[0] for r in self._db.execute("SELECT digest FROM blobs ORDER BY digest")]
+
     # --- snapshots: a cache of folded state, never the truth -------------------------------
 
     def load_snapshot(self, name: str) -> Snapshot | None:
@@ -419,6 +455,9 @@ def translate_errors(path: str) -> Iterator[None]:
 
 def _translate(path: str, exc: sqlite3.Error) -> LedgerError:
     text = str(exc).lower()
+    if "closed database" in text:
+        return LedgerUnavailable(f"{path}: the ledger was closed; open it again (a view such as a version's "
+                                 "file list reads through the ledger it came from)")
     if "locked" in text or "busy" in text:
         return Conflict(f"{path}: the ledger stayed locked by another writer ({exc})")
     if any(marker in text for marker in _CORRUPT) or isinstance(exc, sqlite3.DatabaseError) \

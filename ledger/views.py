@@ -9,7 +9,7 @@ them (is it blocked? until when is it restorable?) was made by the core.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import attrs
 
@@ -18,6 +18,7 @@ from .core.events import Recorded, type_of
 from .core.model import State
 from .core.tables import Instance
 from .core.vacuums import VacuumPlan
+from .core.versions import Version, Write
 
 
 def join_location(root: str, path: str) -> str:
@@ -46,6 +47,10 @@ class TableInstance:
     """``live``, ``dropped`` (restorable), ``blocked`` (behind a watermark) or ``purged``."""
     restorable_until: datetime | None
     """For a restorable dropped table: when it becomes due for a vacuum (None otherwise)."""
+    current_version: int | None = None
+    """The number of its current version (None: nothing committed through the ledger yet)."""
+    retention_mark: datetime | None = None
+    """Versions committed at or before it (but the current one) are expired (R12)."""
 
     @classmethod
     def of(cls, state: State, inst: Instance, warehouse: str) -> TableInstance:
@@ -63,6 +68,8 @@ class TableInstance:
             retention_from=source,
             state=guard.status(inst),
             restorable_until=_dt(guard.restorable_until(inst)),
+            current_version=state.data.heads.get(inst.id),
+            retention_mark=_dt(state.data.mark(inst.id)),
         )
 
     @property
@@ -88,7 +95,94 @@ class TableInstance:
             "retention": format_duration(seconds),
             "retention_seconds": seconds,
             "retention_from": self.retention_from,
+            "current_version": self.current_version,
+            "retention_mark": iso_utc(self.retention_mark),
         }
+
+
+class FileEntry(NamedTuple):
+    """One file a version names: ``path`` relative to the table's location, ``size`` in bytes."""
+    path: str
+    size: int
+
+
+@attrs.frozen
+class TableVersion:
+    """One version of a table instance. ``files`` is read from the ledger on first use (a version
+    of a big table names thousands), the rest comes from the folded state."""
+
+    table: str
+    table_id: str
+    number: int
+    committed_at: datetime
+    mode: str
+    """``append``, ``overwrite``, ``restore`` (of ``restored_from``) or ``adopt``."""
+    file_count: int
+    bytes: int
+    expired: bool
+    current: bool
+    write_id: str | None
+    restored_from: int | None
+    superseded_at: datetime | None
+    _load: Callable[[], tuple[FileEntry, ...]] = attrs.field(eq=False, repr=False)
+
+    @classmethod
+    def of(cls, state: State, v: Version, load: Callable[[Version], tuple[FileEntry, ...]]) -> TableVersion:
+        inst = state.tables.instance(v.table_id)
+        return cls(
+            table=inst.name if inst else v.table_id, table_id=v.table_id, number=v.number,
+            committed_at=from_micros(v.committed_at), mode=v.mode, file_count=v.files, bytes=v.bytes,
+            expired=state.data.is_expired(v), current=state.data.heads.get(v.table_id) == v.number,
+            write_id=v.write_id, restored_from=v.base if v.mode == "restore" else None,
+            superseded_at=_dt(v.superseded_at), load=lambda: load(v))
+
+    @property
+    def files(self) -> tuple[FileEntry, ...]:
+        return self._load()
+
+    def to_dict(self, *, with_files: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "table": self.table, "table_id": self.table_id, "number": self.number,
+            "committed_at": iso_utc(self.committed_at), "mode": self.mode, "files": self.file_count,
+            "bytes": self.bytes, "expired": self.expired, "current": self.current, "write_id": self.write_id,
+            "restored_from": self.restored_from, "superseded_at": iso_utc(self.superseded_at)}
+        if with_files:
+            data["file_list"] = [{"path": f.path, "size": f.size} for f in self.files]
+        return data
+
+
+@attrs.frozen
+class WriteView:
+    """A registered write (R14): where its files go, and until when its lease holds."""
+
+    id: str
+    table: str
+    table_id: str
+    folder: str
+    """Absolute: the folder the job writes its files into (and nothing else)."""
+    relative_folder: str
+    """The same, relative to the table's location (as the paths a commit names are)."""
+    began_at: datetime
+    expires_at: datetime
+    lease: timedelta
+    status: str
+    """``open``, ``committed``, ``aborted`` or ``swept``."""
+    version: int | None
+
+    @classmethod
+    def of(cls, state: State, w: Write, warehouse: str) -> WriteView:
+        inst = state.tables.instance(w.table_id)
+        assert inst is not None
+        return cls(id=w.id, table=inst.name, table_id=w.table_id,
+                   folder=join_location(join_location(warehouse, inst.path), w.folder), relative_folder=w.folder,
+                   began_at=from_micros(w.began_at), expires_at=from_micros(w.expires_at),
+                   lease=timedelta(seconds=w.lease_seconds), status=w.status, version=w.version)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "table": self.table, "table_id": self.table_id, "folder": self.folder,
+                "began_at": iso_utc(self.began_at), "expires_at": iso_utc(self.expires_at),
+                "lease": format_duration(int(self.lease.total_seconds())), "status": self.status,
+                "version": self.version}
 
 
 @attrs.frozen
@@ -158,11 +252,19 @@ class VacuumOrder:
     waiting: tuple[dict[str, Any], ...]
     """Dropped tables not yet due: name, id, when they become due, and which retention decided."""
     lease_until: datetime | None
+    expiries: tuple[VacuumExpiry, ...] = ()
+    """Old versions it expires and the write folders it deletes, table by table (R13)."""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to delete, no mark to move and no stopped run to close: nothing to do."""
+        return not self.targets and not self.resumes and not any(e.folders for e in self.expiries) and \
+            not any(e.mark is not None for e in self.expiries)
 
     @classmethod
     def of(cls, plan: VacuumPlan, root: str, *, recorded: bool) -> VacuumOrder:
         return cls(
-            run_id=plan.run_id if recorded and plan.instances else None,
+            run_id=plan.run_id if recorded and (plan.instances or plan.expiries or plan.resumes) else None,
             root=root,
             targets=tuple(VacuumTarget(p.id, p.name, join_location(root, p.path), p.dropped_at, p.watermark,
                                        p.resumed) for p in plan.instances),
@@ -172,5 +274,24 @@ class VacuumOrder:
             waiting=tuple({"id": w.id, "name": w.name, "dropped_at": iso(w.dropped_at), "due_at": iso(w.due_at),
                            "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
                           for w in plan.waiting),
-            lease_until=from_micros(plan.lease_until) if recorded and plan.instances else None,
+            lease_until=from_micros(plan.lease_until) if recorded and (plan.instances or plan.expiries or plan.resumes)
+            else None,
+            expiries=tuple(VacuumExpiry(
+                e.id, e.name, join_location(root, e.path), _dt(e.mark), e.versions,
+                tuple((w, join_location(join_location(root, e.path), folder)) for w, folder in e.folders))
+                for e in plan.expiries),
         )
+
+
+@attrs.frozen
+class VacuumExpiry:
+    """One table's old versions a vacuum expires, and the write folders it deletes (absolute)."""
+
+    id: str
+    name: str
+    location: str
+    mark: datetime | None
+    """The retention mark this run set (None: it stays where it was)."""
+    versions: tuple[int, ...]
+    folders: tuple[tuple[str, str], ...]
+    """(write id, absolute folder) of each write folder to delete."""

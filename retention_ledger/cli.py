@@ -256,6 +256,72 @@ def _usage(root: str, table: TableInstance) -> tuple[int, int]:
     return usage(root, table.location)
 
 
+# --- versions -----------------------------------------------------------------------------------
+
+@command(cli, "versions", short_help="List a table's versions.")
+@click.argument("name")
+@click.option("--files", "with_files", is_flag=True, help="Also list each version's files (JSON only).")
+def versions(ctx: Context, name: str, with_files: bool) -> None:
+    """List every version of the live table NAME, newest first; expired ones can no longer be
+    read or restored."""
+    found = ctx.ledger.versions(name)
+    ctx.emit([v.to_dict(with_files=with_files) for v in found], lambda: _text_table(
+        ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
+        [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",
+          v.file_count, _size(v.bytes), "current" if v.current else "expired" if v.expired else "readable")
+         for v in found]) if found else f"{name} has no versions yet")
+
+
+@command(cli, "restore", short_help="Restore a table to an earlier version.", writes=True)
+@click.argument("name")
+@click.option("--version", "number", type=int, default=None, help="The version to restore.")
+@click.option("--as-of", "as_of", default=None, metavar="TIME",
+              help="Restore the version that was current at this ISO 8601 time (with a zone).")
+def restore(ctx: Context, name: str, number: int | None, as_of: str | None) -> None:
+    """Make a new version of NAME equal to an earlier one (--version N or --as-of TIME): undoes an
+    overwrite. An expired version is refused."""
+    if (number is None) == (as_of is None):
+        raise click.UsageError("give exactly one of --version and --as-of")
+    v = ctx.ledger.restore_table(name, version=number, as_of=None if as_of is None else parse_time(as_of))
+    ctx.emit(v.to_dict(), f"restored {v.table} to version {v.restored_from}: now version {v.number} "
+                          f"({v.file_count} files, {v.bytes} bytes)")
+
+
+@command(cli, "mark", short_help="Show or advance a table's retention mark.", writes=True)
+@click.argument("name")
+@click.option("--advance", "to", default=None, metavar="TIME",
+              help="Advance to the newest version committed at or before this ISO 8601 time, or 'now'.")
+def mark(ctx: Context, name: str, to: str | None) -> None:
+    """Show the retention mark of NAME, or advance it: versions committed at or before it (but the
+    current one) are expired. It never moves back, and never reaches the current version."""
+    led = ctx.ledger
+    if to is None:
+        ctx.writes = False
+        found = led.retention_mark(name)
+        ctx.emit({"table": name, "retention_mark": iso_utc(found)}, f"{name}: {iso_utc(found) or 'not set'}")
+        return
+    target = led.now() if to.strip().lower() == "now" else parse_time(to)
+    previous = led.advance_retention_mark(name, target)
+    current = led.retention_mark(name)
+    data = {"table": name, "previous": iso_utc(previous), "retention_mark": iso_utc(current)}
+    if previous == current:
+        ctx.emit(data, f"{name}: unchanged at {iso_utc(current) or 'not set'}: a mark never moves back and only "
+                       "lands on the commit time of a version older than the current one")
+    else:
+        ctx.emit(data, f"{name}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}")
+
+
+@command(cli, "writes", short_help="List open writes and their leases.")
+@click.option("--name", default=None, help="Only writes to this table.")
+def writes(ctx: Context, name: str | None) -> None:
+    """List the writes registered and not yet committed, aborted or swept, with their leases."""
+    found = ctx.ledger.open_writes(name=name)
+    ctx.emit([w.to_dict() for w in found], lambda: _text_table(
+        ("WRITE", "TABLE", "BEGAN_AT", "EXPIRES_AT", "LEASE", "FOLDER"),
+        [(w.id, w.table, iso_utc(w.began_at), iso_utc(w.expires_at), format_duration(int(w.lease.total_seconds())),
+          w.folder) for w in found]) if found else "no open writes")
+
+
 # --- watermarks and retention ----------------------------------------------------------------
 
 @command(cli, "watermark", short_help="Show or advance a watermark.", writes=True)
@@ -368,8 +434,8 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
     # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
     order = led.plan_vacuum(**options)
-    if not order.targets:
-        ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "purged": 0,
+    if order.empty:
+        ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "expired": [], "purged": 0,
                   "failed": 0, "files": 0, "bytes": 0, "resumed_runs": [], "busy_runs": list(order.busy),
                   "waiting": list(order.waiting), "duration_seconds": 0.0, "timings": {}},
                  lambda: _nothing_text(order))
@@ -407,12 +473,19 @@ def _nothing_text(order: Any) -> str:
 def _vacuum_text(report: Any) -> str:
     verb = "would delete" if report.dry_run else "deleted"
     lines = [f"{'dry run' if report.dry_run else 'vacuum ' + str(report.run_id)}: "
-             f"{len(report.instances)} table(s), {verb} {report.files} file(s), {report.bytes} bytes "
-             f"in {report.duration:.1f}s"]
+             f"{len(report.instances)} table(s) purged, {len(report.expired)} expiring old versions, "
+             f"{verb} {report.files} file(s), {report.bytes} bytes in {report.duration:.1f}s"]
     lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
     for item in report.instances:
         status = "FAILED " + str(item.error) if item.error else f"{item.files} files, {item.bytes} bytes"
         lines.append(f"  {item.id}  {item.name:<32} {status}{'  (resumed)' if item.resumed else ''}")
+        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+    for item in report.expired:
+        status = "FAILED " + str(item.error) if item.error else \
+            f"{len(item.folders)} write folder(s), {item.files} files, {item.bytes} bytes"
+        mark = f"mark -> {iso_utc(item.mark)}, expired version(s) {', '.join(map(str, item.versions))}; " \
+            if item.mark else ""
+        lines.append(f"  {item.id}  {item.name:<32} {mark}{status}")
         lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
     if report.resumed_runs:
         lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")

@@ -1,5 +1,10 @@
 """The quickstart behind ``retention-ledger demo``: the whole promise in one minute.
 
+Three tables are written with Spark (each write a version); one is overwritten by
+mistake and restored; two are dropped; a week later a vacuum purges the two and
+expires the overwritten version; an undrop of a purged table and a restore of the
+expired version are refused, while the third table comes back whole.
+
 It runs on simulated time (a ``ManualClock`` that starts ten days ago), because
 the story needs a week to pass between a drop and the vacuum that purges it.
 Everything else is real: a SQLite ledger file, Parquet files written by a
@@ -14,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ledger import Ledger, LedgerError, ManualClock, UndropBlocked
+from ledger.errors import VersionExpired
 from ledger.clock import iso_utc
 from spark_ops import local_session, read_table, vacuum, write_table
 
@@ -40,6 +46,14 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
             write_table(frame.repartition(4), led, name)
             say(f"wrote {name:<16} {frame.count():>6} rows -> {led.table(name).location}")
 
+        mistake = spark.range(0, 3).selectExpr("id AS customer_id", "'oops' AS name")
+        write_table(mistake, led, "sales.customers", mode="overwrite")
+        say(f"{_now(clock)}  overwrote sales.customers by mistake: version 2 has "
+            f"{read_table(spark, led, 'sales.customers').count()} rows (version 1's files are still there)")
+        restored_version = led.restore_table("sales.customers", version=1)
+        say(f"{_now(clock)}  restored sales.customers to version 1: now version {restored_version.number}, "
+            f"{read_table(spark, led, 'sales.customers').count()} rows")
+
         led.drop_table("sales.orders")
         led.drop_table("staging.events")
         say(f"{_now(clock)}  dropped sales.orders and staging.events (restorable for 7 days)")
@@ -52,6 +66,9 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
             say(f"vacuum purged {item.name:<16} {item.files} files, {item.bytes} bytes")
         for scope, at in report.watermarks.items():
             say(f"vacuum set watermark {scope} to {iso_utc(at)} (the newest purged drop time)")
+        for expiry in report.expired:
+            say(f"vacuum expired {expiry.name} version(s) {', '.join(map(str, expiry.versions))} (overwritten over "
+                f"a week ago) and deleted {len(expiry.folders)} write folder(s) no readable version names")
 
         try:
             led.undrop_table("sales.orders")
@@ -62,6 +79,12 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
         restored = led.undrop_table("sales.customers")
         rows = read_table(spark, led, "sales.customers").count()
         say(f"undrop sales.customers -> restored (id {restored.id}), {rows} rows read back")
+        try:
+            led.restore_table("sales.customers", version=2)
+            restore_refused = None
+        except VersionExpired as exc:
+            restore_refused = str(exc)
+            say(f"restore sales.customers to version 2 -> refused: {exc}")
 
         summary = {
             "ledger": str(root / "ledger.db"),
@@ -73,6 +96,8 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
             "undrop_refused": refused,
             "undrop_allowed": restored.name,
             "rows_after_undrop": rows,
+            "versions_expired": {e.name: list(e.versions) for e in report.expired},
+            "restore_refused": restore_refused,
             "events": led.event_count(),
         }
         led.verify()

@@ -45,6 +45,52 @@ def local_path(uri: str) -> str:
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
+def committed_files(root: str, folder: str) -> list[FileEntry]:
+    """The data files under ``folder`` (paths relative to it), as Spark's own reader sees them:
+    names starting with ``_`` or ``.`` (``_temporary``, ``_SUCCESS``, ``.crc``) at any depth are
+    not data. Confined like a purge: inside the root, never through a link."""
+    found: list[FileEntry] = []
+    if is_local(root):
+        real = confine_local(local_path(root), local_path(folder))
+        for current, entries in _walk_visible(real):
+            found.extend(FileEntry(os.path.relpath(e.path, real), e.size) for e in entries)
+    else:
+        pyfs, path = pafs.FileSystem.from_uri(folder)
+        selector = pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True)
+        for info in pyfs.get_file_info(selector):
+            rel = info.path[len(path.rstrip("/")) + 1:]
+            if info.type == pafs.FileType.File and not any(p.startswith(("_", ".")) for p in rel.split("/")):
+                found.append(FileEntry(rel, info.size or 0))
+    return sorted(found)
+
+
+def _walk_visible(top: str) -> Iterator[tuple[str, list[FileEntry]]]:
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        entries = []
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if entry.name.startswith(("_", ".")):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    entries.append(FileEntry(entry.path, entry.stat(follow_symlinks=False).st_size))
+        yield folder, entries
+
+
+def first_missing(root: str, paths: list[str]) -> str | None:
+    """The first of ``paths`` that is not a file, or None when all are there."""
+    if is_local(root):
+        return next((p for p in paths if not os.path.isfile(local_path(p))), None)
+    if not paths:
+        return None
+    pyfs, _ = pafs.FileSystem.from_uri(paths[0])
+    infos = pyfs.get_file_info([pafs.FileSystem.from_uri(p)[1] for p in paths])
+    return next((p for p, info in zip(paths, infos) if info.type != pafs.FileType.File), None)
+
+
 def usage(root: str, location: str) -> tuple[int, int]:
     """How many files lie under a location, and their total size (a dry run's listing, summed)."""
     outcome = purge(root, location, dry_run=True)

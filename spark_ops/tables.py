@@ -1,42 +1,117 @@
-"""Tables on Spark, stored as Parquet at the locations the ledger assigns.
+"""Versioned tables on Spark: every write is registered, written into a folder of its own, and
+committed as a new version; every read reads exactly the files of the version it asks for.
 
-The ledger decides *where* a table's files live (a folder named by the
-instance id); Spark only ever reads and writes the live instance's folder. A
-dropped table has no live instance, so it cannot be read or written by name.
+Writing (R11, R14): ``ledger.begin_write`` gives a write its own folder under the table's
+location and a lease; Spark writes there (the lease renewed meanwhile); we list what Spark
+committed (not ``_temporary``, ``_SUCCESS`` or ``.crc`` files) and ``ledger.commit_write``
+makes the next version. ``overwrite`` deletes nothing: the old version's files stay until a
+vacuum expires it. An exception in Spark aborts the write.
+
+Reading (R11, R12): the ledger chooses the version (refusing an expired one before any file
+is touched), we check that every file it names is there (a missing one is
+``TableDataMissing``, never fewer rows), and Spark reads exactly those files, and partition columns come back across writes (each write's
+folder is its own partition root, so partitioned writes are read one by one and unioned).
+
+Tables written before versioning (Parquet straight into the location) still read as they
+did until their first versioned write, which adopts their files as version 1.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+import contextlib
+import os
+from datetime import datetime
+from typing import Sequence
 
-from ledger import Ledger, TableNotFound
-from ledger.errors import InvalidArgument
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from ledger import Ledger, LedgerError, TableNotFound
+from ledger.errors import InvalidArgument, TableDataMissing
+from ledger.views import TableInstance, TableVersion
+
+from . import fs
+from .heartbeat import Heartbeat
 
 WRITE_MODES = ("append", "overwrite")
 
 
 def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", *,
-                create: bool = True) -> str:
-    """Write ``df`` into the live instance of ``name``; returns the instance id.
+                partition_by: Sequence[str] | None = None, create: bool = True) -> TableVersion:
+    """Write ``df`` as the next version of the live table ``name``; returns that version.
 
-    With ``create=True`` (the default) a name with no live table is created
-    first; with ``create=False`` that is ``TableNotFound``.
+    With ``create=True`` (the default) a name with no live table is created first; with
+    ``create=False`` that is ``TableNotFound``.
     """
     if mode not in WRITE_MODES:
         raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
+    columns = _partition_columns(partition_by)
     try:
         table = ledger.table(name)
     except TableNotFound:
         if not create:
             raise
         table = ledger.create_table(name)
-    df.write.mode(mode).parquet(_uri(table.location))
-    return table.id
+    if table.current_version is None:
+        _adopt_unversioned_files(ledger, table)
+    write = ledger.begin_write(name)
+    try:
+        renew = Heartbeat(f"lease-{write.id}", write.lease.total_seconds() / 3, lambda: ledger.renew_write(write.id))
+        with renew:
+            writer = df.write.mode("errorifexists")
+            if columns:
+                writer = writer.partitionBy(*columns)
+            writer.parquet(_uri(write.folder))
+        files = [(f"{write.relative_folder}/{entry.path}", entry.size)
+                 for entry in fs.committed_files(ledger.warehouse, write.folder)]
+    except BaseException:
+        with contextlib.suppress(LedgerError):
+            ledger.abort_write(write.id)
+        raise
+    return ledger.commit_write(write.id, files, mode=mode)
 
 
-def read_table(spark: SparkSession, ledger: Ledger, name: str) -> DataFrame:
-    """Read the live instance of ``name``."""
+def read_table(spark: SparkSession, ledger: Ledger, name: str, *, version: int | None = None,
+               as_of: datetime | None = None) -> DataFrame:
+    """Read the current version of ``name``, or version ``version``, or the version current at
+    ``as_of``. An expired version is ``VersionExpired`` before any file is read."""
     table = ledger.table(name)
+    if table.current_version is None and version is None and as_of is None:
+        return _read_unversioned(spark, table)
+    chosen = ledger.version(name, version=version, as_of=as_of)
+    paths = [f"{table.location}/{entry.path}" for entry in chosen.files]
+    missing = fs.first_missing(ledger.warehouse, paths)
+    if missing is not None:
+        raise TableDataMissing(
+            f"{table.name} version {chosen.number} names {missing}, which is not there: the read is refused "
+            "rather than returning fewer rows (was the file deleted outside the ledger?)")
+    if not paths:
+        return spark.createDataFrame([], StructType([]))
+    return _read_files(spark, table.location, [entry.path for entry in chosen.files])
+
+
+def _read_files(spark: SparkSession, location: str, paths: list[str]) -> DataFrame:
+    """Exactly these files. Spark infers partition columns (``col=value`` folders) under one root
+    only, and each write's folder is a root of its own, so partitioned files are read write by
+    write (with that folder as base path) and unioned; unpartitioned ones are read at once."""
+    plain: list[str] = []
+    by_write: dict[str, list[str]] = {}
+    for path in paths:
+        parts = path.split("/")
+        if any("=" in part for part in parts[:-1]):
+            by_write.setdefault("/".join(parts[:2]), []).append(path)  # _writes/<id>
+        else:
+            plain.append(path)
+    frames = [spark.read.parquet(*(_uri(f"{location}/{p}") for p in plain))] if plain else []
+    frames += [spark.read.option("basePath", _uri(f"{location}/{folder}"))
+               .parquet(*(_uri(f"{location}/{p}") for p in files)) for folder, files in sorted(by_write.items())]
+    result = frames[0]
+    for more in frames[1:]:
+        result = result.unionByName(more)
+    return result
+
+
+def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
     try:
         return spark.read.parquet(_uri(table.location))
     except Exception as exc:  # Spark raises AnalysisException for an empty or missing folder
@@ -45,5 +120,28 @@ def read_table(spark: SparkSession, ledger: Ledger, name: str) -> DataFrame:
         raise
 
 
+def _adopt_unversioned_files(ledger: Ledger, table: TableInstance) -> None:
+    """A table written before versioning keeps its data: its files become version 1."""
+    if not fs.is_local(ledger.warehouse) or not os.path.isdir(fs.local_path(table.location)):
+        return
+    found = fs.committed_files(ledger.warehouse, table.location)
+    if found:
+        ledger.adopt_files(table.name, [(entry.path, entry.size) for entry in found])
+
+
+def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str]:
+    if partition_by is None:
+        return []
+    if isinstance(partition_by, str):
+        return [partition_by]
+    columns = list(partition_by)
+    if not all(isinstance(c, str) and c for c in columns):
+        raise InvalidArgument(f"partition_by must be column names, got {partition_by!r}")
+    return columns
+
+
 def _uri(location: str) -> str:
     return location if "://" in location else "file://" + location
+
+
+__all__ = ["write_table", "read_table", "WRITE_MODES"]

@@ -31,10 +31,11 @@ from typing import Any, Callable, Iterable, Iterator
 import attrs
 from pyspark.sql import SparkSession
 
-from ledger import Ledger, LedgerError, VacuumOrder
+from ledger import Ledger, VacuumOrder
 from ledger.clock import iso_utc
 
 from . import fs
+from .heartbeat import Heartbeat
 
 Progress = Callable[[int, int], None]
 """Called with (tasks done, tasks in all) while the executors work."""
@@ -66,6 +67,36 @@ class InstanceReport:
 
 
 @attrs.frozen
+class ExpiryReport:
+    """What a vacuum did to one table's old versions (R13)."""
+    id: str
+    name: str
+    location: str
+    mark: datetime | None
+    versions: tuple[int, ...]
+    """The versions that expired with this run's mark."""
+    folders: tuple[str, ...]
+    """The write folders it deleted (or, for a dry run, would delete)."""
+    files: int
+    bytes: int
+    error: str | None = None
+    would_delete: tuple[fs.FileEntry, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
+                                "mark": iso_utc(self.mark), "versions_expired": list(self.versions),
+                                "folders": list(self.folders), "files": self.files, "bytes": self.bytes,
+                                "error": self.error}
+        if self.would_delete:
+            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
+        return data
+
+
+@attrs.frozen
 class VacuumReport:
     run_id: str | None
     dry_run: bool
@@ -80,28 +111,31 @@ class VacuumReport:
     """Dropped tables not yet due, with when they become due and which retention decided."""
     timings: dict[str, float] = attrs.field(factory=dict)
     """Seconds spent planning (with the watermark append), deleting, and recording."""
+    expired: tuple[ExpiryReport, ...] = ()
+    """Tables whose old versions this run expired, and the write folders it deleted."""
 
     @property
     def purged(self) -> list[InstanceReport]:
         return [] if self.dry_run else [i for i in self.instances if i.ok]
 
     @property
-    def failures(self) -> list[InstanceReport]:
-        return [i for i in self.instances if not i.ok]
+    def failures(self) -> list[InstanceReport | ExpiryReport]:
+        return [i for i in (*self.instances, *self.expired) if not i.ok]
 
     @property
     def files(self) -> int:
-        return sum(i.files for i in self.instances if i.ok)
+        return sum(i.files for i in (*self.instances, *self.expired) if i.ok)
 
     @property
     def bytes(self) -> int:
-        return sum(i.bytes for i in self.instances if i.ok)
+        return sum(i.bytes for i in (*self.instances, *self.expired) if i.ok)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "dry_run": self.dry_run,
             "watermarks": {scope: iso_utc(at) for scope, at in self.watermarks.items()},
             "instances": [i.to_dict() for i in self.instances],
+            "expired": [e.to_dict() for e in self.expired],
             "purged": len(self.purged), "failed": len(self.failures),
             "files": self.files, "bytes": self.bytes,
             "resumed_runs": list(self.resumed_runs), "busy_runs": list(self.busy_runs),
@@ -125,25 +159,37 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     timings["plan"] = time.monotonic() - started
     if on_start is not None and order.run_id is not None:
         on_start(order)
-    if not order.targets:
-        return _report(order, dry_run, (), started, timings)
-    with contextlib.nullcontext() if dry_run else _LeaseKeeper(ledger, order):
+    if order.empty:
+        return _report(order, dry_run, (), (), started, timings)
+    with contextlib.nullcontext() if dry_run else _lease_keeper(ledger, order):
         outcomes = _on_executors(spark, order, dry_run, progress)
     timings["delete"] = time.monotonic() - started - timings["plan"]
     reports = tuple(
-        InstanceReport(t.id, t.name, t.location, *outcomes[t.id][:3], resumed=t.resumed,
-                       would_delete=tuple(fs.FileEntry(*f) for f in outcomes[t.id][3] or ()))
+        InstanceReport(t.id, t.name, t.location, *outcomes["purge:" + t.id][:3], resumed=t.resumed,
+                       would_delete=_entries(outcomes["purge:" + t.id][3]))
         for t in order.targets)
+    expired = tuple(
+        ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, tuple(f for _, f in e.folders),
+                     *outcomes.get("expire:" + e.id, (0, 0, None, None))[:3],
+                     would_delete=_entries(outcomes.get("expire:" + e.id, (0, 0, None, None))[3]))
+        for e in order.expiries)
     if not dry_run:
         assert order.run_id is not None
+        folders = {e.id: tuple(w for w, _ in e.folders) for e in order.expiries}
         ledger.finish_vacuum(order.run_id, [(r.id, r.files, r.bytes) for r in reports if r.ok],
-                             failed=sum(not r.ok for r in reports))
+                             failed=sum(not r.ok for r in (*reports, *expired)),
+                             expired=[(r.id, folders[r.id], r.files, r.bytes) for r in expired
+                                      if r.ok and folders[r.id]])
     timings["record"] = time.monotonic() - started - timings["plan"] - timings["delete"]
-    return _report(order, dry_run, reports, started, timings)
+    return _report(order, dry_run, reports, expired, started, timings)
+
+
+def _entries(listing: list | None) -> tuple[fs.FileEntry, ...]:
+    return tuple(fs.FileEntry(*f) for f in listing or ())
 
 
 def _report(order: VacuumOrder, dry_run: bool, reports: tuple[InstanceReport, ...],
-            started: float, timings: dict[str, float]) -> VacuumReport:
+            expired: tuple[ExpiryReport, ...], started: float, timings: dict[str, float]) -> VacuumReport:
     return VacuumReport(
         run_id=order.run_id,
         dry_run=dry_run,
@@ -154,45 +200,33 @@ def _report(order: VacuumOrder, dry_run: bool, reports: tuple[InstanceReport, ..
         timings=timings,
         busy_runs=order.busy,
         waiting=order.waiting,
+        expired=expired or tuple(ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, (), 0, 0)
+                                 for e in order.expiries),
     )
 
 
-class _LeaseKeeper:
-    """Renews a running vacuum's lease from the driver while the executors delete, so that no
-    other vacuum takes its tables over (it would only duplicate the work, never corrupt it)."""
-
-    def __init__(self, ledger: Ledger, order: VacuumOrder) -> None:
-        self._ledger, self._run_id = ledger, order.run_id
-        lease = (order.lease_until - ledger.now()).total_seconds() if order.lease_until else 0
-        self._every = max(1.0, lease / 3)
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="vacuum-lease", daemon=True)
-
-    def __enter__(self) -> _LeaseKeeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._done.wait(self._every):
-            try:
-                if not self._ledger.renew_vacuum(self._run_id):
-                    return  # taken over: nothing more to renew
-            except LedgerError:
-                continue  # a busy ledger now: try again at the next beat
+def _lease_keeper(ledger: Ledger, order: VacuumOrder) -> Heartbeat:
+    """Renews the run's lease from the driver while the executors delete, so that no other
+    vacuum takes its tables over (it would only duplicate the work, never corrupt it)."""
+    lease = (order.lease_until - ledger.now()).total_seconds() if order.lease_until else 0
+    assert order.run_id is not None
+    return Heartbeat("vacuum-lease", lease / 3, lambda: ledger.renew_vacuum(order.run_id))
 
 
 def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
                   progress: Progress | None) -> dict[str, tuple]:
-    """Each target's (files, bytes, error, dry-run listing), deleted (or listed) on the executors."""
+    """Each work item's (files, bytes, error, dry-run listing), deleted (or listed) on the executors:
+    ``purge:<id>`` for a dropped table's whole location, ``expire:<id>`` for a table's old write folders."""
     context = spark.sparkContext
-    targets = {t.id: {"location": t.location, "dropped_at": t.dropped_at, "watermark": t.watermark}
-               for t in order.targets}
-    plan = context.broadcast({"root": order.root, "targets": targets})
-    ids = sorted(targets)
+    items: dict[str, dict[str, Any]] = {
+        "purge:" + t.id: {"location": t.location, "dropped_at": t.dropped_at, "watermark": t.watermark}
+        for t in order.targets}
+    items.update(("expire:" + e.id, {"location": e.location, "folders": [f for _, f in e.folders]})
+                 for e in order.expiries if e.folders)
+    plan = context.broadcast({"root": order.root, "items": items})
+    ids = sorted(items)
+    if not ids:
+        return {}
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip).
     slices = max(1, min(len(ids), context.defaultParallelism * 4))
@@ -212,21 +246,44 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     return {row[0]: row[1:] for row in rows}
 
 
-def _purge_partition(plan: Any, ids: Iterable[str], dry_run: bool) -> Iterator[tuple]:
-    """On an executor: re-check each instance against the broadcast plan, then purge it."""
+def _purge_partition(plan: Any, keys: Iterable[str], dry_run: bool) -> Iterator[tuple]:
+    """On an executor: re-check each work item against the broadcast plan, then delete (or list)."""
     spec = plan.value
-    for table_id in ids:
-        target = spec["targets"].get(table_id)
-        if target is None:
-            yield (table_id, 0, 0, "refused: not in this vacuum's plan", None)
-            continue
-        mark = target["watermark"]
-        if not dry_run and (mark is None or target["dropped_at"] > mark):
-            yield (table_id, 0, 0, "refused: not behind its watermark, so still restorable", None)
-            continue
-        outcome = fs.purge(spec["root"], target["location"], dry_run=dry_run)
-        yield (table_id, outcome.files, outcome.bytes, outcome.error,
-               None if outcome.listing is None else [tuple(entry) for entry in outcome.listing])
+    for key in keys:
+        item = spec["items"].get(key)
+        if item is None:
+            yield (key, 0, 0, "refused: not in this vacuum's plan", None)
+        elif key.startswith("purge:"):
+            yield (key, *_purge_location(spec["root"], item, dry_run))
+        else:
+            yield (key, *_delete_folders(spec["root"], item, dry_run))
+
+
+def _purge_location(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
+    mark = item["watermark"]
+    if not dry_run and (mark is None or item["dropped_at"] > mark):
+        return (0, 0, "refused: not behind its watermark, so still restorable", None)
+    outcome = fs.purge(root, item["location"], dry_run=dry_run)
+    return (outcome.files, outcome.bytes, outcome.error,
+            None if outcome.listing is None else [tuple(entry) for entry in outcome.listing])
+
+
+def _delete_folders(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
+    """A table's old write folders: each must lie in the table's own ``_writes`` folder (R9)."""
+    inside = item["location"].rstrip("/") + "/_writes/"
+    files = size = 0
+    listing: list[tuple] | None = [] if dry_run else None
+    for folder in item["folders"]:
+        if not folder.startswith(inside) or "/" in folder[len(inside):].strip("/"):
+            return (files, size, f"refused: {folder} is not a write folder of {item['location']}", listing)
+        outcome = fs.purge(root, folder, dry_run=dry_run)
+        if outcome.error is not None:
+            return (files, size, outcome.error, listing)
+        files += outcome.files
+        size += outcome.bytes
+        if listing is not None and outcome.listing is not None:
+            listing.extend(tuple(entry) for entry in outcome.listing)
+    return (files, size, None, listing)
 
 
 class _ProgressWatcher:

@@ -796,3 +796,51 @@ def test_help_lists_every_command_in_whole_sentences_and_every_option_has_help(d
 def test_version_is_printed(db: Path) -> None:
     out = ok(db, "--version").stdout
     assert re.fullmatch(r"retention-ledger, version \d+\.\d+\.\d+\n", out)
+
+
+# --- versions, restore, mark, writes ---------------------------------------------------------
+
+def _commit(db: Path, name: str, clock: ManualClock, mode: str = "append") -> int:
+    with Ledger.open(db, clock=clock) as led:
+        w = led.begin_write(name)
+        os.makedirs(w.folder)
+        Path(w.folder, "part-0.parquet").write_bytes(b"x" * 5)
+        return led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 5)], mode=mode).number
+
+
+def test_r11_r12_cli_versions_restore_and_mark(db: Path) -> None:
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=3))
+    create(db, "sales.orders")
+    _commit(db, "sales.orders", clock)
+    clock.advance(timedelta(days=1))
+    _commit(db, "sales.orders", clock, mode="overwrite")
+    assert ok_json(db, "show", "sales.orders")["current_version"] == 2
+
+    header, *lines = ok(db, "versions", "sales.orders").stdout.splitlines()
+    assert header.split() == ["VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"]
+    assert [line.split()[0] for line in lines] == ["2", "1"] and lines[0].split()[-1] == "current"
+    [first] = [v for v in ok_json(db, "versions", "sales.orders", "--files") if v["number"] == 1]
+    assert first["file_list"][0]["size"] == 5 and first["mode"] == "append"
+
+    out = ok(db, "restore", "sales.orders", "--version", "1").stdout
+    assert out == "restored sales.orders to version 1: now version 3 (1 files, 5 bytes)\n"
+    usage_error(db, "restore", "sales.orders")  # neither --version nor --as-of
+
+    marked = ok_json(db, "mark", "sales.orders", "--advance", "now")
+    assert marked["previous"] is None and re.fullmatch(ISO_Z, marked["retention_mark"])
+    line = refused(db, "restore", "sales.orders", "--version", "1", error="VersionExpired")
+    assert "sales.orders version 1 (committed at" in line and "retention mark" in line
+    again = ok(db, "mark", "sales.orders", "--advance", "now").stdout
+    assert again.startswith("sales.orders: unchanged at ")
+
+
+def test_r14_cli_writes_lists_open_writes_with_their_expiry(db: Path) -> None:
+    create(db, "sales.orders")
+    assert ok(db, "writes").stdout == "no open writes\n"
+    with Ledger.open(db) as led:
+        w = led.begin_write("sales.orders", lease="2h")
+    [shown] = ok_json(db, "writes")
+    assert (shown["id"], shown["table"], shown["lease"], shown["status"]) == (w.id, "sales.orders", "2h", "open")
+    header, line = ok(db, "writes").stdout.splitlines()
+    assert header.split() == ["WRITE", "TABLE", "BEGAN_AT", "EXPIRES_AT", "LEASE", "FOLDER"]
+    assert line.split()[0] == w.id

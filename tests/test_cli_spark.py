@@ -78,6 +78,8 @@ def test_cli_demo_runs_the_whole_story(spark, tmp_path) -> None:
     assert summary["purged"] == ["sales.orders", "staging.events"]
     assert "at or before the vacuum watermark" in summary["undrop_refused"]
     assert summary["undrop_allowed"] == "sales.customers" and summary["rows_after_undrop"] == 97
+    assert summary["versions_expired"] == {"sales.customers": [1, 2]}
+    assert "sales.customers version 2" in summary["restore_refused"] and "is expired" in summary["restore_refused"]
     again = run(spark, "demo", "--dir", str(folder), "--json")  # its own folder: recreated
     assert again.exit_code == 0, again.stderr
 

@@ -332,10 +332,11 @@ def commands_until_unavailable(led: Ledger, budget: int = 5000):
     def vacuum_start():
         last_plan["plan"] = led.start_vacuum(retention="0s", override_floor=True, limit=2)
 
-    def vacuum_finish():
-        plan = last_plan.pop("plan", None)
+    def vacuum_finish():  # the plan is forgotten only once its finish landed, so a retry redoes it
+        plan = last_plan.get("plan")
         if plan is not None and plan.targets:
             led.finish_vacuum(plan.run_id, [(p.id, 1, 10) for p in plan.targets])
+        last_plan.pop("plan", None)
 
     for i in range(budget):
         db = f"full{i % 7}"

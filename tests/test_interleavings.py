@@ -91,7 +91,11 @@ from ledger.core.tables import (
     CreateTable, DatabaseUndropped, DropDatabase, DropTable, Instance, TablePurged, TableUndropped,
     UndropDatabase, UndropTable,
 )
-from ledger.core.vacuums import FinishVacuum, PlannedInstance, StartVacuum, VacuumPlan, VacuumStarted
+from ledger.core.vacuums import Expiry, FinishVacuum, PlannedInstance, StartVacuum, VacuumPlan, VacuumStarted
+from ledger.core.versions import (
+    AdvanceRetentionMark, CommitWrite, RestoreVersion, RetentionMarkAdvanced, VersionCommitted, VersionRestored,
+    WriteFoldersDeleted, parse_manifest,
+)
 from ledger.errors import InvalidArgument as RunUnknown
 from ledger.names import Scope
 from ledger.store import EventStore
@@ -112,7 +116,8 @@ STEPS = 50
 """Steps per interleaving: enough for several commands per actor to overlap."""
 
 RACES = ("an undrop lost to the watermark that blocks it", "a vacuum lost to an undrop",
-         "a vacuum lost to another vacuum")
+         "a vacuum lost to another vacuum", "a restore lost to the mark that expires it",
+         "a vacuum lost to a commit or a restore")
 """The races R4 is about, counted when the loser's commit is refused (see ``count_race``)."""
 
 STATS: collections.Counter[str] = collections.Counter()
@@ -213,6 +218,26 @@ class Retain(Intent):
 
 
 @dataclass(frozen=True, repr=False)
+class Write(Intent):
+    """A pipeline's write: begun (and its files written) at once; its commit is the step that races."""
+    name: str
+    mode: str = "append"
+
+
+@dataclass(frozen=True, repr=False)
+class Restore(Intent):
+    """Restore the version before the current one (or version 1)."""
+    name: str
+    to: str = "previous"
+
+
+@dataclass(frozen=True, repr=False)
+class Mark(Intent):
+    """Advance the table's retention mark to now (it lands below the current version)."""
+    name: str
+
+
+@dataclass(frozen=True, repr=False)
 class Restart(Intent):
     """Not a command: the actor's process restarts (with snapshots written often, or not)."""
     snapshots: bool = False
@@ -234,6 +259,8 @@ INTENTS: tuple[Intent, ...] = (
     Advance("ledger"), Advance("database:a"), Advance("database:b", to="now"),
     Retain("database:a"), Retain("database:a", keep="0s"), Retain("database:b", keep="unset"),
     Restart(), Restart(snapshots=True),
+    *(Write(n) for n in NAMES), Write("a.t1", "overwrite"), Write("b.t2", "overwrite"),
+    Restore("a.t1"), Restore("b.t2", "first"), Mark("a.t1"), Mark("b.t2"),
 )
 
 AIMED: tuple[Intent, ...] = (
@@ -241,6 +268,8 @@ AIMED: tuple[Intent, ...] = (
     *(Drop(n) for n in NAMES), *(Create(n) for n in NAMES),
     DropDb("a"), DropDb("b"), UndropDb("a"), UndropDb("b"),
     Vacuum(limit=1), Advance("ledger"), Retain("database:a"), Retain("database:b"),
+    *(Write(n) for n in NAMES), *(Write(n, "overwrite") for n in NAMES),
+    *(Restore(n) for n in NAMES), *(Restore(n, "first") for n in NAMES), *(Mark(n) for n in NAMES),
 )
 """What ``InterleavingMachine.aimed`` may choose from, in a fixed order (so a shrunk example
 keeps its meaning), with undrops and vacuums listed three times to be drawn more often."""
@@ -275,6 +304,9 @@ class VacuumJob:
     plan: VacuumPlan
     pending: list[PlannedInstance]
     deleted: list[tuple[str, int, int]] = field(default_factory=list)
+    expiring: list[Expiry] = field(default_factory=list)
+    """Tables whose old write folders it still has to delete (R13), after the purges."""
+    expired: list[tuple[str, tuple[str, ...], int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -298,11 +330,13 @@ class Actor:
 
     @property
     def can_delete(self) -> bool:
-        return self.attempt is None and self.vacuum is not None and bool(self.vacuum.pending)
+        return self.attempt is None and self.vacuum is not None and \
+            bool(self.vacuum.pending or self.vacuum.expiring)
 
     @property
     def can_finish(self) -> bool:
-        return self.attempt is None and self.vacuum is not None and not self.vacuum.pending
+        return self.attempt is None and self.vacuum is not None and not self.vacuum.pending \
+            and not self.vacuum.expiring
 
 
 ACTOR_NAMES = tuple(f"actor{i}" for i in range(max(ACTOR_COUNTS)))
@@ -425,6 +459,19 @@ class InterleavingMachine(RuleBasedStateMachine):
                 + (f" retention {intent.retention}" if intent.retention else ""),
                 lambda state, now: StartVacuum(run_id, now, seconds, True, intent.database, intent.limit),
                 lambda prepared: self.vacuum_started(actor, run_id, prepared))
+        if isinstance(intent, Write):
+            write = actor.led.begin_write(intent.name)  # refused here if the table is not live
+            files = self.write_version_files(write.folder, write.relative_folder, write.id)
+            return Attempt(f"commit {intent.mode} of {intent.name} ({write.id[:6]})",
+                           lambda state, now: CommitWrite(write.id, files, intent.mode), done)
+        if isinstance(intent, Restore):
+            def restore(state: State, now: int) -> RestoreVersion:
+                inst = state.tables.live(intent.name)
+                head = state.data.heads.get(inst.id, 0) if inst is not None else 0
+                return RestoreVersion(intent.name, 1 if intent.to == "first" else max(1, head - 1))
+            return Attempt(f"restore {intent.name} to {intent.to}", restore, done)
+        if isinstance(intent, Mark):
+            return Attempt(f"mark {intent.name}", lambda state, now: AdvanceRetentionMark(intent.name, now, now), done)
         if isinstance(intent, Retain):
             seconds = RETENTIONS[intent.keep]
             return Attempt(f"retention of {intent.scope} {intent.keep}",
@@ -442,12 +489,22 @@ class InterleavingMachine(RuleBasedStateMachine):
             paths.append(str(path))
         self.files[id_] = paths
 
+    def write_version_files(self, folder: str, relative: str, write_id: str) -> tuple[tuple[str, int], ...]:
+        """A writer's data: one or two small files in its write folder, known to the audit."""
+        os.makedirs(folder, exist_ok=True)
+        files = []
+        for part in range(1 + int(write_id, 16) % 2):
+            Path(folder, f"part-{part}.bin").write_bytes(b"v" * (10 + part))
+            files.append((f"{relative}/part-{part}.bin", 10 + part))
+        return tuple(files)
+
     def vacuum_started(self, actor: Actor, run_id: str, prepared: Prepared) -> None:
         plan: VacuumPlan = prepared.decision.result
-        if not plan.instances:
+        if not plan.instances and not plan.expiries:
             _say(f"{actor.name}: {run_id} had nothing to do")
             return
-        actor.vacuum = VacuumJob(run_id, plan, list(plan.instances))
+        actor.vacuum = VacuumJob(run_id, plan, list(plan.instances),
+                                 expiring=[e for e in plan.expiries if e.folders])
         _say(f"{actor.name}: {run_id} set watermarks {plan.watermarks} and will delete "
              + ", ".join(self.describe(p.id) for p in plan.instances))
 
@@ -508,15 +565,25 @@ class InterleavingMachine(RuleBasedStateMachine):
                 pending = other.attempt.prepared.decision.result
                 if other.attempt.label.startswith("undrop"):
                     against |= {Vacuum(), Advance("ledger")}
+                elif other.attempt.label.startswith(("restore", "commit")):
+                    name = other.attempt.label.split()[-1] if other.attempt.label.startswith("restore ") else None
+                    against |= {Vacuum(), *(Mark(n) for n in NAMES if name is None or n == name)}
                 elif isinstance(pending, VacuumPlan):
                     for planned in pending.instances:
                         inst = state.tables.instances[planned.id]
                         against |= {Undrop(inst.name), Retain(f"database:{inst.database}"), Vacuum()}
+                    for expiry in pending.expiries:
+                        against |= {Restore(expiry.name), Restore(expiry.name, "first"), Write(expiry.name)}
         if against:
             return against
         restorable = {name for name, ids in state.tables.dropped.items()
                       if not state.guard.is_blocked(state.tables.instances[ids[-1]])}
+        versioned = [name for name, id_ in state.tables.bindings.items() if state.data.heads.get(id_, 0) >= 2]
         found: set[Intent] = {
+            *(Write(name) for name in state.tables.bindings),
+            *(Write(name, "overwrite") for name in state.tables.bindings),
+            *(Restore(name) for name in versioned), *(Restore(name, "first") for name in versioned),
+            *(Mark(name) for name in versioned),
             *(Drop(name) for name in state.tables.bindings),
             *(Create(name) for name in NAMES if name not in state.tables.bindings),
             *(DropDb(name.split(".")[0]) for name in state.tables.bindings),
@@ -536,7 +603,12 @@ class InterleavingMachine(RuleBasedStateMachine):
         actor = self.actor(who)
         if isinstance(intent, Restart):
             return self.restart(actor, intent)
-        actor.attempt = self.attempt_for(actor, intent)
+        try:
+            actor.attempt = self.attempt_for(actor, intent)
+        except LedgerError as exc:  # a write to a table that is not live is refused at its begin
+            self.last, self.last_result = type(exc).__name__, exc
+            _count(f"begin write: refused {type(exc).__name__}")
+            return
         self._decide(actor)
 
     @precondition(lambda self: any(a.can_commit for a in self.actors))
@@ -582,6 +654,9 @@ class InterleavingMachine(RuleBasedStateMachine):
                 isinstance(r.event, (TableUndropped, DatabaseUndropped)) for r in since),
             RACES[2]: verb in ("vacuum", "finish") and any(
                 isinstance(r.event, VacuumStarted) and r.actor != who for r in since),
+            RACES[3]: verb == "restore" and any(isinstance(r.event, RetentionMarkAdvanced) for r in since),
+            RACES[4]: verb == "vacuum" and any(isinstance(r.event, (VersionCommitted, VersionRestored))
+                                              for r in since),
         }
         for race in (race for race, happened in lost.items() if happened):
             _count(f"race: {race}")
@@ -597,10 +672,13 @@ class InterleavingMachine(RuleBasedStateMachine):
     @precondition(lambda self: any(a.can_delete for a in self.actors))
     @rule(who=actors_that(lambda a: a.can_delete))
     def delete_files(self, who: str) -> None:
-        """A vacuum deletes the files of its next planned instance, for real (rule 4)."""
+        """A vacuum deletes the files of its next planned instance (or one table's old write
+        folders, once its purges are done), for real (rule 4)."""
         actor = self.actor(who)
         job = actor.vacuum
         assert job is not None
+        if not job.pending:
+            return self.delete_write_folders(actor, job)
         planned = job.pending.pop(0)
         state = self.fresh()
         inst = state.tables.instance(planned.id)
@@ -617,6 +695,26 @@ class InterleavingMachine(RuleBasedStateMachine):
         _say(f"{who}: {job.run_id} deleted {outcome.files} files of {self.describe(planned.id)}")
         self.last, self.last_result = "deleted", outcome
 
+    def delete_write_folders(self, actor: Actor, job: VacuumJob) -> None:
+        """R13: only folders of ended writes that no unexpired version names, in a fresh fold."""
+        expiry = job.expiring.pop(0)
+        state = self.fresh()
+        named = state.data.referenced_writes(expiry.id)
+        location = join_location(actor.led.warehouse, expiry.path)
+        files = size = 0
+        for write_id, folder in expiry.folders:
+            assert write_id not in named and not state.data.writes[write_id].is_open, (
+                f"{actor.name}: {job.run_id} is about to delete write folder {write_id} of "
+                f"{self.describe(expiry.id)}, which an unexpired version names (or is open)")
+            outcome = fs.purge(actor.led.warehouse, join_location(location, folder), dry_run=False)
+            assert outcome.error is None, outcome.error
+            files, size = files + outcome.files, size + outcome.bytes
+        job.expired.append((expiry.id, tuple(w for w, _ in expiry.folders), files, size))
+        _count("delete: old write folders")
+        _say(f"{actor.name}: {job.run_id} deleted {len(expiry.folders)} old write folder(s) of "
+             f"{self.describe(expiry.id)}")
+        self.last, self.last_result = "deleted", None
+
     @precondition(lambda self: any(a.can_finish for a in self.actors))
     @rule(who=actors_that(lambda a: a.can_finish))
     def finish(self, who: str) -> None:
@@ -624,7 +722,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         actor = self.actor(who)
         job = actor.vacuum
         assert job is not None
-        command = FinishVacuum(job.run_id, tuple(job.deleted), 0)
+        command = FinishVacuum(job.run_id, tuple(job.deleted), 0, tuple(job.expired))
 
         def finished(prepared: Prepared) -> None:
             actor.vacuum = None
@@ -660,6 +758,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         self.audit_the_log()
         self.actors_agree_with_a_fresh_fold()
         self.restorable_tables_keep_their_files()
+        self.unexpired_versions_keep_their_files()
 
     def audit_the_log(self) -> None:
         """Rules 1, 2, 3 and 6, and the vacuum's R2/R5/R6, event by event on the new events."""
@@ -696,15 +795,29 @@ class InterleavingMachine(RuleBasedStateMachine):
                 f"{what} purges {self.describe(inst.id)}, which is not dropped and blocked"
         elif isinstance(event_, VacuumStarted):
             self.check_vacuum_start(before, rec, event_)
+        elif isinstance(event_, VersionCommitted) and event_.write_id is not None:
+            assert before.data.writes[event_.write_id].is_open, f"{what} commits a write that was not open (R14)"
+        elif isinstance(event_, VersionRestored):
+            source = before.data.version(event_.table_id, event_.restored)
+            assert source is not None and not before.data.is_expired(source), \
+                f"{what} restores version {event_.restored}, which was expired (R12 under R4)"
+        elif isinstance(event_, RetentionMarkAdvanced):
+            current = before.data.mark(event_.table_id)
+            assert current is None or event_.to > current, f"{what} moves a retention mark back (R12)"
+        elif isinstance(event_, WriteFoldersDeleted):
+            named = before.data.referenced_writes(event_.table_id)
+            assert not named.intersection(event_.write_ids), f"{what} records deleting a folder still named (R13)"
 
     def check_vacuum_start(self, before: State, rec: Recorded, started: VacuumStarted) -> None:
         """R2: its watermarks landed in the same append, just before it, and cover what it lists.
         R6: each is the drop time of a listed instance. R5: nothing else newly blocked, ties aside."""
-        marks = len(started.watermarks)
+        marks = len(started.watermarks) + len(started.marks)  # watermarks, then retention marks (R13)
         mine = self.records[len(self.records) - marks:] if marks else []
         assert [(r.event.scope, r.event.to) for r in mine if isinstance(r.event, WatermarkAdvanced)] == \
             list(started.watermarks.items()) and all(r.actor == rec.actor for r in mine), \
             f"vacuum {started.run_id}: its watermarks are not the events just before its start"
+        assert {r.event.table_id: r.event.to for r in mine if isinstance(r.event, RetentionMarkAdvanced)} == \
+            started.marks, f"vacuum {started.run_id}: its retention marks are not in its own append"
         base = self.states[rec.seq - 1 - marks]
         for id_ in started.table_ids:
             inst = before.tables.instances[id_]
@@ -736,6 +849,25 @@ class InterleavingMachine(RuleBasedStateMachine):
             assert held == self.states[held.seq], f"{actor.name} holds a state the log does not explain"
             if not actor.can_commit:
                 assert actor.led.runner.refresh() == fresh, f"{actor.name} differs from a fresh fold after refresh"
+
+    def unexpired_versions_keep_their_files(self) -> None:
+        """R11-R13: every file of every unexpired version (the current one above all) of every table
+        that is live or can come back is on disk: no vacuum expired a version under a read."""
+        state = self.states[-1]
+        warehouse = self.actors[0].led.warehouse
+        for table_id in state.data.heads:
+            inst = state.tables.instance(table_id)
+            if inst is None or state.guard.is_blocked(inst):
+                continue
+            for v in state.data.history(table_id):
+                if state.data.is_expired(v):
+                    continue
+                for _, digest in state.data.parts(v):
+                    for path, _size in parse_manifest(self.auditor.read_blob(digest)):
+                        full = join_location(join_location(warehouse, inst.path), path)
+                        assert os.path.exists(full), (
+                            f"{self.describe(table_id)} version {v.number} ({'current' if v.number == state.data.heads[table_id] else 'unexpired'}) "
+                            f"names {path}, which is gone")
 
     def restorable_tables_keep_their_files(self) -> None:
         """Rule 4: a vacuum never deleted a file of an instance that is live or can still come back."""
@@ -1010,3 +1142,39 @@ def test_r4_vacuum_decided_before_a_retention_change_does_not_take_what_the_new_
         plan = vacuum.start_vacuum(retention="1d")
         assert [p.name for p in plan.targets] == [], "the plan takes a table its retention keeps"
         assert ops.dropped_tables()[0].state == "dropped"
+
+
+def test_r4_r13_a_vacuum_decided_before_a_restore_lands_keeps_the_files_the_restore_names() -> None:
+    """The vacuum planned to expire version 1 and delete its write folder; a restore of version 1
+    landed first. The vacuum's append is refused (the table's data stream moved), and decided
+    again it keeps that folder: the current version names it."""
+    with scenario(["a.t1"]) as m:
+        run(m, "actor0", Write("a.t1"))
+        do(m, "tick", "ok", by="+1d")
+        run(m, "actor0", Write("a.t1", "overwrite"))
+        do(m, "tick", "ok", by="+1d")
+        do(m, "prepare", "prepared", who="actor1", intent=Vacuum())
+        first_plan = m.actor("actor1").attempt.prepared.decision.result
+        assert [len(e.folders) for e in first_plan.expiries] == [1]  # version 1's folder, for now
+        run(m, "actor0", Restore("a.t1", "first"))
+        do(m, "commit", "Conflict", who="actor1")
+        plan = do(m, "retry", "prepared", who="actor1").decision.result
+        [expiry] = plan.expiries
+        written = sorted(m.states[-1].data.writes.values(), key=lambda w: w.began_at)
+        assert [w for w, _ in expiry.folders] == [written[1].id]  # the overwrite's folder, not version 1's
+        do(m, "commit", "committed", who="actor1")
+        vacuum_to_the_end(m, "actor1")
+        assert m.states[-1].data.heads["a100000000000001"] == 3
+
+
+def test_r4_r12_a_restore_decided_before_a_vacuum_moved_the_mark_is_refused_when_decided_again() -> None:
+    with scenario(["a.t1"]) as m:
+        run(m, "actor0", Write("a.t1"))
+        do(m, "tick", "ok", by="+1d")
+        run(m, "actor0", Write("a.t1", "overwrite"))
+        do(m, "tick", "ok", by="+1d")
+        do(m, "prepare", "prepared", who="actor1", intent=Restore("a.t1", "first"))
+        run(m, "actor0", Vacuum())
+        do(m, "commit", "Conflict", who="actor1")
+        do(m, "retry", "VersionExpired", who="actor1")
+        vacuum_to_the_end(m, "actor0")

@@ -30,13 +30,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime, timedelta, timezone
 import traceback
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from ledger import Ledger, LedgerError, UndropBlocked
+from ledger import Ledger, LedgerError, ManualClock, UndropBlocked
 from ledger.core import snapshot as snapshots
 from ledger.core.events import Recorded, decode
 from ledger.core.guard import WatermarkAdvanced
@@ -593,3 +594,99 @@ def test_r10_vacuum_killed_mid_delete_without_spark_is_resumed_by_the_next(tmp_p
     watcher.verify()
     check_log(watcher)
     watcher.close()
+
+
+# --- writes and versions under SIGKILL (R11, R13, R14) ------------------------------------
+
+_DOOMED_WRITER = textwrap.dedent("""
+    import os, sys, time
+    from ledger import Ledger
+    led = Ledger.open(sys.argv[1], actor="doomed-writer")
+    w = led.begin_write("sales.orders", lease="1h")
+    os.makedirs(w.folder)
+    for i in range(5):
+        with open(os.path.join(w.folder, f"part-{i}.parquet"), "wb") as f:
+            f.write(b"y" * 100)
+    print(w.id, flush=True)
+    time.sleep(60)  # killed here, files written, never committed
+""")
+
+
+def test_r11_r14_a_writer_killed_mid_write_leaves_an_open_write_and_reads_unaffected(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, actor="setup") as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        os.makedirs(w.folder)
+        with open(os.path.join(w.folder, "part-0.parquet"), "wb") as f:
+            f.write(b"x" * 10)
+        before = led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)])
+        before_files = [f.path for f in before.files]
+    child = subprocess.Popen([sys.executable, "-c", _DOOMED_WRITER, str(path)], cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    write_id = _read_line(child, 60).strip()
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    with Ledger.open(path) as led:
+        [stale] = led.open_writes()
+        assert stale.id == write_id and len(os.listdir(stale.folder)) == 5  # its files, unreferenced
+        current = led.version("sales.orders")
+        assert current.number == before.number and [f.path for f in current.files] == before_files
+        assert not any(f.path.startswith(stale.relative_folder) for v in led.versions("sales.orders")
+                       for f in v.files)
+        led.verify()
+
+
+_SLOW_EXPIRY = textwrap.dedent("""
+    import sys, time
+    from ledger import Ledger
+    from spark_ops.fs import purge
+    led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
+    order = led.start_vacuum(lease="1s")
+    print(order.run_id, flush=True)
+    for expiry in order.expiries:
+        for write_id, folder in expiry.folders:
+            purge(order.root, folder, dry_run=False)
+            print("deleted", write_id, flush=True)
+            time.sleep(60)  # killed here, one folder gone, nothing recorded
+""")
+
+
+def test_r13_a_vacuum_killed_mid_expiry_is_finished_by_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=30))
+    with Ledger.open(path, clock=clock, actor="setup") as led:
+        led.create_table("sales.orders")
+        folders = []
+        for n in range(4):
+            w = led.begin_write("sales.orders")
+            os.makedirs(w.folder)
+            with open(os.path.join(w.folder, "part-0.parquet"), "wb") as f:
+                f.write(b"z" * 10)
+            led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)], mode="overwrite")
+            folders.append(w.folder)
+            clock.advance(timedelta(days=1))
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_EXPIRY, str(path)], cwd=REPO,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    killed_run = _read_line(child, 60).strip()
+    assert _read_line(child, 60).startswith("deleted")
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    assert sum(os.path.exists(f) for f in folders) == 3  # one of the three old folders went
+    time.sleep(1.1)  # the killed run's lease runs out
+    with Ledger.open(path, actor="next-vacuum") as led:
+        assert [v.expired for v in led.versions("sales.orders")] == [False, True, True, True]
+        from spark_ops.fs import purge
+        order = led.start_vacuum()
+        assert order.resumes == (killed_run,)
+        [expiry] = order.expiries
+        done = []
+        for write_id, folder in expiry.folders:
+            outcome = purge(order.root, folder, dry_run=False)
+            done.append(outcome.files)
+        led.finish_vacuum(order.run_id, [], expired=[(expiry.id, [w for w, _ in expiry.folders], sum(done), 0)])
+        assert [os.path.exists(f) for f in folders] == [False, False, False, True]
+        assert not led.state.vacuums.unfinished() and led.plan_vacuum().empty
+        assert led.version("sales.orders").number == 4
+        led.verify()
+        check_log(led)

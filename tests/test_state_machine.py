@@ -53,8 +53,10 @@ from hypothesis.stateful import (
 
 from ledger import Ledger, ManualClock
 from ledger.errors import PurgeRefused  # the error type only; the model decides for itself
+from ledger.errors import InvalidArgument as BadArgument
 from ledger.errors import (
-    DatabaseChanged, DatabaseNotFound, InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerError,
+    DatabaseChanged, DatabaseNotFound, InvalidName, VersionExpired, VersionNotFound,
+    WriteClosed, InvalidRetention, InvalidScope, InvalidTime, LedgerError,
     TableExists, TableNotFound, UndropBlocked,
 )
 from ledger.core.events import decode
@@ -174,6 +176,24 @@ class ModelTable:
         return self.dropped is not None and self.purged is None
 
 
+@dataclass
+class ModelWrite:
+    id: str
+    table: str
+    folder: str
+    status: str = "open"
+    version: int | None = None
+
+
+@dataclass
+class ModelVersion:
+    number: int
+    committed: int
+    mode: str
+    files: frozenset[str]
+    restored_from: int | None = None
+
+
 class Model:
     """DESIGN.md's rules over plain dicts, in the order a reader meets them in the contract."""
 
@@ -185,6 +205,9 @@ class Model:
         self.watermarks: dict[str, int] = {}         # canonical scope -> time
         self.retentions: dict[str, int] = {}         # canonical scope -> seconds
         self.db_drops: dict[str, tuple[int, list[str]]] = {}  # db -> (time, ids) of its latest drop
+        self.writes: dict[str, ModelWrite] = {}      # write id -> write, whatever its status
+        self.versions: dict[str, list[ModelVersion]] = {}  # table id -> its versions, oldest first
+        self.marks: dict[str, int] = {}              # table id -> retention mark
 
     # R6: event times strictly increase, even when the clock steps back; now never goes back.
 
@@ -392,6 +415,128 @@ class Model:
                 self.retentions.pop(scope, None)
             else:
                 self.retentions[scope] = seconds
+            self._appended(time)
+        return Accept(1, commit)
+
+    # --- writes, versions and marks (R11, R12, R14) ---------------------------------------
+
+    def current(self, table_id: str) -> ModelVersion | None:
+        found = self.versions.get(table_id, [])
+        return found[-1] if found else None
+
+    def expired(self, table_id: str, v: ModelVersion) -> bool:
+        """R12: committed at or before the mark, and not the current version."""
+        mark = self.marks.get(table_id)
+        return mark is not None and v.committed <= mark and v is not self.current(table_id)
+
+    def begin_write(self, name: str) -> Accept:
+        table = self.live(name)
+        if table is None:
+            raise Refuse(TableNotFound, why=f"{name} is not live")
+        time = self.next_time()
+
+        def commit(view: Any) -> None:
+            assert view.table_id == table.id and view.status == "open" and view.relative_folder.startswith("_writes/")
+            self.writes[view.id] = ModelWrite(view.id, table.id, view.relative_folder)
+            self._appended(time)
+        return Accept(1, commit)
+
+    def _closed(self, w: ModelWrite) -> None:
+        if w.status in ("committed", "aborted"):
+            raise Refuse(WriteClosed, why=f"write {w.id} is {w.status}")
+
+    def commit_write(self, write_id: str, mode: str) -> Accept:
+        w = self.writes[write_id]
+        self._closed(w)
+        table = self.tables[w.table]
+        if not table.live:
+            raise Refuse(TableNotFound, why=f"the table of write {w.id} is not live")
+        time = self.next_time()
+        versions = self.versions.setdefault(table.id, [])
+        number = len(versions) + 1
+        new = frozenset({f"{w.folder}/part-0.bin"})
+        files = new | (versions[-1].files if mode == "append" and versions else frozenset())
+
+        def commit(view: Any) -> None:
+            assert (view.number, view.mode, view.current) == (number, mode, True)
+            versions.append(ModelVersion(number, time, mode, files))
+            w.status, w.version = "committed", number
+            self._appended(time)
+        return Accept(1, commit)
+
+    def abort_write(self, write_id: str) -> Accept:
+        w = self.writes[write_id]
+        if w.status == "aborted":
+            return Accept(0, lambda view: None)
+        self._closed(w)
+        time = self.next_time()
+
+        def commit(view: Any) -> None:
+            w.status = "aborted"
+            self._appended(time)
+        return Accept(1, commit)
+
+    def choose(self, name: str, number: int | None = None, as_of: int | None = None) -> tuple[ModelTable, ModelVersion]:
+        """The version a read or restore asks for: TableNotFound, VersionNotFound or VersionExpired."""
+        table = self.live(name)
+        if table is None:
+            raise Refuse(TableNotFound, why=f"{name} is not live")
+        versions = self.versions.get(table.id, [])
+        if not versions:
+            raise Refuse(VersionNotFound, why=f"{name} has no versions")
+        if number is not None:
+            if not 1 <= number <= len(versions):
+                raise Refuse(VersionNotFound, why=f"{name} has no version {number}")
+            chosen = versions[number - 1]
+        elif as_of is not None:
+            before = [v for v in versions if v.committed <= as_of]
+            if not before:
+                raise Refuse(VersionNotFound, why=f"{name} had no version at {as_of}")
+            chosen = before[-1]
+        else:
+            chosen = versions[-1]
+        if self.expired(table.id, chosen):
+            raise Refuse(VersionExpired, why=f"{name} version {chosen.number} is behind the mark")
+        return table, chosen
+
+    def read(self, name: str, number: int | None = None, as_of: int | None = None) -> Accept:
+        table, chosen = self.choose(name, number, as_of)
+
+        def check(view: Any) -> None:
+            assert view.number == chosen.number and {f.path for f in view.files} == set(chosen.files)
+        return Accept(0, check)
+
+    def restore(self, name: str, number: int | None = None, as_of: int | None = None) -> Accept:
+        table, chosen = self.choose(name, number, as_of)
+        versions = self.versions[table.id]
+        if chosen is versions[-1]:
+            raise Refuse(BadArgument, why=f"version {chosen.number} is current already")
+        time = self.next_time()
+
+        def commit(view: Any) -> None:
+            assert (view.number, view.mode, view.restored_from) == (len(versions) + 1, "restore", chosen.number)
+            versions.append(ModelVersion(len(versions) + 1, time, "restore", chosen.files, chosen.number))
+            self._appended(time)
+        return Accept(1, commit)
+
+    def advance_mark(self, name: str, to: int) -> Accept:
+        """R12: fetch-and-set, snapped to the newest commit at or before ``to`` but the current one's."""
+        table = self.live(name)
+        if table is None:
+            raise Refuse(TableNotFound, why=f"{name} is not live")
+        if to > self.now():
+            raise Refuse(InvalidTime, why=f"{to} is past now")
+        versions = self.versions.get(table.id, [])
+        previous = self.marks.get(table.id)
+        target = max((v.committed for v in versions[:-1] if v.committed <= to), default=None)
+        if target is None or (previous is not None and target <= previous):
+            return Accept(0, lambda found: None if opt_us(found) == previous else
+                          pytest.fail(f"mark returned {found}, expected {previous}"))
+        time = self.next_time()
+
+        def commit(found: datetime | None) -> None:
+            assert opt_us(found) == previous, "R12: fetch-and-set returns the previous mark"
+            self.marks[table.id] = target
             self._appended(time)
         return Accept(1, commit)
 
@@ -618,6 +763,104 @@ class LedgerMachine(RuleBasedStateMachine):
         self._expect("record purge", lambda: self.model.record_purge(table),
                      lambda: self.led.record_purge(table, run_id="sm-vacuum", files=3, bytes=1024))
 
+    # --- writes, versions and marks --------------------------------------------------------
+
+    writes = Bundle("writes")
+
+    @rule(target=writes, name=names)
+    def begin_write(self, name: str) -> Any:
+        found = self._expect("begin write", lambda: self.model.begin_write(name.lower()),
+                             lambda: self.led.begin_write(name))
+        return multiple() if isinstance(found, LedgerError) else found.id
+
+    @rule(write=writes, mode=st.sampled_from(["append", "append", "overwrite"]))
+    def commit_write(self, write: str, mode: str) -> None:
+        folder = self.model.writes[write].folder
+        self._expect(f"commit {mode}", lambda: self.model.commit_write(write, mode),
+                     lambda: self.led.commit_write(write, [(f"{folder}/part-0.bin", 1)], mode=mode))
+
+    @rule(write=writes)
+    def abort_write(self, write: str) -> None:
+        self._expect("abort write", lambda: self.model.abort_write(write), lambda: self.led.abort_write(write))
+
+    @rule(name=names, number=st.sampled_from([1, 2, 3, 5]))
+    def restore_version(self, name: str, number: int) -> None:
+        self._expect("restore", lambda: self.model.restore(name.lower(), number),
+                     lambda: self.led.restore_table(name, version=number))
+
+    @rule(name=names, back=st.sampled_from([0, 1, SECOND, DAY]))
+    def read_as_of(self, name: str, back: int) -> None:
+        """Time travel (a read's choice of version: R12 refuses before any file would be read)."""
+        when = self.model.now() - back
+        self._expect("read as of", lambda: self.model.read(name.lower(), as_of=when),
+                     lambda: self.led.version(name, as_of=at(when)))
+
+    @rule(name=names, number=st.sampled_from([1, 2, 4]))
+    def read_version(self, name: str, number: int) -> None:
+        self._expect("read version", lambda: self.model.read(name.lower(), number),
+                     lambda: self.led.version(name, version=number))
+
+    @rule(name=names, offset=st.sampled_from([0, -1, 1]), which=st.sampled_from([1, 2, -1]))
+    def advance_mark(self, name: str, offset: int, which: int) -> None:
+        """To a version's commit time (first, second or current), 1 µs either side: the boundary."""
+        table = self.model.live(name.lower())
+        versions = self.model.versions.get(table.id, []) if table else []
+        base = versions[which if which < 0 else which - 1].committed if len(versions) >= abs(which) else \
+            self.model.now()
+        to = min(base + offset, self.model.now() + (1 if offset > 0 else 0))
+        self._expect("advance mark", lambda: self.model.advance_mark(name.lower(), to),
+                     lambda: self.led.advance_retention_mark(name, at(to)))
+
+    def _open_writes(self) -> list[str]:
+        return sorted(w.id for w in self.model.writes.values()
+                      if w.status == "open" and self.model.tables[w.table].live)
+
+    @precondition(lambda self: self._open_writes())
+    @rule(data=st.data(), mode=st.sampled_from(["append", "overwrite"]))
+    def commit_an_open_write(self, data: st.DataObject, mode: str) -> None:
+        self.commit_write(data.draw(st.sampled_from(self._open_writes())), mode)
+
+    @precondition(lambda self: self.model.bindings())
+    @rule(data=st.data(), mode=st.sampled_from(["append", "append", "overwrite"]))
+    def write_a_version(self, data: st.DataObject, mode: str) -> None:
+        """A pipeline's writes, start to end (begin, then commit), aimed at a live table: one to
+        three in a row, so that tables have histories worth a mark and a restore."""
+        name = data.draw(st.sampled_from(sorted(self.model.bindings())))
+        for _ in range(data.draw(st.integers(1, 3))):
+            write = self.begin_write(name)
+            if isinstance(write, str):
+                self.commit_write(write, mode)
+
+    def _versioned(self) -> list[str]:
+        return sorted(t.name for t in self.model.tables.values()
+                      if t.live and len(self.model.versions.get(t.id, [])) >= 2)
+
+    @precondition(lambda self: self._versioned())
+    @rule(data=st.data(), offset=st.sampled_from([0, -1, 1]))
+    def mark_a_versioned_table(self, data: st.DataObject, offset: int) -> None:
+        name = data.draw(st.sampled_from(self._versioned()))
+        versions = self.model.versions[self.model.live(name).id]
+        to = min(data.draw(st.sampled_from(versions)).committed + offset, self.model.now())
+        self._expect("advance mark", lambda: self.model.advance_mark(name, to),
+                     lambda: self.led.advance_retention_mark(name, at(to)))
+
+    @precondition(lambda self: self._versioned())
+    @rule(data=st.data())
+    def read_a_versioned_table(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(self._versioned()))
+        number = data.draw(st.integers(1, len(self.model.versions[self.model.live(name).id])))
+        self.read_version(name, number)
+
+    def _restorable(self) -> list[tuple[str, int]]:
+        return [(t.name, v.number) for t in self.model.tables.values() if t.live
+                for v in self.model.versions.get(t.id, [])[:-1] if not self.model.expired(t.id, v)]
+
+    @precondition(lambda self: self._restorable())
+    @rule(data=st.data())
+    def restore_a_readable_version(self, data: st.DataObject) -> None:
+        name, number = data.draw(st.sampled_from(self._restorable()))
+        self.restore_version(name, number)
+
     # --- malformed input: refused before anything is decided ------------------------------
 
     BAD_INPUT: list[tuple[str, type[Exception], Callable[[Ledger], Any]]] = [
@@ -708,6 +951,23 @@ class LedgerMachine(RuleBasedStateMachine):
             assert retention == (None if expected is None else timedelta(seconds=expected)), scope
 
     @invariant()
+    def versions_marks_and_writes_match(self) -> None:
+        """R11, R12, R14: each live table's versions (number, mode, files, expired, current), its
+        mark, and the open writes are what the model says."""
+        for table in self.model.tables.values():
+            if not table.live:
+                continue
+            found = [(v.number, us(v.committed_at), v.mode, frozenset(f.path for f in v.files), v.expired, v.current,
+                      v.restored_from) for v in self.led.versions(table.name)]
+            versions = self.model.versions.get(table.id, [])
+            expected = [(v.number, v.committed, v.mode, v.files, self.model.expired(table.id, v),
+                         v is versions[-1], v.restored_from) for v in reversed(versions)]
+            assert found == expected, table.name
+            assert opt_us(self.led.retention_mark(table.name)) == self.model.marks.get(table.id), table.name
+        assert sorted(w.id for w in self.led.open_writes()) == \
+            sorted(w.id for w in self.model.writes.values() if w.status == "open")
+
+    @invariant()
     def fresh_fold_equals_incremental_state(self) -> None:
         """Replaying the whole log from nothing gives the state the ledger built step by step."""
         fresh = fold(State(), (decode(*row) for row in self.led.store.read(0)))
@@ -735,7 +995,8 @@ class LedgerMachine(RuleBasedStateMachine):
     def check_all(self) -> None:
         """Every invariant, for scenarios driven by hand (Hypothesis calls them itself)."""
         for check in (self.live_tables_match, self.dropped_lists_match, self.instances_match,
-                      self.watermarks_and_retentions_match, self.fresh_fold_equals_incremental_state,
+                      self.watermarks_and_retentions_match, self.versions_marks_and_writes_match,
+                      self.fresh_fold_equals_incremental_state,
                       self.event_times_strictly_increase, self.nothing_is_live_and_purged):
             check()
 
@@ -921,3 +1182,32 @@ def test_r8_purged_is_final() -> None:
         do(m, "reopen", snapshot_every=1)
         assert m.led.dropped_tables() == [] and m.led.instance(t).purged_at is not None
         assert len(m.led.history(table_id=t)) == 4  # created, dropped, watermark, purged: kept
+
+
+def test_r11_r12_r14_versions_restore_mark_and_closed_writes() -> None:
+    """Writes make versions and destroy nothing; a restore is a new version; the mark expires what
+    is at or before it but never the current version; a committed write is closed."""
+    with machine() as m:
+        do(m, "create", name="a.t1")
+        first = do(m, "begin_write", name="a.t1")
+        do(m, "commit_write", write=first, mode="append")
+        do(m, "commit_write", "WriteClosed", write=first, mode="append")
+        do(m, "step_clock", step=DAY)
+        second = do(m, "begin_write", name="a.t1")
+        do(m, "commit_write", write=second, mode="overwrite")
+        do(m, "read_version", name="a.t1", number=1)  # the overwrite deleted nothing (R11)
+        do(m, "restore_version", name="a.t1", number=1)
+        do(m, "restore_version", "InvalidArgument", name="a.t1", number=3)  # version 3 is current
+        do(m, "step_clock", step=DAY)
+        do(m, "advance_mark", name="a.t1", which=2, offset=0)  # to version 2's commit time
+        do(m, "read_version", "VersionExpired", name="a.t1", number=1)
+        do(m, "restore_version", "VersionExpired", name="a.t1", number=2)
+        do(m, "read_version", "VersionNotFound", name="a.t1", number=4)
+        do(m, "advance_mark", name="a.t1", which=-1, offset=1)  # past the current: lands below it
+        assert m.led.version("a.t1").number == 3  # the current version is always readable
+        aborted = do(m, "begin_write", name="a.t1")
+        do(m, "abort_write", write=aborted)
+        do(m, "abort_write", write=aborted)  # twice: nothing more to do
+        do(m, "commit_write", "WriteClosed", write=aborted, mode="append")
+        do(m, "drop", name="a.t1")
+        do(m, "begin_write", "TableNotFound", name="a.t1")

@@ -46,6 +46,8 @@ class Decision:
     events: tuple[tuple[str, Any], ...] = ()
     reads: frozenset[str] = frozenset()
     result: Any = None
+    attachments: tuple[tuple[str, bytes], ...] = ()
+    """Content-addressed bytes the events name by digest (a write's file list), stored with them."""
 
 
 Handler = Callable[["Builder", Any, int, Micros], None]

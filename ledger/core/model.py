@@ -18,7 +18,7 @@ import attrs
 from immutables import Map
 
 from ..clock import Micros
-from . import guard, tables, vacuums, warehouse
+from . import guard, tables, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
 from .events import Recorded
 from .fold import Folder
@@ -38,6 +38,7 @@ class State:
     streams: Map = EMPTY
     guard: guard.Guard = _concern(guard.CONCERN)
     tables: tables.Tables = _concern(tables.CONCERN)
+    data: versions.Data = _concern(versions.CONCERN)
     vacuums: vacuums.Vacuums = _concern(vacuums.CONCERN)
     warehouse: warehouse.Warehouse = _concern(warehouse.CONCERN)
 
@@ -45,7 +46,7 @@ class State:
         return self.streams.get(stream, 0)
 
 
-Command = Union[tables.Command, guard.Command, vacuums.Command, warehouse.MoveWarehouse]
+Command = Union[tables.Command, guard.Command, versions.Command, vacuums.Command, warehouse.MoveWarehouse]
 
 CONCERNS: dict[str, Concern] = {f.name: f.metadata["concern"] for f in attrs.fields(State)
                                 if "concern" in f.metadata}

@@ -304,6 +304,17 @@ def guard_streams(state: State, inst: Instance) -> frozenset[str]:
     return frozenset({CATALOG_STREAM}) | state.guard.watermark_streams(inst)
 
 
+def require_live(state: State, name: str, doing: str | None = None) -> Instance:
+    """The live instance bound to ``name``, or a ``TableNotFound`` that says what to do."""
+    key = table_name(name)
+    inst = state.tables.live(key)
+    if inst is None:
+        hint = " (it is dropped: see show-dropped, or Ledger.dropped_tables)" if key in state.tables.dropped else ""
+        raise TableNotFound(f"cannot {doing} {key}: there is no live table by that name{hint}" if doing
+                            else f"there is no live table {key}{hint}")
+    return inst
+
+
 def _require_unbound(state: State, name: str, doing: str) -> None:
     live = state.tables.live(name)
     if live is not None:

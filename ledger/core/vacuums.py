@@ -36,6 +36,7 @@ from .concern import Concern, Decision, Record, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .guard import advance, check_retention, retention_stream, watermark_stream
 from .tables import CATALOG_STREAM, Instance, check_counts, guard_streams, purge
+from .versions import advance_mark, data_stream, folders_deleted
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -65,6 +66,10 @@ class VacuumStarted:
     """Earlier runs whose lease expired before they finished; this run takes over their instances."""
     lease_until: Micros | None = None
     """Until when no other vacuum may take this run's tables (None: logs before leases existed)."""
+    marks: dict[str, Micros] = attrs.field(factory=dict)
+    """Retention marks this run advanced, by table id (R13: in this same append)."""
+    write_folders: tuple[str, ...] = attrs.field(default=(), converter=as_ids)
+    """Write folders this run will delete: no version that stays unexpired names them."""
 
 
 UPCASTERS[("VacuumStarted", 1)] = lambda data: {**data, "lease_until": None}
@@ -103,6 +108,8 @@ class VacuumRun:
     lease_until: Micros | None = None
     taken_over: bool = False
     """A later vacuum took over its tables; it may still finish, but is not resumed again."""
+    write_folders: tuple[str, ...] = ()
+    """The write folders it set out to delete."""
 
     def is_live(self, now: Micros) -> bool:
         return not self.taken_over and self.lease_until is not None and self.lease_until > now
@@ -133,6 +140,19 @@ class PlannedInstance:
 
 
 @attrs.frozen
+class Expiry:
+    """What a vacuum does to one instance's old versions (R13): the mark it moves (or None: it
+    stays), the versions that expire with it, and the write folders no unexpired version names."""
+    id: str
+    name: str
+    path: str
+    mark: Micros | None
+    versions: tuple[int, ...]
+    folders: tuple[tuple[str, str], ...]
+    """(write id, folder relative to the location) of each write folder to delete."""
+
+
+@attrs.frozen
 class Waiting:
     """A dropped instance the plan leaves restorable, and why: when it becomes due, and the
     retention setting that decided (a scope, ``vacuum`` for the run's own, or ``default``)."""
@@ -155,6 +175,7 @@ class VacuumPlan:
     waiting: tuple[Waiting, ...] = ()
     busy: tuple[str, ...] = ()
     """Runs still holding a live lease, whose tables this plan leaves to them."""
+    expiries: tuple[Expiry, ...] = ()
 
 
 @attrs.frozen
@@ -181,6 +202,8 @@ class FinishVacuum:
     purged: tuple[tuple[str, int, int], ...]
     """(table id, files deleted, bytes deleted) for each instance whose files are all gone."""
     failed: int
+    expired: tuple[tuple[str, tuple[str, ...], int, int], ...] = ()
+    """(table id, write ids, files, bytes) for each instance whose old write folders are gone."""
 
 
 Command = Union[StartVacuum, RenewVacuum, FinishVacuum]
@@ -213,15 +236,60 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     chosen = due[: cmd.limit] if cmd.limit is not None else due
     marks = choose_watermarks(state, chosen)
     resumed_ids = {i.id for i in chosen if guard.is_blocked(i)}
-    resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished()
-                           if not run.is_live(cmd.now) and resumed_ids.intersection(run.table_ids)))
     planned = tuple(
         PlannedInstance(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks),
                         i.id in resumed_ids)
         for i in chosen)
     waiting.sort(key=lambda w: (w.due_at, w.id))
+    chosen_ids = {i.id for i in chosen}
+    held_folders = {w for run in busy_runs for w in run.write_folders}
+    expiries = tuple(e for e in (_expiry(state, i, cmd, held_folders) for i in _versioned(state, database, chosen_ids))
+                     if e is not None)
+    planned_folders = {w for e in expiries for w, _ in e.folders}
+    resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
+        resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
+        or not _work_left(state, run))))
     return VacuumPlan(cmd.run_id, cmd.now, planned, marks, resumes, cmd.now + cmd.lease_seconds * 1_000_000,
-                      tuple(waiting), tuple(run.run_id for run in busy_runs))
+                      tuple(waiting), tuple(run.run_id for run in busy_runs), expiries)
+
+
+def _work_left(state: State, run: VacuumRun) -> bool:
+    """Whether a run that stopped left anything undone: a table not purged, a folder not recorded gone."""
+    tables = (state.tables.instance(i) for i in run.table_ids)
+    writes = (state.data.writes.get(w) for w in run.write_folders)
+    return any(t is not None and t.purged_at is None for t in tables) or \
+        any(w is not None and w.deleted_at is None for w in writes)
+
+
+def _versioned(state: State, database: str | None, purging: set[str]) -> list[Instance]:
+    """Live instances, and dropped ones still restorable and not purged by this run, that have
+    versions: those whose old versions a vacuum expires (R13)."""
+    found = []
+    for id_ in state.data.heads:
+        inst = state.tables.instances.get(id_)
+        if inst is None or inst.purged_at is not None or id_ in purging or state.guard.is_blocked(inst):
+            continue
+        if database is None or inst.database == database:
+            found.append(inst)
+    return sorted(found, key=lambda i: (i.name, i.id))
+
+
+def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str]) -> Expiry | None:
+    """R13 for one instance: the mark its retention allows (evidence: the commit time of a version
+    superseded at or before now minus the retention) and the folders that then go."""
+    data = state.data
+    seconds = state.guard.retention_seconds(inst, cmd.retention_seconds)
+    allowed = data.retention_allows(inst.id, cmd.now - seconds * 1_000_000)
+    current = data.mark(inst.id)
+    mark = allowed if allowed is not None and (current is None or allowed > current) else None
+    effective = mark if mark is not None else current
+    expired = tuple(v.number for v in reversed(data.history(inst.id))
+                    if mark is not None and v.committed_at <= mark and not data.is_expired(v)
+                    and v.number != data.heads[inst.id])
+    folders = tuple((w.id, w.folder) for w in data.unreferenced_writes(inst.id, effective) if w.id not in held)
+    if mark is None and not folders:
+        return None
+    return Expiry(inst.id, inst.name, inst.path, mark, expired, folders)
 
 
 def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:
@@ -264,14 +332,21 @@ def _check_lease(seconds: object) -> None:
 
 def _start(state: State, cmd: StartVacuum) -> Decision:
     plan = plan_vacuum(state, cmd)
-    if not plan.instances:
+    if not plan.instances and not plan.expiries and not plan.resumes:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
     events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks.items()]
+    events += [advance_mark(e.id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]
     events.append((VACUUM_STREAM, VacuumStarted(
         cmd.run_id, tuple(p.id for p in plan.instances), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
-        plan.lease_until)))
+        plan.lease_until, {e.id: e.mark for e in plan.expiries if e.mark is not None},
+        tuple(w for e in plan.expiries for w, _ in e.folders))))
     reads = {VACUUM_STREAM}
+    for expiry in plan.expiries:
+        inst = state.tables.instances[expiry.id]
+        # A commit, restore or mark of the table since the plan was made must stop it (R4).
+        reads |= {data_stream(expiry.id), CATALOG_STREAM}
+        reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
     for planned in plan.instances:
         inst = state.tables.instances[planned.id]
         reads |= guard_streams(state, inst)
@@ -315,6 +390,14 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
             raise PurgeRefused(f"vacuum {cmd.run_id}: {exc}") from None
         reads |= guard_streams(state, state.tables.instances[table_id])
     purged = len(events)
+    for table_id, write_ids, n_files, n_bytes in cmd.expired:
+        check_counts(cmd.run_id, n_files, n_bytes)
+        files += n_files
+        size += n_bytes
+        gone = tuple(w for w in write_ids if state.data.writes[w].deleted_at is None)
+        if gone:  # a run that took this one over may have recorded them first
+            events.append(folders_deleted(state, table_id, cmd.run_id, gone, n_files, n_bytes))
+            reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append((VACUUM_STREAM, VacuumFinished(cmd.run_id, purged, cmd.failed, files, size)))
     return Decision(tuple(events), frozenset(reads), purged)
@@ -333,7 +416,7 @@ def _on_started(b: Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
         run = runs.get(earlier)
         if run is not None:
             runs[earlier] = attrs.evolve(run, taken_over=True)
-    runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until)
+    runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until, False, e.write_folders)
 
 
 def _on_leased(b: Builder, e: VacuumLeased, seq: int, time: Micros) -> None:

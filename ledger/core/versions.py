@@ -1,0 +1,645 @@
+"""Writes, versions and retention marks: everything about one table instance's data (R11-R14).
+
+A **write** is registered before its first file (``begin_write``): an id, a folder of
+its own under the instance's location (``_writes/<id>``, which Spark's own listing
+ignores), and a lease. It ends committed (a new version), aborted, or swept (the
+vacuum's sweep, issue 9). A **version** names exactly its files: ``append`` is the
+previous version's files plus the write's, ``overwrite`` the write's alone,
+``restore`` the files of an earlier version, ``adopt`` the files a table held before
+it was versioned. No write deletes anything (R11). The file list of a write is a
+content-addressed attachment stored with its commit event (a *manifest*), so the
+folded state holds only its digest, count and size, however many files it has.
+
+The **retention mark** is fetch-and-set and only moves forward (R12); it snaps to the
+commit time of an actual version and never reaches the current one's (R6). A version
+committed at or before it is expired: never read or restored again.
+
+Why one concern and one stream per instance for all of this (DESIGN.md lists
+"versions and marks" and "writes and sweeps" apart): a commit is one fact that both
+ends a write and makes a version, and every decision here (commit, renew, abort,
+sweep, restore, mark) must be ordered against the others of the same instance. One
+``data:<id>`` stream gives that order with one condition (R4); splitting it would need
+two events for one fact, or a handler that writes two slices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from typing import TYPE_CHECKING, Any, Iterable, Union
+
+import attrs
+import orjson
+
+from ..clock import Micros, iso
+from ..errors import (
+    InvalidArgument, InvalidTime, TableNotFound, VersionExpired, VersionNotFound, WriteClosed, WriteExpired,
+)
+from .concern import Concern, Decision, Record, corrupt, mapping
+from .events import as_ids, event
+from .tables import CATALOG_STREAM, Instance, require_live
+
+if TYPE_CHECKING:
+    from .fold import Builder
+    from .model import State
+
+WRITES_FOLDER = "_writes"
+"""Write folders live under ``<location>/_writes/``: Spark's listing skips names that start with
+``_``, so a reader of the plain folder never sees uncommitted data."""
+
+DEFAULT_WRITE_LEASE_SECONDS = 6 * 3600
+WRITE_MODES = ("append", "overwrite")
+_LONGEST_LEASE = 100 * 366 * 86_400
+
+
+def data_stream(table_id: str) -> str:
+    """One stream per instance orders every decision about its data (see the module docstring)."""
+    return f"data:{table_id}"
+
+
+def manifest(files: Iterable[tuple[str, int]]) -> tuple[str, bytes]:
+    """The canonical bytes of a file list, ``[[path, size], ...]`` sorted by path, and their
+    SHA-256 in hex: what a commit event names, and what ``verify`` re-hashes."""
+    data = orjson.dumps([[path, size] for path, size in sorted(files)])
+    return hashlib.sha256(data).hexdigest(), data
+
+
+def parse_manifest(data: bytes) -> list[tuple[str, int]]:
+    return [(path, size) for path, size in orjson.loads(data)]
+
+
+# --- events --------------------------------------------------------------------------------
+
+@event("WriteBegun")
+@attrs.frozen
+class WriteBegun:
+    """``folder`` is relative to the instance's location; the lease runs until ``expires_at``."""
+    write_id: str
+    table_id: str
+    folder: str
+    lease_seconds: int
+    expires_at: Micros
+
+
+@event("WriteRenewed")
+@attrs.frozen
+class WriteRenewed:
+    write_id: str
+    table_id: str
+    expires_at: Micros
+
+
+@event("WriteAborted")
+@attrs.frozen
+class WriteAborted:
+    write_id: str
+    table_id: str
+
+
+@event("VersionCommitted")
+@attrs.frozen
+class VersionCommitted:
+    """Version ``number`` of the instance: ``mode`` append, overwrite or adopt. ``manifest`` is the
+    digest of the new files' list (``files`` of them, ``bytes`` in all), stored alongside."""
+    table_id: str
+    number: int
+    mode: str
+    write_id: str | None
+    manifest: str
+    files: int
+    bytes: int
+
+
+@event("VersionRestored")
+@attrs.frozen
+class VersionRestored:
+    """Version ``number`` names exactly the files of version ``restored`` (Delta's RESTORE)."""
+    table_id: str
+    number: int
+    restored: int
+
+
+@event("RetentionMarkAdvanced")
+@attrs.frozen
+class RetentionMarkAdvanced:
+    """The instance's retention mark moves forward to ``to`` (a version's commit time); ``run_id``
+    names the vacuum that moved it (None: by hand)."""
+    table_id: str
+    to: Micros
+    run_id: str | None = None
+
+
+@event("WriteFoldersDeleted")
+@attrs.frozen
+class WriteFoldersDeleted:
+    """A vacuum deleted these write folders of the instance: no unexpired version named them."""
+    table_id: str
+    run_id: str
+    write_ids: tuple[str, ...] = attrs.field(converter=as_ids)
+    files: int = 0
+    bytes: int = 0
+
+
+# --- state ---------------------------------------------------------------------------------
+
+@attrs.frozen
+class Write:
+    id: str
+    table_id: str
+    folder: str
+    began_at: Micros
+    lease_seconds: int
+    expires_at: Micros
+    status: str = "open"
+    """``open``, ``committed``, ``aborted`` or ``swept``."""
+    ended_at: Micros | None = None
+    version: int | None = None
+    """The version that committed it."""
+    deleted_at: Micros | None = None
+    """When a vacuum deleted its folder (no unexpired version named it any more)."""
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == "open"
+
+
+@attrs.frozen
+class Version:
+    table_id: str
+    number: int
+    committed_at: Micros
+    mode: str
+    """``append``, ``overwrite``, ``adopt`` or ``restore``."""
+    write_id: str | None
+    base: int | None
+    """The version whose files this one extends (append) or repeats (restore)."""
+    manifest: str | None
+    files: int
+    bytes: int
+    """Totals of the whole version, not only of its own write."""
+    superseded_at: Micros | None = None
+    """When the next version was committed: the moment this one stopped being current."""
+
+
+def _key(table_id: str, number: int) -> str:
+    return f"{table_id}/{number}"
+
+
+@attrs.frozen
+class Data:
+    writes: Any = mapping(Record(Write))       # write id -> Write
+    versions: Any = mapping(Record(Version))   # "<table id>/<number>" -> Version
+    heads: Any = mapping()                     # table id -> number of the current version
+    marks: Any = mapping()                     # table id -> the retention mark (Micros)
+
+    def version(self, table_id: str, number: int) -> Version | None:
+        return self.versions.get(_key(table_id, number))
+
+    def current(self, table_id: str) -> Version | None:
+        head = self.heads.get(table_id)
+        return None if head is None else self.versions[_key(table_id, head)]
+
+    def history(self, table_id: str) -> list[Version]:
+        """Every version, newest first."""
+        return [self.versions[_key(table_id, n)] for n in range(self.heads.get(table_id, 0), 0, -1)]
+
+    def mark(self, table_id: str) -> Micros | None:
+        return self.marks.get(table_id)
+
+    def is_expired(self, v: Version) -> bool:
+        """R12: committed at or before the mark, unless it is the current version."""
+        mark = self.marks.get(v.table_id)
+        return mark is not None and v.committed_at <= mark and v.number != self.heads.get(v.table_id)
+
+    def as_of(self, table_id: str, time: Micros) -> Version | None:
+        """The newest version committed at or before ``time``."""
+        for v in self.history(table_id):
+            if v.committed_at <= time:
+                return v
+        return None
+
+    def parts(self, v: Version) -> list[tuple[str | None, str]]:
+        """The (write id, manifest digest) pairs whose files make up a version, newest first."""
+        found: list[tuple[str | None, str]] = []
+        while True:
+            if v.mode == "restore":
+                v = self.versions[_key(v.table_id, v.base)]
+                continue
+            assert v.manifest is not None
+            found.append((v.write_id, v.manifest))
+            if v.mode != "append" or v.base is None:
+                return found
+            v = self.versions[_key(v.table_id, v.base)]
+
+    def referenced_writes(self, table_id: str, mark: Micros | None = None) -> set[str]:
+        """The writes whose files an unexpired version names (under the current mark, or under
+        ``mark`` if given): their folders must stay (R13)."""
+        mark = self.marks.get(table_id) if mark is None else mark
+        head = self.heads.get(table_id)
+        named: set[str] = set()
+        for v in self.history(table_id):
+            if mark is None or v.committed_at > mark or v.number == head:
+                named.update(w for w, _ in self.parts(v) if w is not None)
+        return named
+
+    def unreferenced_writes(self, table_id: str, mark: Micros | None = None) -> list[Write]:
+        """Committed writes whose folders are still there and that no unexpired version names."""
+        named = self.referenced_writes(table_id, mark)
+        return sorted((w for w in self.writes.values() if w.table_id == table_id and w.status == "committed"
+                       and w.deleted_at is None and w.id not in named), key=lambda w: w.began_at)
+
+    def open_writes(self, table_id: str | None = None) -> list[Write]:
+        found = [w for w in self.writes.values() if w.is_open and (table_id is None or w.table_id == table_id)]
+        return sorted(found, key=lambda w: (w.began_at, w.id))
+
+    def mark_for(self, table_id: str, until: Micros) -> Micros | None:
+        """Where a mark asked to move to ``until`` lands: the commit time of the newest version
+        committed at or before ``until``, never the current one's (R6, R12)."""
+        head = self.heads.get(table_id)
+        for v in self.history(table_id):
+            if v.number != head and v.committed_at <= until:
+                return v.committed_at
+        return None
+
+    def retention_allows(self, table_id: str, until: Micros) -> Micros | None:
+        """The mark a retention allows: the commit time of the newest version that stopped being
+        current (was superseded) at or before ``until`` (now minus the retention). A version so
+        marked, and every older one, has been overwritten for at least the retention: an
+        overwritten version stays restorable that long after it was overwritten."""
+        for v in self.history(table_id):
+            if v.superseded_at is not None and v.superseded_at <= until:
+                return v.committed_at
+        return None
+
+
+# --- commands ------------------------------------------------------------------------------
+
+@attrs.frozen
+class BeginWrite:
+    name: str
+    write_id: str
+    now: Micros
+    lease_seconds: int = DEFAULT_WRITE_LEASE_SECONDS
+
+
+@attrs.frozen
+class RenewWrite:
+    write_id: str
+    now: Micros
+
+
+@attrs.frozen
+class AbortWrite:
+    write_id: str
+
+
+@attrs.frozen
+class CommitWrite:
+    write_id: str
+    files: tuple[tuple[str, int], ...]
+    mode: str = "append"
+
+
+@attrs.frozen
+class AdoptFiles:
+    """The files a table held before it was versioned become its version 1."""
+    name: str
+    files: tuple[tuple[str, int], ...]
+
+
+@attrs.frozen
+class RestoreVersion:
+    name: str
+    version: int | None = None
+    as_of: Micros | None = None
+
+
+@attrs.frozen
+class AdvanceRetentionMark:
+    name: str
+    to: Micros
+    now: Micros
+
+
+Command = Union[BeginWrite, RenewWrite, AbortWrite, CommitWrite, AdoptFiles, RestoreVersion, AdvanceRetentionMark]
+
+
+# --- decisions -----------------------------------------------------------------------------
+
+def _write(state: State, write_id: object) -> Write:
+    found = state.data.writes.get(write_id) if isinstance(write_id, str) else None
+    if found is None:
+        raise InvalidArgument(f"there is no write with id {write_id!r} (see open_writes)")
+    return found
+
+
+def check_open(state: State, w: Write, doing: str) -> None:
+    """Refuse to act on a write that has ended, saying what ended it and what to do (R14)."""
+    name = _name(state, w.table_id)
+    if w.status == "swept":
+        raise WriteExpired(
+            f"cannot {doing} write {w.id} to {name}: it was swept at {iso(w.ended_at)} (its lease ran out at "
+            f"{iso(w.expires_at)}, or it was aborted) and its folder may be deleted; the job must write again")
+    if w.status == "aborted":
+        raise WriteClosed(f"cannot {doing} write {w.id} to {name}: it was aborted at {iso(w.ended_at)}; "
+                          "begin a new write")
+    if w.status == "committed":
+        raise WriteClosed(f"cannot {doing} write {w.id} to {name}: it was committed as version {w.version} at "
+                          f"{iso(w.ended_at)}; a committed write's folder is never written again: begin a new write")
+
+
+def _name(state: State, table_id: str) -> str:
+    inst = state.tables.instance(table_id)
+    return inst.name if inst is not None else table_id
+
+
+def _check_lease(seconds: object) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or not 1 <= seconds <= _LONGEST_LEASE:
+        raise InvalidArgument(f"a write's lease must be a whole number of seconds from 1 to a century, not {seconds!r}")
+    return seconds
+
+
+def _begin(state: State, cmd: BeginWrite) -> Decision:
+    inst = require_live(state, cmd.name, "begin a write to")
+    lease = _check_lease(cmd.lease_seconds)
+    if not isinstance(cmd.write_id, str) or not cmd.write_id or cmd.write_id in state.data.writes:
+        raise InvalidArgument(f"write id {cmd.write_id!r} is empty or taken")
+    folder = f"{WRITES_FOLDER}/{cmd.write_id}"
+    began = WriteBegun(cmd.write_id, inst.id, folder, lease, cmd.now + lease * 1_000_000)
+    stream = data_stream(inst.id)
+    return Decision(((stream, began),), frozenset({CATALOG_STREAM, stream}), cmd.write_id)
+
+
+def _renew(state: State, cmd: RenewWrite) -> Decision:
+    w = _write(state, cmd.write_id)
+    check_open(state, w, "renew")
+    stream = data_stream(w.table_id)
+    until = cmd.now + w.lease_seconds * 1_000_000
+    return Decision(((stream, WriteRenewed(w.id, w.table_id, until)),), frozenset({stream}), until)
+
+
+def _abort(state: State, cmd: AbortWrite) -> Decision:
+    """Aborting twice, or a write already swept, changes nothing; a committed one is refused."""
+    w = _write(state, cmd.write_id)
+    stream = data_stream(w.table_id)
+    if w.status in ("aborted", "swept"):
+        return Decision((), frozenset({stream}), w.id)
+    check_open(state, w, "abort")
+    return Decision(((stream, WriteAborted(w.id, w.table_id)),), frozenset({stream}), w.id)
+
+
+def _check_files(files: object, inside: str | None, what: str) -> tuple[tuple[str, int], ...]:
+    """Paths relative to the location, plain (no ``..``, no leading ``/``), each once, with a size;
+    inside the write's own folder when ``inside`` is given, outside every write folder when not."""
+    if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
+        raise InvalidArgument(f"{what}: files must be (path, size) pairs, got {type(files).__name__}")
+    checked: dict[str, int] = {}
+    for entry in files:
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            raise InvalidArgument(f"{what}: each file must be a (path, size) pair, got {entry!r}")
+        path, size = entry
+        if not isinstance(path, str) or not path or "\x00" in path or path.startswith("/") or \
+                posixpath.normpath(path) != path or path.split("/")[0] == "..":
+            raise InvalidArgument(f"{what}: {path!r} is not a plain path relative to the table's location")
+        if inside is not None and not path.startswith(inside + "/"):
+            raise InvalidArgument(
+                f"{what}: {path} is outside the write's folder {inside}/; a version names only files its "
+                "own writes put in their folders (so no copy or move can make two versions share a file)")
+        if inside is None and (path == WRITES_FOLDER or path.startswith(WRITES_FOLDER + "/")):
+            raise InvalidArgument(f"{what}: {path} is inside a write folder; only files outside them are adopted")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InvalidArgument(f"{what}: the size of {path} must be a whole number of bytes, got {size!r}")
+        if path in checked:
+            raise InvalidArgument(f"{what}: {path} is named twice")
+        checked[path] = size
+    return tuple(sorted(checked.items()))
+
+
+def _commit(state: State, cmd: CommitWrite) -> Decision:
+    w = _write(state, cmd.write_id)
+    check_open(state, w, "commit")
+    if cmd.mode not in WRITE_MODES:
+        raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {cmd.mode!r}")
+    inst = state.tables.instance(w.table_id)
+    if inst is None or not inst.is_live:
+        raise TableNotFound(f"cannot commit write {w.id}: its table {_name(state, w.table_id)} is no longer live "
+                            "(dropped since the write began); undrop it and write again")
+    files = _check_files(cmd.files, w.folder, f"commit of write {w.id}")
+    digest, data = manifest(files)
+    number = state.data.heads.get(w.table_id, 0) + 1
+    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), sum(s for _, s in files))
+    stream = data_stream(w.table_id)
+    return Decision(((stream, committed),), frozenset({CATALOG_STREAM, stream}), number, ((digest, data),))
+
+
+def _adopt(state: State, cmd: AdoptFiles) -> Decision:
+    inst = require_live(state, cmd.name, "adopt files into")
+    if state.data.heads.get(inst.id):
+        raise InvalidArgument(f"{inst.name} already has versions: only an unversioned table's files are adopted")
+    files = _check_files(cmd.files, None, f"adopting the files of {inst.name}")
+    digest, data = manifest(files)
+    adopted = VersionCommitted(inst.id, 1, "adopt", None, digest, len(files), sum(s for _, s in files))
+    stream = data_stream(inst.id)
+    return Decision(((stream, adopted),), frozenset({CATALOG_STREAM, stream}), 1, ((digest, data),))
+
+
+def choose(state: State, inst: Instance, version: int | None = None, as_of: Micros | None = None) -> Version:
+    """The version a read or a restore asks for, or a refusal before any file is read (R12)."""
+    data = state.data
+    if version is not None and as_of is not None:
+        raise InvalidArgument("give a version or a time (as_of), not both")
+    current = data.current(inst.id)
+    if current is None:
+        raise VersionNotFound(f"{inst.name} has no versions yet (nothing was committed to it)")
+    if version is not None:
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidArgument(f"a version is a whole number, not {version!r}")
+        chosen = data.version(inst.id, version)
+        if chosen is None:
+            raise VersionNotFound(f"{inst.name} has no version {version}: its versions are 1 to {current.number}")
+    elif as_of is not None:
+        chosen = data.as_of(inst.id, as_of)
+        if chosen is None:
+            first = data.version(inst.id, 1)
+            assert first is not None
+            raise VersionNotFound(f"{inst.name} had no version at {iso(as_of)}: version 1 was committed at "
+                                  f"{iso(first.committed_at)}")
+    else:
+        return current
+    if data.is_expired(chosen):
+        oldest = min((v.number for v in data.history(inst.id) if not data.is_expired(v)), default=current.number)
+        raise VersionExpired(
+            f"{inst.name} version {chosen.number} (committed at {iso(chosen.committed_at)}) is expired: it is at or "
+            f"before the table's retention mark {iso(data.mark(inst.id))}, so its files may be gone; the oldest "
+            f"version still readable is {oldest}")
+    return chosen
+
+
+def _restore(state: State, cmd: RestoreVersion) -> Decision:
+    inst = require_live(state, cmd.name, "restore")
+    chosen = choose(state, inst, cmd.version, cmd.as_of)
+    head = state.data.heads[inst.id]
+    if chosen.number == head:
+        raise InvalidArgument(f"{inst.name} version {head} is the current version already; nothing to restore")
+    stream = data_stream(inst.id)
+    restored = VersionRestored(inst.id, head + 1, chosen.number)
+    return Decision(((stream, restored),), frozenset({CATALOG_STREAM, stream}), head + 1)
+
+
+def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
+    """R12: fetch-and-set, snapped to an actual commit time, never the current version's."""
+    inst = require_live(state, cmd.name, "advance the retention mark of")
+    if cmd.to > cmd.now:
+        raise InvalidTime(f"cannot advance the retention mark of {inst.name} to {iso(cmd.to)}: that is past the "
+                          f"ledger's current time {iso(cmd.now)}")
+    stream = data_stream(inst.id)
+    current = state.data.mark(inst.id)
+    target = state.data.mark_for(inst.id, cmd.to)
+    if target is None or (current is not None and target <= current):
+        return Decision((), frozenset({stream}), current)
+    return Decision(((stream, RetentionMarkAdvanced(inst.id, target)),), frozenset({stream}), current)
+
+
+def advance_mark(table_id: str, to: Micros, run_id: str) -> tuple[str, RetentionMarkAdvanced]:
+    """A vacuum's mark advance (it has chosen ``to`` by ``Data.retention_allows``)."""
+    return data_stream(table_id), RetentionMarkAdvanced(table_id, to, run_id)
+
+
+def folders_deleted(state: State, table_id: str, run_id: str, write_ids: tuple[str, ...], files: int,
+                    size: int) -> tuple[str, WriteFoldersDeleted]:
+    """The record that a vacuum deleted write folders: only of ended writes no unexpired version names."""
+    named = state.data.referenced_writes(table_id)
+    for write_id in write_ids:
+        w = state.data.writes.get(write_id)
+        if w is None or w.table_id != table_id or w.is_open or write_id in named:
+            raise InvalidArgument(f"vacuum {run_id} cannot record deleting write folder {write_id} of {table_id}: "
+                                  "it is open, or an unexpired version names it")
+    return data_stream(table_id), WriteFoldersDeleted(table_id, run_id, write_ids, files, size)
+
+
+# --- fold ----------------------------------------------------------------------------------
+
+def _fold_write(b: Builder, write_id: str, seq: int) -> Write:
+    w = b.data.writes.get(write_id)
+    if w is None:
+        raise corrupt(f"event #{seq} names write {write_id}, which was never begun")
+    return w
+
+
+def _on_begun(b: Builder, e: WriteBegun, seq: int, time: Micros) -> None:
+    if e.write_id in b.data.writes:
+        raise corrupt(f"event #{seq} begins write {e.write_id} a second time")
+    inst = b.tables.instances.get(e.table_id)
+    if inst is None or not inst.is_live:
+        raise corrupt(f"event #{seq} begins a write to {e.table_id}, which is not a live table")
+    b.data.writes[e.write_id] = Write(e.write_id, e.table_id, e.folder, time, e.lease_seconds, e.expires_at)
+
+
+def _on_renewed(b: Builder, e: WriteRenewed, seq: int, time: Micros) -> None:
+    w = _fold_write(b, e.write_id, seq)
+    if not w.is_open:
+        raise corrupt(f"event #{seq} renews write {w.id}, which is {w.status} (R14)")
+    b.data.writes[w.id] = attrs.evolve(w, expires_at=e.expires_at)
+
+
+def _on_aborted(b: Builder, e: WriteAborted, seq: int, time: Micros) -> None:
+    w = _fold_write(b, e.write_id, seq)
+    if not w.is_open:
+        raise corrupt(f"event #{seq} aborts write {w.id}, which is {w.status}")
+    b.data.writes[w.id] = attrs.evolve(w, status="aborted", ended_at=time)
+
+
+def _next_version(b: Builder, table_id: str, number: int, seq: int, time: Micros) -> Version | None:
+    """Check a new version's number, mark the current one superseded, and return that one."""
+    data = b.data
+    head = data.heads.get(table_id, 0)
+    if number != head + 1:
+        raise corrupt(f"event #{seq} makes version {number} of {table_id}, whose next version is {head + 1}")
+    if not head:
+        return None
+    previous = data.versions[_key(table_id, head)]
+    data.versions[_key(table_id, head)] = attrs.evolve(previous, superseded_at=time)
+    return previous
+
+
+def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> None:
+    data = b.data
+    inst = b.tables.instances.get(e.table_id)
+    if inst is None or not inst.is_live:
+        raise corrupt(f"event #{seq} commits a version of {e.table_id}, which is not a live table")
+    if e.write_id is not None:
+        w = _fold_write(b, e.write_id, seq)
+        if not w.is_open or w.table_id != e.table_id:
+            raise corrupt(f"event #{seq} commits write {w.id}, which is {w.status} or not of {e.table_id} (R14)")
+        data.writes[w.id] = attrs.evolve(w, status="committed", ended_at=time, version=e.number)
+    elif e.mode != "adopt" or e.number != 1:
+        raise corrupt(f"event #{seq} commits a version of {e.table_id} without a write")
+    previous = _next_version(b, e.table_id, e.number, seq, time)
+    files, size = e.files, e.bytes
+    base = None
+    if e.mode == "append" and previous is not None:
+        files, size, base = files + previous.files, size + previous.bytes, previous.number
+    data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, e.mode, e.write_id, base,
+                                                        e.manifest, files, size)
+    data.heads[e.table_id] = e.number
+
+
+def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None:
+    data = b.data
+    source = data.versions.get(_key(e.table_id, e.restored))
+    mark = data.marks.get(e.table_id)
+    if source is None or (mark is not None and source.committed_at <= mark and
+                          e.restored != data.heads.get(e.table_id)):
+        raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which does not exist or is "
+                      "expired (R12)")
+    _next_version(b, e.table_id, e.number, seq, time)
+    data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
+                                                        None, source.files, source.bytes)
+    data.heads[e.table_id] = e.number
+
+
+def _on_mark(b: Builder, e: RetentionMarkAdvanced, seq: int, time: Micros) -> None:
+    data = b.data
+    if not isinstance(e.to, int):
+        raise TypeError(f"retention mark {e.to!r}")
+    current = data.marks.get(e.table_id)
+    head = data.heads.get(e.table_id)
+    if current is not None and e.to <= current:
+        raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} back or nowhere (R12)")
+    if head is None or e.to >= data.versions[_key(e.table_id, head)].committed_at:
+        raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} to or past its current version (R12)")
+    data.marks[e.table_id] = e.to
+
+
+def _on_folders_deleted(b: Builder, e: WriteFoldersDeleted, seq: int, time: Micros) -> None:
+    data = b.data
+    named = data.referenced_writes(e.table_id)
+    for write_id in e.write_ids:
+        w = _fold_write(b, write_id, seq)
+        if w.is_open or w.table_id != e.table_id or write_id in named:
+            raise corrupt(f"event #{seq} deletes the folder of write {write_id}, which is open or named by an "
+                          "unexpired version (R13)")
+        data.writes[write_id] = attrs.evolve(w, deleted_at=time)
+
+
+CONCERN = Concern(
+    initial=Data(),
+    evolve={
+        WriteBegun: _on_begun,
+        WriteRenewed: _on_renewed,
+        WriteAborted: _on_aborted,
+        VersionCommitted: _on_committed,
+        VersionRestored: _on_restored,
+        RetentionMarkAdvanced: _on_mark,
+        WriteFoldersDeleted: _on_folders_deleted,
+    },
+    decide={
+        BeginWrite: _begin,
+        RenewWrite: _renew,
+        AbortWrite: _abort,
+        CommitWrite: _commit,
+        AdoptFiles: _adopt,
+        RestoreVersion: _restore,
+        AdvanceRetentionMark: _advance_mark,
+    },
+)

@@ -1,0 +1,393 @@
+"""Versioned tables (R11-R14): no write destroys anything, time travel, restore, the retention mark,
+and a vacuum that expires old versions. Real files, a real local SparkSession where Spark reads
+or writes, the ledger alone where it decides.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from ledger import Ledger, ManualClock
+from ledger.clock import iso_utc
+from ledger.errors import (
+    InvalidArgument, InvalidTime, LedgerCorrupt, TableDataMissing, TableNotFound, VersionExpired,
+    VersionNotFound, WriteClosed,
+)
+from spark_ops import read_table, vacuum, write_table
+from tests.conftest import T0
+from tests.stores import FaultyStore
+
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+def led(tmp_path: Path, clock: ManualClock):
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as ledger:
+        yield ledger
+
+
+def frame(spark, start: int, count: int, tag: str = "x"):
+    return spark.createDataFrame([(i, f"{tag}-{i}", i % 3) for i in range(start, start + count)],
+                                 "id long, label string, bucket int")
+
+
+def ids(df) -> list[int]:
+    return sorted(r["id"] for r in df.select("id").collect())
+
+
+def commit_files(led: Ledger, name: str, *sizes: int, mode: str = "append") -> int:
+    """A write of small files made by hand (no Spark): returns the new version's number."""
+    w = led.begin_write(name)
+    os.makedirs(w.folder, exist_ok=True)
+    files = []
+    for i, size in enumerate(sizes):
+        Path(w.folder, f"part-{i}.bin").write_bytes(b"x" * size)
+        files.append((f"{w.relative_folder}/part-{i}.bin", size))
+    return led.commit_write(w.id, files, mode=mode).number
+
+
+# --- R11: versions on Spark ---------------------------------------------------------------
+
+@pytest.mark.spark
+def test_r11_overwrite_keeps_the_old_version_readable_and_restore_undoes_it(spark, led, clock) -> None:
+    first = write_table(frame(spark, 0, 10), led, "sales.orders")
+    clock.advance(DAY)
+    second = write_table(frame(spark, 100, 5), led, "sales.orders", mode="overwrite")
+    assert (first.number, second.number, second.mode) == (1, 2, "overwrite")
+    assert ids(read_table(spark, led, "sales.orders")) == list(range(100, 105))
+    assert ids(read_table(spark, led, "sales.orders", version=1)) == list(range(10))
+    assert ids(read_table(spark, led, "sales.orders", as_of=T0 + DAY / 2)) == list(range(10))
+    for entry in first.files:  # the overwrite deleted nothing
+        assert os.path.exists(f"{led.table('sales.orders').location}/{entry.path}")
+
+    restored = led.restore_table("sales.orders", version=1)
+    assert (restored.number, restored.mode, restored.restored_from) == (3, "restore", 1)
+    assert ids(read_table(spark, led, "sales.orders")) == list(range(10))
+
+
+@pytest.mark.spark
+def test_r11_append_then_overwrite_then_restore_to_version_1_reads_exactly_version_1(spark, led, clock) -> None:
+    one = frame(spark, 0, 7, "one")
+    write_table(one, led, "sales.orders")
+    write_table(frame(spark, 7, 3, "two"), led, "sales.orders")  # append: version 2 has 10 rows
+    write_table(frame(spark, 50, 4, "three"), led, "sales.orders", mode="overwrite")
+    assert ids(read_table(spark, led, "sales.orders", version=2)) == list(range(10))
+    led.restore_table("sales.orders", version=1)
+    back = read_table(spark, led, "sales.orders")
+    assert sorted(map(tuple, back.select("id", "label", "bucket").collect())) == \
+        sorted(map(tuple, one.collect()))
+
+
+@pytest.mark.spark
+def test_r11_a_straggler_file_in_a_committed_write_folder_never_appears_in_a_read(spark, led) -> None:
+    version = write_table(frame(spark, 0, 6), led, "sales.orders")
+    location = led.table("sales.orders").location
+    folder = Path(location, version.files[0].path).parent
+    frame(spark, 1000, 50).write.mode("append").parquet(f"file://{folder}")  # a task that finished late
+    assert len(list(folder.glob("*.parquet"))) > version.file_count
+    assert ids(read_table(spark, led, "sales.orders")) == list(range(6))
+
+
+@pytest.mark.spark
+def test_r11_a_deleted_named_file_is_table_data_missing_not_fewer_rows(spark, led) -> None:
+    version = write_table(frame(spark, 0, 20).repartition(3), led, "sales.orders")
+    gone = version.files[0].path
+    os.remove(f"{led.table('sales.orders').location}/{gone}")
+    with pytest.raises(TableDataMissing, match=f"sales.orders version 1 names .*{gone}.*not there"):
+        read_table(spark, led, "sales.orders")
+
+
+@pytest.mark.spark
+def test_r11_partitioned_writes_keep_their_partition_columns_across_versions_of_several_writes(
+        spark, led) -> None:
+    write_table(frame(spark, 0, 6), led, "sales.orders", partition_by=["bucket"])
+    write_table(frame(spark, 6, 6), led, "sales.orders", partition_by=["bucket"])
+    version = led.versions("sales.orders")[0]
+    assert all("/bucket=" in f.path for f in version.files)
+    df = read_table(spark, led, "sales.orders")
+    assert set(df.columns) == {"id", "label", "bucket"}
+    assert sorted((r["id"], r["bucket"]) for r in df.collect()) == [(i, i % 3) for i in range(12)]
+    assert df.where("bucket = 1").count() == 4
+
+
+@pytest.mark.spark
+def test_r11_an_exception_in_spark_aborts_the_write_and_changes_no_version(spark, led) -> None:
+    write_table(frame(spark, 0, 3), led, "sales.orders")
+    bad = frame(spark, 0, 3).selectExpr("id", "raise_error('boom') AS label", "bucket")
+    with pytest.raises(Exception, match="boom"):
+        write_table(bad, led, "sales.orders")
+    assert [v.number for v in led.versions("sales.orders")] == [1] and led.open_writes() == []
+    aborted = [e for e in led.history("sales.orders") if e.type == "WriteAborted"]
+    assert len(aborted) == 1
+
+
+@pytest.mark.spark
+def test_r11_a_table_written_before_versioning_reads_as_before_and_is_adopted_by_its_first_write(
+        spark, led) -> None:
+    """Before versioning, write_table put Parquet straight into the location. Such a table keeps
+    reading as it did; its first versioned write adopts those files as version 1, so an append
+    keeps its rows."""
+    table = led.create_table("legacy.t")
+    frame(spark, 0, 4).write.parquet(f"file://{table.location}")
+    assert ids(read_table(spark, led, "legacy.t")) == [0, 1, 2, 3]
+    version = write_table(frame(spark, 4, 2), led, "legacy.t")
+    assert version.number == 2 and [v.mode for v in led.versions("legacy.t")] == ["append", "adopt"]
+    assert ids(read_table(spark, led, "legacy.t")) == list(range(6))
+    assert ids(read_table(spark, led, "legacy.t", version=1)) == [0, 1, 2, 3]
+
+
+# --- R12: the retention mark --------------------------------------------------------------
+
+def versioned(led: Ledger, clock: ManualClock, name: str = "sales.orders", count: int = 3) -> list[datetime]:
+    """``count`` versions a day apart; returns their commit times."""
+    if not any(t.name == name for t in led.tables()):
+        led.create_table(name)
+    times = []
+    for _ in range(count):
+        clock.advance(DAY)
+        number = commit_files(led, name, 10)
+        times.append(led.versions(name)[0].committed_at)
+        assert led.versions(name)[0].number == number
+    return times
+
+
+def test_r12_the_mark_only_moves_forward_and_returns_the_previous_value(led, clock) -> None:
+    times = versioned(led, clock, count=4)
+    assert led.advance_retention_mark("sales.orders", times[1]) is None
+    assert led.retention_mark("sales.orders") == times[1]
+    count = led.event_count()
+    assert led.advance_retention_mark("sales.orders", times[0]) == times[1]  # back: nothing changes
+    assert led.event_count() == count and led.retention_mark("sales.orders") == times[1]
+    assert led.advance_retention_mark("sales.orders", times[2]) == times[1]
+    assert led.retention_mark("sales.orders") == times[2]
+    with pytest.raises(InvalidTime, match="past the ledger's current time"):
+        led.advance_retention_mark("sales.orders", led.now() + DAY)
+
+
+def test_r12_a_mark_advanced_between_two_commits_lands_on_the_older_commit_time(led, clock) -> None:
+    times = versioned(led, clock, count=3)
+    led.advance_retention_mark("sales.orders", times[1] + DAY / 2)  # between versions 2 and 3
+    assert led.retention_mark("sales.orders") == times[1]
+    assert [(v.number, v.expired) for v in led.versions("sales.orders")] == [(3, False), (2, True), (1, True)]
+
+
+def test_r12_r6_a_clock_ten_years_ahead_moves_the_mark_only_to_a_real_commit_and_never_hides_the_current(
+        tmp_path: Path) -> None:
+    """Seed 3's "hurried" marker: a host whose clock runs ten years ahead asks for a mark at its
+    now. The mark lands on the commit time of the newest version older than the current one;
+    the current version stays readable, and versions committed later (by honest clocks) too."""
+    honest = ManualClock(T0)
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=honest) as led:
+        times = versioned(led, honest, count=3)
+    hurried = ManualClock(T0 + timedelta(days=3653))
+    with Ledger.open(path, clock=hurried, actor="hurried") as fast:
+        fast.advance_retention_mark("sales.orders", fast.now())
+        assert fast.retention_mark("sales.orders") == times[1]  # a real commit, not 2036
+        assert fast.version("sales.orders").number == 3  # the current version: always visible
+        fast.start_vacuum()  # its retention, measured on that clock, does not reach the current either
+        assert fast.version("sales.orders").number == 3 and not fast.versions("sales.orders")[0].expired
+    with Ledger.open(path, clock=honest) as led:
+        honest.advance(DAY)
+        commit_files(led, "sales.orders", 5)  # a later commit by an honest clock
+        assert [v.expired for v in led.versions("sales.orders")][:2] == [False, False]
+
+
+def test_r12_as_of_picks_the_newest_version_at_or_before_and_before_version_1_is_not_found(led, clock) -> None:
+    times = versioned(led, clock, count=3)
+    assert led.version("sales.orders", as_of=times[1]).number == 2
+    assert led.version("sales.orders", as_of=times[1] + DAY / 2).number == 2
+    assert led.version("sales.orders", as_of=times[2] + DAY).number == 3
+    with pytest.raises(VersionNotFound, match=f"had no version at {iso_utc(times[0] - DAY)}: version 1 was "
+                                              f"committed at {iso_utc(times[0])}"):
+        led.version("sales.orders", as_of=times[0] - DAY)
+    with pytest.raises(VersionNotFound, match="has no version 9: its versions are 1 to 3"):
+        led.version("sales.orders", version=9)
+
+
+@pytest.mark.spark
+def test_r12_time_travel_and_restore_behind_the_mark_are_refused_before_spark_reads_anything(
+        spark, led, clock) -> None:
+    first = write_table(frame(spark, 0, 4), led, "sales.orders")
+    clock.advance(DAY)
+    write_table(frame(spark, 10, 4), led, "sales.orders", mode="overwrite")
+    led.advance_retention_mark("sales.orders", led.now())
+    location = led.table("sales.orders").location
+    for entry in first.files:  # the files are even gone: the refusal comes first, not TableDataMissing
+        os.remove(f"{location}/{entry.path}")
+    count = led.event_count()
+    message = (f"sales.orders version 1 \\(committed at {iso_utc(first.committed_at)}\\) is expired: it is at or "
+               f"before the table's retention mark {iso_utc(first.committed_at)}")
+    with pytest.raises(VersionExpired, match=message):
+        read_table(spark, led, "sales.orders", version=1)
+    with pytest.raises(VersionExpired, match=message):
+        read_table(spark, led, "sales.orders", as_of=first.committed_at)
+    with pytest.raises(VersionExpired, match=message):
+        led.restore_table("sales.orders", version=1)
+    assert led.event_count() == count
+    assert ids(read_table(spark, led, "sales.orders")) == [10, 11, 12, 13]
+
+
+def test_r8_r12_an_undropped_table_comes_back_with_its_versions_and_a_drop_does_not_move_the_mark(
+        led, clock) -> None:
+    times = versioned(led, clock, count=3)
+    led.advance_retention_mark("sales.orders", times[0])
+    led.drop_table("sales.orders")
+    led.undrop_table("sales.orders")
+    assert led.retention_mark("sales.orders") == times[0]
+    assert [(v.number, v.expired) for v in led.versions("sales.orders")] == [(3, False), (2, False), (1, True)]
+
+
+def test_r4_a_restore_racing_a_mark_advance_is_decided_again_and_refused(tmp_path: Path, clock) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as setup:
+        times = versioned(setup, clock, count=3)
+    marker = Ledger.open(path, clock=clock, actor="marker")
+    restorer = Ledger(FaultyStore(path), clock=clock, actor="restorer")
+    raced = []
+
+    def mark_first(store: FaultyStore) -> None:
+        if not raced:
+            raced.append(marker.advance_retention_mark("sales.orders", times[1]))
+
+    restorer.store.before_append = mark_first
+    with pytest.raises(VersionExpired):
+        restorer.restore_table("sales.orders", version=1)
+    assert raced == [None] and restorer.retries == 1
+    assert [v.number for v in restorer.versions("sales.orders")] == [3, 2, 1]
+    marker.close()
+    restorer.close()
+
+
+def test_r4_two_commits_racing_on_one_table_get_consecutive_versions(tmp_path: Path, clock) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as setup:
+        setup.create_table("sales.orders")
+    other = Ledger.open(path, clock=clock)
+    first = Ledger(FaultyStore(path), clock=clock)
+    w = first.begin_write("sales.orders")
+    raced: list[int] = []
+
+    def other_commits_first(store: FaultyStore) -> None:
+        if not raced:
+            raced.append(commit_files(other, "sales.orders", 3))
+
+    first.store.before_append = other_commits_first
+    version = first.commit_write(w.id, [(f"{w.relative_folder}/p.bin", 1)])
+    assert version.number == 2 and first.retries == 1
+    assert [(v.number, v.file_count) for v in first.versions("sales.orders")] == [(2, 2), (1, 1)]
+    other.close()
+    first.close()
+
+
+# --- R13: the vacuum expires old versions -------------------------------------------------
+
+@pytest.mark.spark
+def test_r13_vacuum_moves_marks_first_and_deletes_only_write_folders_no_unexpired_version_names(
+        spark, led, clock) -> None:
+    v1 = write_table(frame(spark, 0, 4, "one"), led, "sales.orders")
+    clock.advance(DAY)
+    v2 = write_table(frame(spark, 10, 4, "two"), led, "sales.orders", mode="overwrite")
+    clock.advance(DAY)
+    v3 = write_table(frame(spark, 20, 4, "three"), led, "sales.orders", mode="overwrite")
+    clock.advance(DAY)
+    led.restore_table("sales.orders", version=1)  # version 4 names version 1's files again
+    location = led.table("sales.orders").location
+    folders = {v.number: Path(location, v.files[0].path).parent for v in (v1, v2, v3)}
+    on_disk = sum(1 for n in (2, 3) for f in folders[n].rglob("*") if f.is_file())  # with _SUCCESS, .crc
+    clock.advance(timedelta(days=8))
+
+    dry = vacuum(spark, led, dry_run=True)
+    [expiry] = dry.expired
+    assert expiry.versions == (1, 2, 3) and dry.run_id is None
+    assert {Path(f.path).parent for f in expiry.would_delete} == {folders[2], folders[3]}
+    assert all(f.exists() for f in folders.values()) and led.retention_mark("sales.orders") is None
+
+    report = vacuum(spark, led)
+    [expiry] = report.expired
+    assert expiry.mark == led.retention_mark("sales.orders") and expiry.versions == (1, 2, 3)
+    assert not folders[2].exists() and not folders[3].exists() and folders[1].exists()
+    assert expiry.files == on_disk and expiry.error is None
+    assert ids(read_table(spark, led, "sales.orders")) == [0, 1, 2, 3]  # the current version: whole
+    with pytest.raises(VersionExpired):
+        read_table(spark, led, "sales.orders", version=2)
+    types = [e.type for e in led.history("sales.orders")]
+    assert types.index("RetentionMarkAdvanced") < types.index("WriteFoldersDeleted")  # mark first
+    assert vacuum(spark, led).expired == ()  # nothing left to do
+    led.verify()
+
+
+def test_r13_the_vacuum_mark_waits_a_full_retention_after_a_version_was_overwritten(led, clock) -> None:
+    """Retention is how long an overwritten version stays restorable: counted from the overwrite,
+    not from its own commit (a version written a year ago and overwritten now stays a week)."""
+    versioned(led, clock, count=1)
+    clock.advance(timedelta(days=365))
+    commit_files(led, "sales.orders", 3, mode="overwrite")
+    clock.advance(timedelta(days=6))
+    assert led.plan_vacuum().expiries == ()
+    clock.advance(DAY + timedelta(seconds=1))  # a week and a second after the overwrite
+    [expiry] = led.plan_vacuum().expiries
+    assert expiry.versions == (1,)
+
+
+# --- R14: writes are leases ---------------------------------------------------------------
+
+def test_r14_a_committed_or_aborted_write_is_never_written_through_the_ledger_again(led, clock) -> None:
+    led.create_table("sales.orders")
+    w = led.begin_write("sales.orders")
+    led.commit_write(w.id, [(f"{w.relative_folder}/a.bin", 1)])
+    count = led.event_count()
+    with pytest.raises(WriteClosed, match=f"write {w.id} to sales.orders: it was committed as version 1"):
+        led.commit_write(w.id, [(f"{w.relative_folder}/b.bin", 1)])
+    with pytest.raises(WriteClosed):
+        led.renew_write(w.id)
+    with pytest.raises(WriteClosed):
+        led.abort_write(w.id)
+    aborted = led.begin_write("sales.orders")
+    led.abort_write(aborted.id)
+    with pytest.raises(WriteClosed, match="it was aborted at"):
+        led.commit_write(aborted.id, [])
+    assert led.event_count() == count + 2
+
+
+def test_r14_a_commit_naming_a_file_outside_its_own_write_folder_is_refused(led) -> None:
+    """Why lakeFS's copy and move races do not arise: a version names only files its own writes
+    put in their own folders, so no two writes (or versions of two tables) share a file."""
+    led.create_table("sales.orders")
+    mine, other = led.begin_write("sales.orders"), led.begin_write("sales.orders")
+    count = led.event_count()
+    for path in (f"{other.relative_folder}/a.bin", "part-0.parquet", f"{mine.relative_folder}/../x.bin",
+                 "/etc/passwd", f"{mine.relative_folder}"):
+        with pytest.raises(InvalidArgument):
+            led.commit_write(mine.id, [(path, 1)])
+    assert led.event_count() == count
+
+
+def test_r14_a_write_to_a_table_dropped_meanwhile_is_not_committed(led) -> None:
+    led.create_table("sales.orders")
+    w = led.begin_write("sales.orders")
+    led.drop_table("sales.orders")
+    with pytest.raises(TableNotFound, match="no longer live"):
+        led.commit_write(w.id, [(f"{w.relative_folder}/a.bin", 1)])
+
+
+# --- R16 (in part): file lists are covered by verify --------------------------------------
+
+def test_r16_verify_refuses_a_file_list_that_was_edited_or_is_missing(tmp_path: Path, clock) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table("sales.orders")
+        commit_files(led, "sales.orders", 3, 4)
+    raw = sqlite3.connect(path)
+    raw.execute("DROP TRIGGER blobs_no_update")
+    raw.execute("UPDATE blobs SET data = replace(data, '3', '9')")
+    raw.commit()
+    raw.close()
+    with Ledger.open(path, clock=clock) as led:
+        with pytest.raises(LedgerCorrupt, match="file list of .* version 1 .* does not match its digest"):
+            led.verify()
