@@ -27,7 +27,9 @@ from .core.model import State
 from .core.tables import (
     CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, require_live,
 )
-from .core.vacuums import DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum, StartVacuum, VacuumPlan
+from .core.vacuums import (
+    DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum, StartVacuum, VacuumPlan,
+)
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
     RenewWrite, RestoreVersion, Version, choose, parse_manifest,
@@ -290,35 +292,49 @@ class Ledger:
         """Every file a version names, read from the manifests stored with its commits."""
         found: list[FileEntry] = []
         for _write, digest in self.runner.state.data.parts(v):
-            data = self.store.read_blob(digest)
-            if data is None:
-                raise LedgerCorrupt(f"{self.path}: the file list {digest} of {v.table_id} version {v.number} is "
-                                    "missing; restore the ledger file from a backup")
-            found.extend(FileEntry(path, size) for path, size in parse_manifest(data))
+            found.extend(FileEntry(path, size) for path, size in self._manifest(digest))
         return tuple(sorted(found))
+
+    def _manifest(self, digest: str) -> list[tuple[str, int]]:
+        data = self.store.read_blob(digest)
+        if data is None:
+            raise LedgerCorrupt(f"{self.path}: the file list {digest} is missing; restore the ledger file from "
+                                "a backup")
+        return parse_manifest(data)
 
     # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
 
     def plan_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
-                    limit: int | None = None, override_floor: bool = False) -> VacuumOrder:
-        """What a vacuum would purge now, and the watermarks it would set; records nothing."""
-        plan: VacuumPlan = self.runner.prepare(
-            self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS)
-        ).decision.result
-        return VacuumOrder.of(plan, self.warehouse, recorded=False)
+                    limit: int | None = None, override_floor: bool = False, uncommitted: bool = True,
+                    only_uncommitted: bool = False, grace: Duration | None = None) -> VacuumOrder:
+        """What a vacuum would do now (purges, watermarks, expiries, sweeps); records nothing."""
+        command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
+                                      uncommitted, only_uncommitted, grace)
+        return self._order(self.runner.prepare(command).decision.result, recorded=False)
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                      limit: int | None = None, override_floor: bool = False,
-                     lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS)) -> VacuumOrder:
-        """Decide a plan and durably advance its watermarks before any file is touched (R2).
+                     lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS), uncommitted: bool = True,
+                     only_uncommitted: bool = False, grace: Duration | None = None) -> VacuumOrder:
+        """Decide a plan and durably advance its watermarks and marks, and record its sweeps,
+        before any file is touched (R2, R13, R15).
 
         When this returns, every target is unrestorable and carries the watermark now in the
         log; if it raises, nothing was recorded and nothing may be deleted. The run holds a
         lease (renew it with ``renew_vacuum``) that keeps other vacuums off its tables.
+        ``uncommitted`` (default on) also sweeps abandoned writes and cleans committed write
+        folders of stragglers older than ``grace`` (default 6h); ``only_uncommitted`` does only that.
         """
         seconds = max(1, int(parse_duration(lease).total_seconds()))
-        plan: VacuumPlan = self.runner.run(self._start_command(retention, database, limit, override_floor, seconds))
-        return VacuumOrder.of(plan, self.warehouse, recorded=True)
+        command = self._start_command(retention, database, limit, override_floor, seconds, uncommitted,
+                                      only_uncommitted, grace)
+        return self._order(self.runner.run(command), recorded=True)
+
+    def _order(self, plan: VacuumPlan, *, recorded: bool) -> VacuumOrder:
+        """The plan as executors need it: absolute locations, and each straggler scan's named files."""
+        wanted = {sc.manifest for sc in plan.stragglers} | {m for *_, m in plan.written if m is not None}
+        manifests = {digest: tuple(p for p, _ in self._manifest(digest)) for digest in wanted}
+        return VacuumOrder.of(plan, self.warehouse, recorded=recorded, manifests=manifests)
 
     def renew_vacuum(self, run_id: str, *, lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS)) -> bool:
         """Extend a running vacuum's lease; False if another vacuum took the run over meanwhile."""
@@ -331,18 +347,27 @@ class Ledger:
         return self.runner.run(lambda now: RenewVacuum(run_id, now, 0))
 
     def finish_vacuum(self, run_id: str, purged: Iterable[tuple[str, int, int]], *, failed: int = 0,
-                      expired: Iterable[tuple[str, Iterable[str], int, int]] = ()) -> int:
-        """Record a run's end: the purges (table id, files, bytes) and the write folders it deleted
-        (table id, write ids, files, bytes); returns how many purges were recorded."""
+                      expired: Iterable[tuple[str, Iterable[str], int, int]] = (),
+                      stragglers: Iterable[tuple[str, Iterable[str], int, int]] = ()) -> int:
+        """Record a run's end: the purges (table id, files, bytes), the write folders it deleted
+        (old or swept: table id, write ids, files, bytes) and the committed folders it cleaned of
+        stragglers (likewise); returns how many purges were recorded."""
         return self.runner.run(FinishVacuum(run_id, tuple(purged), failed,
-                                            tuple((t, tuple(w), f, b) for t, w, f, b in expired)))
+                                            tuple((t, tuple(w), f, b) for t, w, f, b in expired),
+                                            tuple((t, tuple(w), f, b) for t, w, f, b in stragglers)))
 
     @staticmethod
     def _start_command(retention: Duration | None, database: str | None, limit: int | None,
-                       override_floor: bool, lease_seconds: int) -> Any:
+                       override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,
+                       grace: Duration | None) -> Any:
         seconds = None if retention is None else int(parse_duration(retention).total_seconds())
+        grace_seconds = DEFAULT_GRACE_SECONDS if grace is None else int(parse_duration(grace).total_seconds())
+        for name, flag in (("uncommitted", uncommitted), ("only_uncommitted", only_uncommitted)):
+            if not isinstance(flag, bool):
+                raise InvalidArgument(f"{name} must be True or False, got {flag!r}")
         run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-        return lambda now: StartVacuum(run_id, now, seconds, override_floor, database, limit, lease_seconds)
+        return lambda now: StartVacuum(run_id, now, seconds, override_floor, database, limit, lease_seconds,
+                                       uncommitted or only_uncommitted, only_uncommitted, grace_seconds)
 
     # --- queries --------------------------------------------------------------------------
 

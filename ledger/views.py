@@ -254,17 +254,25 @@ class VacuumOrder:
     lease_until: datetime | None
     expiries: tuple[VacuumExpiry, ...] = ()
     """Old versions it expires and the write folders it deletes, table by table (R13)."""
+    sweeps: tuple[VacuumSweep, ...] = ()
+    """Abandoned writes it gives up and whose folders it deletes, table by table (R15)."""
+    stragglers: tuple[StragglerScan, ...] = ()
+    """Committed write folders it cleans of files their versions do not name (R15)."""
+    written: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
+    """(id, name, location, adopted files) of each table whose writes it looked at: a dry run lists
+    the foreign files in their locations, which no vacuum ever deletes (only a purge does)."""
 
     @property
     def empty(self) -> bool:
         """Nothing to delete, no mark to move and no stopped run to close: nothing to do."""
-        return not self.targets and not self.resumes and not any(e.folders for e in self.expiries) and \
-            not any(e.mark is not None for e in self.expiries)
+        return not self.targets and not self.resumes and not self.sweeps and not self.stragglers and \
+            not any(e.folders for e in self.expiries) and not any(e.mark is not None for e in self.expiries)
 
     @classmethod
-    def of(cls, plan: VacuumPlan, root: str, *, recorded: bool) -> VacuumOrder:
+    def of(cls, plan: VacuumPlan, root: str, *, recorded: bool,
+           manifests: dict[str, tuple[str, ...]] | None = None) -> VacuumOrder:
         return cls(
-            run_id=plan.run_id if recorded and (plan.instances or plan.expiries or plan.resumes) else None,
+            run_id=plan.run_id if recorded and _acts(plan) else None,
             root=root,
             targets=tuple(VacuumTarget(p.id, p.name, join_location(root, p.path), p.dropped_at, p.watermark,
                                        p.resumed) for p in plan.instances),
@@ -274,13 +282,51 @@ class VacuumOrder:
             waiting=tuple({"id": w.id, "name": w.name, "dropped_at": iso(w.dropped_at), "due_at": iso(w.due_at),
                            "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
                           for w in plan.waiting),
-            lease_until=from_micros(plan.lease_until) if recorded and (plan.instances or plan.expiries or plan.resumes)
-            else None,
+            lease_until=from_micros(plan.lease_until) if recorded and _acts(plan) else None,
             expiries=tuple(VacuumExpiry(
                 e.id, e.name, join_location(root, e.path), _dt(e.mark), e.versions,
                 tuple((w, join_location(join_location(root, e.path), folder)) for w, folder in e.folders))
                 for e in plan.expiries),
+            sweeps=tuple(VacuumSweep(sw.id, sw.name, join_location(root, sw.path),
+                                     tuple((w, join_location(join_location(root, sw.path), f), why)
+                                           for w, f, why in sw.writes)) for sw in plan.sweeps),
+            stragglers=tuple(StragglerScan(sc.id, sc.name, join_location(root, sc.path), sc.write_id,
+                                           join_location(join_location(root, sc.path), sc.folder),
+                                           (manifests or {}).get(sc.manifest, ()), from_micros(sc.cutoff))
+                             for sc in plan.stragglers),
+            written=tuple((i, name, join_location(root, path), (manifests or {}).get(adopt, ()) if adopt else ())
+                          for i, name, path, adopt in plan.written),
         )
+
+
+def _acts(plan: VacuumPlan) -> bool:
+    return bool(plan.instances or plan.expiries or plan.resumes or plan.sweeps or plan.stragglers)
+
+
+@attrs.frozen
+class VacuumSweep:
+    """One table's abandoned writes a vacuum gives up (R15), and their folders (absolute)."""
+
+    id: str
+    name: str
+    location: str
+    writes: tuple[tuple[str, str, str], ...]
+    """(write id, absolute folder, why: ``aborted`` or ``lease expired``)."""
+
+
+@attrs.frozen
+class StragglerScan:
+    """A committed write's folder to clean of the files its version does not name, once they are
+    older than ``cutoff`` (now minus the grace period, on the ledger's clock)."""
+
+    id: str
+    name: str
+    location: str
+    write_id: str
+    folder: str
+    named: tuple[str, ...]
+    """What the version names, relative to the table's location."""
+    cutoff: datetime
 
 
 @attrs.frozen

@@ -425,17 +425,26 @@ def move_warehouse(ctx: Context, root: str) -> None:
 @click.option("--database", default=None, help="Only tables dropped from this database.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N tables, oldest first.")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted, file by file; change nothing.")
-@click.option("--override-floor", is_flag=True, help="Allow --retention under the 24h floor.")
+@click.option("--override-floor", is_flag=True, help="Allow --retention under the 24h floor (and --grace under 1h).")
+@click.option("--uncommitted/--no-uncommitted", default=True, show_default=True,
+              help="Also sweep abandoned writes and stragglers (files a commit did not name).")
+@click.option("--only-uncommitted", is_flag=True, help="Only sweep abandoned writes and stragglers.")
+@click.option("--grace", default=None, metavar="DURATION",
+              help="Delete a straggler only once older than this (default 6h).")
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
-                   dry_run: bool, override_floor: bool) -> None:
-    """Purge dropped tables past their retention: watermark first, then delete on Spark, then record."""
+                   dry_run: bool, override_floor: bool, uncommitted: bool, only_uncommitted: bool,
+                   grace: str | None) -> None:
+    """Purge dropped tables past their retention, expire old versions, and sweep abandoned writes:
+    marks and watermarks first, then delete on Spark, then record."""
     ctx.writes = not dry_run
     led = ctx.ledger
-    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
+    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor,
+                   uncommitted=uncommitted, only_uncommitted=only_uncommitted, grace=grace)
     # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
     order = led.plan_vacuum(**options)
-    if order.empty:
-        ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "expired": [], "purged": 0,
+    if order.empty and not (dry_run and order.written):  # a dry run also lists foreign files
+        ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "expired": [], "swept": [],
+                  "stragglers": [], "foreign": [], "purged": 0,
                   "failed": 0, "files": 0, "bytes": 0, "resumed_runs": [], "busy_runs": list(order.busy),
                   "waiting": list(order.waiting), "duration_seconds": 0.0, "timings": {}},
                  lambda: _nothing_text(order))
@@ -474,6 +483,7 @@ def _vacuum_text(report: Any) -> str:
     verb = "would delete" if report.dry_run else "deleted"
     lines = [f"{'dry run' if report.dry_run else 'vacuum ' + str(report.run_id)}: "
              f"{len(report.instances)} table(s) purged, {len(report.expired)} expiring old versions, "
+             f"{sum(len(s.writes) for s in report.swept)} abandoned write(s) swept, "
              f"{verb} {report.files} file(s), {report.bytes} bytes in {report.duration:.1f}s"]
     lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
     for item in report.instances:
@@ -487,6 +497,20 @@ def _vacuum_text(report: Any) -> str:
             if item.mark else ""
         lines.append(f"  {item.id}  {item.name:<32} {mark}{status}")
         lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+    for swept in report.swept:
+        status = "FAILED " + str(swept.error) if swept.error else f"{swept.files} files, {swept.bytes} bytes"
+        writes = ", ".join(f"{w} ({why})" for w, why in swept.writes)
+        lines.append(f"  {swept.id}  {swept.name:<32} swept write(s) {writes}: {status}")
+        lines += [f"      {f.path}  {f.size}" for f in swept.would_delete]
+    for item in report.stragglers:
+        status = "FAILED " + str(item.error) if item.error else f"{item.files} straggler file(s), {item.bytes} bytes"
+        left = f", {item.left} younger than the grace period left" if item.left else ""
+        lines.append(f"  {item.id}  {item.name:<32} write {item.write_id}: {status}{left}")
+        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+    for name, location, files in report.foreign:
+        lines.append(f"  {name}: {len(files)} foreign file(s) in {location} outside every write folder "
+                     "(never swept; they go only if the table is purged)")
+        lines += [f"      {f.path}  {f.size}" for f in files]
     if report.resumed_runs:
         lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
     if report.busy_runs:

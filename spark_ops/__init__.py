@@ -17,7 +17,8 @@ _HOMES = {
     "local_session": ".session", "JavaNotFound": ".session", "SparkUnavailable": ".session",
     "stop_local_spark": ".session",
     "read_table": ".tables", "write_table": ".tables",
-    "vacuum": ".vacuum_job", "VacuumReport": ".vacuum_job", "InstanceReport": ".vacuum_job",
+    "vacuum": ".vacuum_job", "sweep": ".vacuum_job", "VacuumReport": ".vacuum_job",
+    "InstanceReport": ".vacuum_job",
 }
 
 __all__ = sorted(_HOMES)

@@ -80,6 +80,50 @@ def _walk_visible(top: str) -> Iterator[tuple[str, list[FileEntry]]]:
         yield folder, entries
 
 
+def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutoff: float, *,
+                   dry_run: bool) -> tuple[Outcome, int]:
+    """Delete (or list) the files in a committed write's ``folder`` that its version does not name
+    (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
+    (seconds since the epoch, on the ledger's clock): stragglers. Returns the outcome and how
+    many unnamed files were left because they are younger than that. Never raises."""
+    try:
+        if not is_local(root):
+            return Outcome(0, 0, "refused: straggler sweeps run on local warehouses only", None), 0
+        real = confine_local(local_path(root), local_path(folder))
+        base = local_path(location).rstrip("/")
+        if not real.startswith(base + os.sep):
+            raise Unsafe(f"{folder} is not inside {location}")
+        files = size = left = 0
+        listing: list[FileEntry] | None = [] if dry_run else None
+        for _, entries in walk_local(real):
+            for entry in entries:
+                rel = os.path.relpath(entry.path, base)
+                if rel in named:
+                    continue
+                if os.lstat(entry.path).st_mtime > cutoff:
+                    left += 1
+                    continue
+                if _remove(entry, listing):
+                    files += 1
+                    size += entry.size
+        return Outcome(files, size, None, listing), left
+    except Unsafe as exc:
+        return Outcome(0, 0, f"refused: {exc}", None), 0
+    except OSError as exc:
+        return Outcome(0, 0, f"{type(exc).__name__}: {exc}", None), 0
+
+
+def foreign_files(root: str, location: str, named: set[str]) -> list[FileEntry]:
+    """Data files in a table's location outside every write folder that no version names (adopted
+    ones do): someone put them there without the ledger. Reported; never swept."""
+    try:
+        if is_local(root) and not os.path.isdir(local_path(location)):
+            return []
+        return [f for f in committed_files(root, location) if f.path not in named]
+    except (Unsafe, OSError):
+        return []
+
+
 def first_missing(root: str, paths: list[str]) -> str | None:
     """The first of ``paths`` that is not a file, or None when all are there."""
     if is_local(root):
@@ -144,6 +188,19 @@ def walk_local(location: str) -> Iterator[tuple[str, list[FileEntry]]]:
         yield folder, entries
 
 
+def _remove(entry: FileEntry, listing: list[FileEntry] | None) -> bool:
+    """Unlink a file (or, for a dry run, list it). False if another run deleted it first: it is
+    gone, but not counted as ours."""
+    if listing is not None:
+        listing.append(entry)
+        return True
+    try:
+        os.unlink(entry.path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
     real = confine_local(root, location)
     if not os.path.lexists(real):
@@ -156,15 +213,9 @@ def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
         for entry in entries:
             if not entry.path.startswith(real + os.sep):
                 raise Unsafe(f"{entry.path} is outside {real}")
-            if listing is not None:
-                listing.append(entry)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except FileNotFoundError:
-                    continue  # another run deleted it first: gone, but not counted as ours
-            files += 1
-            size += entry.size
+            if _remove(entry, listing):
+                files += 1
+                size += entry.size
     if not dry_run:
         for folder in reversed(folders):  # children were found after their parents
             try:

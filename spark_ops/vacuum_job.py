@@ -97,6 +97,58 @@ class ExpiryReport:
 
 
 @attrs.frozen
+class SweepReport:
+    """Abandoned writes of one table a vacuum gave up, and their folders it deleted (R15)."""
+    id: str
+    name: str
+    location: str
+    writes: tuple[tuple[str, str], ...]
+    """(write id, why: ``aborted`` or ``lease expired``)."""
+    files: int
+    bytes: int
+    error: str | None = None
+    would_delete: tuple[fs.FileEntry, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
+                                "writes": [{"id": w, "why": why} for w, why in self.writes],
+                                "files": self.files, "bytes": self.bytes, "error": self.error}
+        if self.would_delete:
+            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
+        return data
+
+
+@attrs.frozen
+class StragglerReport:
+    """A committed write's folder cleaned of files its version does not name (R15)."""
+    id: str
+    name: str
+    write_id: str
+    folder: str
+    files: int
+    bytes: int
+    left: int = 0
+    """Unnamed files younger than the grace period: left for a later vacuum."""
+    error: str | None = None
+    would_delete: tuple[fs.FileEntry, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "name": self.name, "write_id": self.write_id, "folder": self.folder,
+                                "files": self.files, "bytes": self.bytes, "left": self.left, "error": self.error}
+        if self.would_delete:
+            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
+        return data
+
+
+@attrs.frozen
 class VacuumReport:
     run_id: str | None
     dry_run: bool
@@ -113,22 +165,31 @@ class VacuumReport:
     """Seconds spent planning (with the watermark append), deleting, and recording."""
     expired: tuple[ExpiryReport, ...] = ()
     """Tables whose old versions this run expired, and the write folders it deleted."""
+    swept: tuple[SweepReport, ...] = ()
+    stragglers: tuple[StragglerReport, ...] = ()
+    foreign: tuple[tuple[str, str, tuple[fs.FileEntry, ...]], ...] = ()
+    """For a dry run: (table, location, files) outside every write folder that no version names.
+    No vacuum deletes them (only a purge of the whole table does)."""
 
     @property
     def purged(self) -> list[InstanceReport]:
         return [] if self.dry_run else [i for i in self.instances if i.ok]
 
     @property
-    def failures(self) -> list[InstanceReport | ExpiryReport]:
-        return [i for i in (*self.instances, *self.expired) if not i.ok]
+    def _items(self) -> tuple[Any, ...]:
+        return (*self.instances, *self.expired, *self.swept, *self.stragglers)
+
+    @property
+    def failures(self) -> list[Any]:
+        return [i for i in self._items if not i.ok]
 
     @property
     def files(self) -> int:
-        return sum(i.files for i in (*self.instances, *self.expired) if i.ok)
+        return sum(i.files for i in self._items if i.ok)
 
     @property
     def bytes(self) -> int:
-        return sum(i.bytes for i in (*self.instances, *self.expired) if i.ok)
+        return sum(i.bytes for i in self._items if i.ok)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,6 +197,10 @@ class VacuumReport:
             "watermarks": {scope: iso_utc(at) for scope, at in self.watermarks.items()},
             "instances": [i.to_dict() for i in self.instances],
             "expired": [e.to_dict() for e in self.expired],
+            "swept": [s.to_dict() for s in self.swept],
+            "stragglers": [s.to_dict() for s in self.stragglers],
+            "foreign": [{"name": name, "location": location, "files": [{"path": f.path, "size": f.size} for f in files]}
+                        for name, location, files in self.foreign],
             "purged": len(self.purged), "failed": len(self.failures),
             "files": self.files, "bytes": self.bytes,
             "resumed_runs": list(self.resumed_runs), "busy_runs": list(self.busy_runs),
@@ -146,62 +211,102 @@ class VacuumReport:
 
 def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, database: str | None = None,
            dry_run: bool = False, limit: int | None = None, override_floor: bool = False,
+           uncommitted: bool = True, only_uncommitted: bool = False, grace: Any = None,
            progress: Progress | None = None,
            on_start: Callable[[VacuumOrder], None] | None = None) -> VacuumReport:
-    """Purge the dropped tables that are past their retention; see the module docstring.
+    """Purge the dropped tables that are past their retention, expire old versions, and (unless
+    ``uncommitted=False``) sweep abandoned writes and stragglers; see the module docstring.
 
     ``on_start`` is called with the order once it is on record (before any file is touched),
     so that a caller can, say, release the run's lease if it is interrupted."""
     started = time.monotonic()
     timings: dict[str, float] = {}
-    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor)
+    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor,
+                   uncommitted=uncommitted, only_uncommitted=only_uncommitted, grace=grace)
     order = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(**options)
     timings["plan"] = time.monotonic() - started
     if on_start is not None and order.run_id is not None:
         on_start(order)
-    if order.empty:
-        return _report(order, dry_run, (), (), started, timings)
+    if order.empty and not (dry_run and order.written):
+        return _report(order, dry_run, {}, started, timings)
     with contextlib.nullcontext() if dry_run else _lease_keeper(ledger, order):
         outcomes = _on_executors(spark, order, dry_run, progress)
     timings["delete"] = time.monotonic() - started - timings["plan"]
-    reports = tuple(
-        InstanceReport(t.id, t.name, t.location, *outcomes["purge:" + t.id][:3], resumed=t.resumed,
-                       would_delete=_entries(outcomes["purge:" + t.id][3]))
-        for t in order.targets)
-    expired = tuple(
-        ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, tuple(f for _, f in e.folders),
-                     *outcomes.get("expire:" + e.id, (0, 0, None, None))[:3],
-                     would_delete=_entries(outcomes.get("expire:" + e.id, (0, 0, None, None))[3]))
-        for e in order.expiries)
+    report = _report(order, dry_run, outcomes, started, timings)
     if not dry_run:
         assert order.run_id is not None
         folders = {e.id: tuple(w for w, _ in e.folders) for e in order.expiries}
-        ledger.finish_vacuum(order.run_id, [(r.id, r.files, r.bytes) for r in reports if r.ok],
-                             failed=sum(not r.ok for r in (*reports, *expired)),
-                             expired=[(r.id, folders[r.id], r.files, r.bytes) for r in expired
-                                      if r.ok and folders[r.id]])
+        ledger.finish_vacuum(
+            order.run_id, [(r.id, r.files, r.bytes) for r in report.instances if r.ok],
+            failed=len(report.failures),
+            expired=[(r.id, folders[r.id], r.files, r.bytes) for r in report.expired if r.ok and folders[r.id]]
+            + [(r.id, tuple(w for w, _ in r.writes), r.files, r.bytes) for r in report.swept if r.ok],
+            stragglers=[(r.id, (r.write_id,), r.files, r.bytes) for r in report.stragglers if r.ok and not r.left])
     timings["record"] = time.monotonic() - started - timings["plan"] - timings["delete"]
-    return _report(order, dry_run, reports, expired, started, timings)
+    return attrs.evolve(report, duration=time.monotonic() - started, timings=timings)
+
+
+def sweep(spark: SparkSession, ledger: Ledger, **options: Any) -> VacuumReport:
+    """Only the uncommitted data (R15): abandoned writes and stragglers; no purge, no expiry."""
+    return vacuum(spark, ledger, only_uncommitted=True, **options)
+
+
+def _chunks_of(outcomes: dict[str, tuple], key: str) -> int:
+    return sum(1 for k in outcomes if k.startswith(key + "#"))
+
+
+def _split(key: str, item: dict[str, Any], folders: list[str], pieces: int) -> dict[str, dict[str, Any]]:
+    """A table's many write folders as several items (``key#0``, ``key#1``, ...), so that a sweep
+    of one big table is spread over every executor core rather than left to one task."""
+    size = max(1, -(-len(folders) // pieces))
+    return {f"{key}#{i}": {**item, "folders": folders[start:start + size]}
+            for i, start in enumerate(range(0, len(folders), size))}
 
 
 def _entries(listing: list | None) -> tuple[fs.FileEntry, ...]:
     return tuple(fs.FileEntry(*f) for f in listing or ())
 
 
-def _report(order: VacuumOrder, dry_run: bool, reports: tuple[InstanceReport, ...],
-            expired: tuple[ExpiryReport, ...], started: float, timings: dict[str, float]) -> VacuumReport:
+_NOTHING = (0, 0, None, None, 0)
+
+
+def _report(order: VacuumOrder, dry_run: bool, outcomes: dict[str, tuple], started: float,
+            timings: dict[str, float]) -> VacuumReport:
+    """Every work item's outcome, by kind (an item with nothing to delete did nothing)."""
+    def out(key: str) -> tuple:
+        """The outcome of one item, or the sum of the chunks a big item was split into."""
+        parts = [outcomes[k] for k in (key, *(f"{key}#{i}" for i in range(_chunks_of(outcomes, key))))
+                 if k in outcomes]
+        if not parts:
+            return _NOTHING
+        listings = [p[3] for p in parts if p[3] is not None]
+        return (sum(p[0] for p in parts), sum(p[1] for p in parts), next((p[2] for p in parts if p[2]), None),
+                [entry for listing in listings for entry in listing] if listings else None, sum(p[4] for p in parts))
+
     return VacuumReport(
         run_id=order.run_id,
         dry_run=dry_run,
         watermarks=dict(order.watermarks),
-        instances=reports,
+        instances=tuple(InstanceReport(t.id, t.name, t.location, *out("purge:" + t.id)[:3], resumed=t.resumed,
+                                       would_delete=_entries(out("purge:" + t.id)[3])) for t in order.targets),
         resumed_runs=order.resumes,
         duration=time.monotonic() - started,
         timings=timings,
         busy_runs=order.busy,
         waiting=order.waiting,
-        expired=expired or tuple(ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, (), 0, 0)
-                                 for e in order.expiries),
+        expired=tuple(ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, tuple(f for _, f in e.folders),
+                                   *out("expire:" + e.id)[:3], would_delete=_entries(out("expire:" + e.id)[3]))
+                      for e in order.expiries),
+        swept=tuple(SweepReport(w.id, w.name, w.location, tuple((i, why) for i, _, why in w.writes),
+                                *out("sweep:" + w.id)[:3], would_delete=_entries(out("sweep:" + w.id)[3]))
+                    for w in order.sweeps),
+        stragglers=tuple(StragglerReport(c.id, c.name, c.write_id, c.folder, *out("stragglers:" + c.write_id)[:2],
+                                         left=out("stragglers:" + c.write_id)[4],
+                                         error=out("stragglers:" + c.write_id)[2],
+                                         would_delete=_entries(out("stragglers:" + c.write_id)[3]))
+                         for c in order.stragglers),
+        foreign=tuple((name, location, _entries(out("foreign:" + i)[3])) for i, name, location, _ in order.written
+                      if dry_run and out("foreign:" + i)[3]),
     )
 
 
@@ -221,8 +326,17 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     items: dict[str, dict[str, Any]] = {
         "purge:" + t.id: {"location": t.location, "dropped_at": t.dropped_at, "watermark": t.watermark}
         for t in order.targets}
-    items.update(("expire:" + e.id, {"location": e.location, "folders": [f for _, f in e.folders]})
-                 for e in order.expiries if e.folders)
+    pieces = context.defaultParallelism * 2
+    for e in order.expiries:
+        if e.folders:
+            items.update(_split("expire:" + e.id, {"location": e.location}, [f for _, f in e.folders], pieces))
+    for w in order.sweeps:
+        items.update(_split("sweep:" + w.id, {"location": w.location}, [f for _, f, _ in w.writes], pieces))
+    items.update(("stragglers:" + c.write_id, {"location": c.location, "folder": c.folder, "named": c.named,
+                                               "cutoff": c.cutoff.timestamp()}) for c in order.stragglers)
+    if dry_run:
+        items.update(("foreign:" + i, {"location": location, "named": named})
+                     for i, _, location, named in order.written)
     plan = context.broadcast({"root": order.root, "items": items})
     ids = sorted(items)
     if not ids:
@@ -252,11 +366,19 @@ def _purge_partition(plan: Any, keys: Iterable[str], dry_run: bool) -> Iterator[
     for key in keys:
         item = spec["items"].get(key)
         if item is None:
-            yield (key, 0, 0, "refused: not in this vacuum's plan", None)
-        elif key.startswith("purge:"):
-            yield (key, *_purge_location(spec["root"], item, dry_run))
+            yield (key, 0, 0, "refused: not in this vacuum's plan", None, 0)
+        elif key.startswith("purge:"):  # split items (key#n) keep their kind's prefix
+            yield (key, *_purge_location(spec["root"], item, dry_run), 0)
+        elif key.startswith("stragglers:"):
+            outcome, left = fs.delete_unnamed(spec["root"], item["location"], item["folder"], set(item["named"]),
+                                              item["cutoff"], dry_run=dry_run)
+            yield (key, outcome.files, outcome.bytes, outcome.error,
+                   None if outcome.listing is None else [tuple(e) for e in outcome.listing], left)
+        elif key.startswith("foreign:"):
+            found = fs.foreign_files(spec["root"], item["location"], set(item["named"]))
+            yield (key, len(found), sum(f.size for f in found), None, [tuple(f) for f in found], 0)
         else:
-            yield (key, *_delete_folders(spec["root"], item, dry_run))
+            yield (key, *_delete_folders(spec["root"], item, dry_run), 0)
 
 
 def _purge_location(root: str, item: dict[str, Any], dry_run: bool) -> tuple:

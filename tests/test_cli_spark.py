@@ -89,3 +89,19 @@ def test_cli_demo_refuses_a_folder_it_did_not_make(spark, tmp_path) -> None:
     result = run(spark, "demo", "--dir", str(tmp_path))
     assert result.exit_code == 1 and "DemoFolderInUse" in result.stderr
     assert (tmp_path / "precious.txt").read_text() == "mine"
+
+
+def test_r15_cli_vacuum_only_uncommitted_sweeps_abandoned_writes_and_purges_nothing(spark, aged_ledger) -> None:
+    path, location = aged_ledger
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=1))
+    with Ledger.open(path, clock=clock) as led:
+        write = led.begin_write("sales.live", lease="1h")
+        os.makedirs(write.folder)
+        Path(write.folder, "part-0.parquet").write_bytes(b"a" * 4)
+    result = run(spark, "--ledger", str(path), "vacuum", "--only-uncommitted", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["instances"] == [] and os.path.exists(location)  # the dropped table waits for a vacuum
+    [swept] = report["swept"]
+    assert swept["writes"] == [{"id": write.id, "why": "lease expired"}] and swept["files"] == 1
+    assert not os.path.exists(write.folder)

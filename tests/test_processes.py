@@ -642,7 +642,7 @@ _SLOW_EXPIRY = textwrap.dedent("""
     from ledger import Ledger
     from spark_ops.fs import purge
     led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
-    order = led.start_vacuum(lease="1s")
+    order = led.start_vacuum(lease="1s", uncommitted=False)
     print(order.run_id, flush=True)
     for expiry in order.expiries:
         for write_id, folder in expiry.folders:
@@ -677,7 +677,7 @@ def test_r13_a_vacuum_killed_mid_expiry_is_finished_by_the_next(tmp_path: Path) 
     with Ledger.open(path, actor="next-vacuum") as led:
         assert [v.expired for v in led.versions("sales.orders")] == [False, True, True, True]
         from spark_ops.fs import purge
-        order = led.start_vacuum()
+        order = led.start_vacuum(uncommitted=False)  # this test is about expiry (stragglers: test_sweep)
         assert order.resumes == (killed_run,)
         [expiry] = order.expiries
         done = []
@@ -686,7 +686,111 @@ def test_r13_a_vacuum_killed_mid_expiry_is_finished_by_the_next(tmp_path: Path) 
             done.append(outcome.files)
         led.finish_vacuum(order.run_id, [], expired=[(expiry.id, [w for w, _ in expiry.folders], sum(done), 0)])
         assert [os.path.exists(f) for f in folders] == [False, False, False, True]
-        assert not led.state.vacuums.unfinished() and led.plan_vacuum().empty
+        assert not led.state.vacuums.unfinished() and led.plan_vacuum(uncommitted=False).empty
         assert led.version("sales.orders").number == 4
+        led.verify()
+        check_log(led)
+
+
+# --- the sweep under fire: writers killed at random, a sweeper running (R14, R15) -------------
+
+_LOOPING_WRITER = textwrap.dedent("""
+    import os, random, sys, time
+    from ledger import Ledger, LedgerError
+    led = Ledger.open(sys.argv[1], actor=f"writer-{os.getpid()}")
+    rng = random.Random(int(sys.argv[2]))
+    print("looping", flush=True)
+    while True:
+        w = led.begin_write("sales.orders", lease="1s")
+        os.makedirs(w.folder)
+        files = []
+        for i in range(rng.randint(1, 3)):
+            with open(os.path.join(w.folder, f"part-{i}.bin"), "wb") as f:
+                f.write(b"d" * 16)
+            files.append((f"{w.relative_folder}/part-{i}.bin", 16))
+        time.sleep(rng.choice([0, 0.05, 0.2, 1.5]))  # sometimes past the lease: then it may be swept
+        try:
+            if rng.random() < 0.3:
+                led.renew_write(w.id)
+            led.commit_write(w.id, files, mode=rng.choice(["append", "overwrite"]))
+        except LedgerError:
+            pass  # WriteExpired: the sweep took it; the job writes again
+""")
+
+_LOOPING_SWEEPER = textwrap.dedent("""
+    import os, sys, time
+    from ledger import Ledger
+    from spark_ops.fs import purge
+    led = Ledger.open(sys.argv[1], actor="sweeper")
+    print("looping", flush=True)
+    while not os.path.exists(sys.argv[2]):
+        order = led.start_vacuum(only_uncommitted=True, lease="2s", grace="1s", override_floor=True)
+        if order.run_id is not None:
+            expired = []
+            for s in order.sweeps:
+                out = [purge(order.root, folder, dry_run=False) for _, folder, _ in s.writes]
+                expired.append((s.id, [w for w, _, _ in s.writes], sum(o.files for o in out), sum(o.bytes for o in out)))
+            led.finish_vacuum(order.run_id, [], expired=expired)
+        time.sleep(0.2)
+""")
+
+
+def test_r14_r15_stress_writers_killed_at_random_and_a_sweeper_never_cost_a_committed_file(
+        tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        led.create_table("sales.orders")
+    stop = tmp_path / "stop"
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    print(f"\nsweep stress seed {seed}")
+    sweeper = subprocess.Popen([sys.executable, "-c", _LOOPING_SWEEPER, str(path), str(stop)], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def writer() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", _LOOPING_WRITER, str(path), str(rng.randrange(1 << 30))],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert _read_line(proc, 60).startswith("looping")
+        return proc
+
+    assert _read_line(sweeper, 60).startswith("looping")
+    writers = [writer() for _ in range(3)]
+    kills = 0
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        time.sleep(rng.uniform(0.3, 0.9))
+        victim = rng.randrange(len(writers))
+        writers[victim].send_signal(signal.SIGKILL)
+        writers[victim].wait(30)
+        kills += 1
+        writers[victim] = writer()
+    for proc in writers:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    stop.touch()
+    assert sweeper.wait(60) == 0, sweeper.stderr.read()
+
+    time.sleep(1.1)  # every lease the killed writers held has run out: one more sweep
+    with Ledger.open(path) as led:
+        from spark_ops.fs import purge
+        order = led.start_vacuum(only_uncommitted=True, grace="1s", override_floor=True)
+        if order.run_id is not None:
+            expired = [(s.id, [w for w, _, _ in s.writes], 0, 0) for s in order.sweeps]
+            for s in order.sweeps:
+                for _, folder, _ in s.writes:
+                    purge(order.root, folder, dry_run=False)
+            led.finish_vacuum(order.run_id, [], expired=expired)
+        location = Path(led.table("sales.orders").location)
+        versions = led.versions("sales.orders")
+        for v in versions:  # every file of every committed version is there
+            missing = [f.path for f in v.files if not (location / f.path).exists()]
+            assert not missing, f"version {v.number} lost {missing}"
+        assert led.open_writes() == []  # no write older than its lease and one sweep is left open
+        committed = {w.id for w in led.state.data.writes.values() if w.status == "committed"}
+        on_disk = set(os.listdir(location / "_writes")) if (location / "_writes").exists() else set()
+        assert on_disk <= committed, f"abandoned write folders left behind: {sorted(on_disk - committed)}"
+        swept = sum(1 for w in led.state.data.writes.values() if w.status == "swept")
+        print(f"sweep stress: {kills} writers killed, {len(versions)} versions committed, {swept} writes swept")
+        assert versions and swept
         led.verify()
         check_log(led)

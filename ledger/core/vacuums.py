@@ -36,7 +36,12 @@ from .concern import Concern, Decision, Record, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .guard import advance, check_retention, retention_stream, watermark_stream
 from .tables import CATALOG_STREAM, Instance, check_counts, guard_streams, purge
-from .versions import advance_mark, data_stream, folders_deleted
+from .versions import advance_mark, data_stream, folders_deleted, stragglers_deleted, sweep
+
+DEFAULT_GRACE_SECONDS = 6 * 3600
+GRACE_FLOOR_SECONDS = 3600
+"""A straggler (a late task's file) is deleted only once older than the grace period: long enough
+for every task of the write's job to have finished."""
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -153,6 +158,28 @@ class Expiry:
 
 
 @attrs.frozen
+class Sweep:
+    """R15 for one instance: writes given up (aborted, or past their lease), whose folders go."""
+    id: str
+    name: str
+    path: str
+    writes: tuple[tuple[str, str, str], ...]
+    """(write id, folder relative to the location, why: ``aborted`` or ``lease expired``)."""
+
+
+@attrs.frozen
+class StragglerScan:
+    """A committed write's folder to clean: files its version does not name, older than ``cutoff``."""
+    id: str
+    name: str
+    path: str
+    write_id: str
+    folder: str
+    manifest: str
+    cutoff: Micros
+
+
+@attrs.frozen
 class Waiting:
     """A dropped instance the plan leaves restorable, and why: when it becomes due, and the
     retention setting that decided (a scope, ``vacuum`` for the run's own, or ``default``)."""
@@ -176,6 +203,11 @@ class VacuumPlan:
     busy: tuple[str, ...] = ()
     """Runs still holding a live lease, whose tables this plan leaves to them."""
     expiries: tuple[Expiry, ...] = ()
+    sweeps: tuple[Sweep, ...] = ()
+    stragglers: tuple[StragglerScan, ...] = ()
+    written: tuple[tuple[str, str, str, str | None], ...] = ()
+    """(id, name, path, manifest of adopted files or None) of each table whose writes were looked
+    at: a dry run reports the foreign files in their locations (never swept)."""
 
 
 @attrs.frozen
@@ -187,6 +219,11 @@ class StartVacuum:
     database: str | None = None
     limit: int | None = None
     lease_seconds: int = DEFAULT_LEASE_SECONDS
+    uncommitted: bool = True
+    """Also sweep abandoned writes and clean stragglers (R15)."""
+    only_uncommitted: bool = False
+    """Only that: no purges, no expiries."""
+    grace_seconds: int = DEFAULT_GRACE_SECONDS
 
 
 @attrs.frozen
@@ -203,7 +240,9 @@ class FinishVacuum:
     """(table id, files deleted, bytes deleted) for each instance whose files are all gone."""
     failed: int
     expired: tuple[tuple[str, tuple[str, ...], int, int], ...] = ()
-    """(table id, write ids, files, bytes) for each instance whose old write folders are gone."""
+    """(table id, write ids, files, bytes) for each instance whose old (or swept) write folders are gone."""
+    stragglers: tuple[tuple[str, tuple[str, ...], int, int], ...] = ()
+    """(table id, write ids, files, bytes) for each instance whose committed folders were cleaned."""
 
 
 Command = Union[StartVacuum, RenewVacuum, FinishVacuum]
@@ -216,13 +255,15 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     if cmd.retention_seconds is not None:
         check_retention(cmd.retention_seconds, cmd.override_floor, "for this vacuum")
     _check_lease(cmd.lease_seconds)
+    check_retention(cmd.grace_seconds, cmd.override_floor, "for stragglers", floor=GRACE_FLOOR_SECONDS,
+                    what="grace period", consequence="a task still writing its file could lose it")
     guard = state.guard
     database = None if cmd.database is None else database_name(cmd.database)
     busy_runs = [run for run in state.vacuums.unfinished() if run.is_live(cmd.now)]
     held = {id_ for run in busy_runs for id_ in run.table_ids}
     due: list[Instance] = []
     waiting: list[Waiting] = []
-    for inst in state.tables.dropped_instances(database=database):
+    for inst in [] if cmd.only_uncommitted else state.tables.dropped_instances(database=database):
         if inst.id in held:
             continue
         source, seconds = guard.retention_source(inst, cmd.retention_seconds)
@@ -243,14 +284,44 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     waiting.sort(key=lambda w: (w.due_at, w.id))
     chosen_ids = {i.id for i in chosen}
     held_folders = {w for run in busy_runs for w in run.write_folders}
-    expiries = tuple(e for e in (_expiry(state, i, cmd, held_folders) for i in _versioned(state, database, chosen_ids))
-                     if e is not None)
-    planned_folders = {w for e in expiries for w, _ in e.folders}
+    written = _versioned(state, database, chosen_ids)
+    expiries = () if cmd.only_uncommitted else tuple(
+        e for e in (_expiry(state, i, cmd, held_folders) for i in written if i.id in state.data.heads)
+        if e is not None)
+    sweeps, stragglers = _uncommitted(state, written, cmd, held_folders) if cmd.uncommitted else ((), ())
+    planned_folders = {w for e in expiries for w, _ in e.folders} | {w for sw in sweeps for w, _, _ in sw.writes} \
+        | {sc.write_id for sc in stragglers}
     resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
         resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
         or not _work_left(state, run))))
+    adopted = {i.id: _adopted(state, i.id) for i in written}
     return VacuumPlan(cmd.run_id, cmd.now, planned, marks, resumes, cmd.now + cmd.lease_seconds * 1_000_000,
-                      tuple(waiting), tuple(run.run_id for run in busy_runs), expiries)
+                      tuple(waiting), tuple(run.run_id for run in busy_runs), expiries, sweeps, stragglers,
+                      tuple((i.id, i.name, i.path, adopted[i.id]) for i in written) if cmd.uncommitted else ())
+
+
+def _adopted(state: State, table_id: str) -> str | None:
+    first = state.data.version(table_id, 1)
+    return first.manifest if first is not None and first.mode == "adopt" else None
+
+
+def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
+                 held: set[str]) -> tuple[tuple[Sweep, ...], tuple[StragglerScan, ...]]:
+    """R15: the writes to sweep (aborted, or past their lease by the ledger's time) and the
+    committed write folders to clean of stragglers older than the grace period."""
+    data = state.data
+    cutoff = cmd.now - cmd.grace_seconds * 1_000_000
+    sweeps, scans = [], []
+    for inst in instances:
+        writes = tuple((w.id, w.folder, w.sweep_reason(cmd.now) or "") for w in data.sweepable(inst.id, cmd.now)
+                       if w.id not in held)
+        if writes:
+            sweeps.append(Sweep(inst.id, inst.name, inst.path, writes))
+        for w in data.straggler_candidates(inst.id, cutoff):
+            version = data.version(inst.id, w.version or 0)
+            if w.id not in held and version is not None and version.manifest is not None:
+                scans.append(StragglerScan(inst.id, inst.name, inst.path, w.id, w.folder, version.manifest, cutoff))
+    return tuple(sweeps), tuple(scans)
 
 
 def _work_left(state: State, run: VacuumRun) -> bool:
@@ -263,9 +334,10 @@ def _work_left(state: State, run: VacuumRun) -> bool:
 
 def _versioned(state: State, database: str | None, purging: set[str]) -> list[Instance]:
     """Live instances, and dropped ones still restorable and not purged by this run, that have
-    versions: those whose old versions a vacuum expires (R13)."""
+    writes: those whose old versions a vacuum expires (R13) and whose abandoned writes it
+    sweeps (R15)."""
     found = []
-    for id_ in state.data.heads:
+    for id_ in {w.table_id for w in state.data.writes.values()}:
         inst = state.tables.instances.get(id_)
         if inst is None or inst.purged_at is not None or id_ in purging or state.guard.is_blocked(inst):
             continue
@@ -332,16 +404,20 @@ def _check_lease(seconds: object) -> None:
 
 def _start(state: State, cmd: StartVacuum) -> Decision:
     plan = plan_vacuum(state, cmd)
-    if not plan.instances and not plan.expiries and not plan.resumes:
+    if not plan.instances and not plan.expiries and not plan.resumes and not plan.sweeps and not plan.stragglers:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
     events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks.items()]
     events += [advance_mark(e.id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]
+    events += [sweep(state, sw.id, cmd.run_id, tuple(w for w, _, _ in sw.writes), cmd.now) for sw in plan.sweeps]
     events.append((VACUUM_STREAM, VacuumStarted(
         cmd.run_id, tuple(p.id for p in plan.instances), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
         plan.lease_until, {e.id: e.mark for e in plan.expiries if e.mark is not None},
-        tuple(w for e in plan.expiries for w, _ in e.folders))))
+        tuple(w for e in plan.expiries for w, _ in e.folders) + tuple(w for sw in plan.sweeps for w, _, _ in sw.writes)
+        + tuple(sc.write_id for sc in plan.stragglers))))
     reads = {VACUUM_STREAM}
+    # A commit or renewal racing the sweep lands first or is refused (R4, R15).
+    reads |= {data_stream(t) for t in {sw.id for sw in plan.sweeps} | {sc.id for sc in plan.stragglers}}
     for expiry in plan.expiries:
         inst = state.tables.instances[expiry.id]
         # A commit, restore or mark of the table since the plan was made must stop it (R4).
@@ -397,6 +473,14 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
         gone = tuple(w for w in write_ids if state.data.writes[w].deleted_at is None)
         if gone:  # a run that took this one over may have recorded them first
             events.append(folders_deleted(state, table_id, cmd.run_id, gone, n_files, n_bytes))
+            reads.add(data_stream(table_id))
+    for table_id, write_ids, n_files, n_bytes in cmd.stragglers:
+        check_counts(cmd.run_id, n_files, n_bytes)
+        files += n_files
+        size += n_bytes
+        cleaned = tuple(w for w in write_ids if state.data.writes[w].cleaned_at is None)
+        if cleaned:
+            events.append(stragglers_deleted(state, table_id, cmd.run_id, cleaned, n_files, n_bytes))
             reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append((VACUUM_STREAM, VacuumFinished(cmd.run_id, purged, cmd.failed, files, size)))

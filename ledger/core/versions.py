@@ -129,6 +129,28 @@ class RetentionMarkAdvanced:
     run_id: str | None = None
 
 
+@event("WritesSwept")
+@attrs.frozen
+class WritesSwept:
+    """A vacuum gave these writes up (aborted, or their lease ran out): from now on their folders
+    may be deleted, and a commit or a renewal of any of them is refused (R15)."""
+    table_id: str
+    run_id: str
+    write_ids: tuple[str, ...] = attrs.field(converter=as_ids)
+
+
+@event("StragglersDeleted")
+@attrs.frozen
+class StragglersDeleted:
+    """A vacuum deleted the files in these committed writes' folders that their versions do not
+    name (older than the grace period); the folders now hold exactly what was committed."""
+    table_id: str
+    run_id: str
+    write_ids: tuple[str, ...] = attrs.field(converter=as_ids)
+    files: int = 0
+    bytes: int = 0
+
+
 @event("WriteFoldersDeleted")
 @attrs.frozen
 class WriteFoldersDeleted:
@@ -156,7 +178,20 @@ class Write:
     version: int | None = None
     """The version that committed it."""
     deleted_at: Micros | None = None
-    """When a vacuum deleted its folder (no unexpired version named it any more)."""
+    """When a vacuum deleted its folder (no unexpired version named it any more, or it was swept)."""
+    cleaned_at: Micros | None = None
+    """When a vacuum deleted the stragglers in its (committed) folder."""
+    aborted_at: Micros | None = None
+
+    def sweep_reason(self, now: Micros) -> str | None:
+        """Why a sweep may take this write now (R15), or None: aborted, or its lease ran out."""
+        if self.deleted_at is not None:
+            return None
+        if self.status == "aborted":
+            return "aborted"
+        if self.status == "open" and self.expires_at <= now:
+            return "lease expired"
+        return None
 
     @property
     def is_open(self) -> bool:
@@ -248,6 +283,18 @@ class Data:
         return sorted((w for w in self.writes.values() if w.table_id == table_id and w.status == "committed"
                        and w.deleted_at is None and w.id not in named), key=lambda w: w.began_at)
 
+    def sweepable(self, table_id: str, now: Micros) -> list[Write]:
+        """Writes a sweep takes now: aborted, or open with a lease that ran out (R15)."""
+        return sorted((w for w in self.writes.values() if w.table_id == table_id and w.sweep_reason(now)),
+                      key=lambda w: (w.began_at, w.id))
+
+    def straggler_candidates(self, table_id: str, cutoff: Micros) -> list[Write]:
+        """Committed writes, committed at or before ``cutoff`` (now minus the grace), whose folders
+        are there and were never cleaned: where a late task's file may sit unnamed."""
+        return sorted((w for w in self.writes.values() if w.table_id == table_id and w.status == "committed"
+                       and w.deleted_at is None and w.cleaned_at is None and (w.ended_at or 0) <= cutoff),
+                      key=lambda w: (w.began_at, w.id))
+
     def open_writes(self, table_id: str | None = None) -> list[Write]:
         found = [w for w in self.writes.values() if w.is_open and (table_id is None or w.table_id == table_id)]
         return sorted(found, key=lambda w: (w.began_at, w.id))
@@ -337,9 +384,10 @@ def check_open(state: State, w: Write, doing: str) -> None:
     """Refuse to act on a write that has ended, saying what ended it and what to do (R14)."""
     name = _name(state, w.table_id)
     if w.status == "swept":
-        raise WriteExpired(
-            f"cannot {doing} write {w.id} to {name}: it was swept at {iso(w.ended_at)} (its lease ran out at "
-            f"{iso(w.expires_at)}, or it was aborted) and its folder may be deleted; the job must write again")
+        why = f"it had been aborted at {iso(w.aborted_at)}" if w.aborted_at is not None \
+            else f"its lease ran out at {iso(w.expires_at)}"
+        raise WriteExpired(f"cannot {doing} write {w.id} to {name}: it was swept at {iso(w.ended_at)} ({why}) and "
+                           "its folder may already be deleted; the job must write again")
     if w.status == "aborted":
         raise WriteClosed(f"cannot {doing} write {w.id} to {name}: it was aborted at {iso(w.ended_at)}; "
                           "begin a new write")
@@ -505,6 +553,27 @@ def advance_mark(table_id: str, to: Micros, run_id: str) -> tuple[str, Retention
     return data_stream(table_id), RetentionMarkAdvanced(table_id, to, run_id)
 
 
+def sweep(state: State, table_id: str, run_id: str, write_ids: tuple[str, ...],
+          now: Micros) -> tuple[str, WritesSwept]:
+    """The record that a vacuum gives writes up: each must be aborted or past its lease (R15)."""
+    for write_id in write_ids:
+        w = state.data.writes.get(write_id)
+        if w is None or w.table_id != table_id or not w.sweep_reason(now):
+            raise InvalidArgument(f"vacuum {run_id} cannot sweep write {write_id}: it is not aborted, and its "
+                                  "lease has not run out")
+    return data_stream(table_id), WritesSwept(table_id, run_id, write_ids)
+
+
+def stragglers_deleted(state: State, table_id: str, run_id: str, write_ids: tuple[str, ...], files: int,
+                       size: int) -> tuple[str, StragglersDeleted]:
+    for write_id in write_ids:
+        w = state.data.writes.get(write_id)
+        if w is None or w.table_id != table_id or w.status != "committed":
+            raise InvalidArgument(f"vacuum {run_id} cannot record stragglers of write {write_id}: it is not a "
+                                  "committed write of that table")
+    return data_stream(table_id), StragglersDeleted(table_id, run_id, write_ids, files, size)
+
+
 def folders_deleted(state: State, table_id: str, run_id: str, write_ids: tuple[str, ...], files: int,
                     size: int) -> tuple[str, WriteFoldersDeleted]:
     """The record that a vacuum deleted write folders: only of ended writes no unexpired version names."""
@@ -546,7 +615,7 @@ def _on_aborted(b: Builder, e: WriteAborted, seq: int, time: Micros) -> None:
     w = _fold_write(b, e.write_id, seq)
     if not w.is_open:
         raise corrupt(f"event #{seq} aborts write {w.id}, which is {w.status}")
-    b.data.writes[w.id] = attrs.evolve(w, status="aborted", ended_at=time)
+    b.data.writes[w.id] = attrs.evolve(w, status="aborted", ended_at=time, aborted_at=time)
 
 
 def _next_version(b: Builder, table_id: str, number: int, seq: int, time: Micros) -> Version | None:
@@ -622,9 +691,30 @@ def _on_folders_deleted(b: Builder, e: WriteFoldersDeleted, seq: int, time: Micr
         data.writes[write_id] = attrs.evolve(w, deleted_at=time)
 
 
+def _on_swept(b: Builder, e: WritesSwept, seq: int, time: Micros) -> None:
+    data = b.data
+    for write_id in e.write_ids:
+        w = _fold_write(b, write_id, seq)
+        if w.table_id != e.table_id or not w.sweep_reason(time):
+            raise corrupt(f"event #{seq} sweeps write {write_id}, which is {w.status} with a lease until "
+                          f"{iso(w.expires_at)} (R15)")
+        data.writes[write_id] = attrs.evolve(w, status="swept", ended_at=time)
+
+
+def _on_stragglers(b: Builder, e: StragglersDeleted, seq: int, time: Micros) -> None:
+    data = b.data
+    for write_id in e.write_ids:
+        w = _fold_write(b, write_id, seq)
+        if w.status != "committed" or w.table_id != e.table_id:
+            raise corrupt(f"event #{seq} deletes stragglers of write {write_id}, which is not committed")
+        data.writes[write_id] = attrs.evolve(w, cleaned_at=time)
+
+
 CONCERN = Concern(
     initial=Data(),
     evolve={
+        WritesSwept: _on_swept,
+        StragglersDeleted: _on_stragglers,
         WriteBegun: _on_begun,
         WriteRenewed: _on_renewed,
         WriteAborted: _on_aborted,
