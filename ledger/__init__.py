@@ -13,12 +13,14 @@ The public names are importable from here; ``ledger.core`` holds the pure core
 """
 
 from .api import Ledger
-from .audit import VerifyReport
+from .audit import Checkpoint, InclusionProof, VerifyReport
+from .catalog import AsOf
 from .clock import ManualClock
 from .errors import (
-    Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument, InvalidName,
-    InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
-    LedgerUnavailable, PurgeRefused, TableExists, TableNotFound, UndropBlocked, WarehouseMismatch,
+    CheckpointInvalid, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
+    InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
+    LedgerUnavailable, PurgeRefused, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
+    VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
@@ -29,5 +31,7 @@ __all__ = [
     "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
     "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
-    "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch",
+    "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
+    "VersionExpired", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
+    "InclusionProof", "AsOf",
 ]

@@ -17,29 +17,30 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from . import audit
-from .audit import VerifyReport
+from .audit import export as exports, history as histories, proofs, verify as verifier
+from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
+from .audit.export import ExportReport
+from .audit.verify import VerifyReport
+from .catalog import AsOf, Catalog
 from .clock import Clock, from_micros, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.model import State
-from .core.tables import (
-    CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, require_live,
-)
+from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
 from .core.vacuums import (
     DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum, StartVacuum, VacuumPlan,
 )
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
-    RenewWrite, RestoreVersion, Version, choose, parse_manifest,
+    RenewWrite, RestoreVersion,
 )
 from .core.warehouse import MoveWarehouse
-from .errors import InvalidArgument, LedgerCorrupt, LedgerNotFound, TableNotFound, WarehouseMismatch
-from .names import LEDGER, Scope, table_id as valid_table_id, table_name
+from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
+from .names import LEDGER, Scope
 from .runner import Runner
 from .store import EventStore
-from .views import FileEntry, HistoryEntry, TableInstance, TableVersion, VacuumOrder, WriteView
+from .views import HistoryEntry, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -48,7 +49,7 @@ DEFAULT_WAREHOUSE = "warehouse"
 the file is, so a ledger and its warehouse can be moved together."""
 
 
-class Ledger:
+class Ledger(Catalog):
     """An open ledger file (or a throw-away in-memory one).
 
     Build one with ``Ledger.open(path)``, or hand the constructor a store of your own
@@ -130,6 +131,9 @@ class Ledger:
 
     def _root(self, state: State) -> str:
         return state.warehouse.root or self._recorded_root
+
+    def _current(self) -> State:
+        return self.runner.state
 
     def _check_root(self, warehouse: str | os.PathLike[str] | None) -> None:
         if warehouse is None or self.path == ":memory:":
@@ -238,27 +242,6 @@ class Ledger:
         number = self.runner.run(AdoptFiles(name, _pairs(files)))
         return self._version(self.table(name).id, number)
 
-    def open_writes(self, *, name: str | None = None) -> list[WriteView]:
-        """Writes registered and not yet committed, aborted or swept, oldest first."""
-        state = self.runner.state
-        table_id = None if name is None else require_live(state, name).id
-        root = self._root(state)
-        return [WriteView.of(state, w, root) for w in state.data.open_writes(table_id)]
-
-    def versions(self, name: str) -> list[TableVersion]:
-        """Every version of the live table ``name``, newest first (``expired`` ones included)."""
-        state = self.runner.state
-        inst = require_live(state, name)
-        return [TableVersion.of(state, v, self._files) for v in state.data.history(inst.id)]
-
-    def version(self, name: str, *, version: int | None = None, as_of: datetime | None = None) -> TableVersion:
-        """The version a read would use: the current one, version ``version``, or the newest one
-        committed at or before ``as_of``. An expired one is ``VersionExpired`` (R12)."""
-        state = self.runner.state
-        inst = require_live(state, name)
-        chosen = choose(state, inst, version, None if as_of is None else to_micros(as_of))
-        return TableVersion.of(state, chosen, self._files)
-
     def restore_table(self, name: str, *, version: int | None = None, as_of: datetime | None = None) -> TableVersion:
         """A new version equal to an earlier one (Delta's RESTORE): undoes an overwrite. An expired
         version is refused with ``VersionExpired``."""
@@ -273,11 +256,6 @@ class Ledger:
         found = self.runner.run(lambda now: AdvanceRetentionMark(name, target, now))
         return None if found is None else from_micros(found)
 
-    def retention_mark(self, name: str) -> datetime | None:
-        state = self.runner.state
-        found = state.data.mark(require_live(state, name).id)
-        return None if found is None else from_micros(found)
-
     def _write_view(self, write_id: str) -> WriteView:
         state = self.runner.held
         return WriteView.of(state, state.data.writes[write_id], self._root(state))
@@ -286,21 +264,7 @@ class Ledger:
         state = self.runner.held
         v = state.data.version(table_id, number)
         assert v is not None
-        return TableVersion.of(state, v, self._files)
-
-    def _files(self, v: Version) -> tuple[FileEntry, ...]:
-        """Every file a version names, read from the manifests stored with its commits."""
-        found: list[FileEntry] = []
-        for _write, digest in self.runner.state.data.parts(v):
-            found.extend(FileEntry(path, size) for path, size in self._manifest(digest))
-        return tuple(sorted(found))
-
-    def _manifest(self, digest: str) -> list[tuple[str, int]]:
-        data = self.store.read_blob(digest)
-        if data is None:
-            raise LedgerCorrupt(f"{self.path}: the file list {digest} is missing; restore the ledger file from "
-                                "a backup")
-        return parse_manifest(data)
+        return TableVersion.of(state, v, self._files_of(state))
 
     # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
 
@@ -376,81 +340,70 @@ class Ledger:
         state = self.runner.held
         return TableInstance.of(state, state.tables.instances[table_id], self._root(state))
 
-    def table(self, name: str) -> TableInstance:
-        """The live instance bound to ``name``."""
-        state = self.runner.state
-        return TableInstance.of(state, require_live(state, name), self._root(state))
-
-    def instance(self, table_id: str) -> TableInstance:
-        """Any instance by id, live, dropped or purged."""
-        key = valid_table_id(table_id)
-        state = self.runner.state
-        inst = state.tables.instance(key)
-        if inst is None:
-            raise TableNotFound(f"there is no table with id {key}")
-        return TableInstance.of(state, inst, self._root(state))
-
-    def tables(self, *, database: str | None = None) -> list[TableInstance]:
-        """Live tables, by name."""
-        state = self.runner.state
-        prefix = None if database is None else Scope.database(database).key + "."
-        root = self._root(state)
-        return [TableInstance.of(state, state.tables.instances[i], root)
-                for name, i in sorted(state.tables.bindings.items())
-                if prefix is None or name.startswith(prefix)]
-
-    def dropped_tables(self, *, database: str | None = None, name: str | None = None) -> list[TableInstance]:
-        """Dropped, unpurged instances, newest drop first."""
-        state = self.runner.state
-        found = state.tables.dropped_instances(
-            database=None if database is None else Scope.database(database).key,
-            name=None if name is None else table_name(name))
-        root = self._root(state)
-        return [TableInstance.of(state, inst, root) for inst in found]
-
-    def watermark(self, scope: Scope | str | None = LEDGER) -> datetime | None:
-        found = self.runner.state.guard.watermark(self._known_scope(scope))
-        return None if found is None else from_micros(found)
-
-    def retention(self, scope: Scope | str | None = LEDGER) -> timedelta | None:
-        """The retention set at exactly this scope (None: not set here; see ``effective_retention``)."""
-        found = self.runner.state.guard.retentions.get(str(self._known_scope(scope)))
-        return None if found is None else timedelta(seconds=found)
-
-    def effective_retention(self, scope: Scope | str | None = LEDGER) -> tuple[timedelta, str]:
-        """The retention that applies at a scope, and where it comes from (the scope itself, a
-        wider one, or ``default``): what a table dropped there would get."""
-        where = self._known_scope(scope)
-        state = self.runner.state
-        if where.kind == "table":
-            source, seconds = state.guard.retention_source(state.tables.instance(where.key))
-        elif where.kind == "database" and str(where) in state.guard.retentions:
-            source, seconds = str(where), state.guard.retentions[str(where)]
-        else:
-            source, seconds = state.guard.ledger_retention()
-        return timedelta(seconds=seconds), source
-
-    def _known_scope(self, scope: Scope | str | None) -> Scope:
-        where = Scope.parse(scope)
-        if where.kind == "table" and not self.runner.state.tables.has_id(where.key):
-            raise TableNotFound(f"scope {where}: there is no table with id {where.key}")
-        return where
-
     def event_count(self) -> int:
         return self.store.count()
 
-    def history(self, name: str | None = None, *, table_id: str | None = None) -> list[HistoryEntry]:
-        """Every event, or those that concern one table: by name (every instance that ever bore it,
-        across renames) or by id."""
-        return audit.history(self.runner, name, table_id=table_id)
+    def history(self, name: str | None = None, *, table_id: str | None = None, actor: str | None = None,
+                since: datetime | None = None, until: datetime | None = None,
+                type: str | Iterable[str] | None = None) -> Iterator[HistoryEntry]:
+        """The events that match every filter given, oldest first, each with what happened in words
+        (``entry.text``): by table name (every instance that ever bore it, across renames) or id,
+        by actor, within ``since``..``until`` (inclusive), of an event type (or several).
 
-    def verify(self) -> VerifyReport:
-        """Check the file, refold the whole log from nothing, and compare with the state held and
-        the snapshot stored (one that disagrees is discarded and rebuilt).
-
-        Raises ``LedgerCorrupt`` naming what is wrong; returns counts when all is well.
+        Streamed: the log is read in batches as you iterate, never held whole. Arguments are
+        checked when called, so a bad filter fails here rather than in your loop.
         """
-        return audit.verify(self.runner)
+        return histories.history(self.runner, name, table_id=table_id, actor=actor, since=since, until=until,
+                               type=type)
+
+    def verify(self, *, against: Checkpoint | None = None, public_key: KeyLike | None = None) -> VerifyReport:
+        """Check the file, recompute the hash chain, refold the whole log from nothing, and compare
+        with the state held and the snapshot stored (one that disagrees is discarded and rebuilt).
+
+        With ``against`` (a checkpoint kept outside the ledger) it also proves the log still begins
+        with exactly the events the checkpoint covered; with ``public_key`` it first checks the
+        checkpoint's signature. Raises ``LedgerCorrupt`` naming the first bad event and why
+        (``CheckpointInvalid`` for a checkpoint that is not good); returns counts when all is well.
+        """
+        return verifier.verify(self.runner, against=against, public_key=public_key)
+
+    def checkpoint(self, *, key: KeyLike | None = None) -> Checkpoint:
+        """The log's head now (seq, time, head hash, Merkle root), to keep outside the ledger
+        (``to_json()``); signed if ``key`` (an Ed25519 private key or its PEM file) is given."""
+        self.runner.refresh()
+        return proofs.checkpoint(self.store, key=key)
+
+    def inclusion_proof(self, seq: int, checkpoint: Checkpoint) -> InclusionProof:
+        """The RFC 6962 audit path proving event ``seq`` is one of those ``checkpoint`` covers
+        (``proof.verify(checkpoint)``)."""
+        return proofs.inclusion_proof(self.store, seq, checkpoint)
+
+    def export(self, path: str | os.PathLike[str], *, format: str = "jsonl") -> ExportReport:
+        """Write every event, with its seq and hash, to ``path`` (``jsonl`` or ``parquet``): with a
+        checkpoint, all the offline verifier (``python -m ledger.audit verify``) needs."""
+        exports.check_format(format)
+        head = self.store.head()[0]
+        return exports.write(self.store.read(0, upto=head, with_hash=True), path, format)
+
+    def as_of(self, *, seq: int | None = None, time: datetime | None = None) -> AsOf:
+        """The catalog as it was after event ``seq``, or after every event at or before ``time``
+        (R17): a read-only view answering the same queries as the ledger (tables, dropped tables,
+        watermarks, retention, versions, marks, open writes), equal to the fold of the log up to
+        that point."""
+        if (seq is None) == (time is None):
+            raise InvalidArgument("as_of needs exactly one of seq= (an event number) or time= (an aware datetime)")
+        head = self.runner.refresh().seq
+        if seq is not None:
+            if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+                raise InvalidArgument(f"seq must be a whole number >= 0, got {seq!r}")
+            if seq > head:
+                raise InvalidArgument(f"the log has {head} events; there is no event #{seq} to look back to")
+            target = seq
+        else:
+            if not isinstance(time, datetime):
+                raise InvalidTime(f"time must be an aware datetime, got {type(time).__name__} {time!r}")
+            target = self.store.seq_at(to_micros(time))
+        return AsOf(self.store, self.runner.state_at(target), self._recorded_root)
 
 
 def _pairs(files: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:

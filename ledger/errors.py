@@ -106,6 +106,12 @@ class LedgerCorrupt(LedgerError):
     """The ledger file cannot be trusted: not a ledger, damaged, or inconsistent."""
 
 
+class CheckpointInvalid(LedgerError, ValueError):
+    """A checkpoint cannot be used: malformed JSON, a signature that does not verify with the key
+    given, or a proof for another tree. (A log that does not extend a good checkpoint is
+    ``LedgerCorrupt``: the fault is the log's, not the checkpoint's.)"""
+
+
 class IncompatibleLedger(LedgerError):
     """The file was written by a newer, incompatible version of retention-ledger."""
 

@@ -9,11 +9,14 @@ the write lock, where it cannot lose; only a lock that is never free ends in
 ``Conflict``. Refusals are always decided on the latest state.
 
 The runner also keeps the folded state current (``refresh`` folds what other
-processes appended) and writes snapshots, which are caches with a digest.
+processes appended) and writes snapshots, which are caches with a digest: the
+catalog's, and history snapshots every ``history_every`` events, from which
+``state_at`` folds a past state (R17) without replaying the log from the start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -27,10 +30,15 @@ from .core import snapshot
 from .core.concern import Decision
 from .core.events import Recorded, encode, type_of
 from .core.model import Command, State, decide, fold, fold_rows
-from .errors import Conflict, LedgerError
-from .store import EventStore, NewEvent, Snapshot
+from .core.upkeep import LEDGER_STREAM, LedgerUpgraded
+from .errors import Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
+from .store import CHAIN_FORMAT, EventStore, NewEvent, Snapshot
 
 SNAPSHOT_NAME = "catalog"
+HISTORY_PREFIX = "history:"
+HISTORY_EVERY = 25_000
+"""By default, a history snapshot at every multiple of this many events: ``state_at`` folds at
+most this many (``history_every=`` changes it)."""
 
 CommandOrBuilder = Union[Command, Callable[[Micros], Command]]
 """A command, or a function of the ledger's now that makes one (for commands that need the time)."""
@@ -55,20 +63,38 @@ class Runner:
     """Runs commands against one store, holding the folded state in step with the log."""
 
     def __init__(self, store: EventStore, *, clock: Clock, actor: str, max_attempts: int = 30,
-                 optimistic_attempts: int = 8, snapshot_every: int = 20_000) -> None:
+                 optimistic_attempts: int = 8, snapshot_every: int = 20_000,
+                 history_every: int = HISTORY_EVERY) -> None:
         self.store = store
         self.clock = clock
         self.actor = actor
         self.max_attempts = max_attempts
         self.optimistic_attempts = optimistic_attempts
         self.snapshot_every = snapshot_every
+        if not isinstance(history_every, int) or isinstance(history_every, bool) or history_every < 1:
+            raise InvalidArgument(f"history_every must be a whole number of events >= 1, got {history_every!r}")
+        self.history_every = history_every
         self.retries = 0
         """How many appends were refused and retried since opening (for benchmarks and tests)."""
         self.snapshot_seq = 0
         """The sequence number of the snapshot this runner started from or last wrote (0: none)."""
         self._lock = threading.RLock()
         self._state = State()
+        self._upgrade()
         self._load()
+
+    def _upgrade(self) -> None:
+        """Chain a ledger written before the hash chain, once, recording it as an event (R16).
+        A file this process may not write stays as it is: it can still be read."""
+        if self.store.chained:
+            return
+        hashed = self.store.count()
+        note = LedgerUpgraded(self.store.format, CHAIN_FORMAT, hashed)
+        try:
+            self.store.upgrade_chain(NewEvent(LEDGER_STREAM, *type_of(note), encode(note)),
+                                     max(read_clock(self.clock), self.store.head()[1]), self.actor)
+        except LedgerUnavailable:
+            pass
 
     # --- the folded state -----------------------------------------------------------------
 
@@ -77,7 +103,7 @@ class Runner:
         snap = self.store.load_snapshot(SNAPSHOT_NAME)
         if snap is not None and snap.format == snapshot.FORMAT:
             try:
-                state = snapshot.load(snap.data)
+                state = snapshot.load(snap.data, self.store.hash_at(snap.seq))
             except snapshot.SnapshotMismatch:
                 state = None
             if state is not None and state.seq == snap.seq and \
@@ -100,9 +126,70 @@ class Runner:
         """Fold whatever other writers appended since we last looked; returns the state."""
         with self._lock:
             if self.store.changed_elsewhere() or force:
-                self._state = fold_rows(self._state, self.store.read(self._state.seq))
+                self._state = self._fold_to(self._state, None)
                 self._maybe_snapshot()
             return self._state
+
+    def _fold_to(self, state: State, upto: int | None) -> State:
+        """Fold the log after ``state`` up to event ``upto`` (None: the end), keeping a history
+        snapshot at each multiple of ``history_every`` passed on the way."""
+        every = self.history_every
+        while True:
+            boundary = (state.seq // every + 1) * every
+            stop = boundary if upto is None or upto > boundary else upto
+            state = fold_rows(state, self.store.read(state.seq, upto=stop))
+            if state.seq == boundary:
+                self._save_history(state)
+            if state.seq < stop or state.seq == upto:
+                return state
+
+    def _save_history(self, state: State) -> None:
+        name = f"{HISTORY_PREFIX}{state.seq:012d}"
+        if self.store.load_snapshot(name) is not None:
+            return
+        try:
+            data = snapshot.dump(state, self.store.hash_at(state.seq), history=True)
+            self.store.save_snapshot(name, Snapshot(state.seq, snapshot.FORMAT, data))
+        except (Conflict, OSError):
+            pass  # a cache: a busy or read-only file goes without
+
+    def state_at(self, seq: int) -> State:
+        """The fold of the log up to event ``seq`` (R17): from the newest history snapshot at or
+        before it that can be trusted, else from nothing. One that cannot be trusted (edited,
+        or of another log) is deleted, to be rebuilt by the next fold that passes its place."""
+        present = self.refresh()
+        if seq >= present.seq:
+            return present
+        for name, at in reversed(self.store.snapshots(HISTORY_PREFIX)):
+            if at > seq:
+                continue
+            base = self.load_history(name, present)
+            if base is None:
+                continue
+            try:
+                return self._fold_to(base, seq)
+            except LedgerCorrupt:  # the log does not follow on from it: the cache lied, not the log
+                with contextlib.suppress(Conflict, OSError):
+                    self.store.delete_snapshot(name)
+        return self._fold_to(State(), seq)
+
+    def load_history(self, name: str, present: State) -> State | None:
+        """A stored history snapshot, completed from ``present``; None (and it is deleted) if it
+        cannot be trusted."""
+        snap = self.store.load_snapshot(name)
+        if snap is None:
+            return None
+        try:
+            if snap.format != snapshot.FORMAT:
+                raise snapshot.SnapshotMismatch(f"format {snap.format}")
+            state = snapshot.load(snap.data, self.store.hash_at(snap.seq), present=present)
+            if state.seq != snap.seq:
+                raise snapshot.SnapshotMismatch("its seq is not the one it is stored under")
+            return state
+        except snapshot.SnapshotMismatch:
+            with contextlib.suppress(Conflict, OSError):
+                self.store.delete_snapshot(name)
+            return None
 
     def _maybe_snapshot(self) -> None:
         # Every snapshot_every events, or less often for a big state, so the cost per event stays flat.
@@ -113,14 +200,15 @@ class Runner:
         """Replace the held state with ``base`` (a fold from nothing) caught up with the log, and
         write a fresh snapshot: for when the state we held came from a snapshot that lied."""
         with self._lock:
-            self._state = fold_rows(base, self.store.read(base.seq))
+            self._state = self._fold_to(base, None)
             if self._state.seq:
                 self.save_snapshot()
 
     def save_snapshot(self) -> None:
         state = self._state
         try:
-            self.store.save_snapshot(SNAPSHOT_NAME, Snapshot(state.seq, snapshot.FORMAT, snapshot.dump(state)))
+            data = snapshot.dump(state, self.store.hash_at(state.seq))
+            self.store.save_snapshot(SNAPSHOT_NAME, Snapshot(state.seq, snapshot.FORMAT, data))
             self.snapshot_seq = state.seq
         except (Conflict, OSError):
             pass  # a snapshot is only a cache; a busy or read-only file just goes without
@@ -166,6 +254,8 @@ class Runner:
                 self._state = fold(self._state, (
                     Recorded(seq, stream, version, time_, self.actor, event)
                     for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)))
+                if self._state.seq // self.history_every > appended.previous_head // self.history_every:
+                    self._save_history(self._state)
                 self._maybe_snapshot()
             else:
                 self.refresh(force=True)

@@ -13,7 +13,11 @@ Contract (tested by ``tests/test_store.py`` without any domain code):
 * The file is in WAL mode with ``synchronous=FULL`` unless told otherwise, so
   an append is durable when it returns; a busy timeout lets several processes
   share it. Updates and deletes of events are refused by triggers.
-* The file records its format version; a newer format is refused, never guessed.
+* Each event row carries the SHA-256 hash chaining it to the row before (R16; the encoding is
+  ``chain.event_hash``), computed here in the appending transaction, so no writer can leave
+  a row out of the chain.
+* The file records its format version; a newer format is refused, never guessed. A
+  format-1 file (before the chain) can be read, and is upgraded in place by ``upgrade_chain``.
 * SQLite's own errors never escape raw: contention becomes ``Conflict`` (which
   callers retry), a read-only or full disk ``LedgerUnavailable``, a damaged file
   ``LedgerCorrupt``.
@@ -30,24 +34,29 @@ from typing import Iterator, Mapping, NamedTuple, Sequence
 
 import sqlite_utils
 
+from .chain import GENESIS, chain, event_hash
 from .clock import Micros
 from .errors import (
     Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable,
 )
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+CHAIN_FORMAT = 2
+"""The first format whose rows carry the hash chain."""
 APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and for us
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
-Row = tuple  # (seq, stream, version, type, schema_version, time, actor, payload)
+Row = tuple  # (seq, stream, version, type, schema_version, time, actor, payload[, hash])
 
 _EVENT_LOG_VIEW = (
     # Auditors can read the log with any SQLite tool; this view shows times as ISO 8601 UTC text
     # to the microsecond, as the ledger does (events may be a microsecond apart).
     "CREATE VIEW event_log AS SELECT seq, stream, version, type, "
     "strftime('%Y-%m-%dT%H:%M:%S', time / 1000000, 'unixepoch') || '.' || printf('%06d', time % 1000000) "
-    "|| 'Z' AS time_utc, actor, payload FROM events ORDER BY seq")
+    "|| 'Z' AS time_utc, actor, payload, hash FROM events ORDER BY seq")
+_EVENT_LOG_VIEW_V1 = _EVENT_LOG_VIEW.replace(", hash FROM", " FROM")
 _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
+_HASHED = _COLUMNS + ", hash"
 
 
 class NewEvent(NamedTuple):
@@ -83,6 +92,8 @@ class EventStore:
         self._lock = threading.RLock()
         self._data_version = -1
         self._exclusive = False
+        self.format = 0
+        """The file's format version (``FORMAT_VERSION``, or 1 for a file not yet upgraded)."""
         _refuse_non_sqlite(path)
         with translate_errors(path):
             self._db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
@@ -129,22 +140,26 @@ class EventStore:
         db["meta"].create({"key": str, "value": str}, pk="key", not_null={"value"})
         db["events"].create(
             {"seq": int, "stream": str, "version": int, "type": str, "schema_version": int,
-             "time": int, "actor": str, "payload": str},
+             "time": int, "actor": str, "payload": str, "hash": str},
             pk="seq",
-            not_null={"stream", "version", "type", "schema_version", "time", "actor", "payload"},
+            not_null={"stream", "version", "type", "schema_version", "time", "actor", "payload", "hash"},
         )
         db["events"].create_index(["stream", "version"], unique=True)
         db["snapshots"].create({"name": str, "seq": int, "format": int, "data": bytes},
                                pk="name", not_null={"seq", "format", "data"})
-        for action in ("UPDATE", "DELETE"):
-            self._db.execute(
-                f"CREATE TRIGGER events_no_{action.lower()} BEFORE {action} ON events "
-                "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
-            )
+        self._create_triggers()
         self._create_blobs()
         self._db.execute(_EVENT_LOG_VIEW)
         db["meta"].insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        self.format = FORMAT_VERSION
+
+    def _create_triggers(self) -> None:
+        for action in ("UPDATE", "DELETE"):
+            self._db.execute(
+                f"CREATE TRIGGER IF NOT EXISTS events_no_{action.lower()} BEFORE {action} ON events "
+                "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
+            )
 
     def _create_blobs(self) -> None:
         """Content-addressed attachments of events (a write's file list): written in the same
@@ -158,21 +173,68 @@ class EventStore:
     def _upgrade(self) -> None:
         """Bring a ledger made by an earlier release up to this one's schema, in place: today's
         event_log view (times to the microsecond) and the attachments table. No event is
-        touched. A read-only file is left as it is (it can still be read)."""
+        touched (the chain is ``upgrade_chain``'s, which records an event). A read-only file
+        is left as it is (it can still be read)."""
+        view = _EVENT_LOG_VIEW if self.format >= CHAIN_FORMAT else _EVENT_LOG_VIEW_V1
         found = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'event_log'").fetchone()
         blobs = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone()
-        if found is not None and found[0] == _EVENT_LOG_VIEW and blobs is not None:
+        if found is not None and found[0] == view and blobs is not None:
             return
         with contextlib.suppress(LedgerUnavailable, Conflict), self.transaction() as db:
             db.execute("DROP VIEW IF EXISTS event_log")
-            db.execute(_EVENT_LOG_VIEW)
+            db.execute(view)
             self._create_blobs()
 
-    def _check_format(self) -> None:
+    @property
+    def chained(self) -> bool:
+        """Whether this file's rows carry the hash chain (false only for an un-upgraded format 1)."""
+        return self.format >= CHAIN_FORMAT
+
+    def upgrade_chain(self, note: NewEvent, now: Micros, actor: str) -> bool:
+        """Give a format-1 ledger its hash chain, in place, in one transaction: a ``hash`` column,
+        every existing row hashed in order, then ``note`` (the caller's record of the upgrade)
+        appended as the first event the chain was computed for at write time. Returns False if
+        there was nothing to do (another process upgraded it first).
+
+        The append-only trigger is lifted for the backfill and restored before the commit; a
+        crash anywhere leaves the file exactly as it was.
+        """
+        with self.transaction() as db:
+            self.format = self._read_format()
+            if self.chained:
+                return False
+            db.execute("ALTER TABLE events ADD COLUMN hash TEXT")
+            db.execute("DROP TRIGGER IF EXISTS events_no_update")
+            previous, after = GENESIS, 0
+            while True:
+                rows = db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 20000",
+                                  (after,)).fetchall()
+                if not rows:
+                    break
+                hashes = chain(rows, previous)
+                db.executemany("UPDATE events SET hash = ? WHERE seq = ?",
+                               [(h.hex(), r[0]) for h, r in zip(hashes, rows)])
+                previous, after = hashes[-1], rows[-1][0]
+            self._create_triggers()
+            db.execute("UPDATE meta SET value = ? WHERE key = 'format_version'", (str(CHAIN_FORMAT),))
+            db.execute("DROP VIEW IF EXISTS event_log")
+            db.execute(_EVENT_LOG_VIEW)
+            self.format = CHAIN_FORMAT
+            try:
+                self._insert(db, [note], {note.stream: 0}, now, actor, None)
+            except BaseException:
+                self.format = 1
+                raise
+        return True
+
+    def _read_format(self) -> int:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
         if row is None or not str(row[0]).isdigit():
             raise LedgerCorrupt(f"{self.path}: the ledger's format version is missing or unreadable")
-        found = int(row[0])
+        return int(row[0])
+
+    def _check_format(self) -> None:
+        found = self.format = self._read_format()
         if found > FORMAT_VERSION:
             raise IncompatibleLedger(
                 f"{self.path} was written in ledger format {found}; this release of "
@@ -291,8 +353,12 @@ class EventStore:
     def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
                 now: Micros, actor: str, expected_head: int | None,
                 blobs: Mapping[str, bytes] | None = None) -> list[tuple]:
-        head = db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        last_seq, last_time = head if head else (0, 0)
+        if not self.chained:
+            raise IncompatibleLedger(f"{self.path} predates the hash chain (format {self.format}); open it "
+                                     "writable with Ledger.open once to upgrade it, then append")
+        head = db.execute("SELECT seq, time, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        last_seq, last_time, previous = head if head else (0, 0, None)
+        previous = GENESIS if previous is None else bytes.fromhex(previous)
         versions: dict[str, int] = dict(conditions)
         if expected_head is None or expected_head != last_seq:
             for stream, expected in conditions.items():
@@ -310,8 +376,10 @@ class EventStore:
             if version is None:
                 version = self._version(db, event.stream)
             versions[event.stream] = version + 1
-            rows.append((last_seq + 1 + offset, event.stream, version + 1, event.type,
-                         event.schema_version, time + offset, actor, event.payload))
+            row = (last_seq + 1 + offset, event.stream, version + 1, event.type,
+                   event.schema_version, time + offset, actor, event.payload)
+            previous = event_hash(previous, *row)
+            rows.append((*row, previous.hex()))
         self.insert_rows(db, rows)
         if blobs:
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
@@ -320,7 +388,7 @@ class EventStore:
     def insert_rows(self, db: sqlite3.Connection, rows: list[tuple]) -> None:
         """The one statement that writes events, inside the append's transaction. A subclass may
         override it to inject a fault between the write and the commit (the crash tests do)."""
-        db.executemany(f"INSERT INTO events({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        db.executemany(f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def changed_elsewhere(self) -> bool:
         """Whether another connection has committed since this one last asked (cheap:
@@ -343,20 +411,38 @@ class EventStore:
         with self._lock, translate_errors(self.path):
             return self._version(self._db, stream)
 
-    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000) -> Iterator[Row]:
-        """Rows with ``after < seq <= upto``, in sequence order, fetched in batches.
+    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000,
+             with_hash: bool = False, actor: str | None = None, types: Sequence[str] | None = None,
+             containing: Sequence[str] | None = None) -> Iterator[Row]:
+        """Rows with ``after < seq <= upto``, in sequence order, fetched in batches; with their
+        stored hash (hex, None in an un-upgraded file) as a ninth field if ``with_hash``.
 
-        Each batch is its own short read, so a long replay never pins the WAL.
+        Optionally only rows by ``actor``, of one of ``types``, or whose payload text contains
+        one of the strings in ``containing`` (a coarse filter the caller refines: the store
+        does not read payloads). Each batch is its own short read, so a long replay never
+        pins the WAL.
         """
         if batch < 1:
             raise ValueError(f"batch must be at least 1, not {batch}")
         last = upto if upto is not None else 2 ** 63 - 1
+        columns = _COLUMNS if not with_hash else _HASHED if self.chained else _COLUMNS + ", NULL"
+        where, params = "", []
+        if actor is not None:
+            where, params = where + " AND actor = ?", [*params, actor]
+        if types is not None:
+            where += f" AND type IN ({', '.join('?' * len(types))})"
+            params += list(types)
+        if containing is not None:
+            if not containing:
+                return
+            where += " AND (" + " OR ".join("instr(payload, ?) > 0" for _ in containing) + ")"
+            params += list(containing)
         while True:
             with self._lock, translate_errors(self.path):
                 try:
                     rows = self._db.execute(
-                        f"SELECT {_COLUMNS} FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-                        (after, last, batch)).fetchall()
+                        f"SELECT {columns} FROM events WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?",
+                        (after, last, *params, batch)).fetchall()
                 except sqlite3.OperationalError as exc:
                     if "decode" not in str(exc).lower():
                         raise
@@ -383,6 +469,55 @@ class EventStore:
         with self._lock, translate_errors(self.path):
             row = self._db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         return (row[0], row[1]) if row else (0, 0)
+
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of event ``seq`` (None: no such event, or a file without the chain)."""
+        if not self.chained:
+            return None
+        with self._lock, translate_errors(self.path):
+            row = self._db.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else row[0]
+
+    def hashes(self, upto: int | None = None, *, batch: int = 100_000) -> Iterator[bytes]:
+        """The stored hashes of events ``1..upto`` in order, as bytes (a Merkle tree's leaves).
+        A row whose hash is missing or not hex is ``LedgerCorrupt``, naming it."""
+        if not self.chained:
+            raise IncompatibleLedger(f"{self.path} predates the hash chain (format {self.format}); open it "
+                                     "writable with Ledger.open once to upgrade it")
+        last = upto if upto is not None else 2 ** 63 - 1
+        after = 0
+        while True:
+            with self._lock, translate_errors(self.path):
+                rows = self._db.execute("SELECT seq, hash FROM events WHERE seq > ? AND seq <= ? ORDER BY seq "
+                                        "LIMIT ?", (after, last, batch)).fetchall()
+            for seq, value in rows:
+                try:
+                    yield bytes.fromhex(value)
+                except (TypeError, ValueError):
+                    raise LedgerCorrupt(f"{self.path}: event #{seq} has no readable hash ({value!r}); "
+                                        "run verify") from None
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def seq_at(self, time: Micros) -> int:
+        """The last sequence number whose event is timed at or before ``time`` (0: none). Event
+        times strictly increase with seq, so this is a binary search of point reads."""
+        with self._lock, translate_errors(self.path):
+            head = self._db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            if head is None or head[1] <= time:
+                return 0 if head is None else head[0]
+            low, high = 0, head[0]  # event `low` is at or before time (0: before everything); `high` after
+            while high - low > 1:
+                middle = (low + high) // 2
+                row = self._db.execute("SELECT time FROM events WHERE seq = ?", (middle,)).fetchone()
+                if row is None:
+                    raise LedgerCorrupt(f"{self.path}: event #{middle} is missing; run verify")
+                if row[0] <= time:
+                    low = middle
+                else:
+                    high = middle
+            return low
 
     def count(self) -> int:
         with self._lock, translate_errors(self.path):
@@ -414,6 +549,12 @@ class EventStore:
             row = self._db.execute("SELECT seq, format, data FROM snapshots WHERE name = ?",
                                    (name,)).fetchone()
         return None if row is None else Snapshot(*row)
+
+    def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
+        """``(name, seq)`` of the stored snapshots whose name starts with ``prefix``, by seq."""
+        with self._lock, translate_errors(self.path):
+            return self._db.execute("SELECT name, seq FROM snapshots WHERE substr(name, 1, ?) = ? ORDER BY seq",
+                                    (len(prefix), prefix)).fetchall()
 
     def save_snapshot(self, name: str, snapshot: Snapshot) -> None:
         with self.transaction() as db:

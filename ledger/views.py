@@ -195,26 +195,29 @@ class HistoryEntry:
     stream: str
     type: str
     data: dict[str, Any]
+    text: str = ""
+    """What happened, in words: "alice@etl-3 dropped sales.orders (id ...)"."""
 
     @classmethod
-    def of(cls, rec: Recorded) -> HistoryEntry:
+    def of(cls, rec: Recorded, text: str = "") -> HistoryEntry:
         # Optional fields left at their default of None (a watermark advanced by hand has no run)
         # say nothing, so they are left out.
         data = {f.name: getattr(rec.event, f.name) for f in attrs.fields(type(rec.event))
                 if not (f.default is None and getattr(rec.event, f.name) is None)}
-        for key in ("to", "lease_until", "until"):  # times: microseconds in the log
+        for key in ("to", "lease_until", "until", "expires_at"):  # times: microseconds in the log
             if isinstance(data.get(key), int):
                 data[key] = iso(data[key])
-        if "watermarks" in data:
-            data["watermarks"] = {scope: iso(us) for scope, us in data["watermarks"].items()}
+        for key in ("watermarks", "marks"):
+            if key in data:
+                data[key] = {where: iso(us) for where, us in data[key].items()}
         for key, value in data.items():
             if isinstance(value, tuple):
                 data[key] = list(value)
-        return cls(rec.seq, from_micros(rec.time), rec.actor, rec.stream, type_of(rec.event)[0], data)
+        return cls(rec.seq, from_micros(rec.time), rec.actor, rec.stream, type_of(rec.event)[0], data, text)
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "time": iso_utc(self.time), "actor": self.actor,
-                "stream": self.stream, "type": self.type, "data": self.data}
+                "stream": self.stream, "type": self.type, "text": self.text, "data": self.data}
 
 
 @attrs.frozen

@@ -26,6 +26,8 @@ import click
 import rich.console
 
 from ledger import Ledger, LedgerError, Scope, TableInstance
+from ledger.audit import Checkpoint, generate_key
+from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
 
 DEFAULT_LEDGER = "ledger.db"
@@ -35,6 +37,7 @@ class Context:
     def __init__(self, path: str, warehouse: str | None, actor: str | None, as_json: bool) -> None:
         self.path, self.warehouse, self.actor, self.as_json = path, warehouse, actor, as_json
         self.writes = True
+        self.as_of: str | None = None
         self._ledger: Ledger | None = None
 
     @property
@@ -42,6 +45,20 @@ class Context:
         if self._ledger is None:
             self._ledger = Ledger.open(self.path, warehouse=self.warehouse, actor=self.actor, create=self.writes)
         return self._ledger
+
+    @property
+    def reader(self) -> Catalog:
+        """What read commands ask: the ledger now, or as of ``--as-of`` (a seq, or a time)."""
+        if self.as_of is None:
+            return self.ledger
+        text = self.as_of.strip()
+        if text.isdigit():
+            return self.ledger.as_of(seq=int(text))
+        return self.ledger.as_of(time=parse_time(text))
+
+    def no_as_of(self, what: str) -> None:
+        if self.as_of is not None:
+            raise click.UsageError(f"--as-of reads the past; it cannot be combined with {what}")
 
     def close(self) -> None:
         if self._ledger is not None:
@@ -58,9 +75,11 @@ class Interrupted(Exception):
     """Ctrl-C: reported in one line, with exit code 130."""
 
 
-def command(group: click.Group, name: str, *, short_help: str, writes: bool = False, **kwargs: Any) -> Callable:
+def command(group: click.Group, name: str, *, short_help: str, writes: bool = False, as_of: bool = False,
+            **kwargs: Any) -> Callable:
     """A subcommand that accepts --json in either place, turns ledger refusals into exit 1 and
-    Ctrl-C into exit 130. ``writes=False`` commands refuse a ledger file that does not exist."""
+    Ctrl-C into exit 130. ``writes=False`` commands refuse a ledger file that does not exist;
+    ``as_of=True`` ones read the past with ``--as-of T|SEQ`` (``ctx.reader``)."""
     def wrap(fn: Callable) -> click.Command:
         @group.command(name, short_help=short_help, **kwargs)
         @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
@@ -69,6 +88,7 @@ def command(group: click.Group, name: str, *, short_help: str, writes: bool = Fa
         def run(ctx: Context, as_json: bool, **params: Any) -> None:
             ctx.as_json = ctx.as_json or as_json
             ctx.writes = writes
+            ctx.as_of = params.pop("as_of_point", None)
             try:
                 fn(ctx, **params)
             except LedgerError as exc:
@@ -80,6 +100,10 @@ def command(group: click.Group, name: str, *, short_help: str, writes: bool = Fa
                 sys.exit(130)
             finally:
                 ctx.close()
+        if as_of:
+            click.option("--as-of", "as_of_point", default=None, metavar="TIME|SEQ",
+                         help="Answer as of this ISO 8601 time (after every event at or before it) or "
+                              "event number.")(run)
         return run
     return wrap
 
@@ -216,31 +240,34 @@ def undrop_database(ctx: Context, database: str) -> None:
     ctx.emit([t.to_dict() for t in tables], f"restored database {database}: {len(tables)} table(s)")
 
 
-@command(cli, "show", short_help="Show one live table.")
+@command(cli, "show", short_help="Show one live table.", as_of=True)
 @click.argument("name")
 def show(ctx: Context, name: str) -> None:
     """Show the live table NAME, one field per line."""
-    data = ctx.ledger.table(name).to_dict()
+    data = ctx.reader.table(name).to_dict()
     ctx.emit(data, lambda: "\n".join(f"{k}: {'-' if v is None else v}" for k, v in data.items()))
 
 
-@command(cli, "tables", short_help="List live tables.")
+@command(cli, "tables", short_help="List live tables.", as_of=True)
 @click.option("--database", default=None, help="Only the tables of this database.")
 def tables(ctx: Context, database: str | None) -> None:
     """List live tables, by name."""
-    found = ctx.ledger.tables(database=database)
+    found = ctx.reader.tables(database=database)
     ctx.emit([t.to_dict() for t in found], lambda: _text_table(
         ("ID", "NAME", "STATE", "CREATED_AT", "LOCATION"),
         [(t.id, t.name, t.state, iso_utc(t.created_at), t.location) for t in found]) if found else "no live tables")
 
 
-@command(cli, "show-dropped", short_help="List dropped tables, their size and until when they can come back.")
+@command(cli, "show-dropped", short_help="List dropped tables, their size and until when they can come back.",
+         as_of=True)
 @click.option("--database", default=None, help="Only tables dropped from this database.")
 @click.option("--name", default=None, help="Only instances of this table name.")
 def show_dropped(ctx: Context, database: str | None, name: str | None) -> None:
-    """List dropped, unpurged tables, newest drop first, with their files and size and when each
-    stops being restorable; 'blocked' ones are behind a watermark and can never be undropped."""
-    found = ctx.ledger.dropped_tables(database=database, name=name)
+    """List dropped, unpurged tables, newest drop first, with their files and size (on disk now)
+    and when each stops being restorable; 'blocked' ones are behind a watermark and can never
+    be undropped."""
+    reader = ctx.reader
+    found = reader.dropped_tables(database=database, name=name)
     sizes = {t.id: _usage(ctx.ledger.warehouse, t) for t in found}
     ctx.emit([{**t.to_dict(), "files": sizes[t.id][0], "bytes": sizes[t.id][1]} for t in found],
              lambda: _text_table(
@@ -258,13 +285,13 @@ def _usage(root: str, table: TableInstance) -> tuple[int, int]:
 
 # --- versions -----------------------------------------------------------------------------------
 
-@command(cli, "versions", short_help="List a table's versions.")
+@command(cli, "versions", short_help="List a table's versions.", as_of=True)
 @click.argument("name")
 @click.option("--files", "with_files", is_flag=True, help="Also list each version's files (JSON only).")
 def versions(ctx: Context, name: str, with_files: bool) -> None:
     """List every version of the live table NAME, newest first; expired ones can no longer be
     read or restored."""
-    found = ctx.ledger.versions(name)
+    found = ctx.reader.versions(name)
     ctx.emit([v.to_dict(with_files=with_files) for v in found], lambda: _text_table(
         ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
         [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",
@@ -287,19 +314,20 @@ def restore(ctx: Context, name: str, number: int | None, as_of: str | None) -> N
                           f"({v.file_count} files, {v.bytes} bytes)")
 
 
-@command(cli, "mark", short_help="Show or advance a table's retention mark.", writes=True)
+@command(cli, "mark", short_help="Show or advance a table's retention mark.", writes=True, as_of=True)
 @click.argument("name")
 @click.option("--advance", "to", default=None, metavar="TIME",
               help="Advance to the newest version committed at or before this ISO 8601 time, or 'now'.")
 def mark(ctx: Context, name: str, to: str | None) -> None:
     """Show the retention mark of NAME, or advance it: versions committed at or before it (but the
     current one) are expired. It never moves back, and never reaches the current version."""
-    led = ctx.ledger
     if to is None:
         ctx.writes = False
-        found = led.retention_mark(name)
+        found = ctx.reader.retention_mark(name)
         ctx.emit({"table": name, "retention_mark": iso_utc(found)}, f"{name}: {iso_utc(found) or 'not set'}")
         return
+    ctx.no_as_of("--advance")
+    led = ctx.ledger
     target = led.now() if to.strip().lower() == "now" else parse_time(to)
     previous = led.advance_retention_mark(name, target)
     current = led.retention_mark(name)
@@ -311,11 +339,11 @@ def mark(ctx: Context, name: str, to: str | None) -> None:
         ctx.emit(data, f"{name}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}")
 
 
-@command(cli, "writes", short_help="List open writes and their leases.")
+@command(cli, "writes", short_help="List open writes and their leases.", as_of=True)
 @click.option("--name", default=None, help="Only writes to this table.")
 def writes(ctx: Context, name: str | None) -> None:
     """List the writes registered and not yet committed, aborted or swept, with their leases."""
-    found = ctx.ledger.open_writes(name=name)
+    found = ctx.reader.open_writes(name=name)
     ctx.emit([w.to_dict() for w in found], lambda: _text_table(
         ("WRITE", "TABLE", "BEGAN_AT", "EXPIRES_AT", "LEASE", "FOLDER"),
         [(w.id, w.table, iso_utc(w.began_at), iso_utc(w.expires_at), format_duration(int(w.lease.total_seconds())),
@@ -324,7 +352,7 @@ def writes(ctx: Context, name: str | None) -> None:
 
 # --- watermarks and retention ----------------------------------------------------------------
 
-@command(cli, "watermark", short_help="Show or advance a watermark.", writes=True)
+@command(cli, "watermark", short_help="Show or advance a watermark.", writes=True, as_of=True)
 @click.option("--scope", default="ledger", show_default=True,
               help="ledger, database:<name> or table:<id>.")
 @click.option("--advance", "to", default=None, metavar="TIME",
@@ -334,9 +362,10 @@ def watermark(ctx: Context, scope: str, to: str | None) -> None:
     where = Scope.parse(scope)
     if to is None:
         ctx.writes = False
-        mark = ctx.ledger.watermark(where)
+        mark = ctx.reader.watermark(where)
         ctx.emit({"scope": str(where), "watermark": iso_utc(mark)}, f"{where}: {iso_utc(mark) or 'not set'}")
         return
+    ctx.no_as_of("--advance")
     target = None if to.strip().lower() == "now" else parse_time(to)
     led = ctx.ledger
     previous = led.advance_watermark(target or led.now(), scope=where)
@@ -350,7 +379,7 @@ def watermark(ctx: Context, scope: str, to: str | None) -> None:
     ctx.emit(data, text)
 
 
-@command(cli, "retention", short_help="Show, set or clear a retention.", writes=True,
+@command(cli, "retention", short_help="Show, set or clear a retention.", writes=True, as_of=True,
          context_settings={"ignore_unknown_options": True})  # so that "-1d" reaches the ledger, which says why
 @click.argument("duration", required=False)
 @click.option("--scope", default="ledger", show_default=True, help="ledger, database:<name> or table:<id>.")
@@ -362,10 +391,11 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
         raise click.UsageError(f"No such option: {duration}")
     where = Scope.parse(scope)
     ctx.writes = duration is not None
-    led = ctx.ledger
     if duration is not None:
+        ctx.no_as_of("a new retention")
         value = None if duration.strip().lower() == "none" else duration
-        led.set_retention(where, value, override_floor=override_floor)
+        ctx.ledger.set_retention(where, value, override_floor=override_floor)
+    led = ctx.reader
     found = led.retention(where)
     effective, source = led.effective_retention(where)
     seconds = None if found is None else int(found.total_seconds())
@@ -386,25 +416,117 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
 
 # --- audit -----------------------------------------------------------------------------------
 
-@command(cli, "history", short_help="List the events of the log.")
+@command(cli, "history", short_help="List who did what, event by event.")
 @click.argument("name", required=False)
 @click.option("--id", "table_id", default=None, help="Only the events of this table instance.")
-def history(ctx: Context, name: str | None, table_id: str | None) -> None:
-    """Every event, or those of one table (by NAME across renames, or --id)."""
-    entries = ctx.ledger.history(name, table_id=table_id)
-    ctx.emit([e.to_dict() for e in entries], lambda: "\n".join(
-        f"#{e.seq:<6} {iso_utc(e.time)}  {e.actor:<20} {e.type:<18} {json.dumps(e.data)}"
-        for e in entries) or "no events")
+@click.option("--actor", default=None, help="Only events recorded by this actor (e.g. alice@etl-3).")
+@click.option("--since", default=None, metavar="TIME", help="Only events at or after this ISO 8601 time.")
+@click.option("--until", default=None, metavar="TIME", help="Only events at or before this ISO 8601 time.")
+@click.option("--type", "types", multiple=True, metavar="TYPE",
+              help="Only events of this type (e.g. TableDropped); repeat for several.")
+def history(ctx: Context, name: str | None, table_id: str | None, actor: str | None, since: str | None,
+            until: str | None, types: tuple[str, ...]) -> None:
+    """Every event, or those that match every filter given: one table (by NAME across renames, or
+    --id), an actor, a time window, event types. Each says in words what happened. Printed as
+    it is read, so a long log starts at once and never sits in memory."""
+    entries = ctx.ledger.history(name, table_id=table_id, actor=actor,
+                                 since=None if since is None else parse_time(since),
+                                 until=None if until is None else parse_time(until), type=types or None)
+    if ctx.as_json:
+        click.echo("[", nl=False)
+        for i, e in enumerate(entries):
+            click.echo(("," if i else "") + "\n  " + json.dumps(e.to_dict()), nl=False)
+        click.echo("\n]")
+        return
+    shown = 0
+    for e in entries:
+        click.echo(f"#{e.seq:<6} {iso_utc(e.time)}  {e.text}")
+        shown += 1
+    if not shown:
+        click.echo("no events")
 
 
-@command(cli, "verify", short_help="Check the file and refold the whole log.")
-def verify(ctx: Context) -> None:
-    """Check the file, refold the whole log and re-check every rule; exit 1 if anything is wrong.
-    A snapshot that disagrees with the log is discarded and rebuilt."""
-    report = ctx.ledger.verify()
-    note = "; a snapshot that disagreed with the log was discarded and rebuilt" if report.snapshot_discarded else ""
-    ctx.emit(attrs.asdict(report), f"ok: {report.events} events, {report.live} live, {report.dropped} dropped, "
-                                   f"{report.purged} purged{note}")
+@command(cli, "verify", short_help="Check the file, the hash chain and every rule.")
+@click.option("--against", "checkpoint", default=None, metavar="CHECKPOINT",
+              help="Also prove the log still holds exactly what this checkpoint file covered.")
+@click.option("--public-key", default=None, metavar="FILE",
+              help="The Ed25519 public key (PEM) the checkpoint must be signed with.")
+def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None:
+    """Check the file, recompute the hash chain, refold the whole log and re-check every rule;
+    exit 1 naming the first bad event if anything is wrong. A snapshot that disagrees with the
+    log is discarded and rebuilt. With --against, prove the log extends a checkpoint."""
+    if public_key is not None and checkpoint is None:
+        raise click.UsageError("--public-key checks a checkpoint's signature: give the checkpoint with --against")
+    cp = None if checkpoint is None else Checkpoint.read(checkpoint)
+    report = ctx.ledger.verify(against=cp, public_key=public_key)
+    notes = []
+    if report.snapshot_discarded:
+        notes.append("a snapshot that disagreed with the log was discarded and rebuilt")
+    if report.history_discarded:
+        notes.append(f"{report.history_discarded} history snapshot(s) that disagreed with the log were discarded")
+    if report.hashed_by_upgrade:
+        notes.append(f"the first {report.hashed_by_upgrade} events were hashed when the file was upgraded, "
+                     "not as written")
+    if cp is not None:
+        notes.append(f"extends checkpoint #{cp.seq} ({iso_utc(cp.time)})"
+                     + (", signature verified" if report.signature_checked else ""))
+    chain = f"chain intact to {report.head[:16]}..." if report.head else (
+        "no hash chain (a format-1 file opened read-only)" if not report.chained else "empty log")
+    data = attrs.asdict(report, recurse=False)
+    data["checkpoint"] = None if cp is None else json.loads(cp.to_json())
+    ctx.emit(data, f"ok: {report.events} events, {chain}; {report.live} live, {report.dropped} dropped, "
+                   f"{report.purged} purged" + "".join(f"; {n}" for n in notes))
+
+
+@command(cli, "checkpoint", short_help="Print (or save) a checkpoint of the log's head.")
+@click.option("--key", default=None, metavar="FILE", help="Sign it with this Ed25519 private key (PEM).")
+@click.option("--out", default=None, metavar="FILE", help="Write it to FILE instead of printing it.")
+def checkpoint_command(ctx: Context, key: str | None, out: str | None) -> None:
+    """Take a checkpoint of the log: seq, time, head hash and Merkle root, signed with --key if
+    given. Keep it outside the ledger; verify --against it later."""
+    cp = ctx.ledger.checkpoint(key=key)
+    if out is None:
+        click.echo(cp.to_json(), nl=False)
+        return
+    try:
+        cp.write(out)
+    except OSError as exc:
+        raise click.FileError(out, hint=exc.strerror or str(exc)) from None
+    ctx.emit(json.loads(cp.to_json()), f"checkpoint #{cp.seq} ({iso_utc(cp.time)}, root {cp.root[:16]}...) "
+                                       f"{'signed and ' if cp.signature else ''}written to {out}")
+
+
+@command(cli, "prove", short_help="Prove one event is in a checkpoint (an inclusion proof).")
+@click.argument("seq", type=int)
+@click.option("--checkpoint", "checkpoint", required=True, metavar="FILE", help="The checkpoint file.")
+def prove(ctx: Context, seq: int, checkpoint: str) -> None:
+    """Print the RFC 6962 audit path proving event SEQ is one of those the checkpoint covers."""
+    cp = Checkpoint.read(checkpoint)
+    proof = ctx.ledger.inclusion_proof(seq, cp)
+    data = {**proof.to_dict(), "root": cp.root, "verified": proof.verify(cp)}
+    ctx.emit(data, lambda: "\n".join([f"event #{seq} (hash {proof.event_hash}) is in checkpoint #{cp.seq} "
+                                      f"(root {cp.root}); audit path:", *proof.path]))
+
+
+@command(cli, "export", short_help="Write every event with its hash to a file.")
+@click.argument("path")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default=None,
+              help="Default: from the file name (.parquet), else jsonl.")
+def export_command(ctx: Context, path: str, fmt: str | None) -> None:
+    """Export the log (JSON lines or Parquet), every event with its seq and hash: with a
+    checkpoint, all the offline verifier (python -m ledger.audit verify) needs."""
+    fmt = fmt or ("parquet" if path.endswith(".parquet") else "jsonl")
+    report = ctx.ledger.export(path, format=fmt)
+    ctx.emit(attrs.asdict(report), f"exported {report.events} events to {report.path} ({report.format})")
+
+
+@command(cli, "keygen", short_help="Make an Ed25519 key pair for signing checkpoints.")
+@click.argument("path")
+def keygen(ctx: Context, path: str) -> None:
+    """Write a new private key to PATH (readable by you only) and its public key to PATH.pub.
+    Keep the private key away from the ledger and its writers; give auditors the .pub."""
+    public = generate_key(path)
+    ctx.emit({"private_key": path, "public_key": str(public)}, f"private key: {path}\npublic key:  {public}")
 
 
 @command(cli, "move-warehouse", short_help="Record that the warehouse moved.", writes=True)

@@ -1,4 +1,5 @@
-"""The Spark side of retention-ledger: tables on ledger-assigned locations, and the vacuum.
+"""The Spark side of retention-ledger: tables on ledger-assigned locations, the vacuum, and
+the event log as a DataFrame (``read_log``).
 
     spark = local_session()
     write_table(df, ledger, "sales.orders")
@@ -18,7 +19,7 @@ _HOMES = {
     "stop_local_spark": ".session",
     "read_table": ".tables", "write_table": ".tables",
     "vacuum": ".vacuum_job", "sweep": ".vacuum_job", "VacuumReport": ".vacuum_job",
-    "InstanceReport": ".vacuum_job",
+    "InstanceReport": ".vacuum_job", "read_log": ".log",
 }
 
 __all__ = sorted(_HOMES)

@@ -32,6 +32,8 @@ import pytest
 from ledger import IncompatibleLedger, Ledger, LedgerCorrupt, LedgerError, LedgerUnavailable, UndropBlocked
 from ledger.core.model import State, fold_rows
 from ledger.store import FORMAT_VERSION
+
+from tests.forge import forge
 from tests.test_processes import check_log
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,22 +79,10 @@ def raw_count(path: Path) -> int:
 
 def raw_insert(path: Path, *, stream: str = "catalog", version: int | None = None, type: str = "TableCreated",
                schema_version: int = 1, time: object = None, payload: object = '{}', seq: int | None = None) -> int:
-    """Append one row behind the ledger's back (as a tool or a person might); returns its seq."""
-    raw = sqlite3.connect(path)
-    try:
-        last_seq, last_time = raw.execute(
-            "SELECT coalesce(max(seq), 0), coalesce(max(time), 0) FROM events").fetchone()
-        if version is None:
-            version = raw.execute("SELECT coalesce(max(version), 0) + 1 FROM events WHERE stream = ?",
-                                  (stream,)).fetchone()[0]
-        seq = last_seq + 1 if seq is None else seq
-        raw.execute("INSERT INTO events(seq, stream, version, type, schema_version, time, actor, payload) "
-                    "VALUES (?, ?, ?, ?, ?, ?, 'tamperer', ?)",
-                    (seq, stream, version, type, schema_version, last_time + 1 if time is None else time, payload))
-        raw.commit()
-        return seq
-    finally:
-        raw.close()
+    """Append one row behind the ledger's back (as a tool or a person who knows the chain might);
+    returns its seq."""
+    return forge(path, stream=stream, type=type, payload=payload, version=version,  # type: ignore[arg-type]
+                 schema_version=schema_version, time=time, seq=seq)
 
 
 def open_and_verify(path: Path) -> LedgerError:
@@ -620,7 +610,7 @@ def test_r10_payload_that_is_not_utf8_is_corrupt(tmp_path: Path) -> None:
         "SELECT max(seq), max(time), (SELECT max(version) FROM events WHERE stream = 'catalog') "
         "FROM events").fetchone()
     raw.execute("INSERT INTO events VALUES (?, 'catalog', ?, 'TableDropped', 1, ?, 'x', "
-                "CAST(x'7b22ff22' AS TEXT))", (last_seq + 1, version + 1, last_time + 1))
+                "CAST(x'7b22ff22' AS TEXT), ?)", (last_seq + 1, version + 1, last_time + 1, "0" * 64))
     raw.commit()
     raw.close()
     exc = open_and_verify(path)
@@ -909,3 +899,22 @@ def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_p
     with Ledger.open(path) as led:
         assert led.runner.snapshot_seq > 0 and led.watermark() == mark
         assert not led.verify().snapshot_discarded
+
+
+def test_r16_a_read_only_ledger_from_before_the_chain_still_opens_for_reads(tmp_path: Path, immutable) -> None:
+    """Found while building the upgrade: it needs to write, and a file this process may not
+    write must still answer queries (unhashed, said so by verify) rather than refuse to open."""
+    path = tmp_path / "old.db"
+    shutil.copy(Path(__file__).parent / "data" / "format1-0.1.0.db", path)
+    before = path.read_bytes()
+    immutable(path)
+    with Ledger.open(path, warehouse="/tmp/format1-warehouse") as led:
+        report = led.verify()
+        assert not report.chained and report.head is None and report.events == 14
+        assert [t.name for t in led.tables()] == ["sales.orders", "sales.returns"]
+        with pytest.raises(IncompatibleLedger, match="open it writable with Ledger.open once to upgrade it"):
+            led.create_table("x.y")
+    _run("chattr", "-i", str(path))
+    assert path.read_bytes() == before
+    with Ledger.open(path, warehouse="/tmp/format1-warehouse") as led:
+        assert led.verify().chained and led.event_count() == 15

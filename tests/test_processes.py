@@ -475,7 +475,7 @@ def test_r10_sigkill_while_writing_snapshots_reopens_equal_to_a_fresh_fold(tmp_p
             snap = led.store.load_snapshot("catalog")
             if snap is not None:
                 # The snapshot row is whole (its transaction committed or it did not).
-                loaded = snapshots.load(snap.data)
+                loaded = snapshots.load(snap.data, led.store.hash_at(snap.seq))
                 assert loaded.seq == snap.seq <= led.store.head()[0]
                 assert loaded == fold_rows(State(), led.store.read(0, upto=snap.seq))
             from_snapshot += led.runner.snapshot_seq > 0

@@ -24,6 +24,7 @@ from ledger import (
 )
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
+from tests.forge import forge
 from tests.stores import FaultyStore
 
 
@@ -412,11 +413,8 @@ def test_unknown_event_type_is_refused_as_newer_release(ledger_path: Path, clock
     from ledger import IncompatibleLedger
     with Ledger.open(ledger_path, clock=clock) as led:
         led.create_table("a.t")
-    raw = sqlite3.connect(ledger_path)
-    raw.execute("INSERT INTO events(stream, version, type, schema_version, time, actor, payload) "
-                "VALUES ('catalog', 2, 'TableTeleported', 1, 9999999999999999, 'future', '{}')")
-    raw.commit()
-    raw.close()
+    forge(ledger_path, stream="catalog", version=2, type="TableTeleported", time=9999999999999999,
+          actor="future", payload="{}")
     with pytest.raises(IncompatibleLedger, match="TableTeleported.*upgrade"):
         Ledger.open(ledger_path, clock=clock)
 

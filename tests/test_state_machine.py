@@ -1181,7 +1181,7 @@ def test_r8_purged_is_final() -> None:
         do(m, "undrop_by_id", "UndropBlocked", table=t, name=None, upper_id=False, new_name="b.t2")
         do(m, "reopen", snapshot_every=1)
         assert m.led.dropped_tables() == [] and m.led.instance(t).purged_at is not None
-        assert len(m.led.history(table_id=t)) == 4  # created, dropped, watermark, purged: kept
+        assert len(list(m.led.history(table_id=t))) == 4  # created, dropped, watermark, purged: kept
 
 
 def test_r11_r12_r14_versions_restore_mark_and_closed_writes() -> None:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 
 import pytest

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from ledger.core.events import encode
 from ledger.core.tables import TableCreated
 from spark_ops import read_table, vacuum, write_table
 from tests.conftest import T0
+from tests.forge import forge
 from tests.stores import FaultyStore
 
 pytestmark = pytest.mark.spark
@@ -168,12 +168,8 @@ def test_r9_recorded_path_escaping_the_warehouse_is_refused(spark, tmp_path, clo
     victim.mkdir()
     (victim / "data.parquet").write_text("not yours")
     Ledger.open(path, clock=clock).close()
-    raw = sqlite3.connect(path)
-    raw.execute("INSERT INTO events(stream, version, type, schema_version, time, actor, payload) "
-                "VALUES ('catalog', 1, 'TableCreated', 1, 1, 'mallory', ?)",
-                (encode(TableCreated("e" * 16, "sales.evil", "../victim")),))
-    raw.commit()
-    raw.close()
+    forge(path, stream="catalog", version=1, type="TableCreated", time=1, actor="mallory",
+          payload=encode(TableCreated("e" * 16, "sales.evil", "../victim")))
     with Ledger.open(path, clock=clock) as led:
         led.drop_table("sales.evil")
         clock.advance(WEEK * 2)

@@ -18,7 +18,7 @@ import attrs
 from immutables import Map
 
 from ..clock import Micros
-from . import guard, tables, vacuums, versions, warehouse
+from . import guard, tables, upkeep, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
 from .events import Recorded
 from .fold import Folder
@@ -41,6 +41,7 @@ class State:
     data: versions.Data = _concern(versions.CONCERN)
     vacuums: vacuums.Vacuums = _concern(vacuums.CONCERN)
     warehouse: warehouse.Warehouse = _concern(warehouse.CONCERN)
+    upkeep: upkeep.Upkeep = _concern(upkeep.CONCERN)
 
     def version(self, stream: str) -> int:
         return self.streams.get(stream, 0)

@@ -2,7 +2,8 @@
 
 A snapshot is a cache, never the truth. It is trusted only if its digest matches
 its bytes, its format is this release's, and the event it claims to end at is
-still in the log with the same time; otherwise the ledger folds from the start and
+still in the log with the same chain hash (its ``tip``: a snapshot cannot outlive
+an edit of the log before it, R16); otherwise the ledger folds from the start and
 writes a fresh one (and ``verify`` discards one that disagrees with the log).
 
 The layout is derived from ``State``'s fields and each slice field's codec, so a new
@@ -13,11 +14,17 @@ ledgers they did not write, and opening a file must never run code it brought:
 
 The head holds everything a command needs; the raw parts (the archive of purged
 instances) are kept apart so that they are parsed only on demand.
+
+A *history* snapshot (``history=True``) is a past state kept so that ``as_of`` (R17)
+folds a few thousand events, not a million. Many are kept, so each leaves out what the
+present state can give back exactly (a slice's ``for_history``/``from_history``: the
+purged instances, which are final), and is compressed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import zlib
 from typing import Any
 
 import attrs
@@ -28,20 +35,21 @@ from .concern import codec_of
 from .fold import gc_paused
 from .model import CONCERNS, State
 
-FORMAT = 5
+FORMAT = 6
 
 
 class SnapshotMismatch(ValueError):
     """The bytes are not a snapshot this release wrote, or were changed since."""
 
 
-def dump(state: State) -> bytes:
+def dump(state: State, tip: str | None, *, history: bool = False) -> bytes:
+    """``tip`` is the chain hash of event ``state.seq`` (None for a log without the chain)."""
     slices: dict[str, dict[str, Any]] = {}
     raw_index: list[list[str]] = []
     raw_parts: list[bytes] = []
     for name in CONCERNS:
         part = getattr(state, name)
-        compact = getattr(part, "for_snapshot", None)
+        compact = getattr(part, "for_history" if history else "for_snapshot", None)
         if compact is not None:
             part = compact()
         encoded: dict[str, Any] = {}
@@ -54,29 +62,42 @@ def dump(state: State) -> bytes:
             else:
                 encoded[field.name] = value
         slices[name] = encoded
-    head = orjson.dumps({"format": FORMAT, "seq": state.seq, "last_time": state.last_time,
-                         "streams": dict(state.streams), "slices": slices, "raw": raw_index})
+    head = orjson.dumps({"format": FORMAT, "seq": state.seq, "last_time": state.last_time, "tip": tip,
+                         "history": history, "streams": dict(state.streams), "slices": slices,
+                         "raw": raw_index})
     body = b"\n".join([head, *raw_parts])
-    return hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    data = hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    return zlib.compress(data, 1) if history else data
 
 
-def load(data: bytes) -> State:
-    """The state a snapshot holds; ``SnapshotMismatch`` if it cannot be trusted."""
+def load(data: bytes, tip: str | None, *, present: State | None = None) -> State:
+    """The state a snapshot holds, if it ends at the event whose chain hash is ``tip``;
+    ``SnapshotMismatch`` if it cannot be trusted. A history snapshot needs ``present``, a
+    state at or after it, to give back what it left out."""
+    if data[:1] == b"x":  # a zlib stream (a history snapshot); a plain one starts with hex digits
+        try:
+            data = zlib.decompress(data)
+        except zlib.error as exc:
+            raise SnapshotMismatch(f"the snapshot cannot be decompressed: {exc}") from None
     digest, _, body = data.partition(b"\n")
     if hashlib.sha256(body).hexdigest().encode() != digest:
         raise SnapshotMismatch("the snapshot's digest does not match its contents")
     with gc_paused():  # like a replay: many small objects, no cycles
         try:
-            return _load(body)
+            return _load(body, tip, present)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise SnapshotMismatch(f"the snapshot does not fit this release: {exc}") from None
 
 
-def _load(body: bytes) -> State:
+def _load(body: bytes, tip: str | None, present: State | None) -> State:
     head, *raw_parts = body.split(b"\n")
     raw = orjson.loads(head)
     if raw["format"] != FORMAT:
         raise SnapshotMismatch(f"snapshot format {raw['format']}, this release writes {FORMAT}")
+    if raw["tip"] != tip:
+        raise SnapshotMismatch("the snapshot was taken of a different log (its tip is not the log's hash there)")
+    if raw["history"] and (present is None or present.seq < raw["seq"]):
+        raise SnapshotMismatch("a history snapshot is read with a later state to complete it")
     raws = {(name, field): part for (name, field), part in zip(raw["raw"], raw_parts)}
     slices = {}
     for name, concern in CONCERNS.items():
@@ -86,4 +107,19 @@ def _load(body: bytes) -> State:
             field.name: codec_of(field).decode(raws[name, field.name] if codec_of(field).raw
                                                else stored[field.name])
             for field in attrs.fields(cls)})
+        if raw["history"] and hasattr(slices[name], "from_history"):
+            slices[name] = slices[name].from_history(getattr(present, name), raw["last_time"])
     return State(seq=raw["seq"], last_time=raw["last_time"], streams=Map(raw["streams"]), **slices)
+
+
+def history_equal(a: State, b: State) -> bool:
+    """Equal in everything a history snapshot stores (what it leaves out, the present gives back)."""
+    if (a.seq, a.last_time, a.streams) != (b.seq, b.last_time, b.streams):
+        return False
+    for name in CONCERNS:
+        left, right = getattr(a, name), getattr(b, name)
+        if hasattr(left, "for_history"):
+            left, right = left.for_history(), right.for_history()
+        if left != right:
+            return False
+    return True

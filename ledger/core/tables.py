@@ -187,6 +187,39 @@ class ArchiveCodec:
 NO_ARCHIVE = Archive()
 
 
+class PurgedBy(Archive):
+    """The archive of a past state, taken from a later one: every instance the later state knows
+    purged at or before ``upto``. Purges are final, so the later state holds them exactly as
+    they were; a history snapshot (R17) need not store them again. Worked out on first use."""
+
+    __slots__ = ("_present", "_upto")
+
+    def __init__(self, present: Tables, upto: Micros) -> None:  # no super().__init__: ids is derived
+        self._present = present
+        self._upto = upto
+        self._parsed = None
+
+    def _details(self) -> dict[str, Instance]:
+        if self._parsed is None:
+            self._parsed = {i.id: i for i in self._present.all_instances()
+                            if i.purged_at is not None and i.purged_at <= self._upto}
+        return self._parsed
+
+    @property  # type: ignore[override]
+    def ids(self) -> frozenset[str]:
+        return frozenset(self._details())
+
+    @property  # type: ignore[override]
+    def blob(self) -> bytes:
+        return ArchiveCodec.blob(self._details().values())
+
+    def get(self, id_: str) -> Instance | None:
+        return self._details().get(id_)
+
+    def __len__(self) -> int:
+        return len(self._details())
+
+
 @attrs.frozen(eq=False)
 class Tables:
     instances: Any = mapping(Record(Instance))            # id -> Instance (the archive aside)
@@ -250,6 +283,19 @@ class Tables:
         for i in purged:
             del instances[i.id]
         return attrs.evolve(self, instances=instances.finish(), archive=Archive.of(details))
+
+
+    def for_history(self) -> Tables:
+        """The same catalog without its purged instances: a history snapshot leaves them to the
+        present state, which holds every one of them (``from_history``)."""
+        purged = [i.id for i in self.instances.values() if i.purged_at is not None]
+        instances = self.instances.mutate()
+        for id_ in purged:
+            del instances[id_]
+        return attrs.evolve(self, instances=instances.finish(), archive=NO_ARCHIVE)
+
+    def from_history(self, present: Tables, upto: Micros) -> Tables:
+        return attrs.evolve(self, archive=PurgedBy(present, upto))
 
 
 # --- commands and decisions ----------------------------------------------------------------

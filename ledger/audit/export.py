@@ -1,0 +1,154 @@
+"""Exports: every event with its hash, in a file any tool can read (JSON lines or Parquet).
+
+An export plus a checkpoint is all the offline verifier needs: each row carries the
+fields the chain hashes, exactly as stored (the payload is the stored JSON text, as a
+string, not re-encoded), so the chain can be recomputed from the export alone. Columns:
+
+    seq, stream, version, type, schema_version, time (microseconds since the epoch, UTC),
+    time_utc (the same, as ISO 8601 text in JSON lines and a UTC timestamp in Parquet),
+    actor, payload, hash
+
+Files are written beside their target and renamed into place, so a reader never sees
+half an export.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import attrs
+import orjson
+
+from ..clock import iso
+from ..errors import InvalidArgument, LedgerCorrupt
+
+FORMATS = ("jsonl", "parquet")
+COLUMNS = ("seq", "stream", "version", "type", "schema_version", "time", "actor", "payload", "hash")
+"""The stored row's fields, in the order the chain hashes them (``hash`` last)."""
+
+_BATCH = 50_000
+
+
+def schema() -> Any:
+    """The Parquet schema. pyarrow is imported here, not at the top: opening a ledger for a CLI
+    call must not pay for it."""
+    import pyarrow as pa
+    return pa.schema([
+        ("seq", pa.int64()), ("stream", pa.string()), ("version", pa.int64()), ("type", pa.string()),
+        ("schema_version", pa.int32()), ("time", pa.int64()), ("time_utc", pa.timestamp("us", tz="UTC")),
+        ("actor", pa.string()), ("payload", pa.string()), ("hash", pa.string()),
+    ])
+
+
+@attrs.frozen
+class ExportReport:
+    path: str
+    format: str
+    events: int
+    head: str | None
+    """The hash of the last event exported (None for an empty log)."""
+
+
+def check_format(format: str) -> str:
+    if format not in FORMATS:
+        raise InvalidArgument(f"export format must be one of {', '.join(FORMATS)}, not {format!r}")
+    return format
+
+
+def write(rows: Iterable[tuple], path: str | os.PathLike[str], format: str) -> ExportReport:
+    """Write stored rows (with their hash) to ``path``; returns what was written."""
+    check_format(format)
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidArgument(f"{target} is a folder; give the export a file name such as log.{format}")
+    if not target.parent.is_dir():
+        raise InvalidArgument(f"cannot export to {target}: its folder {target.parent} does not exist")
+    partial = target.with_name(f".{target.name}.partial")
+    try:
+        count, head = (_write_jsonl if format == "jsonl" else _write_parquet)(rows, partial)
+        os.replace(partial, target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise InvalidArgument(f"cannot write the export {target}: {exc.strerror or exc}") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return ExportReport(str(target), format, count, head)
+
+
+def _write_jsonl(rows: Iterable[tuple], path: Path) -> tuple[int, str | None]:
+    count, head = 0, None
+    with open(path, "wb") as out:
+        for row in rows:
+            record = dict(zip(COLUMNS, row))
+            record["time_utc"] = iso(row[5])
+            out.write(orjson.dumps(record) + b"\n")
+            count, head = count + 1, row[8]
+    return count, head
+
+
+def _write_parquet(rows: Iterable[tuple], path: Path) -> tuple[int, str | None]:
+    import pyarrow.parquet as pq
+    shape = schema()
+    count, head = 0, None
+    with pq.ParquetWriter(path, shape, compression="zstd") as writer:
+        batch: list[tuple] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= _BATCH:
+                writer.write_table(_table(batch, shape))
+                count, head, batch = count + len(batch), batch[-1][8], []
+        if batch or count == 0:
+            writer.write_table(_table(batch, shape))
+            if batch:
+                count, head = count + len(batch), batch[-1][8]
+    return count, head
+
+
+def _table(batch: list[tuple], shape: Any) -> Any:
+    import pyarrow as pa
+    columns: dict[str, Any] = {name: [row[i] for row in batch] for i, name in enumerate(COLUMNS)}
+    columns["time_utc"] = columns["time"]
+    return pa.table({name: pa.array(columns[name], type=shape.field(name).type) for name in shape.names},
+                    schema=shape)
+
+
+def read(path: str | os.PathLike[str]) -> Iterator[tuple]:
+    """The rows of an export, in file order, as ``(seq, stream, version, type, schema_version,
+    time, actor, payload, hash)``: exactly what the store holds, so the chain can be rechecked."""
+    source = Path(path)
+    try:
+        with open(source, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read the export {source}: {exc.strerror or exc}") from None
+    return _read_parquet(source) if magic == b"PAR1" else _read_jsonl(source)
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple]:
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+                yield tuple(record[name] for name in COLUMNS)
+            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+                raise LedgerCorrupt(f"{path}, line {number}: not an exported event ({exc}); the export "
+                                    "was damaged or edited") from None
+
+
+def _read_parquet(path: Path) -> Iterator[tuple]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        source = pq.ParquetFile(path)
+        missing = set(COLUMNS) - set(source.schema_arrow.names)
+        if missing:
+            raise LedgerCorrupt(f"{path}: not an export of a ledger (no column(s) {', '.join(sorted(missing))})")
+        for batch in source.iter_batches(batch_size=_BATCH, columns=list(COLUMNS)):
+            yield from zip(*(batch.column(name).to_pylist() for name in COLUMNS))
+    except (pa.ArrowException, OSError) as exc:
+        raise LedgerCorrupt(f"{path}: the Parquet export cannot be read ({exc}); it was damaged") from None

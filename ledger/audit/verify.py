@@ -1,0 +1,189 @@
+"""``verify``: trust nothing that was not recomputed (R16).
+
+In order: SQLite's own page check; the hash chain, recomputed row by row from the
+first event (an edited, inserted, deleted or reordered row breaks it there); a fold of
+the whole log from nothing, which re-checks every rule the fold knows (an undrop behind
+its watermark, a commit of a swept write, a mark that moves back are corrupt logs, not
+history); the file lists the commits name; then a comparison with the state the ledger
+holds and with the stored snapshot. A snapshot that disagrees with the log is
+discarded and rebuilt here, not merely reported: it is a cache, and reopening would
+otherwise trust it again.
+
+Given a checkpoint (``against``), it also proves the log still begins with exactly the
+events the checkpoint covered: an RFC 6962 consistency proof from the checkpoint's tree
+to today's. Only a checkpoint kept outside the ledger can catch a log that was rewritten
+whole with a freshly computed chain, or truncated and extended again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import attrs
+
+from ..chain import ChainCheck, consistency_proof, root_of_leaves, leaf, verify_consistency
+from ..core import snapshot
+from ..core.model import State, fold_rows
+from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
+from ..runner import HISTORY_PREFIX, SNAPSHOT_NAME, Runner
+from ..store import EventStore
+from .checkpoints import Checkpoint, KeyLike
+
+
+@attrs.frozen
+class VerifyReport:
+    events: int
+    last_seq: int
+    instances: int
+    live: int
+    dropped: int
+    purged: int
+    snapshot_seq: int | None
+    snapshot_discarded: bool = False
+    """A stored snapshot disagreed with the log (edited, or damaged): it was thrown away and rebuilt."""
+    head: str | None = None
+    """The chain hash of the last event (None: an empty log, or a file from before the chain)."""
+    chained: bool = True
+    """False only for a read-only file from before the chain: nothing could be hashed."""
+    hashed_by_upgrade: int = 0
+    """Events hashed when the file was upgraded to the chain, not as they were written: the chain
+    proves they were not changed since the upgrade, not before it."""
+    checkpoint: Checkpoint | None = None
+    """The checkpoint the log was proven to extend (``against``)."""
+    signature_checked: bool = False
+    consistency_proof: tuple[str, ...] = ()
+    """RFC 6962 PROOF(checkpoint.seq, today's tree), hex: a third party holding the checkpoint and
+    today's root can re-check the extension with it alone."""
+    root: str | None = None
+    """Today's Merkle tree hash (computed when a checkpoint is given)."""
+    history_discarded: int = 0
+    """History snapshots (``as_of``'s caches) that disagreed with the log and were deleted."""
+
+
+def verify(runner: Runner, *, against: Checkpoint | None = None,
+           public_key: KeyLike | None = None) -> VerifyReport:
+    """Check the file, the chain, and every rule; raises ``LedgerCorrupt`` naming the first bad
+    event and why; returns counts when all is well."""
+    if against is not None and not isinstance(against, Checkpoint):
+        raise InvalidArgument(f"against must be a Checkpoint (Checkpoint.from_json or .read), got "
+                              f"{type(against).__name__}")
+    if public_key is not None:
+        if against is None:
+            raise InvalidArgument("public_key checks a checkpoint's signature: pass the checkpoint as against=")
+        against.check_signature(public_key)
+    store = runner.store
+    problems = store.integrity_problems()
+    if problems:
+        found = "; ".join(" ".join(p.split()) for p in problems[:5])
+        raise LedgerCorrupt(f"{store.path}: SQLite integrity check failed: {found}; "
+                            "restore the ledger file from a backup")
+    head = store.head()[0]
+    check = ChainCheck(store.path, keep_hashes=against is not None) if store.chained else None
+    if against is not None and check is None:
+        raise LedgerCorrupt(f"{store.path} predates the hash chain (format {store.format}), so it cannot be "
+                            "checked against a checkpoint; open it writable once to upgrade it")
+    fresh, history_discarded = _fold_checking_history(runner, check, head)
+    _check_manifests(store, fresh)
+    extension: dict[str, object] = {}
+    if against is not None:
+        assert check is not None and check.hashes is not None
+        extension = _prove_extension(store, against, check.hashes)
+        extension["signature_checked"] = public_key is not None
+    discarded = _check_snapshot(runner, fresh)
+    held = runner.refresh(force=True)
+    if held.seq == fresh.seq and held != fresh:
+        discarded = True  # what we held came from a snapshot that lied
+    if discarded:
+        runner.rebuild(fresh)
+    instances = list(fresh.tables.all_instances())
+    snap = store.load_snapshot(SNAPSHOT_NAME)
+    return VerifyReport(
+        events=store.count(), last_seq=fresh.seq, instances=len(instances),
+        live=len(fresh.tables.bindings), dropped=sum(i.is_dropped for i in instances),
+        purged=sum(i.purged_at is not None for i in instances),
+        snapshot_seq=None if snap is None else snap.seq, snapshot_discarded=discarded,
+        head=check.head.hex() if check is not None and check.seq else None, chained=check is not None,
+        hashed_by_upgrade=fresh.upkeep.hashed_by_upgrade, history_discarded=history_discarded,
+        **extension,  # type: ignore[arg-type]
+    )
+
+
+def _fold_checking_history(runner: Runner, check: ChainCheck | None, head: int) -> tuple[State, int]:
+    """Fold the whole log from nothing (checking the chain row by row), stopping at each history
+    snapshot to compare it with the fold there; one that disagrees is deleted (``as_of`` would
+    otherwise trust it). Returns the fold and how many were deleted."""
+    store = runner.store
+    stops = {at: name for name, at in store.snapshots(HISTORY_PREFIX) if at <= head}
+    present = runner.refresh()
+    fresh, discarded = State(), 0
+    for stop in [*sorted(stops), head]:
+        rows = store.read(fresh.seq, upto=stop, with_hash=check is not None)
+        fresh = fold_rows(fresh, check.rows(rows) if check is not None else rows)
+        if stop in stops and stop == fresh.seq:
+            kept = runner.load_history(stops[stop], present)
+            if kept is None or not snapshot.history_equal(kept, fresh):
+                discarded += 1
+                if kept is not None:
+                    store.delete_snapshot(stops.pop(stop))
+    return fresh, discarded
+
+
+def _prove_extension(store: EventStore, cp: Checkpoint, hashes: list[bytes]) -> dict[str, object]:
+    """That today's log begins with exactly the checkpoint's events: its head at the same place,
+    and an RFC 6962 consistency proof from its tree to today's that verifies."""
+    where, n = store.path, len(hashes)
+    if cp.seq > n:
+        raise LedgerCorrupt(f"{where}: the checkpoint covers {cp.seq} events but the log holds {n}: events "
+                            f"#{n + 1} to #{cp.seq} were removed since the checkpoint (the log was truncated)")
+    leaves = [leaf(h) for h in hashes]
+    today = root_of_leaves(leaves)
+    if cp.seq == 0:
+        return {"checkpoint": cp, "root": today.hex()}
+    if hashes[cp.seq - 1].hex() != cp.head:
+        raise LedgerCorrupt(
+            f"{where}: event #{cp.seq} is not the event the checkpoint ended at (its hash is "
+            f"{hashes[cp.seq - 1].hex()[:16]}..., the checkpoint's {cp.head[:16]}...): the log up to the "
+            "checkpoint was rewritten since it was taken (or truncated and extended again)")
+    if store.event_time(cp.seq) != cp.time_micros:
+        raise CheckpointInvalid(f"checkpoint #{cp.seq}'s time is not that of event #{cp.seq}: the checkpoint "
+                                "was edited (its head and root still match the log)")
+    proof = consistency_proof(cp.seq, hashes, leaves=leaves)
+    if not verify_consistency(cp.seq, n, bytes.fromhex(cp.root), today, proof):
+        raise LedgerCorrupt(f"{where}: the log does not extend checkpoint #{cp.seq}: the Merkle tree of its "
+                            "first events is not the checkpoint's (an event before the checkpoint was changed)")
+    return {"checkpoint": cp, "root": today.hex(), "consistency_proof": tuple(p.hex() for p in proof)}
+
+
+def _check_manifests(store: EventStore, state: State) -> None:
+    """Every file list a commit names is stored, and hashes to the digest the event carries."""
+    for v in state.data.versions.values():
+        if v.manifest is None:
+            continue
+        data = store.read_blob(v.manifest)
+        if data is None or hashlib.sha256(data).hexdigest() != v.manifest:
+            what = "is missing" if data is None else "does not match its digest"
+            raise LedgerCorrupt(f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest}) "
+                                f"{what}; restore the ledger file from a backup")
+
+
+def _check_snapshot(runner: Runner, fresh: State) -> bool:
+    """Compare the stored snapshot with a fold of the log up to the same event; discard it
+    if it disagrees (whatever its digest says). Returns whether it was discarded."""
+    store = runner.store
+    snap = store.load_snapshot(SNAPSHOT_NAME)
+    if snap is None:
+        return False
+    try:
+        cached = snapshot.load(snap.data, store.hash_at(snap.seq))
+        agrees = cached.seq == snap.seq and cached == _fold_upto(store, fresh, snap.seq)
+    except (snapshot.SnapshotMismatch, LedgerCorrupt):
+        agrees = False
+    if not agrees:
+        store.delete_snapshot(SNAPSHOT_NAME)
+    return not agrees
+
+
+def _fold_upto(store: EventStore, fresh: State, seq: int) -> State:
+    if seq == fresh.seq:
+        return fresh
+    return fold_rows(State(), store.read(0, upto=seq))

@@ -1,0 +1,106 @@
+"""Each event in words, for people reading the history: "alice@etl-3 dropped sales.orders (id …)".
+
+The data is the event's own fields; ``name_of`` finds the name of a table the event
+names only by id (a purge, a commit), as the catalog knows it now.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..clock import format_duration, iso
+
+NameOf = Callable[[str], str | None]
+
+
+def size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"  # not reached
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _table(e: Any, name_of: NameOf) -> str:
+    name = getattr(e, "name", None) or name_of(e.table_id) or "a table"
+    return f"{name} (id {e.table_id})"
+
+
+def _scope(scope: str, name_of: NameOf) -> str:
+    if scope == "ledger":
+        return "the ledger"
+    kind, _, key = scope.partition(":")
+    if kind == "table":
+        return f"table {name_of(key) or key} (id {key})"
+    return f"{kind} {key}"
+
+
+def _run(e: Any) -> str:
+    return f" (vacuum run {e.run_id})" if getattr(e, "run_id", None) else ""
+
+
+def _retention(e: Any, n: NameOf) -> str:
+    if e.seconds is None:
+        return f"removed the retention set on {_scope(e.scope, n)}"
+    return f"set the retention of {_scope(e.scope, n)} to {format_duration(e.seconds)}"
+
+
+def _commit(e: Any, n: NameOf) -> str:
+    how = "adopted the existing files of" if e.mode == "adopt" else f"committed ({e.mode})"
+    return (f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {size(e.bytes)}")
+
+
+def _vacuum_started(e: Any, n: NameOf) -> str:
+    parts = [_plural(len(e.table_ids), "table") + " to purge"]
+    if e.marks:
+        parts.append(_plural(len(e.marks), "retention mark") + " to advance")
+    return f"started vacuum run {e.run_id}: " + ", ".join(parts)
+
+
+def _vacuum_finished(e: Any, n: NameOf) -> str:
+    text = (f"finished vacuum run {e.run_id}: {_plural(e.purged, 'table')} purged, "
+            f"{_plural(e.files, 'file')} and {size(e.bytes)} deleted")
+    return text + (f", {e.failed} failed" if e.failed else "")
+
+
+_WORDS: dict[str, Callable[[Any, NameOf], str]] = {
+    "TableCreated": lambda e, n: f"created {_table(e, n)}",
+    "TableDropped": lambda e, n: f"dropped {_table(e, n)}",
+    "TableUndropped": lambda e, n: f"undropped {_table(e, n)}",
+    "DatabaseDropped": lambda e, n: f"dropped database {e.database} ({_plural(len(e.table_ids), 'table')})",
+    "DatabaseUndropped": lambda e, n: f"undropped database {e.database} ({_plural(len(e.table_ids), 'table')})",
+    "TablePurged": lambda e, n: f"purged {_table(e, n)}: {_plural(e.files, 'file')}, {size(e.bytes)}{_run(e)}",
+    "WatermarkAdvanced": lambda e, n: f"advanced the watermark of {_scope(e.scope, n)} to {iso(e.to)}{_run(e)}",
+    "RetentionSet": _retention,
+    "LedgerUpgraded": lambda e, n: (f"upgraded the ledger file from format {e.from_format} to {e.to_format} "
+                                    f"(hashing {_plural(e.events_hashed, 'earlier event')})"),
+    "WriteBegun": lambda e, n: f"began write {e.write_id} to {_table(e, n)}, leased until {iso(e.expires_at)}",
+    "WriteRenewed": lambda e, n: f"renewed write {e.write_id} to {_table(e, n)} until {iso(e.expires_at)}",
+    "WriteAborted": lambda e, n: f"aborted write {e.write_id} to {_table(e, n)}",
+    "VersionCommitted": _commit,
+    "VersionRestored": lambda e, n: f"restored {_table(e, n)} to version {e.restored}, as version {e.number}",
+    "RetentionMarkAdvanced": lambda e, n: f"advanced the retention mark of {_table(e, n)} to {iso(e.to)}{_run(e)}",
+    "WritesSwept": lambda e, n: f"swept {_plural(len(e.write_ids), 'uncommitted write')} of {_table(e, n)}{_run(e)}",
+    "StragglersDeleted": lambda e, n: (f"deleted {_plural(e.files, 'straggler file')} ({size(e.bytes)}) from "
+                                       f"{_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}{_run(e)}"),
+    "WriteFoldersDeleted": lambda e, n: (f"deleted {_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}: "
+                                         f"{_plural(e.files, 'file')}, {size(e.bytes)}{_run(e)}"),
+    "VacuumStarted": _vacuum_started,
+    "VacuumLeased": lambda e, n: f"extended vacuum run {e.run_id}'s lease to {iso(e.until)}",
+    "VacuumFinished": _vacuum_finished,
+    "WarehouseMoved": lambda e, n: f"moved the warehouse from {e.from_root} to {e.to_root}",
+}
+
+
+def describe(type_name: str, actor: str, event: Any, name_of: NameOf) -> str:
+    words = _WORDS.get(type_name)
+    return f"{actor} {words(event, name_of) if words else 'recorded ' + type_name}"
+
+
+def known(type_name: str) -> bool:
+    return type_name in _WORDS

@@ -1,0 +1,182 @@
+"""The read-only questions a ledger answers, over one folded state: now, or as of a past point.
+
+``Ledger`` asks them of the state caught up with the log; ``AsOf`` (``Ledger.as_of``)
+of the state folded up to an earlier event (R17). Both are this one class, so the past
+answers exactly the questions the present does, in the same words, and equals the
+fold of the log up to that point by construction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Callable
+
+from .clock import from_micros, to_micros
+from .core.model import State
+from .core.tables import require_live
+from .core.versions import Version, choose, parse_manifest
+from .errors import LedgerCorrupt, TableNotFound
+from .names import LEDGER, Scope, table_id as valid_table_id, table_name
+from .store import EventStore
+from .views import FileEntry, TableInstance, TableVersion, WriteView
+
+
+class Catalog:
+    """Queries over ``_current()``, the state they answer from (subclasses say which)."""
+
+    store: EventStore
+
+    def _current(self) -> State:
+        raise NotImplementedError
+
+    def _root(self, state: State) -> str:
+        raise NotImplementedError
+
+    # --- tables ---------------------------------------------------------------------------
+
+    def table(self, name: str) -> TableInstance:
+        """The live instance bound to ``name``."""
+        state = self._current()
+        return TableInstance.of(state, require_live(state, name), self._root(state))
+
+    def instance(self, table_id: str) -> TableInstance:
+        """Any instance by id, live, dropped or purged."""
+        key = valid_table_id(table_id)
+        state = self._current()
+        inst = state.tables.instance(key)
+        if inst is None:
+            raise TableNotFound(f"there is no table with id {key}")
+        return TableInstance.of(state, inst, self._root(state))
+
+    def tables(self, *, database: str | None = None) -> list[TableInstance]:
+        """Live tables, by name."""
+        state = self._current()
+        prefix = None if database is None else Scope.database(database).key + "."
+        root = self._root(state)
+        return [TableInstance.of(state, state.tables.instances[i], root)
+                for name, i in sorted(state.tables.bindings.items())
+                if prefix is None or name.startswith(prefix)]
+
+    def dropped_tables(self, *, database: str | None = None, name: str | None = None) -> list[TableInstance]:
+        """Dropped, unpurged instances, newest drop first."""
+        state = self._current()
+        found = state.tables.dropped_instances(
+            database=None if database is None else Scope.database(database).key,
+            name=None if name is None else table_name(name))
+        root = self._root(state)
+        return [TableInstance.of(state, inst, root) for inst in found]
+
+    # --- watermarks and retention -------------------------------------------------------------
+
+    def watermark(self, scope: Scope | str | None = LEDGER) -> datetime | None:
+        found = self._current().guard.watermark(self._known_scope(scope))
+        return None if found is None else from_micros(found)
+
+    def retention(self, scope: Scope | str | None = LEDGER) -> timedelta | None:
+        """The retention set at exactly this scope (None: not set here; see ``effective_retention``)."""
+        found = self._current().guard.retentions.get(str(self._known_scope(scope)))
+        return None if found is None else timedelta(seconds=found)
+
+    def effective_retention(self, scope: Scope | str | None = LEDGER) -> tuple[timedelta, str]:
+        """The retention that applies at a scope, and where it comes from (the scope itself, a
+        wider one, or ``default``): what a table dropped there would get."""
+        where = self._known_scope(scope)
+        state = self._current()
+        if where.kind == "table":
+            source, seconds = state.guard.retention_source(state.tables.instance(where.key))
+        elif where.kind == "database" and str(where) in state.guard.retentions:
+            source, seconds = str(where), state.guard.retentions[str(where)]
+        else:
+            source, seconds = state.guard.ledger_retention()
+        return timedelta(seconds=seconds), source
+
+    def _known_scope(self, scope: Scope | str | None) -> Scope:
+        where = Scope.parse(scope)
+        if where.kind == "table" and not self._current().tables.has_id(where.key):
+            raise TableNotFound(f"scope {where}: there is no table with id {where.key}")
+        return where
+
+    # --- versions and writes --------------------------------------------------------------
+
+    def versions(self, name: str) -> list[TableVersion]:
+        """Every version of the live table ``name``, newest first (``expired`` ones included)."""
+        state = self._current()
+        inst = require_live(state, name)
+        return [TableVersion.of(state, v, self._files_of(state)) for v in state.data.history(inst.id)]
+
+    def version(self, name: str, *, version: int | None = None, as_of: datetime | None = None) -> TableVersion:
+        """The version a read would use: the current one, version ``version``, or the newest one
+        committed at or before ``as_of``. An expired one is ``VersionExpired`` (R12)."""
+        state = self._current()
+        inst = require_live(state, name)
+        chosen = choose(state, inst, version, None if as_of is None else to_micros(as_of))
+        return TableVersion.of(state, chosen, self._files_of(state))
+
+    def retention_mark(self, name: str) -> datetime | None:
+        state = self._current()
+        found = state.data.mark(require_live(state, name).id)
+        return None if found is None else from_micros(found)
+
+    def open_writes(self, *, name: str | None = None) -> list[WriteView]:
+        """Writes registered and not yet committed, aborted or swept, oldest first."""
+        state = self._current()
+        table_id = None if name is None else require_live(state, name).id
+        root = self._root(state)
+        return [WriteView.of(state, w, root) for w in state.data.open_writes(table_id)]
+
+    def _files_of(self, state: State) -> Callable[[Version], tuple[FileEntry, ...]]:
+        """Every file a version names, read (when first asked) from the manifests stored with its
+        commits, as the version was in ``state``."""
+        def files(v: Version) -> tuple[FileEntry, ...]:
+            found: list[FileEntry] = []
+            for _write, digest in state.data.parts(v):
+                found.extend(FileEntry(path, size) for path, size in self._manifest(digest))
+            return tuple(sorted(found))
+        return files
+
+    def _manifest(self, digest: str) -> list[tuple[str, int]]:
+        data = self.store.read_blob(digest)
+        if data is None:
+            raise LedgerCorrupt(f"{self.store.path}: the file list {digest} is missing; restore the ledger file "
+                                "from a backup")
+        return parse_manifest(data)
+
+
+class AsOf(Catalog):
+    """The catalog as it was after event ``seq`` (R17): read-only, answering the same queries as
+    the present. ``time`` is that event's time (None before the first event)."""
+
+    def __init__(self, store: EventStore, state: State, recorded_root: str) -> None:
+        self.store = store
+        self._state = state
+        self._recorded_root = recorded_root
+
+    @property
+    def seq(self) -> int:
+        return self._state.seq
+
+    @property
+    def time(self) -> datetime | None:
+        return from_micros(self._state.last_time) if self._state.seq else None
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def warehouse(self) -> str:
+        """The warehouse root as it was then (a later move does not change past locations)."""
+        return self._root(self._state)
+
+    def now(self) -> datetime | None:
+        """The as-of point's time: what "now" was for these answers."""
+        return self.time
+
+    def _current(self) -> State:
+        return self._state
+
+    def _root(self, state: State) -> str:
+        return state.warehouse.root or self._recorded_root
+
+    def __repr__(self) -> str:
+        return f"<AsOf seq={self.seq} time={self.time.isoformat() if self.time else None}>"

@@ -1,0 +1,251 @@
+"""The hash chain and the Merkle tree over it (R16): what an auditor re-implements to check a log.
+
+**Event hash.** Every event row carries
+
+    hash = SHA-256( previous hash (32 bytes; 32 zero bytes before the first event)
+                  || u64(seq) || u64(version) || u32(schema_version) || i64(time)
+                  || text(stream) || text(type) || text(actor) || text(payload) )
+
+where ``u64``/``u32``/``i64`` are big-endian (unsigned, unsigned, signed two's complement),
+``text(s)`` is ``u32(len(utf8(s))) || utf8(s)``, ``time`` is microseconds since the Unix epoch
+(UTC), and ``payload`` is the stored JSON text exactly as it is in the ``events`` table. Every
+field is always present; there are no optional ones. The hash is stored as 64 lower-case hex
+digits. Editing, inserting, deleting or reordering any event changes the hash of every event
+after it.
+
+**Merkle tree.** RFC 6962's tree hash (MTH) over the *event hashes* in sequence order, as leaf
+inputs: ``leaf = SHA-256(0x00 || event hash)``, ``node = SHA-256(0x01 || left || right)``, the
+left subtree holding the largest power of two of leaves smaller than the whole; the empty tree
+is ``SHA-256("")``. A checkpoint is (seq, time, head hash, root); inclusion and consistency
+proofs are RFC 6962's audit path and consistency proof (RFC 9162 section 2.1.3 and 2.1.4 give
+the verification algorithms used here).
+
+Pure functions only: the store computes hashes as it appends, ``audit`` and the offline
+verifier (``python -m ledger.audit``) check them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Iterable, Iterator, Sequence
+
+from .errors import LedgerCorrupt
+
+GENESIS = bytes(32)
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+_HEAD = struct.Struct(">QQIq")
+
+
+def _text(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return struct.pack(">I", len(data)) + data
+
+
+def event_hash(previous: bytes, seq: int, stream: str, version: int, type_: str, schema_version: int,
+               time: int, actor: str, payload: str) -> bytes:
+    """The hash of one event row, chained to the one before it (see the module docstring)."""
+    return hashlib.sha256(b"".join((
+        previous, _HEAD.pack(seq, version, schema_version, time),
+        _text(stream), _text(type_), _text(actor), _text(payload),
+    ))).digest()
+
+
+def chain(rows: Sequence[tuple], previous: bytes = GENESIS) -> list[bytes]:
+    """The hashes of consecutive stored rows ``(seq, stream, version, type, schema_version, time,
+    actor, payload, ...)``, starting after ``previous``."""
+    found = []
+    for row in rows:
+        previous = event_hash(previous, *row[:8])
+        found.append(previous)
+    return found
+
+
+class ChainCheck:
+    """Recomputes the chain over stored rows ``(seq, ..., payload, hash)`` as they stream past,
+    and stops at the first row that breaks it, naming it and why (R16).
+
+    Used by ``verify`` on the SQLite file and by the offline verifier on an export: the same
+    check, whatever the rows were read from. ``hashes`` keeps every event hash (as bytes) when
+    asked, for a Merkle tree over them.
+    """
+
+    def __init__(self, where: str, *, keep_hashes: bool = False) -> None:
+        self.where = where
+        self.seq = 0
+        self.head = GENESIS
+        self.hashes: list[bytes] | None = [] if keep_hashes else None
+
+    def rows(self, rows: Iterable[tuple]) -> Iterator[tuple]:
+        for row in rows:
+            self.check(row)
+            yield row
+
+    def check(self, row: tuple) -> None:
+        seq = row[0]
+        if seq != self.seq + 1:
+            gone = f"#{self.seq + 1}" if seq == self.seq + 2 else f"#{self.seq + 1} to #{seq - 1}"
+            raise LedgerCorrupt(f"{self.where}: event #{seq} follows #{self.seq}: event {gone} is missing "
+                                "(deleted, or renumbered); the log was edited" if seq > self.seq else
+                                f"{self.where}: event #{seq} follows #{self.seq}: rows are out of order or "
+                                "repeated; the log was edited")
+        try:
+            expected = event_hash(self.head, *row[:8])
+        except (TypeError, AttributeError, struct.error, UnicodeError) as exc:
+            raise LedgerCorrupt(f"{self.where}: event #{seq} has a field of the wrong type or range "
+                                f"({exc}), so it cannot be hashed; the log was edited") from None
+        if row[8] != expected.hex():
+            what = "has no hash" if row[8] is None else "does not match its hash"
+            raise LedgerCorrupt(f"{self.where}: event #{seq} {what} (the hash over its fields and the hash "
+                                "of the event before it): the event, or its stored hash, was edited; "
+                                "restore the ledger from a backup")
+        self.seq, self.head = seq, expected
+        if self.hashes is not None:
+            self.hashes.append(expected)
+
+
+# --- RFC 6962 ------------------------------------------------------------------------------
+
+def leaf(entry: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + entry).digest()
+
+
+def node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(n: int) -> int:
+    """The largest power of two smaller than ``n`` (n > 1)."""
+    k = 1
+    while k * 2 < n:
+        k *= 2
+    return k
+
+
+def root_of_leaves(leaves: Sequence[bytes]) -> bytes:
+    """MTH over leaf *hashes*, level by level: pairing left to right and carrying an odd last
+    node up unchanged builds exactly RFC 6962's tree (and needs no recursion for a million)."""
+    if not leaves:
+        return EMPTY_ROOT
+    level = list(leaves)
+    while len(level) > 1:
+        paired = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
+
+
+def merkle_root(entries: Sequence[bytes]) -> bytes:
+    """RFC 6962 MTH of the entries (event hashes, or any leaf inputs)."""
+    return root_of_leaves([leaf(e) for e in entries])
+
+
+def _subtree(leaves: Sequence[bytes], start: int, end: int) -> bytes:
+    return root_of_leaves(leaves[start:end])
+
+
+def inclusion_proof(index: int, entries: Sequence[bytes], *, leaves: Sequence[bytes] | None = None) -> list[bytes]:
+    """RFC 6962 PATH(m, D[n]): the audit path of entry ``index`` (0-based) in the tree of ``entries``
+    (``leaves``: their leaf hashes, if the caller has them already)."""
+    if not 0 <= index < len(entries):
+        raise IndexError(f"entry {index} is not in a tree of {len(entries)}")
+    leaves = [leaf(e) for e in entries] if leaves is None else leaves
+    proof: list[bytes] = []
+    start, end = 0, len(leaves)
+    while end - start > 1:
+        k = _split(end - start)
+        if index - start < k:
+            proof.append(_subtree(leaves, start + k, end))
+            end = start + k
+        else:
+            proof.append(_subtree(leaves, start, start + k))
+            start = start + k
+    return list(reversed(proof))
+
+
+def root_from_inclusion(index: int, size: int, entry: bytes, proof: Sequence[bytes]) -> bytes | None:
+    """The root an inclusion proof leads to (RFC 9162 2.1.3.2), or None if it cannot be one."""
+    if not 0 <= index < size:
+        return None
+    fn, sn = index, size - 1
+    r = leaf(entry)
+    for p in proof:
+        if sn == 0:
+            return None
+        if fn % 2 == 1 or fn == sn:
+            r = node(p, r)
+            if fn % 2 == 0:
+                while fn % 2 == 0 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = node(r, p)
+        fn >>= 1
+        sn >>= 1
+    return r if sn == 0 else None
+
+
+def consistency_proof(old_size: int, entries: Sequence[bytes], *,
+                      leaves: Sequence[bytes] | None = None) -> list[bytes]:
+    """RFC 6962 PROOF(m, D[n]): that the first ``old_size`` entries' tree is a prefix of this one
+    (``leaves``: their leaf hashes, if the caller has them already)."""
+    n = len(entries)
+    if not 0 < old_size <= n:
+        raise IndexError(f"no consistency proof from a tree of {old_size} to one of {n}")
+    leaves = [leaf(e) for e in entries] if leaves is None else leaves
+    proof: list[bytes] = []
+
+    def subproof(m: int, start: int, end: int, whole: bool) -> None:
+        size = end - start
+        if m == size:
+            if not whole:
+                proof.append(_subtree(leaves, start, end))
+            return
+        k = _split(size)
+        if m <= k:
+            subproof(m, start, start + k, whole)
+            proof.append(_subtree(leaves, start + k, end))
+        else:
+            subproof(m - k, start + k, end, False)
+            proof.append(_subtree(leaves, start, start + k))
+
+    subproof(old_size, 0, n, True)
+    return proof
+
+
+def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: bytes,
+                       proof: Sequence[bytes]) -> bool:
+    """RFC 9162 2.1.4.2: whether ``proof`` shows the tree of ``old_size`` is a prefix of ``new_size``."""
+    if old_size > new_size or old_size < 0:
+        return False
+    if old_size == new_size:
+        return old_root == new_root and not proof
+    if old_size == 0:
+        return not proof
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:  # a power of two: the old root is the first node
+        path.insert(0, old_root)
+    if not path:
+        return False
+    fn, sn = old_size - 1, new_size - 1
+    while fn % 2 == 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn % 2 == 1 or fn == sn:
+            fr = node(c, fr)
+            sr = node(c, sr)
+            if fn % 2 == 0:
+                while fn % 2 == 0 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == old_root and sr == new_root

@@ -1,0 +1,66 @@
+"""The event log as a Spark DataFrame, for auditors who query with Spark SQL.
+
+The log leaves the ledger the way any export does (``Ledger.export``, Parquet: the
+public API, no SQLite from here), and Spark reads that file. One row per event, with
+typed columns, and the payload fields most events share flattened beside the payload
+(which stays, as stored, for everything else: ``get_json_object(payload, '$.x')``).
+
+Without ``path`` the export goes to a temporary folder and the DataFrame is
+materialised (``localCheckpoint``) before the folder is deleted, so it does not
+depend on a file that is gone; with ``path`` the Parquet file is kept there and the
+DataFrame reads it lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ledger import Ledger
+
+_FLATTENED: tuple[tuple[str, str], ...] = (
+    ("table_id", "string"), ("name", "string"), ("run_id", "string"), ("write_id", "string"),
+    ("scope", "string"), ("number", "bigint"), ("mode", "string"), ("files", "bigint"), ("bytes", "bigint"),
+)
+"""Payload fields several event types carry, as columns (null where an event has none)."""
+
+
+def _field(name: str) -> Column:
+    return F.get_json_object(F.col("payload"), f"$.{name}")
+
+
+def read_log(spark: SparkSession, ledger: Ledger, *, path: str | os.PathLike[str] | None = None) -> DataFrame:
+    """Every event, oldest first: ``seq``, ``time`` (a UTC timestamp), ``time_micros`` (as the
+    chain hashes it), ``actor``, ``stream``, ``version``, ``type``, ``schema_version``, the
+    flattened fields (``table_id``, ``name``, ``database``, ``run_id``, ``write_id``, ``scope``,
+    ``number``, ``mode``, ``files``, ``bytes``, ``to``, ``table_ids``), then ``payload`` and
+    ``hash``.
+
+    ``database`` is the event's own (a database drop) or the first part of its table name;
+    ``to`` is where a watermark or retention mark was moved to; ``table_ids`` lists the tables
+    a database drop or a vacuum run concerned.
+    """
+    keep = path is not None
+    folder = None if keep else Path(tempfile.mkdtemp(prefix="retention-ledger-log-"))
+    target = Path(path) if path is not None else folder / "log.parquet"  # type: ignore[operator]
+    try:
+        ledger.export(target, format="parquet")
+        raw = spark.read.parquet(str(target.resolve()))
+        flat = [_field(name).cast(kind).alias(name) for name, kind in _FLATTENED]
+        log = raw.select(
+            "seq", F.col("time_utc").alias("time"), F.col("time").alias("time_micros"), "actor", "stream",
+            "version", "type", "schema_version", *flat,
+            F.coalesce(_field("database"), F.substring_index(_field("name"), ".", 1)).alias("database"),
+            F.timestamp_micros(_field("to").cast("bigint")).alias("to"),
+            F.from_json(_field("table_ids"), "array<string>").alias("table_ids"),
+            "payload", "hash",
+        ).orderBy("seq")
+        return log if keep else log.localCheckpoint(eager=True)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

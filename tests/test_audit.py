@@ -1,0 +1,913 @@
+"""The auditor's ledger (R16, R17): the hash chain, checkpoints and proofs, as-of replay,
+history, export and the offline verifier.
+
+Tampering is done as an outsider would: with ``sqlite3`` on a copy of a real ledger
+file (the append-only triggers dropped first, as anyone with the file can). Detection
+means ``verify`` (or opening the file) raises ``LedgerCorrupt``, naming an event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ledger import LEDGER, Checkpoint, Ledger, ManualClock, Scope
+from ledger.audit import generate_key, verify_export
+from ledger.chain import (
+    consistency_proof, inclusion_proof, merkle_root, root_from_inclusion, verify_consistency,
+)
+from ledger.core import snapshot
+from ledger.core.model import State, fold_rows
+from ledger.errors import (
+    CheckpointInvalid, IncompatibleLedger, InvalidArgument, InvalidTime, LedgerCorrupt, LedgerError, TableNotFound,
+)
+from tests.conftest import T0
+from tests.forge import forge, rehash
+
+FORMAT1 = Path(__file__).parent / "data" / "format1-0.1.0.db"
+
+
+# --- a small ledger with one of most kinds of event -----------------------------------------
+
+def build_small(path: Path, *, clock: ManualClock | None = None, history_every: int = 25_000) -> ManualClock:
+    """Tables created, dropped, undropped, renamed on undrop; a database dropped; retention;
+    writes committed, aborted and overwritten; a mark; a vacuum that purges. ~30 events.
+    Its warehouse root is recorded absolute, so copies of the file elsewhere agree on locations."""
+    clock = clock or ManualClock(T0)
+    with Ledger.open(path, clock=clock, actor="alice@etl-3", history_every=history_every,
+                     warehouse=path.parent / "warehouse") as led:
+        led.set_retention(LEDGER, timedelta(days=7))
+        for name in ("sales.orders", "sales.items", "hr.people", "hr.pay"):
+            led.create_table(name)
+        clock.advance(timedelta(hours=1))
+        for n in range(3):
+            w = led.begin_write("sales.orders")
+            led.commit_write(w.id, [(f"{w.relative_folder}/part-{n}.parquet", 100 + n)],
+                             mode="overwrite" if n == 2 else "append")
+            clock.advance(timedelta(minutes=10))
+        led.abort_write(led.begin_write("sales.items").id)
+        led.drop_table("sales.items")
+        led.undrop_table("sales.items", new_name="sales.items_restored")
+        led.drop_table("sales.items_restored")
+        led.drop_database("hr")
+        clock.advance(timedelta(days=8))
+        led.advance_retention_mark("sales.orders", clock())
+        order = led.start_vacuum()
+        led.finish_vacuum(order.run_id, [(t.id, 1, 10) for t in order.targets])
+        led.create_table("sales.items")
+    return clock
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("small") / "ledger.db"
+    build_small(path)
+    return path
+
+
+def copy_of(db: Path, dest: Path) -> Path:
+    shutil.copy(db, dest)
+    return dest
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    """The file as anyone with sqlite3 sees it, with the append-only triggers out of the way."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for trigger in ("events_no_update", "events_no_delete"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    return conn
+
+
+def fingerprint(led: Ledger) -> tuple:
+    """What 'the ledger unchanged' means: the same events, ending in the same hash."""
+    return led.event_count(), led.checkpoint().head
+
+
+def detected(path: Path) -> LedgerCorrupt | None:
+    """Open and verify; the LedgerCorrupt raised, or None if the file passed."""
+    try:
+        with Ledger.open(path, create=False) as led:
+            led.verify()
+    except LedgerCorrupt as exc:
+        return exc
+    return None
+
+
+# --- R16: the chain as documented ----------------------------------------------------------
+
+def documented_hash(previous: bytes, seq: int, stream: str, version: int, type_: str, schema: int,
+                    time_: int, actor: str, payload: str) -> bytes:
+    """README's canonical encoding, re-implemented here from the text alone."""
+    def text(s: str) -> bytes:
+        b = s.encode()
+        return struct.pack(">I", len(b)) + b
+    return hashlib.sha256(previous + struct.pack(">QQIq", seq, version, schema, time_) + text(stream)
+                          + text(type_) + text(actor) + text(payload)).digest()
+
+
+def test_r16_every_stored_hash_is_the_documented_encoding_chained(small_db: Path) -> None:
+    assert assert_documented_chain(small_db) > 20
+
+
+def assert_documented_chain(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT seq, stream, version, type, schema_version, time, actor, payload, hash "
+                        "FROM events ORDER BY seq").fetchall()
+    previous = bytes(32)
+    for row in rows:
+        previous = documented_hash(previous, *row[:8])
+        assert previous.hex() == row[8], f"event #{row[0]}"
+    with Ledger.open(path, create=False) as led:
+        assert led.checkpoint().head == rows[-1][8]
+    return len(rows)
+
+
+# --- R16: RFC 6962's own test vectors ------------------------------------------------------
+
+# From Certificate Transparency's reference implementation (merkle_tree_test.cc): leaf inputs,
+# and the tree hash of each prefix of them.
+CT_LEAVES = [bytes.fromhex(h) for h in (
+    "", "00", "10", "2021", "3031", "40414243", "5051525354555657", "606162636465666768696a6b6c6d6e6f")]
+CT_ROOTS = [
+    "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+    "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
+    "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+    "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+    "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+    "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
+    "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+]
+CT_INCLUSION = [  # (leaf index, 1-based as in the source; tree size; audit path)
+    (1, 1, []),
+    (1, 8, ["96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+            "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"]),
+    (6, 8, ["bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+            "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+            "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"]),
+    (3, 3, ["fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125"]),
+    (2, 5, ["6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+            "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"]),
+]
+CT_CONSISTENCY = [  # (old size, new size, proof)
+    (1, 1, []),
+    (1, 8, ["96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+            "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"]),
+    (6, 8, ["0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
+            "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+            "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"]),
+    (2, 5, ["5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+            "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"]),
+]
+
+
+def test_r16_rfc6962_test_vectors_for_the_merkle_tree_hash_pass() -> None:
+    assert merkle_root([]).hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    for size, expected in enumerate(CT_ROOTS, start=1):
+        assert merkle_root(CT_LEAVES[:size]).hex() == expected, f"tree of {size}"
+
+
+def test_r16_rfc6962_inclusion_and_consistency_vectors_pass() -> None:
+    for index, size, path in CT_INCLUSION:
+        assert [p.hex() for p in inclusion_proof(index - 1, CT_LEAVES[:size])] == path
+        root = root_from_inclusion(index - 1, size, CT_LEAVES[index - 1], [bytes.fromhex(p) for p in path])
+        assert root is not None and root.hex() == CT_ROOTS[size - 1]
+    for old, new, path in CT_CONSISTENCY:
+        proof = consistency_proof(old, CT_LEAVES[:new])
+        assert [p.hex() for p in proof] == path, (old, new)
+        assert verify_consistency(old, new, bytes.fromhex(CT_ROOTS[old - 1]), bytes.fromhex(CT_ROOTS[new - 1]),
+                                  proof)
+
+
+def test_r16_every_proof_between_small_trees_verifies_and_a_wrong_one_does_not() -> None:
+    entries = [hashlib.sha256(bytes([i])).digest() for i in range(19)]
+    roots = [merkle_root(entries[:n]) for n in range(len(entries) + 1)]
+    for new in range(1, len(entries) + 1):
+        for i in range(new):
+            proof = inclusion_proof(i, entries[:new])
+            assert root_from_inclusion(i, new, entries[i], proof) == roots[new]
+            assert root_from_inclusion(i, new, entries[(i + 1) % new], proof) != roots[new] or new == 1
+        for old in range(1, new + 1):
+            proof = consistency_proof(old, entries[:new])
+            assert verify_consistency(old, new, roots[old], roots[new], proof)
+            if old < new:
+                assert not verify_consistency(old, new, roots[old - 1] if old > 1 else roots[new], roots[new], proof)
+
+
+# --- R16: tampering with the file ----------------------------------------------------------
+
+FLIP_COLUMNS = ("payload", "hash", "time", "stream", "actor")
+MASKS = (0x01, 0x20, 0x80, 0xFF)  # rotated by position: ASCII stays ASCII, or becomes invalid UTF-8
+
+
+def flipped(value: object, index: int, mask: int) -> tuple[object, int]:
+    """``value`` with byte ``index`` of its stored form XOR ``mask``; returns (new value, bytes)."""
+    if isinstance(value, int):
+        data = bytearray(struct.pack(">q", value))
+        data[index] ^= mask
+        return struct.unpack(">q", bytes(data))[0], 8
+    data = bytearray(str(value).encode())
+    data[index] ^= mask
+    return bytes(data), len(data)
+
+
+def test_r16_every_single_byte_flip_in_the_events_table_is_detected(small_db: Path, tmp_path: Path,
+                                                                    record_property) -> None:
+    """Each byte of each event's payload, hash, time, stream and actor, flipped in turn in a copy
+    of the file (and flipped back), is caught by verify: target 100%."""
+    path = copy_of(small_db, tmp_path / "flips.db")
+    conn = raw(path)
+    rows = conn.execute(f"SELECT seq, {', '.join(FLIP_COLUMNS)} FROM events ORDER BY seq").fetchall()
+    flips, missed = 0, []
+    with Ledger.open(path, create=False) as led:
+        for seq, *values in rows:
+            for column, value in zip(FLIP_COLUMNS, values):
+                size = 8 if isinstance(value, int) else len(str(value).encode())
+                for index in range(size):
+                    bad, _ = flipped(value, index, MASKS[index % len(MASKS)])
+                    setter = "CAST(? AS TEXT)" if isinstance(bad, bytes) else "?"
+                    conn.execute(f"UPDATE events SET {column} = {setter} WHERE seq = ?", (bad, seq))
+                    try:
+                        led.verify()
+                        missed.append((seq, column, index))
+                    except LedgerCorrupt as exc:
+                        assert f"#{seq}" in str(exc) or "event" in str(exc), str(exc)
+                    finally:
+                        conn.execute(f"UPDATE events SET {column} = ? WHERE seq = ?", (value, seq))
+                    flips += 1
+        record_property("byte_flips", flips)
+        print(f"\n{flips} single-byte flips, {flips - len(missed)} detected ({len(missed)} missed)")
+        assert missed == [], f"{len(missed)} of {flips} flips passed verify: {missed[:10]}"
+        assert flips > 2_000
+        assert led.verify().events == len(rows)  # flipped back: the copy is whole again
+
+
+def test_r16_a_flipped_hash_names_the_first_bad_event_and_why(small_db: Path, tmp_path: Path) -> None:
+    path = copy_of(small_db, tmp_path / "l.db")
+    with raw(path) as conn:
+        conn.execute("UPDATE events SET payload = replace(payload, 'sales.orders', 'sales.ordurs') WHERE seq = 2")
+    found = detected(path)
+    assert found is not None
+    assert "#2" in str(found) and "hash" in str(found)
+
+
+def test_r16_an_inserted_row_is_detected(small_db: Path, tmp_path: Path) -> None:
+    """Forged with a correct hash for its place, then later events renumbered: the next event's
+    stored hash no longer follows."""
+    path = copy_of(small_db, tmp_path / "l.db")
+    with raw(path) as conn:
+        last = conn.execute("SELECT max(seq) FROM events").fetchone()[0]
+        for seq in range(last, 5, -1):
+            conn.execute("UPDATE events SET seq = seq + 1 WHERE seq = ?", (seq,))
+    # the chain up to #5 is intact; #6 is the forger's, chained to #5
+    rows = sqlite3.connect(path).execute("SELECT seq FROM events WHERE seq <= 5").fetchall()
+    assert len(rows) == 5
+    conn = raw(path)
+    prev = conn.execute("SELECT hash, time FROM events WHERE seq = 5").fetchone()
+    payload = '{"scope":"database:sales","seconds":86400}'
+    h = documented_hash(bytes.fromhex(prev[0]), 6, "retention:database:sales", 1, "RetentionSet", 1, prev[1] + 1,
+                        "mallory", payload)
+    conn.execute("INSERT INTO events(seq, stream, version, type, schema_version, time, actor, payload, hash) "
+                 "VALUES (6, 'retention:database:sales', 1, 'RetentionSet', 1, ?, 'mallory', ?, ?)",
+                 (prev[1] + 1, payload, h.hex()))
+    conn.close()
+    found = detected(path)
+    assert found is not None and "#7" in str(found)
+
+
+def test_r16_a_deleted_row_is_detected(small_db: Path, tmp_path: Path) -> None:
+    path = copy_of(small_db, tmp_path / "gap.db")
+    with raw(path) as conn:
+        conn.execute("DELETE FROM events WHERE seq = 9")
+    found = detected(path)
+    assert found is not None and "#9" in str(found) or "#10" in str(found)
+    # and with the later events renumbered to close the gap
+    path = copy_of(small_db, tmp_path / "closed.db")
+    with raw(path) as conn:
+        last = conn.execute("SELECT max(seq) FROM events").fetchone()[0]
+        conn.execute("DELETE FROM events WHERE seq = 9")
+        for seq in range(10, last + 1):
+            conn.execute("UPDATE events SET seq = seq - 1 WHERE seq = ?", (seq,))
+    found = detected(path)
+    assert found is not None and "#9" in str(found)
+
+
+def test_r16_two_swapped_rows_are_detected(small_db: Path, tmp_path: Path) -> None:
+    path = copy_of(small_db, tmp_path / "swap.db")
+    with raw(path) as conn:
+        conn.execute("UPDATE events SET seq = -1 WHERE seq = 3")
+        conn.execute("UPDATE events SET seq = 3 WHERE seq = 4")
+        conn.execute("UPDATE events SET seq = 4 WHERE seq = -1")
+    found = detected(path)
+    assert found is not None and "#3" in str(found)
+
+
+def test_r16_a_row_appended_with_a_wrong_hash_is_detected(small_db: Path, tmp_path: Path) -> None:
+    path = copy_of(small_db, tmp_path / "l.db")
+    seq = forge(path, stream="retention:ledger", type="RetentionSet", payload='{"scope":"ledger","seconds":86400}',
+                hash="ab" * 32)
+    found = detected(path)
+    assert found is not None and f"#{seq}" in str(found)
+
+
+def test_r16_a_rewritten_log_with_a_fresh_chain_is_caught_only_by_a_checkpoint(small_db: Path,
+                                                                               tmp_path: Path) -> None:
+    """A forger who knows the encoding edits an old event and recomputes every hash after it: the
+    chain alone cannot tell, a checkpoint taken before can."""
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False) as led:
+        cp = led.checkpoint()
+    with raw(path) as conn:
+        conn.execute("UPDATE events SET actor = 'someone-else' WHERE seq = 6")
+    rehash(path, after=5)
+    assert detected(path) is None
+    with Ledger.open(path, create=False) as led:
+        with pytest.raises(LedgerCorrupt, match=f"event #{cp.seq} is not the event the checkpoint ended at"):
+            led.verify(against=cp)
+
+
+def test_r16_a_log_truncated_and_re_extended_after_a_checkpoint_fails_verify_against(small_db: Path,
+                                                                                    tmp_path: Path) -> None:
+    path = copy_of(small_db, tmp_path / "l.db")
+    clock = ManualClock(T0 + timedelta(days=30))
+    with Ledger.open(path, create=False, clock=clock) as led:
+        cp = led.checkpoint()
+        assert led.verify(against=cp).checkpoint == cp
+    with raw(path) as conn:
+        conn.execute("DELETE FROM events WHERE seq > ?", (cp.seq - 3,))
+        conn.execute("DELETE FROM snapshots")
+    with Ledger.open(path, create=False, clock=clock) as led:
+        with pytest.raises(LedgerCorrupt, match="truncated"):
+            led.verify(against=cp)
+        for name in ("x.a", "x.b", "x.c", "x.d"):  # as many events again, and more
+            led.create_table(name)
+        assert led.event_count() > cp.seq
+        assert led.verify().events == led.event_count()  # the chain alone is sound
+        with pytest.raises(LedgerCorrupt, match="rewritten"):
+            led.verify(against=cp)
+
+
+def test_r16_a_later_log_extends_its_checkpoint_with_a_consistency_proof(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    clock = build_small(path)
+    with Ledger.open(path, clock=clock) as led:
+        cp = led.checkpoint()
+        led.create_table("x.y")
+        led.drop_table("x.y")
+        report = led.verify(against=cp)
+        now = led.checkpoint()
+    assert report.checkpoint == cp and report.root == now.root
+    assert verify_consistency(cp.seq, now.seq, bytes.fromhex(cp.root), bytes.fromhex(now.root),
+                              [bytes.fromhex(p) for p in report.consistency_proof])
+
+
+# --- R16: checkpoints, signatures, inclusion proofs ----------------------------------------
+
+def test_r16_a_checkpoint_signed_with_one_key_fails_verification_with_another(small_db: Path,
+                                                                               tmp_path: Path) -> None:
+    ours, theirs = tmp_path / "ours.pem", tmp_path / "theirs.pem"
+    generate_key(ours), generate_key(theirs)
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint(key=ours)
+        before = fingerprint(led)
+        assert cp.signature and cp.public_key
+        assert led.verify(against=cp, public_key=Path(f"{ours}.pub")).signature_checked
+        with pytest.raises(CheckpointInvalid, match="signed with another key"):
+            led.verify(against=cp, public_key=Path(f"{theirs}.pub"))
+        assert fingerprint(led) == before
+    # the same, offline, and for a signed checkpoint edited after signing
+    forged = Checkpoint.from_json(cp.to_json().replace(f'"seq": {cp.seq}', f'"seq": {cp.seq - 1}'))
+    with pytest.raises(CheckpointInvalid):
+        forged.check_signature(Path(f"{ours}.pub"))
+    with pytest.raises(CheckpointInvalid):
+        cp.check_signature(Path(f"{theirs}.pub"))
+
+
+def test_r16_a_checkpoint_round_trips_through_json_and_its_key_never_enters_the_ledger(small_db: Path,
+                                                                                      tmp_path: Path) -> None:
+    key = tmp_path / "k.pem"
+    assert generate_key(key) == tmp_path / "k.pem.pub"
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False) as led:
+        cp = led.checkpoint(key=key)
+        assert Checkpoint.from_json(cp.to_json()) == cp
+        assert cp.seq == led.event_count() and cp.time == led.as_of(seq=cp.seq).time
+    secret = key.read_bytes().split(b"-----")[2].strip()
+    assert secret not in path.read_bytes()
+
+
+def test_r16_an_unsigned_checkpoint_checked_against_a_key_is_refused(small_db: Path, tmp_path: Path) -> None:
+    public = generate_key(tmp_path / "k.pem")
+    with Ledger.open(small_db, create=False) as led:
+        with pytest.raises(CheckpointInvalid, match="not signed"):
+            led.verify(against=led.checkpoint(), public_key=public)
+
+
+def test_r16_an_edited_checkpoint_time_is_refused(small_db: Path) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint()
+        edited = Checkpoint(cp.seq, cp.time + timedelta(seconds=1), cp.head, cp.root)
+        with pytest.raises(CheckpointInvalid, match="time"):
+            led.verify(against=edited)
+
+
+def test_r16_inclusion_proofs_verify_for_random_seqs_and_fail_for_a_wrong_event(small_db: Path) -> None:
+    rng = random.Random(16)
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint()
+        hashes = {r[0]: r[1] for r in sqlite3.connect(small_db).execute("SELECT seq, hash FROM events")}
+        for seq in rng.sample(range(1, cp.seq + 1), 12) + [1, cp.seq]:
+            proof = led.inclusion_proof(seq, cp)
+            assert proof.event_hash == hashes[seq]
+            assert proof.verify(cp)
+            other = hashes[seq % cp.seq + 1]
+            assert not proof.verify(cp, event_hash=other)
+            assert not proof.verify(Checkpoint(cp.seq, cp.time, cp.head, "0" * 64))
+        # a proof against an older checkpoint is its own tree's
+        old = Checkpoint.from_json(cp.to_json())
+        led.create_table("x.later")
+        assert led.inclusion_proof(3, old).verify(old)
+        assert not led.inclusion_proof(3, led.checkpoint()).verify(old)
+
+
+def test_r16_bad_audit_arguments_are_typed_errors_and_leave_the_ledger_unchanged(small_db: Path,
+                                                                                tmp_path: Path) -> None:
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False) as led:
+        before = fingerprint(led)
+        cp = led.checkpoint()
+        future = Checkpoint(cp.seq + 5, cp.time, cp.head, cp.root)
+        cases = [
+            (lambda: led.inclusion_proof(0, cp), InvalidArgument, "not covered"),
+            (lambda: led.inclusion_proof(cp.seq + 1, cp), InvalidArgument, "not covered"),
+            (lambda: led.inclusion_proof(2, future), LedgerCorrupt, "truncated"),
+            (lambda: led.verify(against="cp.json"), InvalidArgument, "Checkpoint"),
+            (lambda: led.verify(public_key=tmp_path / "k.pub"), InvalidArgument, "against="),
+            (lambda: led.checkpoint(key=tmp_path / "missing.pem"), InvalidArgument, "missing.pem"),
+            (lambda: led.checkpoint(key=b"not a key"), InvalidArgument, "key"),
+            (lambda: led.export(tmp_path / "x.csv", format="csv"), InvalidArgument, "jsonl"),
+            (lambda: led.as_of(), InvalidArgument, "exactly one"),
+            (lambda: led.as_of(seq=1, time=T0), InvalidArgument, "exactly one"),
+            (lambda: led.as_of(seq=-1), InvalidArgument, ">= 0"),
+            (lambda: led.as_of(seq=cp.seq + 1), InvalidArgument, "no event"),
+            (lambda: led.as_of(time="2026-01-01"), InvalidTime, "datetime"),
+            (lambda: led.as_of(time=T0.replace(tzinfo=None)), InvalidTime, "aware"),
+            (lambda: list(led.history("no.such")), TableNotFound, "ever existed"),
+            (lambda: led.history(since=T0, until=T0 - timedelta(days=1)), InvalidTime, "before since"),
+            (lambda: led.history(type="NoSuchEvent"), InvalidArgument, "NoSuchEvent"),
+            (lambda: Checkpoint.from_json("{}"), CheckpointInvalid, "format"),
+            (lambda: Checkpoint.from_json(cp.to_json().replace(cp.head, "xyz")), CheckpointInvalid, "hex"),
+            (lambda: Checkpoint.read(tmp_path / "none.json"), InvalidArgument, "none.json"),
+        ]
+        for call, error, words in cases:
+            with pytest.raises(error, match=words):
+                call()
+            assert fingerprint(led) == before
+        assert not (tmp_path / "x.csv").exists()
+
+
+# --- R16: upgrading a ledger written before the chain --------------------------------------
+
+def test_r16_a_format_1_ledger_is_upgraded_once_in_place_and_recorded(tmp_path: Path) -> None:
+    path = copy_of(FORMAT1, tmp_path / "old.db")
+    old_rows = sqlite3.connect(path).execute("SELECT * FROM events ORDER BY seq").fetchall()
+    with Ledger.open(path, warehouse="/tmp/format1-warehouse") as led:
+        report = led.verify()
+        entries = list(led.history(type="LedgerUpgraded"))
+        assert report.chained and report.hashed_by_upgrade == len(old_rows)
+        assert report.events == len(old_rows) + 1
+        assert len(entries) == 1 and "upgraded the ledger file from format 1 to 2" in entries[0].text
+        tables = [t.name for t in led.tables()]
+    # the old events are as they were, each now with its hash; a second open changes nothing
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT seq, stream, version, type, schema_version, time, actor, payload FROM events "
+                        "WHERE seq <= ? ORDER BY seq", (len(old_rows),)).fetchall() == \
+        [r[:8] for r in old_rows]
+    assert conn.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone() == ("2",)
+    with Ledger.open(path) as led:
+        assert led.event_count() == len(old_rows) + 1 and [t.name for t in led.tables()] == tables
+    assert assert_documented_chain(path) == len(old_rows) + 1
+
+
+def big_format1(path: Path, events: int) -> None:
+    """The format-1 fixture grown to ``events`` rows (retention changes, cheap to fold)."""
+    copy_of(FORMAT1, path)
+    conn = sqlite3.connect(path)
+    seq, t = conn.execute("SELECT max(seq), max(time) FROM events").fetchone()
+    version = conn.execute("SELECT max(version) FROM events WHERE stream = 'retention:ledger'").fetchone()[0]
+    conn.executemany(
+        "INSERT INTO events(seq, stream, version, type, schema_version, time, actor, payload) "
+        "VALUES (?, 'retention:ledger', ?, 'RetentionSet', 1, ?, 'filler', ?)",
+        ((seq + i, version + i, t + i, f'{{"scope":"ledger","seconds":{604800 + i}}}')
+         for i in range(1, events - seq + 1)))
+    conn.commit()
+    conn.close()
+
+
+def test_r16_an_upgrade_killed_midway_leaves_the_old_file_and_a_later_open_finishes_it(tmp_path: Path) -> None:
+    """The upgrade is one transaction: a process SIGKILLed while it hashes leaves format 1, whole."""
+    path = tmp_path / "old.db"
+    big_format1(path, 300_000)
+    before = sqlite3.connect(path).execute("SELECT count(*), max(seq) FROM events").fetchone()
+    script = ("import sys; from ledger import Ledger; print('opening', flush=True); "
+              "Ledger.open(sys.argv[1], warehouse='/tmp/format1-warehouse'); print('done', flush=True)")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).parent.parent)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "opening"
+    wal = Path(f"{path}-wal")
+    deadline = time.monotonic() + 60
+    while not (wal.exists() and wal.stat().st_size > 1_000_000) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_midway = proc.returncode == -signal.SIGKILL
+    conn = sqlite3.connect(path)
+    columns = [c[1] for c in conn.execute("PRAGMA table_info(events)")]
+    if killed_midway:
+        assert "hash" not in columns
+        assert conn.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone() == ("1",)
+        assert conn.execute("SELECT count(*), max(seq) FROM events").fetchone() == before
+    conn.close()
+    with Ledger.open(path, warehouse="/tmp/format1-warehouse") as led:
+        report = led.verify()
+    assert report.events == before[0] + 1 and report.hashed_by_upgrade == before[0]
+    assert killed_midway, "the open finished before it could be killed: grow the ledger"
+
+
+def test_r16_a_ledger_from_a_newer_release_is_refused_not_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    Ledger.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'format_version'")
+    with pytest.raises(IncompatibleLedger, match="99"):
+        Ledger.open(path)
+
+
+# --- R17: as of ----------------------------------------------------------------------------
+
+def truncated_copy(db: Path, seq: int, dest: Path) -> Path:
+    """The ledger as a file that only ever had its first ``seq`` events."""
+    copy_of(db, dest)
+    with raw(dest) as conn:
+        conn.execute("DELETE FROM events WHERE seq > ?", (seq,))
+        conn.execute("DELETE FROM snapshots")
+    return dest
+
+
+def answers(view) -> dict:
+    """Every query the present answers, asked of ``view`` (a Ledger or an AsOf)."""
+    names = sorted({t.name for t in view.tables()} | {t.name for t in view.dropped_tables()})
+    live = {t.name for t in view.tables()}
+    return {
+        "tables": view.tables(),
+        "dropped": view.dropped_tables(),
+        "watermark": view.watermark(),
+        "retention": view.effective_retention(),
+        "databases": {n.split(".")[0]: (view.watermark(Scope.database(n.split(".")[0])),
+                                        view.retention(Scope.database(n.split(".")[0]))) for n in names},
+        "versions": {n: view.versions(n) for n in live},
+        "marks": {n: view.retention_mark(n) for n in live},
+        "writes": view.open_writes(),
+    }
+
+
+def test_r17_as_of_answers_every_query_as_a_ledger_holding_only_that_prefix(small_db: Path,
+                                                                           tmp_path: Path) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        head = led.event_count()
+        for seq in range(0, head + 1):
+            view = led.as_of(seq=seq)
+            assert view.seq == seq
+            prefix = truncated_copy(small_db, seq, tmp_path / f"p{seq}.db")
+            clock = ManualClock(view.time or T0)
+            with Ledger.open(prefix, clock=clock, create=False) as past:
+                assert answers(view) == answers(past), f"as of #{seq}"
+                assert view.state == past.state
+
+
+def test_r17_as_of_time_means_after_every_event_at_or_before_it(small_db: Path) -> None:
+    conn = sqlite3.connect(small_db)
+    times = dict(conn.execute("SELECT seq, time FROM events"))
+    with Ledger.open(small_db, create=False) as led:
+        for seq in (1, 5, 17, len(times)):
+            at = led.as_of(seq=seq).time
+            assert led.as_of(time=at).seq == seq
+            before = max((s for s, t in times.items() if t < times[seq]), default=0)
+            assert led.as_of(time=at - timedelta(microseconds=1)).seq == before
+        assert led.as_of(time=T0 - timedelta(days=1)).seq == 0
+        assert led.as_of(time=T0 - timedelta(days=1)).tables() == []
+        assert led.as_of(time=led.now() + timedelta(days=365)).seq == len(times)
+
+
+def test_r17_as_of_is_read_only_and_a_past_name_resolves_as_it_did(small_db: Path) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        first = next(e for e in led.history("sales.items") if e.type == "TableCreated")
+        then = led.as_of(seq=first.seq)
+        assert then.table("sales.items").id == first.data["table_id"]
+        assert led.table("sales.items").id != first.data["table_id"]  # a later instance bears it now
+        assert not hasattr(then, "drop_table") and not hasattr(then, "create_table")
+
+
+class Logs:
+    """A random log, built through the public API on a manual clock (refusals skipped)."""
+
+    names = ("a.t1", "a.t2", "b.t1")
+
+    @staticmethod
+    def step(led: Ledger, clock: ManualClock, op: int, n: int, hours: int) -> None:
+        name = Logs.names[n % len(Logs.names)]
+        try:
+            if op == 0:
+                led.create_table(name)
+            elif op == 1:
+                led.drop_table(name)
+            elif op == 2:
+                led.undrop_table(name)
+            elif op == 3:
+                led.drop_database(name.split(".")[0])
+            elif op == 4:
+                scope = Scope.table(led.table(name).id) if n % 2 else Scope.database(name.split(".")[0])
+                led.advance_watermark(led.now(), scope=scope if n % 5 else LEDGER)
+            elif op == 5:
+                led.set_retention(Scope.database(name.split(".")[0]), timedelta(days=1 + n % 9))
+            elif op == 6:
+                w = led.begin_write(name)
+                if n % 3:
+                    led.commit_write(w.id, [(f"{w.relative_folder}/f{n}", n)],
+                                     mode="overwrite" if n % 2 else "append")
+            elif op == 7:
+                open_ = led.open_writes(name=name)
+                if open_:
+                    led.abort_write(open_[0].id)
+            elif op == 8:
+                led.advance_retention_mark(name, led.now())
+            elif op == 9:
+                order = led.start_vacuum(retention=timedelta(hours=1), override_floor=True)
+                led.finish_vacuum(order.run_id, [(t.id, 0, 0) for t in order.targets])
+        except LedgerError:
+            pass
+        clock.advance(timedelta(hours=hours))
+
+
+@settings(max_examples=30 if os.environ.get("CI") else 15)
+@given(steps=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 20), st.integers(0, 30)), min_size=1,
+                      max_size=40),
+       points=st.lists(st.floats(0, 1), min_size=1, max_size=5),
+       every=st.integers(3, 12))
+def test_r17_as_of_equals_a_fresh_fold_up_to_that_point_of_a_random_log(tmp_path_factory, steps, points,
+                                                                         every) -> None:
+    path = tmp_path_factory.mktemp("r17") / "l.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, history_every=every) as led:
+        for step in steps:
+            Logs.step(led, clock, *step)
+        head = led.event_count()
+        for p in points:
+            seq = round(p * head)
+            view = led.as_of(seq=seq)
+            assert view.state == fold_rows(State(), led.store.read(0, upto=seq))
+            assert view.seq == seq
+        assert led.verify().history_discarded == 0
+
+
+def test_r17_a_hand_edited_history_snapshot_is_ignored_and_verify_deletes_it(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    build_small(path, history_every=5)
+    conn = sqlite3.connect(path)
+    names = [n for (n,) in conn.execute("SELECT name FROM snapshots WHERE name LIKE 'history:%' ORDER BY name")]
+    assert len(names) >= 4
+    target = names[1]  # history:...10
+    at = int(target.split(":")[1])
+    with Ledger.open(path, create=False, history_every=5) as led:
+        truth = answers(led.as_of(seq=at + 2))
+    # an edit that breaks the digest: ignored (and deleted)
+    data = conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone()[0]
+    conn.execute("UPDATE snapshots SET data = ? WHERE name = ?", (data[:-10] + bytes(10), target))
+    conn.commit()
+    with Ledger.open(path, create=False, history_every=5) as led:
+        assert answers(led.as_of(seq=at + 2)) == truth
+    rebuilt = conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone()[0]
+    assert rebuilt == data  # deleted, and rebuilt from the log by the fold that passed its place
+    # A forger who recomputes the digest (here: the state at the same seq of another log, dumped
+    # with this log's tip hash) gets past as_of, which trusts a cache that checks out; verify
+    # refolds, finds it disagrees with the log, and deletes it.
+    tip = conn.execute("SELECT hash FROM events WHERE seq = ?", (at,)).fetchone()[0]
+
+    def plant(forged: State) -> None:
+        conn.execute("UPDATE snapshots SET data = ? WHERE name = ?",
+                     (snapshot.dump(forged, tip, history=True), target))
+        conn.commit()
+
+    with Ledger.open(path, create=False) as led:
+        true_past = led.as_of(seq=at).state
+    plant(attrs.evolve(true_past, guard=State().guard))  # the retention set at #1 forgotten
+    with Ledger.open(path, create=False, history_every=5) as led:
+        assert answers(led.as_of(seq=at + 2)) != truth
+        assert led.verify().history_discarded == 1
+        assert answers(led.as_of(seq=at + 2)) == truth
+        assert led.verify().history_discarded == 0
+    # another log's past at the same seq: the events after it do not follow on from it (unknown
+    # writes, earlier times), so the fold refuses it and as_of drops the cache, not the log
+    other = tmp_path / "other.db"
+    build_small(other, clock=ManualClock(T0 + timedelta(days=3)))
+    with Ledger.open(other, create=False) as led:
+        plant(led.as_of(seq=at).state)
+    with Ledger.open(path, create=False, history_every=5) as led:
+        assert answers(led.as_of(seq=at + 2)) == truth
+        assert led.verify().history_discarded == 0
+    conn.close()
+
+
+def test_r17_a_history_snapshot_of_another_log_is_not_trusted(tmp_path: Path) -> None:
+    """Snapshots are bound to the chain hash at their seq: one copied from a different ledger (a
+    valid digest, a different past) is discarded rather than believed."""
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    build_small(a, history_every=5)
+    build_small(b, clock=ManualClock(T0 + timedelta(days=1)), history_every=5)
+    with sqlite3.connect(a) as ca, raw(b) as cb:
+        rows = ca.execute("SELECT name, seq, format, data FROM snapshots WHERE name LIKE 'history:%'").fetchall()
+        cb.execute("DELETE FROM snapshots WHERE name LIKE 'history:%'")
+        cols = [c[1] for c in cb.execute("PRAGMA table_info(snapshots)")]
+        for row in rows:
+            values = dict(zip(("name", "seq", "format", "data"), row))
+            cb.execute(f"INSERT INTO snapshots({', '.join(values)}) VALUES (?, ?, ?, ?)", tuple(values.values()))
+        assert "data" in cols
+    with Ledger.open(b, create=False, history_every=5) as led:
+        for seq in range(led.event_count() + 1):
+            assert led.as_of(seq=seq).state == fold_rows(State(), led.store.read(0, upto=seq))
+
+
+# --- who did what --------------------------------------------------------------------------
+
+def test_history_filters_by_name_across_renames_id_actor_time_and_type(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, actor="alice@etl-3") as led:
+        orders = led.create_table("sales.orders")
+        clock.advance(timedelta(hours=1))
+        led.drop_table("sales.orders")
+    with Ledger.open(path, clock=clock, actor="bob@laptop") as led:
+        clock.advance(timedelta(hours=1))
+        led.undrop_table("sales.orders", new_name="sales.orders_old")
+        led.create_table("sales.orders")
+        clock.advance(timedelta(hours=1))
+        led.drop_table("sales.orders_old")
+
+        by_name = [(e.actor, e.type) for e in led.history("sales.orders_old")]
+        assert by_name == [("alice@etl-3", "TableCreated"), ("alice@etl-3", "TableDropped"),
+                           ("bob@laptop", "TableUndropped"), ("bob@laptop", "TableDropped")]
+        assert len(list(led.history("sales.orders"))) == 5  # both instances that bore the name
+        assert [e.type for e in led.history(table_id=orders.id)] == [t for _, t in by_name]
+        assert {e.actor for e in led.history(actor="bob@laptop")} == {"bob@laptop"}
+        assert [e.type for e in led.history(since=T0 + timedelta(hours=2),
+                                            until=T0 + timedelta(hours=2, seconds=1))] == \
+            ["TableUndropped", "TableCreated"]
+        assert [e.seq for e in led.history(type=["TableDropped"])] == [2, 5]
+        dropped = [e.text for e in led.history(type="TableDropped")]
+        assert dropped[0] == f"alice@etl-3 dropped sales.orders (id {orders.id})"
+        assert dropped[1] == f"bob@laptop dropped sales.orders_old (id {orders.id})"
+        assert "undropped sales.orders" in next(led.history(type="TableUndropped")).text
+
+
+def test_history_streams_rather_than_loading_the_log(tmp_path: Path) -> None:
+    """The first entry of a long log arrives before the rest is read: a generator over batches."""
+    path = tmp_path / "l.db"
+    with Ledger.open(path, clock=ManualClock(T0)) as led:
+        for i in range(30):
+            led.create_table(f"s.t{i}")
+        entries = led.history()
+        assert iter(entries) is entries
+        first = next(entries)
+        led.create_table("s.late")  # appended while the caller iterates: not in this history
+        assert first.seq == 1 and [e.seq for e in entries] == list(range(2, 31))
+
+
+def test_every_event_type_is_described_in_words(small_db: Path) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        for entry in led.history():
+            assert entry.text.startswith(entry.actor + " ")
+            assert "{" not in entry.text, entry.text  # words, not a payload dump
+
+
+# --- export and the offline verifier -------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_r16_export_holds_every_event_with_its_hash(small_db: Path, tmp_path: Path, fmt: str) -> None:
+    from ledger.audit import export
+    out = tmp_path / f"log.{fmt}"
+    with Ledger.open(small_db, create=False) as led:
+        report = led.export(out, format=fmt)
+        stored = sqlite3.connect(small_db).execute(
+            "SELECT seq, stream, version, type, schema_version, time, actor, payload, hash FROM events "
+            "ORDER BY seq").fetchall()
+    assert report.events == len(stored)
+    assert [tuple(r) for r in export.read(out)] == stored
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def run_offline(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger.audit", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parent.parent)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_r16_the_offline_verifier_checks_an_export_with_the_ledger_file_deleted(small_db: Path, tmp_path: Path,
+                                                                               fmt: str) -> None:
+    path = copy_of(small_db, tmp_path / "l.db")
+    key = tmp_path / "k.pem"
+    generate_key(key)
+    with Ledger.open(path, create=False) as led:
+        cp = led.checkpoint(key=key)
+        led.export(tmp_path / f"log.{fmt}", format=fmt)
+    cp.write(tmp_path / "cp.json")
+    for f in tmp_path.glob("l.db*"):
+        f.unlink()
+
+    good = run_offline("verify", tmp_path / f"log.{fmt}", tmp_path / "cp.json", "--public-key", f"{key}.pub")
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.startswith(f"ok: {cp.seq} events, chain intact; checkpoint #{cp.seq}")
+    assert "signature verified" in good.stdout
+
+    other = generate_key(tmp_path / "other.pem")
+    wrong_key = run_offline("verify", tmp_path / f"log.{fmt}", tmp_path / "cp.json", "--public-key", other)
+    assert wrong_key.returncode == 1 and wrong_key.stderr.startswith("error: CheckpointInvalid: ")
+    assert wrong_key.stderr.count("\n") == 1
+
+    usage = run_offline("verify", tmp_path / f"log.{fmt}")
+    assert usage.returncode == 2
+
+
+def test_r16_the_offline_verifier_catches_an_edited_export(small_db: Path, tmp_path: Path) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint()
+        led.export(tmp_path / "log.jsonl")
+    lines = (tmp_path / "log.jsonl").read_text().splitlines()
+    edited = json.loads(lines[4])
+    edited["actor"] = "nobody"
+    (tmp_path / "edited.jsonl").write_text("\n".join(lines[:4] + [json.dumps(edited)] + lines[5:]) + "\n")
+    (tmp_path / "short.jsonl").write_text("\n".join(lines[:-2]) + "\n")
+    cp.write(tmp_path / "cp.json")
+    for name, words in (("edited.jsonl", "#5"), ("short.jsonl", "removed")):
+        result = run_offline("verify", tmp_path / name, tmp_path / "cp.json")
+        assert result.returncode == 1, result
+        assert result.stderr.startswith("error: LedgerCorrupt: ") and words in result.stderr
+    with pytest.raises(LedgerCorrupt):
+        verify_export(tmp_path / "edited.jsonl", cp)
+
+
+# --- the log in Spark ----------------------------------------------------------------------
+
+@pytest.mark.spark
+def test_r16_read_log_gives_one_typed_row_per_event_for_spark_sql(spark, small_db: Path, tmp_path: Path) -> None:
+    from spark_ops import read_log
+    stored = sqlite3.connect(small_db).execute("SELECT seq, type, actor, hash, time FROM events ORDER BY seq").fetchall()
+    with Ledger.open(small_db, create=False) as led:
+        log = read_log(spark, led)
+        dropped = {e.seq: e.data for e in led.history(type=["TableDropped", "DatabaseDropped"])}
+    types = dict(log.dtypes)
+    assert types["seq"] == "bigint" and types["time"] == "timestamp" and types["files"] == "bigint"
+    assert types["table_ids"] == "array<string>" and types["to"] == "timestamp"
+    rows = log.collect()
+    assert [(r.seq, r.type, r.actor, r.hash, r.time_micros) for r in rows] == stored
+    assert rows[0].time.replace(tzinfo=None) == T0.replace(tzinfo=None)  # the session runs in UTC
+
+    log.createOrReplaceTempView("ledger_log")
+    drops = spark.sql("SELECT seq, table_id, name, database, table_ids FROM ledger_log "
+                      "WHERE type IN ('TableDropped', 'DatabaseDropped') ORDER BY seq").collect()
+    assert [r.seq for r in drops] == sorted(dropped)
+    for r in drops:
+        data = dropped[r.seq]
+        assert (r.table_id, r.name, r.table_ids) == (data.get("table_id"), data.get("name"), data.get("table_ids"))
+        assert r.database == (data.get("database") or data["name"].split(".")[0])
+    purged = spark.sql("SELECT count(*) AS n, sum(files) AS files FROM ledger_log WHERE type = 'TablePurged'").first()
+    assert purged.n >= 1 and purged.files == purged.n  # build_small records one file per purge
+    assert not list(Path(tempfile_dir()).glob("retention-ledger-log-*"))  # the temporary export is gone
+
+    kept = tmp_path / "kept.parquet"
+    with Ledger.open(small_db, create=False) as led:
+        assert read_log(spark, led, path=kept).count() == len(stored)
+    assert kept.exists()
+
+
+def tempfile_dir() -> str:
+    import tempfile
+    return tempfile.gettempdir()

@@ -1,0 +1,166 @@
+"""The auditor's commands: ``--as-of`` on every read command, ``history`` filters,
+``checkpoint``, ``prove``, ``export``, ``keygen``, ``verify --against`` (R16, R17).
+
+The ledger is built through the API on a manual clock, so times are exact; the CLI then
+reads it as an auditor would. Helpers and conventions are those of ``test_cli``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from ledger import Checkpoint, Ledger, ManualClock
+from ledger.clock import iso_utc
+from tests.conftest import T0
+from tests.test_cli import ISO_Z, event_count, invoke, ok, ok_json, refused, usage_error
+
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """sales.orders created at T0, dropped at T0+1h, undropped at T0+2h; sales.items created at
+    T0+3h by bob."""
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, actor="alice@etl-3") as led:
+        led.create_table("sales.orders")
+        clock.advance(HOUR)
+        led.drop_table("sales.orders")
+        clock.advance(HOUR)
+        led.undrop_table("sales.orders")
+    clock.advance(HOUR)
+    with Ledger.open(path, clock=clock, actor="bob@laptop") as led:
+        led.create_table("sales.items")
+    return path
+
+
+def at(hours: float) -> str:
+    return iso_utc(T0 + timedelta(hours=hours))
+
+
+# --- R17: --as-of --------------------------------------------------------------------------
+
+def test_r17_show_dropped_as_of_a_time_lists_what_was_dropped_then(db: Path) -> None:
+    assert ok(db, "show-dropped").stdout == "no dropped tables\n"
+    then = ok(db, "show-dropped", "--as-of", at(1.5)).stdout
+    assert "sales.orders" in then and at(1) in then
+    assert ok_json(db, "show-dropped", "--as-of", at(1.5))[0]["name"] == "sales.orders"
+    assert ok_json(db, "show-dropped", "--as-of", at(0.5)) == []
+
+
+def test_r17_as_of_a_seq_and_every_read_command_takes_it(db: Path) -> None:
+    assert [t["name"] for t in ok_json(db, "tables", "--as-of", "1")] == ["sales.orders"]
+    assert [t["name"] for t in ok_json(db, "tables")] == ["sales.items", "sales.orders"]
+    assert ok(db, "tables", "--as-of", "0").stdout == "no live tables\n"
+    assert ok_json(db, "show", "sales.orders", "--as-of", "1")["state"] == "live"
+    for command in (["watermark"], ["retention"], ["writes"], ["versions", "sales.orders"],
+                    ["mark", "sales.orders"]):
+        ok(db, *command, "--as-of", at(2.5))
+    refused(db, "show", "sales.items", "--as-of", "2", error="TableNotFound")
+
+
+def test_r17_bad_as_of_values_are_refused_and_change_nothing(db: Path) -> None:
+    refused(db, "tables", "--as-of", "yesterday", error="InvalidTime")
+    line = refused(db, "tables", "--as-of", "99", error="InvalidArgument")
+    assert "4 events" in line
+    assert "--as-of reads the past" in usage_error(db, "watermark", "--as-of", "1", "--advance", "now").stderr
+
+
+# --- who did what --------------------------------------------------------------------------
+
+def test_history_filters_on_the_command_line_and_says_what_happened_in_words(db: Path) -> None:
+    lines = ok(db, "history", "--actor", "alice@etl-3", "--type", "TableDropped").stdout.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"#2      {at(1)}  alice@etl-3 dropped sales.orders (id ")
+    window = ok_json(db, "history", "--since", at(1), "--until", at(2))
+    assert [e["type"] for e in window] == ["TableDropped", "TableUndropped"]
+    assert [e["actor"] for e in ok_json(db, "history", "--actor", "bob@laptop")] == ["bob@laptop"]
+    assert ok(db, "history", "--actor", "nobody").stdout == "no events\n"
+    refused(db, "history", "--type", "Nonsense", error="InvalidArgument")
+    refused(db, "history", "--since", "not-a-time", error="InvalidTime")
+
+
+# --- R16: checkpoints, proofs, export, keys ------------------------------------------------
+
+def test_r16_checkpoint_keygen_and_verify_against_a_signed_checkpoint(db: Path, tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "signer.pem"
+    key.parent.mkdir()
+    made = ok_json(db, "keygen", str(key))
+    assert made == {"private_key": str(key), "public_key": f"{key}.pub"}
+    assert refused(db, "keygen", str(key), error="InvalidArgument").endswith("(choose another path)")
+
+    unsigned = Checkpoint.from_json(ok(db, "checkpoint").stdout)
+    assert unsigned.seq == 4 and unsigned.signature is None
+    out = tmp_path / "cp.json"
+    said = ok(db, "checkpoint", "--key", str(key), "--out", str(out)).stdout
+    assert said.startswith(f"checkpoint #4 ({at(3)}, root ") and said.endswith(f"signed and written to {out}\n")
+    cp = Checkpoint.read(out)
+    assert cp.signature and cp.time == T0 + 3 * HOUR
+
+    ok(db, "create", "sales.returns")  # the log grows after the checkpoint
+    report = ok(db, "verify", "--against", str(out), "--public-key", f"{key}.pub").stdout
+    assert report.startswith("ok: 5 events, chain intact to ")
+    assert f"extends checkpoint #4 ({at(3)}), signature verified" in report
+
+    other = tmp_path / "other.pem"
+    ok(db, "keygen", str(other))
+    refused(db, "verify", "--against", str(out), "--public-key", f"{other}.pub", error="CheckpointInvalid")
+    assert "--against" in usage_error(db, "verify", "--public-key", f"{key}.pub").stderr
+
+
+def test_r16_verify_against_a_checkpoint_fails_once_the_log_before_it_is_edited(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cp.json"
+    ok(db, "checkpoint", "--out", str(out))
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TRIGGER events_no_update")
+    conn.execute("UPDATE events SET actor = 'mallory' WHERE seq = 2")
+    conn.commit()
+    conn.close()
+    line = refused(db, "verify", "--against", str(out), error="LedgerCorrupt")
+    assert "#2" in line
+
+
+def test_r16_prove_prints_an_audit_path_that_verifies(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cp.json"
+    ok(db, "checkpoint", "--out", str(out))
+    proof = ok_json(db, "prove", "3", "--checkpoint", str(out))
+    assert proof["verified"] is True and proof["seq"] == 3 and proof["tree_size"] == 4
+    assert len(proof["path"]) == 2
+    text = ok(db, "prove", "3", "--checkpoint", str(out)).stdout.splitlines()
+    assert text[0].startswith("event #3 (hash ") and text[1:] == proof["path"]
+    refused(db, "prove", "5", "--checkpoint", str(out), error="InvalidArgument")
+    refused(db, "prove", "1", "--checkpoint", str(tmp_path / "missing.json"), error="InvalidArgument")
+
+
+@pytest.mark.parametrize("name", ["log.jsonl", "log.parquet"])
+def test_r16_export_writes_every_event_with_its_hash(db: Path, tmp_path: Path, name: str) -> None:
+    from ledger.audit import export
+    target = tmp_path / name
+    said = ok(db, "export", str(target)).stdout
+    assert said == f"exported 4 events to {target} ({name.split('.')[1]})\n"
+    rows = list(export.read(target))
+    stored = sqlite3.connect(db).execute("SELECT hash FROM events ORDER BY seq").fetchall()
+    assert [r[8] for r in rows] == [h for (h,) in stored]
+    assert event_count(db) == 4
+
+
+def test_read_commands_refuse_a_missing_ledger_for_audit_commands_too(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    for args in (["checkpoint"], ["export", str(tmp_path / "x.jsonl")], ["tables", "--as-of", "0"],
+                 ["history", "--actor", "a"]):
+        result = invoke(missing, *args)
+        assert result.exit_code == 1 and result.stderr.startswith("error: LedgerNotFound: "), result.stderr
+    assert not missing.exists()
+
+
+def test_as_of_json_times_are_iso_utc(db: Path) -> None:
+    import re
+    dropped = ok_json(db, "show-dropped", "--as-of", at(1.5))[0]
+    assert re.fullmatch(ISO_Z, dropped["dropped_at"])
+    assert json.loads(ok(db, "--json", "checkpoint").stdout)["time"] == at(3)
