@@ -1,5 +1,9 @@
 """Shared fixtures: real ledger files in a temporary folder, a controllable clock,
-and Hypothesis profiles (``ci`` is used when CI=true; ``long`` by hand)."""
+and Hypothesis profiles (``ci`` is used when CI=true; ``long`` by hand).
+
+The session's SparkSession (``spark``) comes from the package's own pytest plugin
+(``retention_ledger.pytest_plugin``), the one pipeline authors use; ``ledger`` here
+overrides the plugin's with this suite's actor and clock."""
 
 from __future__ import annotations
 
@@ -39,12 +43,3 @@ def ledger(ledger_path: Path, clock: ManualClock):
     with Ledger.open(ledger_path, clock=clock, actor="tester") as led:
         yield led
 
-
-@pytest.fixture(scope="session")
-def spark():
-    """One local SparkSession for the whole test session (local[2], UI off, UTC)."""
-    from spark_ops import local_session
-
-    session = local_session("retention-ledger-tests")
-    yield session
-    session.stop()
