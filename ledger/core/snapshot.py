@@ -35,7 +35,7 @@ from .concern import codec_of
 from .fold import gc_paused
 from .model import CONCERNS, State
 
-FORMAT = 6
+FORMAT = 7
 
 
 class SnapshotMismatch(ValueError):
@@ -118,8 +118,9 @@ def history_equal(a: State, b: State) -> bool:
         return False
     for name in CONCERNS:
         left, right = getattr(a, name), getattr(b, name)
-        if hasattr(left, "for_history"):
-            left, right = left.for_history(), right.for_history()
-        if left != right:
+        if hasattr(left, "history_equal"):
+            if not left.history_equal(right):
+                return False
+        elif left != right:
             return False
     return True

@@ -17,10 +17,12 @@ the three watermark streams that guard the instance (R4).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Union
 
 import attrs
 import orjson
+from immutables import Map
 
 from ..clock import Micros, iso
 from ..errors import (
@@ -134,18 +136,32 @@ class Archive:
     ``Tables.instances`` until the next snapshot moves them here.
     """
 
-    __slots__ = ("ids", "blob", "_parsed")
+    __slots__ = ("ids", "blob", "_parsed", "_times", "_times_raw")
 
-    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes = b"{}") -> None:
+    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes = b"{}", times: bytes | None = None) -> None:
         self.ids = ids
         self.blob = blob
         """The details, as the snapshot stores them: ``{id: [name, path, created, dropped, purged]}``."""
         self._parsed: dict[str, Instance] | None = None if ids else {}
+        self._times_raw = times
+        """When each was purged, as the snapshot stores it: a JSON list in the order of ``ids``' list."""
+        self._times: dict[str, Micros] | None = None if ids else {}
 
     def _details(self) -> dict[str, Instance]:
         if self._parsed is None:
             self._parsed = {id_: Instance(id_, *row) for id_, row in orjson.loads(self.blob).items()}
         return self._parsed
+
+    def purge_times(self) -> dict[str, Micros]:
+        """id -> when it was purged, without parsing the details (what ``as_of`` needs to know
+        which of them a past state had purged)."""
+        if self._times is None:
+            if self._times_raw is not None:
+                order, times = orjson.loads(self._times_raw)
+                self._times = dict(zip(order, times))
+            else:
+                self._times = {id_: i.purged_at for id_, i in self._details().items()}  # type: ignore[misc]
+        return self._times
 
     def get(self, id_: str) -> Instance | None:
         return self._details().get(id_) if id_ in self.ids else None
@@ -167,16 +183,20 @@ class Archive:
 class ArchiveCodec:
     """Snapshot codec of ``Tables.archive``: raw bytes kept apart from the rest, so that opening
     a ledger never parses the details of the instances it purged long ago. The part is the ids
-    (a JSON list), a tab, then the details (JSON text never holds a raw tab)."""
+    (a JSON list), a tab, their purge times (``[ids, times]``, parsed only by ``as_of``), a tab,
+    then the details (JSON text never holds a raw tab)."""
     raw: bool = True
 
     def encode(self, archive: Archive) -> bytes:
-        return orjson.dumps(sorted(archive.ids)) + b"\t" + archive.blob
+        times = archive.purge_times()
+        order = sorted(times)
+        return b"\t".join((orjson.dumps(order), orjson.dumps([order, [times[i] for i in order]]), archive.blob))
 
     def decode(self, data: bytes) -> Archive:
-        ids, _, blob = data.partition(b"\t")
+        ids, _, rest = data.partition(b"\t")
+        times, _, blob = rest.partition(b"\t")
         found = frozenset(orjson.loads(ids))
-        return Archive(found, blob) if found else NO_ARCHIVE
+        return Archive(found, blob, times) if found else NO_ARCHIVE
 
     @staticmethod
     def blob(instances: Iterable[Instance]) -> bytes:
@@ -190,7 +210,11 @@ NO_ARCHIVE = Archive()
 class PurgedBy(Archive):
     """The archive of a past state, taken from a later one: every instance the later state knows
     purged at or before ``upto``. Purges are final, so the later state holds them exactly as
-    they were; a history snapshot (R17) need not store them again. Worked out on first use."""
+    they were; a history snapshot (R17) need not store them again.
+
+    ``as_of`` folds on from such a state, and the fold asks of every created id whether it is
+    taken, so membership is answered from the later state's purge times one id at a time;
+    the whole set is only worked out if someone iterates or counts it."""
 
     __slots__ = ("_present", "_upto")
 
@@ -198,26 +222,57 @@ class PurgedBy(Archive):
         self._present = present
         self._upto = upto
         self._parsed = None
+        self._times = None
 
     def _details(self) -> dict[str, Instance]:
         if self._parsed is None:
-            self._parsed = {i.id: i for i in self._present.all_instances()
-                            if i.purged_at is not None and i.purged_at <= self._upto}
+            present = self._present
+            self._parsed = {id_: present.instance(id_) for id_ in self.purge_times()}  # type: ignore[misc]
         return self._parsed
 
-    @property  # type: ignore[override]
-    def ids(self) -> frozenset[str]:
-        return frozenset(self._details())
+    def purged_at(self, id_: str) -> Micros | None:
+        """When ``id_`` was purged, if at or before ``upto`` (None otherwise): no set is built."""
+        present = self._present
+        inst = present.instances.get(id_)
+        when = inst.purged_at if inst is not None else present.archive.purge_times().get(id_)
+        return when if when is not None and when <= self._upto else None
+
+    def purge_times(self) -> dict[str, Micros]:
+        if self._times is None:
+            upto = self._upto
+            times = {id_: t for id_, t in self._present.archive.purge_times().items() if t <= upto}
+            times.update((i.id, i.purged_at) for i in self._present.instances.values()
+                         if i.purged_at is not None and i.purged_at <= upto)
+            self._times = times
+        return self._times
 
     @property  # type: ignore[override]
-    def blob(self) -> bytes:
-        return ArchiveCodec.blob(self._details().values())
+    def ids(self) -> _PurgedIds:
+        return _PurgedIds(self)
 
     def get(self, id_: str) -> Instance | None:
-        return self._details().get(id_)
+        return self._present.instance(id_) if self.purged_at(id_) is not None else None
 
     def __len__(self) -> int:
-        return len(self._details())
+        return len(self.purge_times())
+
+
+class _PurgedIds(AbstractSet[str]):
+    """``PurgedBy.ids``: a set whose membership test costs one lookup."""
+
+    __slots__ = ("_archive",)
+
+    def __init__(self, archive: PurgedBy) -> None:
+        self._archive = archive
+
+    def __contains__(self, id_: object) -> bool:
+        return isinstance(id_, str) and self._archive.purged_at(id_) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._archive.purge_times())
+
+    def __len__(self) -> int:
+        return len(self._archive.purge_times())
 
 
 @attrs.frozen(eq=False)
@@ -235,6 +290,8 @@ class Tables:
         if (self.bindings, self.dropped, self.database_drops) != \
                 (other.bindings, other.dropped, other.database_drops):
             return False
+        if not self.archive.ids and not other.archive.ids:  # nothing archived: compare the maps as they are
+            return bool(self.instances == other.instances)
         return self._all_by_id() == other._all_by_id()
 
     __hash__ = None  # type: ignore[assignment]
@@ -288,11 +345,20 @@ class Tables:
     def for_history(self) -> Tables:
         """The same catalog without its purged instances: a history snapshot leaves them to the
         present state, which holds every one of them (``from_history``)."""
-        purged = [i.id for i in self.instances.values() if i.purged_at is not None]
-        instances = self.instances.mutate()
-        for id_ in purged:
-            del instances[id_]
-        return attrs.evolve(self, instances=instances.finish(), archive=NO_ARCHIVE)
+        # Built afresh from the survivors: cheaper than deleting the (usually many more) purged.
+        kept = Map({id_: i for id_, i in self.instances.items() if i.purged_at is None})
+        return attrs.evolve(self, instances=kept, archive=NO_ARCHIVE)
+
+    def history_equal(self, other: Tables) -> bool:
+        """Equal in what a history snapshot keeps (``for_history``), without building that copy of
+        a big catalog: the unpurged instances and the name maps."""
+        if (self.bindings, self.dropped, self.database_drops) != \
+                (other.bindings, other.dropped, other.database_drops):
+            return False
+        mine = [i for i in self.instances.values() if i.purged_at is None]
+        theirs = other.instances
+        return sum(i.purged_at is None for i in theirs.values()) == len(mine) and \
+            all(theirs.get(i.id) == i for i in mine)
 
     def from_history(self, present: Tables, upto: Micros) -> Tables:
         return attrs.evolve(self, archive=PurgedBy(present, upto))
