@@ -138,13 +138,15 @@ class Archive:
 
     __slots__ = ("ids", "blob", "_parsed", "_times", "_times_raw")
 
-    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes = b"{}", times: bytes | None = None) -> None:
+    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes = b"{}",
+                 times: tuple[bytes, bytes] | None = None) -> None:
         self.ids = ids
         self.blob = blob
         """The details, as the snapshot stores them: ``{id: [name, path, created, dropped, purged]}``."""
         self._parsed: dict[str, Instance] | None = None if ids else {}
         self._times_raw = times
-        """When each was purged, as the snapshot stores it: a JSON list in the order of ``ids``' list."""
+        """When each was purged, as the snapshot stores it: the JSON list of ids and the JSON list
+        of their purge times, in the same order."""
         self._times: dict[str, Micros] | None = None if ids else {}
 
     def _details(self) -> dict[str, Instance]:
@@ -157,8 +159,8 @@ class Archive:
         which of them a past state had purged)."""
         if self._times is None:
             if self._times_raw is not None:
-                order, times = orjson.loads(self._times_raw)
-                self._times = dict(zip(order, times))
+                order, times = self._times_raw
+                self._times = dict(zip(orjson.loads(order), orjson.loads(times)))
             else:
                 self._times = {id_: i.purged_at for id_, i in self._details().items()}  # type: ignore[misc]
         return self._times
@@ -183,20 +185,20 @@ class Archive:
 class ArchiveCodec:
     """Snapshot codec of ``Tables.archive``: raw bytes kept apart from the rest, so that opening
     a ledger never parses the details of the instances it purged long ago. The part is the ids
-    (a JSON list), a tab, their purge times (``[ids, times]``, parsed only by ``as_of``), a tab,
-    then the details (JSON text never holds a raw tab)."""
+    (a JSON list), a tab, their purge times in the same order (a JSON list, parsed only by
+    ``as_of``), a tab, then the details (JSON text never holds a raw tab)."""
     raw: bool = True
 
     def encode(self, archive: Archive) -> bytes:
         times = archive.purge_times()
         order = sorted(times)
-        return b"\t".join((orjson.dumps(order), orjson.dumps([order, [times[i] for i in order]]), archive.blob))
+        return b"\t".join((orjson.dumps(order), orjson.dumps([times[i] for i in order]), archive.blob))
 
     def decode(self, data: bytes) -> Archive:
         ids, _, rest = data.partition(b"\t")
         times, _, blob = rest.partition(b"\t")
         found = frozenset(orjson.loads(ids))
-        return Archive(found, blob, times) if found else NO_ARCHIVE
+        return Archive(found, blob, (ids, times)) if found else NO_ARCHIVE
 
     @staticmethod
     def blob(instances: Iterable[Instance]) -> bytes:
