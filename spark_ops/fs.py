@@ -9,6 +9,13 @@ link, its target is never touched.
 Local paths use ``os.scandir`` because pyarrow's local filesystem follows
 symbolic links when it lists recursively; other URIs (``hdfs://``, ``s3://``,
 ...) go through pyarrow's filesystem layer, where there are no such links.
+
+Deleting is bound by the file system's latency, not by CPU: one thread unlinking
+one file at a time leaves the disk (or the object store) mostly idle. So a purge
+lists with one thread and deletes with a small pool of I/O threads
+(``DELETE_THREADS``), in batches; every thread checks every path it deletes
+against the location it was given. ``pieces`` splits a big location below the
+table, so that a single table's files can be spread over several Spark tasks.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
-from typing import Iterator, NamedTuple
+import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterator, NamedTuple, TypeVar
 
 import pyarrow.fs as pafs
 
@@ -35,6 +45,91 @@ class Outcome(NamedTuple):
     bytes: int
     error: str | None
     listing: list[FileEntry] | None  # the files that would go, for a dry run
+
+
+DELETE_THREADS = 8
+"""I/O threads per task deleting files: enough to keep a disk's or an object store's queue
+full (8 threads unlink 3-4x faster than one on a local disk), few enough to be polite."""
+
+DELETE_BATCH = 256
+"""Files handed to a deleting thread at a time."""
+
+RETRIES = 5
+"""Attempts at deleting one object on a remote store before giving up (throttling, timeouts)."""
+
+
+class Deleter:
+    """Deletes batches of files on a small thread pool while the caller goes on listing.
+
+    ``remove(path)`` deletes one file and returns False if it was already gone (another run
+    got there first: gone, but not counted as ours). Every thread checks that each path lies
+    inside ``inside`` before it deletes it. At most a few batches wait at a time, so memory
+    stays flat however many files are listed. The first error stops further deletions and is
+    raised from ``add`` or ``finish``.
+    """
+
+    def __init__(self, remove: Callable[[str], bool], inside: str, threads: int = DELETE_THREADS) -> None:
+        self._remove, self._inside, self._threads = remove, inside, threads
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="vacuum-delete")
+        self._pending: deque[Future[tuple[int, int]]] = deque()
+        self._batch: list[FileEntry] = []
+        self.files = self.bytes = 0
+
+    def add(self, entry: FileEntry) -> None:
+        self._batch.append(entry)
+        if len(self._batch) >= DELETE_BATCH:
+            self._submit()
+
+    def _submit(self) -> None:
+        if self._batch:
+            self._pending.append(self._pool.submit(self._run, self._batch))
+            self._batch = []
+        while len(self._pending) > 2 * self._threads:
+            self._collect(self._pending.popleft())
+
+    def _run(self, batch: list[FileEntry]) -> tuple[int, int]:
+        files = size = 0
+        for entry in batch:
+            if not entry.path.startswith(self._inside):
+                raise Unsafe(f"{entry.path} is outside {self._inside}")
+            if self._remove(entry.path):
+                files += 1
+                size += entry.size
+        return files, size
+
+    def _collect(self, future: Future[tuple[int, int]]) -> None:
+        files, size = future.result()
+        self.files += files
+        self.bytes += size
+
+    def finish(self) -> tuple[int, int]:
+        """Wait for every batch; returns (files, bytes) deleted."""
+        try:
+            self._submit()
+            while self._pending:
+                self._collect(self._pending.popleft())
+        finally:
+            for future in self._pending:
+                future.cancel()
+            self._pool.shutdown(wait=True)
+        return self.files, self.bytes
+
+    def __enter__(self) -> Deleter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:
+            for future in self._pending:
+                future.cancel()
+            self._pool.shutdown(wait=True)
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def is_local(root: str) -> bool:
@@ -205,28 +300,69 @@ def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
     real = confine_local(root, location)
     if not os.path.lexists(real):
         return Outcome(0, 0, None, [] if dry_run else None)
-    files = size = 0
+    if dry_run:
+        listing = [entry for _, entries in walk_local(real) for entry in entries
+                   if _inside(entry, real)]
+        return Outcome(len(listing), sum(e.size for e in listing), None, listing)
     folders: list[str] = []
-    listing: list[FileEntry] | None = [] if dry_run else None
-    for folder, entries in walk_local(real):
-        folders.append(folder)
-        for entry in entries:
-            if not entry.path.startswith(real + os.sep):
-                raise Unsafe(f"{entry.path} is outside {real}")
-            if _remove(entry, listing):
-                files += 1
-                size += entry.size
-    if not dry_run:
-        for folder in reversed(folders):  # children were found after their parents
-            try:
-                os.rmdir(folder)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                    return Outcome(files, size, f"{folder} gained new files during the vacuum", None)
-                raise
-    return Outcome(files, size, None, listing)
+    with Deleter(_unlink, real + os.sep) as deleter:
+        for folder, entries in walk_local(real):
+            folders.append(folder)
+            for entry in entries:
+                deleter.add(entry)
+        files, size = deleter.finish()
+    for folder in reversed(folders):  # children were found after their parents
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return Outcome(files, size, f"{folder} gained new files during the vacuum", None)
+            raise
+    return Outcome(files, size, None, None)
+
+
+def _inside(entry: FileEntry, real: str) -> bool:
+    if not entry.path.startswith(real + os.sep):
+        raise Unsafe(f"{entry.path} is outside {real}")
+    return True
+
+
+def pieces(root: str, location: str, depth: int = 2) -> list[str]:
+    """The sub-folders ``depth`` levels below ``location`` (shallower ones where the tree is
+    shallower), each a separate piece of work for ``purge``: a big table's write folders or
+    partitions, spread over several tasks. Whatever lies above them (files at the top, empty
+    folders) is left to the final ``purge`` of the whole location. Confined like a purge."""
+    try:
+        if is_local(root):
+            real = confine_local(local_path(root), local_path(location))
+            if not os.path.isdir(real):
+                return []
+            level = [real]
+            for _ in range(depth):
+                below = []
+                for folder in level:
+                    with os.scandir(folder) as listing:
+                        below.extend(e.path for e in listing if e.is_dir(follow_symlinks=False))
+                if not below:
+                    break
+                level = below
+            return [] if level == [real] else level
+        pyfs, path = pafs.FileSystem.from_uri(location)
+        base = path.rstrip("/")
+        level = [base]
+        for _ in range(depth):
+            below = [i.path for folder in level
+                     for i in pyfs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+                     if i.type == pafs.FileType.Directory]
+            if not below:
+                break
+            level = below
+        prefix = location[:len(location) - len(path)] if location.endswith(path) else ""
+        return [] if level == [base] else [prefix + p for p in level]
+    except (Unsafe, OSError):
+        return []  # the whole-location purge that follows reports it
 
 
 # --- other filesystems, through pyarrow ----------------------------------------------------
@@ -238,23 +374,50 @@ def _purge_remote(root: str, location: str, dry_run: bool) -> Outcome:
     if normal != path.rstrip("/") or not normal.startswith(root_path.rstrip("/") + "/"):
         raise Unsafe(f"{location} is not a plain path inside the warehouse {root}")
     selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
-    files = size = 0
     listing: list[FileEntry] | None = [] if dry_run else None
-    for info in fs.get_file_info(selector):
-        if info.type != pafs.FileType.File:
-            continue
-        if not info.path.startswith(normal + "/"):
-            raise Unsafe(f"{info.path} is outside {normal}")
-        entry = FileEntry(info.path, info.size or 0)
-        if listing is not None:
-            listing.append(entry)
-        else:
-            try:
-                fs.delete_file(info.path)
-            except FileNotFoundError:
-                continue  # another run deleted it first: gone, but not counted as ours
-        files += 1
-        size += entry.size
-    if not dry_run and fs.get_file_info(normal).type == pafs.FileType.Directory:
-        fs.delete_dir(normal)
-    return Outcome(files, size, None, listing)
+    with Deleter(lambda p: _delete_remote(fs, p), normal + "/") as deleter:
+        for info in _retrying(lambda: fs.get_file_info(selector)):
+            if info.type != pafs.FileType.File:
+                continue
+            entry = FileEntry(info.path, info.size or 0)
+            if not info.path.startswith(normal + "/"):
+                raise Unsafe(f"{info.path} is outside {normal}")
+            if listing is not None:
+                listing.append(entry)
+            else:
+                deleter.add(entry)
+        files, size = deleter.finish()
+    if listing is not None:
+        return Outcome(len(listing), sum(e.size for e in listing), None, listing)
+    left = [i for i in _retrying(lambda: fs.get_file_info(selector)) if i.type == pafs.FileType.File]
+    if left:
+        return Outcome(files, size, f"{len(left)} objects under {location} remain (new ones arrived, or deletes "
+                                    "were lost); run the vacuum again", None)
+    if _retrying(lambda: fs.get_file_info(normal)).type == pafs.FileType.Directory:
+        _retrying(lambda: fs.delete_dir(normal))
+    return Outcome(files, size, None, None)
+
+
+T = TypeVar("T")
+
+
+def _retrying(call: Callable[[], T], attempts: int = RETRIES) -> T:
+    """``call()``, retried with backoff when a remote store throttles or times out."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except FileNotFoundError:
+            raise
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(min(2.0, 0.05 * 2 ** attempt))
+    raise AssertionError("unreachable")
+
+
+def _delete_remote(fs: pafs.FileSystem, path: str) -> bool:
+    try:
+        _retrying(lambda: fs.delete_file(path))
+    except FileNotFoundError:
+        return False
+    return True

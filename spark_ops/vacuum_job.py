@@ -344,20 +344,94 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip).
     slices = max(1, min(len(ids), context.defaultParallelism * 4))
+    purges = [] if dry_run else [k for k in ids if k.startswith("purge:")]
+    others = [k for k in ids if k not in set(purges)]
+    tasks = _purge_tasks(context, len(purges))
+    total = (max(1, min(len(others), slices)) if others else 0) + sum(tasks)
     if progress is not None:
-        progress(0, slices)
+        progress(0, total)
     group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
     context.setJobGroup(group, "retention-ledger vacuum", interruptOnCancel=True)
-    watcher = _ProgressWatcher(context, group, progress) if progress else None
+    watcher = _ProgressWatcher(context, group, progress, total) if progress else None
     try:
-        rows = context.parallelize(ids, slices).mapPartitions(
-            lambda part: _purge_partition(plan, part, dry_run)).collect()
+        rows = context.parallelize(others, max(1, min(len(others), slices))).mapPartitions(
+            lambda part: _purge_partition(plan, part, dry_run)).collect() if others else []
+        if purges:
+            rows += _purge_below_tables(context, plan, purges, tasks)
     finally:
         if watcher:
             watcher.stop()
         context.setLocalProperty("spark.jobGroup.id", None)
         plan.unpersist()
     return {row[0]: row[1:] for row in rows}
+
+
+def _purge_tasks(context: Any, tables: int) -> tuple[int, ...]:
+    """The tasks of each stage of ``_purge_below_tables``: list pieces, delete them, finish tables."""
+    if not tables:
+        return ()
+    per_table = max(1, min(tables, context.defaultParallelism * 4))
+    return (per_table, context.defaultParallelism * 4, per_table)
+
+
+def _purge_below_tables(context: Any, plan: Any, keys: list[str], tasks: tuple[int, ...]) -> list[tuple]:
+    """Purge dropped tables with their work split below the table: each location's sub-folders
+    (write folders, partitions: ``fs.pieces``) are spread over the executors' tasks, each of
+    which deletes with a small thread pool; the totals are summed per table on the executors;
+    then one task per table purges what is left (files at the top, empty folders, any late
+    file) and removes the location. The driver receives one row per table."""
+    listing, deleting, finishing = tasks
+    pieces = context.parallelize(keys, listing).flatMap(lambda key: _pieces(plan, key))
+    return (pieces.repartition(deleting)
+            .mapPartitions(lambda part: ((key, _delete_piece(plan, key, folder)) for key, folder in part))
+            .reduceByKey(_add, numPartitions=finishing)
+            .map(lambda kv: _finish_purge(plan, *kv))
+            .collect())
+
+
+def _pieces(plan: Any, key: str) -> Iterator[tuple[str, str | None]]:
+    """On an executor: the table's pieces, and one empty piece so that every table is finished."""
+    spec = plan.value
+    item = spec["items"][key]
+    yield key, None
+    if _refusal(item) is None:
+        for folder in fs.pieces(spec["root"], item["location"]):
+            yield key, folder
+
+
+def _delete_piece(plan: Any, key: str, folder: str | None) -> tuple[int, int, str | None]:
+    """On an executor: re-check the table against the plan, then delete one of its sub-folders."""
+    if folder is None:
+        return (0, 0, None)
+    item = plan.value["items"].get(key)
+    refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
+    if refused is not None:
+        return (0, 0, refused)
+    if not folder.startswith(item["location"].rstrip("/") + "/"):
+        return (0, 0, f"refused: {folder} is not inside {item['location']}")
+    outcome = fs.purge(plan.value["root"], folder, dry_run=False)
+    return (outcome.files, outcome.bytes, outcome.error)
+
+
+def _add(a: tuple[int, int, str | None], b: tuple[int, int, str | None]) -> tuple[int, int, str | None]:
+    return (a[0] + b[0], a[1] + b[1], a[2] or b[2])
+
+
+def _finish_purge(plan: Any, key: str, done: tuple[int, int, str | None]) -> tuple:
+    """On an executor: after the pieces, purge the rest of the location (or report the first error)."""
+    files, size, error = done
+    if error is None:
+        more_files, more_bytes, error, _ = _purge_location(plan.value["root"], plan.value["items"][key], False)
+        files, size = files + more_files, size + more_bytes
+    return (key, files, size, error, None, 0)
+
+
+def _refusal(item: dict[str, Any]) -> str | None:
+    """Why an executor refuses to purge a table (the ledger's decision re-checked), or None."""
+    mark = item["watermark"]
+    if mark is None or item["dropped_at"] > mark:
+        return "refused: not behind its watermark, so still restorable"
+    return None
 
 
 def _purge_partition(plan: Any, keys: Iterable[str], dry_run: bool) -> Iterator[tuple]:
@@ -382,9 +456,9 @@ def _purge_partition(plan: Any, keys: Iterable[str], dry_run: bool) -> Iterator[
 
 
 def _purge_location(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
-    mark = item["watermark"]
-    if not dry_run and (mark is None or item["dropped_at"] > mark):
-        return (0, 0, "refused: not behind its watermark, so still restorable", None)
+    refused = None if dry_run else _refusal(item)
+    if refused is not None:
+        return (0, 0, refused, None)
     outcome = fs.purge(root, item["location"], dry_run=dry_run)
     return (outcome.files, outcome.bytes, outcome.error,
             None if outcome.listing is None else [tuple(entry) for entry in outcome.listing])
@@ -411,8 +485,9 @@ def _delete_folders(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
 class _ProgressWatcher:
     """Polls Spark's status tracker and reports task counts of the vacuum's job."""
 
-    def __init__(self, context: Any, group: str, progress: Progress, every: float = 0.2) -> None:
+    def __init__(self, context: Any, group: str, progress: Progress, total: int, every: float = 0.2) -> None:
         self._context, self._group, self._progress, self._every = context, group, progress, every
+        self._total = total  # known up front: the tracker only sees a job's stages once it starts
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -423,16 +498,14 @@ class _ProgressWatcher:
 
     def _report(self) -> None:
         tracker = self._context.statusTracker()
-        done = total = 0
+        done = 0
         for job_id in tracker.getJobIdsForGroup(self._group):
             job = tracker.getJobInfo(job_id)
             for stage_id in job.stageIds if job else ():
                 stage = tracker.getStageInfo(stage_id)
                 if stage:
                     done += stage.numCompletedTasks
-                    total += stage.numTasks
-        if total:
-            self._progress(done, total)
+        self._progress(min(done, self._total), self._total)
 
     def stop(self) -> None:
         self._done.set()
