@@ -1,137 +1,281 @@
-"""Vacuum speed and driver memory, against a plain unlink loop measured in the same run.
+"""Vacuum speed against its peers on two table shapes, and the driver's memory.
 
-    python benchmarks/vacuum.py [--tables 200] [--files 500]
+    python benchmarks/vacuum.py [--files 40000] [--tables 200] [--folders 200] [--no-deltalake]
+    python benchmarks/vacuum.py --files 1000000 --shapes one-table     # a million files in one table
 
-Speed. Two identical warehouses of dropped tables (``--tables`` folders of
-``--files`` small files each) are built. The baseline walks one of them with
-``os.walk`` and unlinks every file in a single Python process: the least work
-any deleter must do (it has to find the files too). The vacuum then purges the
-other through the whole pipeline: plan, watermark append, broadcast, executors
-listing and deleting, purge records. Spark's start-up is excluded (the session
-is started and warmed before timing). Target: vacuum time <= 2x baseline.
+Speed. For each shape, identical trees of small files are built, one per contender,
+and each contender deletes its own tree; the machine's page cache is flushed to disk
+(``os.sync``) before each. Shapes:
 
-Memory. The driver's Python heap peak (``tracemalloc``) during the vacuum call
-at N files and at 10N files, same number of tables. Executors send back one
-row per table, never a path per file, so the peak must not grow with N.
-Target: 10N peak within 1.5x of the N peak.
+* ``many-tables``: ``--tables`` dropped tables, the files spread evenly, flat in each;
+* ``one-table``: one dropped table whose files sit in ``--folders`` sub-folders (write
+  folders, as versioned tables have them: ``_writes/<id>/``).
+
+Contenders, in the same run: ``rm -rf`` of the tree (one process); Python ``os.walk`` +
+``unlink`` in one thread; Python ``scandir`` + ``unlink`` on 8 threads (the folders
+shared out); the ``deltalake`` package's ``vacuum`` (delta-rs, which deletes
+concurrently), on Delta tables whose log references none of the files, with retention
+0, table by table; and ``spark_ops.vacuum`` on ledger tables (local[2]; Spark's start-up
+excluded: the session is started and warmed before timing; planning, the watermark
+append and the purge records are included). ``deltalake`` is installed into the
+benchmark's own environment (``benchmarks/.peers``, a virtualenv made on first use), not
+as a project dependency; ``--no-deltalake`` skips it.
+
+Targets (issue 11): on both shapes the vacuum is faster than deltalake's and at least
+0.7x the 8-thread loop.
+
+Memory. The driver's Python heap peak (``tracemalloc``) during a real vacuum and during a
+dry run, at N and 10N files (same number of tables): it must not grow with N.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import tracemalloc
+import venv
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import environment, print_table, verdict  # noqa: E402
+
 from ledger import Ledger, ManualClock  # noqa: E402
 from spark_ops import local_session, vacuum  # noqa: E402
 
 PAYLOAD = b"x" * 128
+PEERS = Path(__file__).resolve().parent / ".peers"
 
 
-def build_folders(root: Path, tables: int, files: int) -> list[Path]:
-    folders = []
-    for t in range(tables):
-        folder = root / f"t{t:05d}"
-        folder.mkdir(parents=True)
-        for f in range(files):
-            (folder / f"part-{f:05d}.parquet").write_bytes(PAYLOAD)
-        folders.append(folder)
-    return folders
+# --- trees ---------------------------------------------------------------------------------
+
+def layout(shape: str, files: int, tables: int, folders: int) -> list[list[tuple[str, int]]]:
+    """For each table, its (sub-folder, file count) pairs."""
+    if shape == "many-tables":
+        each = files // tables
+        return [[("", each)] for _ in range(tables)]
+    each = files // folders
+    return [[(f"_writes/w{f:05d}", each) for f in range(folders)]]
 
 
-def build_ledger(base: Path, tables: int, files: int) -> tuple[Ledger, ManualClock]:
-    """A ledger with ``tables`` dropped tables, each holding ``files`` files, all past retention."""
-    clock = ManualClock()
-    base.mkdir(parents=True)
-    led = Ledger.open(base / "ledger.db", warehouse=base / "warehouse", clock=clock,
-                      synchronous="FULL", actor="bench")
-    for t in range(tables):
-        location = Path(led.create_table(f"bench.t{t:05d}").location)
-        location.mkdir(parents=True)
-        for f in range(files):
-            (location / f"part-{f:05d}.parquet").write_bytes(PAYLOAD)
-        led.drop_table(f"bench.t{t:05d}")
-    clock.advance(timedelta(days=8))
-    return led, clock
-
-
-def unlink_baseline(root: Path) -> tuple[float, int]:
-    start = time.perf_counter()
+def fill(location: Path, plan: list[tuple[str, int]]) -> int:
     count = 0
+    for sub, n in plan:
+        folder = location / sub if sub else location
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            (folder / f"part-{i:05d}.parquet").write_bytes(PAYLOAD)
+        count += n
+    return count
+
+
+def plain_tree(root: Path, tables: list[list[tuple[str, int]]]) -> list[Path]:
+    locations = []
+    for t, plan in enumerate(tables):
+        location = root / f"t{t:05d}"
+        fill(location, plan)
+        locations.append(location)
+    return locations
+
+
+# --- contenders ----------------------------------------------------------------------------
+
+def rm_rf(root: Path) -> None:
+    subprocess.run(["rm", "-rf", str(root)], check=True)
+
+
+def unlink_one_thread(root: Path) -> None:
     for folder, _dirs, names in os.walk(root):
         for name in names:
             os.unlink(os.path.join(folder, name))
-            count += 1
-    return time.perf_counter() - start, count
 
 
-def timed_vacuum(spark, base: Path, tables: int, files: int) -> tuple[float, int, int]:
-    led, _ = build_ledger(base, tables, files)
+def unlink_eight_threads(root: Path) -> None:
+    folders = [folder for folder, _dirs, _names in os.walk(root)]
+
+    def clear(folder: str) -> None:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                if entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.path)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(clear, folders))
+
+
+_DELTA = r"""
+import json, sys, time
+from deltalake import DeltaTable
+tables = json.loads(sys.argv[1])
+start = time.perf_counter()
+deleted = 0
+for path in tables:
+    deleted += len(DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False))
+print(json.dumps({"seconds": time.perf_counter() - start, "deleted": deleted}))
+"""
+
+
+def peers_python() -> Path | None:
+    """The benchmark's own virtualenv with deltalake (made on first use); None if unavailable."""
+    python = PEERS / "bin" / "python"
+    if not python.exists():
+        print("(making benchmarks/.peers with deltalake; once)")
+        venv.create(PEERS, with_pip=True)
+    ok = subprocess.run([str(python), "-c", "import deltalake"], capture_output=True).returncode == 0
+    if not ok:
+        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "deltalake"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"(deltalake could not be installed: {done.stderr.strip()[-300:]})")
+            return None
+    return python
+
+
+def delta_tables(root: Path, tables: list[list[tuple[str, int]]]) -> list[str]:
+    """Delta tables whose every data file was added (version 0) and then removed (version 1, as
+    an overwrite or a drop does): each file is a tombstone that a vacuum with retention 0 deletes.
+    Sub-folders are named as partitions (``w=00001``): Delta skips ``_``-prefixed folders."""
+    tables = [[(sub.replace("_writes/w", "w="), n) for sub, n in plan] for plan in tables]
+    locations = plain_tree(root, tables)
+    schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True,
+                                                        "metadata": {}}]})
+    for location in locations:
+        log = location / "_delta_log"
+        log.mkdir()
+        actions = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                   {"metaData": {"id": location.name, "format": {"provider": "parquet", "options": {}},
+                                 "schemaString": schema, "partitionColumns": [], "configuration": {},
+                                 "createdTime": 0}},
+                   {"commitInfo": {"timestamp": 0, "operation": "WRITE"}}]
+        files = sorted(str(p.relative_to(location)) for p in location.rglob("*.parquet"))
+        actions += [{"add": {"path": f, "size": len(PAYLOAD), "partitionValues": {}, "modificationTime": 0,
+                             "dataChange": True}} for f in files]
+        removes = [{"commitInfo": {"timestamp": 1, "operation": "DELETE"}}]
+        removes += [{"remove": {"path": f, "deletionTimestamp": 1, "dataChange": True, "size": len(PAYLOAD)}}
+                    for f in files]
+        (log / "00000000000000000000.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+        (log / "00000000000000000001.json").write_text("\n".join(json.dumps(a) for a in removes) + "\n")
+    return [str(p) for p in locations]
+
+
+def delta_vacuum(python: Path, paths: list[str]) -> tuple[float, int]:
+    done = subprocess.run([str(python), "-c", _DELTA, json.dumps(paths)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"deltalake vacuum failed:\n{done.stderr[-2000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return out["seconds"], out["deleted"]
+
+
+def ledger_tables(base: Path, tables: list[list[tuple[str, int]]]) -> Ledger:
+    clock = ManualClock()
+    base.mkdir(parents=True)
+    led = Ledger.open(base / "ledger.db", warehouse=base / "warehouse", clock=clock, actor="bench")
+    for t, plan in enumerate(tables):
+        name = f"bench.t{t:05d}"
+        fill(Path(led.create_table(name).location), plan)
+        led.drop_table(name)
+    clock.advance(timedelta(days=8))
+    return led
+
+
+def timed(call) -> float:
     os.sync()
-    tracemalloc.start()
     start = time.perf_counter()
-    report = vacuum(spark, led)
-    elapsed = time.perf_counter() - start
+    call()
+    return time.perf_counter() - start
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def race(spark, scratch: Path, shape: str, tables: list[list[tuple[str, int]]], python: Path | None) -> dict:
+    n = sum(c for plan in tables for _, c in plan)
+    times: dict[str, float] = {}
+    for name, contender in (("rm -rf", rm_rf), ("os.walk + unlink, 1 thread", unlink_one_thread),
+                            ("scandir + unlink, 8 threads", unlink_eight_threads)):
+        root = scratch / f"{shape}-{len(times)}"
+        plain_tree(root, tables)
+        times[name] = timed(lambda: contender(root))
+        shutil.rmtree(root, ignore_errors=True)
+    if python is not None:
+        paths = delta_tables(scratch / f"{shape}-delta", tables)
+        os.sync()
+        seconds, deleted = delta_vacuum(python, paths)
+        assert deleted == n, f"deltalake deleted {deleted} of {n}"
+        times["deltalake vacuum (delta-rs)"] = seconds
+        shutil.rmtree(scratch / f"{shape}-delta", ignore_errors=True)
+    led = ledger_tables(scratch / f"{shape}-ledger", tables)
+    report = None
+
+    def run() -> None:
+        nonlocal report
+        report = vacuum(spark, led)
+    times["spark_ops.vacuum"] = timed(run)
+    assert report is not None and report.files == n and not report.failures, report
+    led.close()
+    shutil.rmtree(scratch / f"{shape}-ledger", ignore_errors=True)
+    print(f"\n{shape}: {len(tables)} table(s), {n:,} files of {len(PAYLOAD)} bytes")
+    print_table(("contender", "seconds", "files/s"), [(k, v, f"{n / v:,.0f}") for k, v in times.items()])
+    return times
+
+
+def heap_peak(spark, base: Path, tables: list[list[tuple[str, int]]], dry_run: bool) -> int:
+    led = ledger_tables(base, tables)
+    tracemalloc.start()
+    report = vacuum(spark, led, dry_run=dry_run)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert not report.failures and len(report.purged) == tables, report.to_dict()
+    assert not report.failures
     led.close()
-    print(f"    vacuum phases: " + ", ".join(f"{k} {v:.3f}s" for k, v in report.timings.items()))
-    return elapsed, report.files, peak
+    shutil.rmtree(base, ignore_errors=True)
+    return peak
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", type=int, default=200)
-    parser.add_argument("--files", type=int, default=500, help="files per table at N")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=40_000, help="files per shape")
+    parser.add_argument("--tables", type=int, default=200, help="tables in the many-tables shape")
+    parser.add_argument("--folders", type=int, default=200, help="sub-folders in the one-table shape")
+    parser.add_argument("--shapes", default="many-tables,one-table")
+    parser.add_argument("--memory-files", type=int, default=2_000, help="N for the heap check (and 10N)")
+    parser.add_argument("--no-deltalake", action="store_true")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="rl-bench-vacuum-", dir=args.dir))
-
+    print(environment())
+    python = None if args.no_deltalake else peers_python()
     spark = local_session("retention-ledger-bench")
     spark.sparkContext.parallelize(range(100), 8).map(lambda x: x).count()  # warm the workers
-
-    n = args.tables * args.files
-    print(f"vacuum benchmark: {args.tables} tables x {args.files} files = {n} files of {len(PAYLOAD)} bytes")
-    baseline_times, vacuum_times = [], []
-    for r in range(args.rounds):  # alternate, best of rounds, to damp machine noise
-        build_folders(scratch / f"plain{r}", args.tables, args.files)
-        os.sync()  # both sides start with the new files written back, not mid-writeback
-        seconds, count = unlink_baseline(scratch / f"plain{r}")
-        assert count == n
-        baseline_times.append(seconds)
-        seconds, deleted, _ = timed_vacuum(spark, scratch / f"vac{r}", args.tables, args.files)
-        assert deleted == n
-        vacuum_times.append(seconds)
-        shutil.rmtree(scratch / f"plain{r}")
-        shutil.rmtree(scratch / f"vac{r}")
-    base, vac = min(baseline_times), min(vacuum_times)
-    ratio = vac / base
-    print(f"  plain os.walk + unlink, 1 process : {base:7.3f} s  ({n / base:10,.0f} files/s)")
-    print(f"  spark_ops.vacuum (local[2])        : {vac:7.3f} s  ({n / vac:10,.0f} files/s)")
-    print(f"  ratio vacuum / plain               : {ratio:7.2f}x   target <= 2.00x  "
-          f"{'PASS' if ratio <= 2.0 else 'MISS'}")
-
-    small_files = max(1, args.files // 10)
-    _, _, peak_small = timed_vacuum(spark, scratch / "mem1", args.tables, small_files)
-    _, _, peak_large = timed_vacuum(spark, scratch / "mem10", args.tables, small_files * 10)
-    growth = peak_large / peak_small
-    print(f"driver Python heap peak during vacuum ({args.tables} tables):")
-    print(f"  N   = {args.tables * small_files:>8} files : {peak_small / 1024:9.1f} KiB")
-    print(f"  10N = {args.tables * small_files * 10:>8} files : {peak_large / 1024:9.1f} KiB")
-    print(f"  growth 10N / N                     : {growth:7.2f}x   target <= 1.50x (flat)  "
-          f"{'PASS' if growth <= 1.5 else 'MISS'}")
-    shutil.rmtree(scratch, ignore_errors=True)
-    spark.stop()
+    try:
+        for shape in args.shapes.split(","):
+            times = race(spark, scratch, shape, layout(shape, args.files, args.tables, args.folders), python)
+            ours = times["spark_ops.vacuum"]
+            if "deltalake vacuum (delta-rs)" in times:
+                verdict(f"{shape}: vacuum speed / deltalake's", times["deltalake vacuum (delta-rs)"] / ours, 1.0,
+                        higher_is_better=True, unit="x")
+            verdict(f"{shape}: vacuum speed / the 8-thread loop's", times["scandir + unlink, 8 threads"] / ours,
+                    0.7, higher_is_better=True, unit="x")
+        n = args.memory_files
+        rows = []
+        for dry_run in (False, True):
+            small = heap_peak(spark, scratch / "mem1", layout("many-tables", n, 20, 20), dry_run)
+            large = heap_peak(spark, scratch / "mem10", layout("many-tables", 10 * n, 20, 20), dry_run)
+            rows.append(("dry run" if dry_run else "vacuum", f"{small / 1024:,.0f} KiB", f"{large / 1024:,.0f} KiB",
+                         f"{large / small:.2f}x"))
+            verdict(f"driver heap, {'dry run' if dry_run else 'vacuum'}, 10N / N", large / small, 1.5,
+                    higher_is_better=False, unit="x")
+        print()
+        print_table(("driver Python heap peak", f"N = {n:,} files", f"10N = {10 * n:,}", "growth"), rows)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        spark.stop()
 
 
 if __name__ == "__main__":

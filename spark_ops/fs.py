@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -51,8 +52,9 @@ DELETE_THREADS = 8
 """I/O threads per task deleting files: enough to keep a disk's or an object store's queue
 full (8 threads unlink 3-4x faster than one on a local disk), few enough to be polite."""
 
-DELETE_BATCH = 256
-"""Files handed to a deleting thread at a time."""
+DELETE_BATCH = 32
+"""Files handed to a deleting thread at a time: small, so that even a folder of a few hundred
+files keeps every thread busy."""
 
 RETRIES = 5
 """Attempts at deleting one object on a remote store before giving up (throttling, timeouts)."""
@@ -70,7 +72,7 @@ class Deleter:
 
     def __init__(self, remove: Callable[[str], bool], inside: str, threads: int = DELETE_THREADS) -> None:
         self._remove, self._inside, self._threads = remove, inside, threads
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="vacuum-delete")
+        self._pool = _pool(threads)
         self._pending: deque[Future[tuple[int, int]]] = deque()
         self._batch: list[FileEntry] = []
         self.files = self.bytes = 0
@@ -109,19 +111,43 @@ class Deleter:
             while self._pending:
                 self._collect(self._pending.popleft())
         finally:
-            for future in self._pending:
-                future.cancel()
-            self._pool.shutdown(wait=True)
+            self._abandon()
         return self.files, self.bytes
+
+    def _abandon(self) -> None:
+        """Cancel what has not started and wait for what has: nothing of ours runs on after us."""
+        for future in self._pending:
+            future.cancel()
+        for future in self._pending:
+            if not future.cancelled():
+                try:
+                    future.result()
+                except BaseException:  # the first error was already raised to our caller
+                    pass
+        self._pending.clear()
 
     def __enter__(self) -> Deleter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is not None:
-            for future in self._pending:
-                future.cancel()
-            self._pool.shutdown(wait=True)
+            self._abandon()
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """One pool of I/O threads per process (a Spark Python worker runs many purges in turn):
+    threads are started once, not once per folder. Keyed by process id too: a forked child
+    inherits the parent's pool object but none of its threads."""
+    key = (os.getpid(), threads)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="vacuum-delete")
+        return pool
 
 
 def _unlink(path: str) -> bool:

@@ -376,3 +376,62 @@ def test_progress_starts_at_zero_of_a_known_total_and_ends_complete(spark, led, 
     vacuum(spark, led, progress=lambda done, total: calls.append((done, total)))
     first, last = calls[0], calls[-1]
     assert first[0] == 0 and first[1] > 0 and last[0] == last[1] == first[1]
+
+
+# --- deletion split below the table, on a pool of I/O threads (issue 11) -----------------------
+
+def test_r9_every_deleting_thread_refuses_a_path_outside_its_location(tmp_path: Path) -> None:
+    from spark_ops import fs
+    inside, outside = tmp_path / "loc", tmp_path / "elsewhere"
+    inside.mkdir()
+    outside.mkdir()
+    (outside / "precious.parquet").write_bytes(b"x")
+    (inside / "a.parquet").write_bytes(b"x")
+    with pytest.raises(fs.Unsafe, match="elsewhere"):
+        with fs.Deleter(lambda p: (os.unlink(p), True)[1], str(inside) + os.sep) as deleter:
+            deleter.add(fs.FileEntry(str(inside / "a.parquet"), 1))
+            deleter.add(fs.FileEntry(str(outside / "precious.parquet"), 1))
+            deleter.finish()
+    assert (outside / "precious.parquet").exists()
+
+
+def test_pieces_are_the_sub_folders_two_levels_down_and_never_follow_a_link(tmp_path: Path) -> None:
+    from spark_ops import fs
+    root = tmp_path / "warehouse"
+    loc = root / "t1"
+    for w in range(3):
+        (loc / "_writes" / f"w{w}").mkdir(parents=True)
+    (loc / "top.parquet").write_bytes(b"x")
+    target = tmp_path / "outside"
+    target.mkdir()
+    (loc / "_writes" / "link").symlink_to(target)
+    assert sorted(fs.pieces(str(root), str(loc))) == [str(loc / "_writes" / f"w{w}") for w in range(3)]
+    flat = root / "t2"
+    flat.mkdir()
+    (flat / "a.parquet").write_bytes(b"x")
+    assert fs.pieces(str(root), str(flat)) == []
+    assert fs.pieces(str(root), str(tmp_path / "outside")) == []  # not inside the warehouse: no pieces
+
+
+@pytest.mark.spark
+def test_r2_r9_a_big_table_is_purged_in_pieces_and_counted_exactly(spark, led, clock) -> None:
+    """One table of many write folders (as versioned tables are): its purge is spread over tasks,
+    and the run records exactly the files and bytes it deleted."""
+    table = led.create_table("big.one")
+    total = 0
+    for w in range(24):
+        folder = Path(table.location, "_writes", f"w{w:03d}")
+        folder.mkdir(parents=True)
+        for f in range(w % 5 + 1):
+            (folder / f"part-{f}.parquet").write_bytes(b"y" * 10)
+            total += 1
+    Path(table.location, "loose.parquet").write_bytes(b"y" * 10)
+    total += 1
+    led.drop_table("big.one")
+    clock.advance(WEEK * 2)
+    report = vacuum(spark, led)
+    assert [i.id for i in report.purged] == [table.id]
+    assert (report.files, report.bytes) == (total, total * 10)
+    assert not Path(table.location).exists()
+    purged = [e.data for e in led.history(type="TablePurged")]
+    assert [(p["table_id"], p["files"], p["bytes"]) for p in purged] == [(table.id, total, total * 10)]
