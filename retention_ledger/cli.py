@@ -633,6 +633,9 @@ def _vacuum_text(report: Any) -> str:
         lines.append(f"  {name}: {len(files)} foreign file(s) in {location} outside every write folder "
                      "(never swept; they go only if the table is purged)")
         lines += [f"      {f.path}  {f.size}" for f in files]
+    if report.listing:
+        lines.append(f"  the full listing ({report.files} files) is the Parquet dataset {report.listing}; "
+                     "each item above shows its first files only")
     if report.resumed_runs:
         lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
     if report.busy_runs:

@@ -23,15 +23,20 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
 import threading
 import time
+from pathlib import Path
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
 import attrs
 from pyspark.sql import SparkSession
 
-from ledger import Ledger, VacuumOrder
+from ledger import InvalidArgument, Ledger, VacuumOrder
 from ledger.clock import iso_utc
 
 from . import fs
@@ -39,6 +44,13 @@ from .heartbeat import Heartbeat
 
 Progress = Callable[[int, int], None]
 """Called with (tasks done, tasks in all) while the executors work."""
+
+LISTING_THRESHOLD_DEFAULT = 10_000
+"""A dry run listing more files than this (by default) leaves its listing in a Parquet dataset
+(``report.listing``) rather than in the report."""
+
+LISTING_SAMPLE = 20
+"""Files of each item kept in the report when the listing stays in its dataset."""
 
 
 @attrs.frozen
@@ -170,6 +182,10 @@ class VacuumReport:
     foreign: tuple[tuple[str, str, tuple[fs.FileEntry, ...]], ...] = ()
     """For a dry run: (table, location, files) outside every write folder that no version names.
     No vacuum deletes them (only a purge of the whole table does)."""
+    listing: str | None = None
+    """For a dry run of more than ``listing_threshold`` files: the Parquet dataset holding the whole
+    listing (columns ``item``, ``kind``, ``table_id``, ``path``, ``size``); each item's
+    ``would_delete`` then holds only the first ``LISTING_SAMPLE`` of its files."""
 
     @property
     def purged(self) -> list[InstanceReport]:
@@ -206,6 +222,7 @@ class VacuumReport:
             "resumed_runs": list(self.resumed_runs), "busy_runs": list(self.busy_runs),
             "waiting": list(self.waiting), "duration_seconds": round(self.duration, 3),
             "timings": {phase: round(seconds, 3) for phase, seconds in self.timings.items()},
+            "listing": self.listing,
         }
 
 
@@ -213,12 +230,20 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
            dry_run: bool = False, limit: int | None = None, override_floor: bool = False,
            uncommitted: bool = True, only_uncommitted: bool = False, grace: Any = None,
            progress: Progress | None = None,
-           on_start: Callable[[VacuumOrder], None] | None = None) -> VacuumReport:
+           on_start: Callable[[VacuumOrder], None] | None = None,
+           listing_dir: str | os.PathLike[str] | None = None,
+           listing_threshold: int = LISTING_THRESHOLD_DEFAULT) -> VacuumReport:
     """Purge the dropped tables that are past their retention, expire old versions, and (unless
     ``uncommitted=False``) sweep abandoned writes and stragglers; see the module docstring.
 
     ``on_start`` is called with the order once it is on record (before any file is touched),
-    so that a caller can, say, release the run's lease if it is interrupted."""
+    so that a caller can, say, release the run's lease if it is interrupted.
+
+    A dry run's executors write what they list to a Parquet dataset (in ``listing_dir``, a new
+    folder that must not exist yet; default a fresh temporary one) and send the driver only
+    totals and a sample. If the whole listing has at most ``listing_threshold`` files it is read
+    back into the report and the dataset removed; otherwise ``report.listing`` says where it is,
+    so the driver's memory stays flat however many files would go."""
     started = time.monotonic()
     timings: dict[str, float] = {}
     options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor,
@@ -229,10 +254,18 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
         on_start(order)
     if order.empty and not (dry_run and order.written):
         return _report(order, dry_run, {}, started, timings)
-    with contextlib.nullcontext() if dry_run else _lease_keeper(ledger, order):
-        outcomes = _on_executors(spark, order, dry_run, progress)
+    listing = _listing_folder(listing_dir) if dry_run else None
+    try:
+        with contextlib.nullcontext() if dry_run else _lease_keeper(ledger, order):
+            outcomes = _on_executors(spark, order, dry_run, progress, listing)
+        kept = None if listing is None else \
+            _settle_listing(listing, outcomes, keep=listing_dir is not None, threshold=listing_threshold)
+    except BaseException:
+        if listing is not None and listing_dir is None:
+            shutil.rmtree(listing, ignore_errors=True)
+        raise
     timings["delete"] = time.monotonic() - started - timings["plan"]
-    report = _report(order, dry_run, outcomes, started, timings)
+    report = attrs.evolve(_report(order, dry_run, outcomes, started, timings), listing=kept)
     if not dry_run:
         assert order.run_id is not None
         folders = {e.id: tuple(w for w, _ in e.folders) for e in order.expiries}
@@ -319,7 +352,7 @@ def _lease_keeper(ledger: Ledger, order: VacuumOrder) -> Heartbeat:
 
 
 def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
-                  progress: Progress | None) -> dict[str, tuple]:
+                  progress: Progress | None, listing: str | None = None) -> dict[str, tuple]:
     """Each work item's (files, bytes, error, dry-run listing), deleted (or listed) on the executors:
     ``purge:<id>`` for a dropped table's whole location, ``expire:<id>`` for a table's old write folders."""
     context = spark.sparkContext
@@ -337,7 +370,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     if dry_run:
         items.update(("foreign:" + i, {"location": location, "named": named})
                      for i, _, location, named in order.written)
-    plan = context.broadcast({"root": order.root, "items": items})
+    plan = context.broadcast({"root": order.root, "items": items, "listing": listing})
     ids = sorted(items)
     if not ids:
         return {}
@@ -435,7 +468,17 @@ def _refusal(item: dict[str, Any]) -> str | None:
 
 
 def _purge_partition(plan: Any, keys: Iterable[str], dry_run: bool) -> Iterator[tuple]:
-    """On an executor: re-check each work item against the broadcast plan, then delete (or list)."""
+    """On an executor: re-check each work item against the broadcast plan, then delete (or list:
+    a dry run writes each item's listing to the dataset and sends back a sample)."""
+    listing = plan.value.get("listing")
+    for row in _work_partition(plan, keys, dry_run):
+        if listing is not None and row[4]:
+            _write_listing(listing, row[0], row[4])
+            row = (*row[:4], row[4][:LISTING_SAMPLE], *row[5:])
+        yield row
+
+
+def _work_partition(plan: Any, keys: Iterable[str], dry_run: bool) -> Iterator[tuple]:
     spec = plan.value
     for key in keys:
         item = spec["items"].get(key)
@@ -480,6 +523,51 @@ def _delete_folders(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
         if listing is not None and outcome.listing is not None:
             listing.extend(tuple(entry) for entry in outcome.listing)
     return (files, size, None, listing)
+
+
+# --- a dry run's listing, as a dataset ------------------------------------------------------
+
+
+def _listing_folder(listing_dir: str | os.PathLike[str] | None) -> str:
+    if listing_dir is None:
+        return tempfile.mkdtemp(prefix="retention-ledger-dry-run-")
+    folder = Path(listing_dir)
+    try:
+        folder.mkdir(parents=True)
+    except FileExistsError:
+        raise InvalidArgument(f"{folder} exists: a dry run writes its listing to a new folder") from None
+    return str(folder.resolve())
+
+
+def _write_listing(folder: str, key: str, entries: list[tuple]) -> None:
+    """On an executor: one item's listing as one Parquet file of the dataset."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    kind, _, rest = key.partition(":")
+    table = pa.table({"item": [key] * len(entries), "kind": [kind] * len(entries),
+                      "table_id": [rest.split("#")[0]] * len(entries),
+                      "path": [e[0] for e in entries], "size": pa.array([e[1] for e in entries], pa.int64())})
+    name = hashlib.sha256(key.encode()).hexdigest()[:24]
+    pq.write_table(table, os.path.join(folder, f"part-{name}.parquet"))
+
+
+def _settle_listing(folder: str, outcomes: dict[str, tuple], *, keep: bool, threshold: int) -> str | None:
+    """Small listings go back into the outcomes (and the dataset away, unless the caller named
+    its folder); a large one stays where it is."""
+    total = sum(o[0] for k, o in outcomes.items() if o[3])
+    if total > threshold:
+        return folder
+    if any(Path(folder).iterdir()):
+        import pyarrow.parquet as pq
+        found: dict[str, list[tuple]] = {}
+        for row in pq.read_table(folder, columns=["item", "path", "size"]).to_pylist():
+            found.setdefault(row["item"], []).append((row["path"], row["size"]))
+        for key, entries in found.items():
+            outcomes[key] = (*outcomes[key][:3], entries, *outcomes[key][4:])
+    if keep:
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
 
 
 class _ProgressWatcher:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import InvalidRetention, Ledger, LedgerUnavailable, ManualClock, TableNotFound, UndropBlocked
+from ledger import InvalidArgument, InvalidRetention, Ledger, LedgerUnavailable, ManualClock, TableNotFound, UndropBlocked
 from ledger.core.events import encode
 from ledger.core.tables import TableCreated
 from spark_ops import read_table, vacuum, write_table
@@ -435,3 +436,37 @@ def test_r2_r9_a_big_table_is_purged_in_pieces_and_counted_exactly(spark, led, c
     assert not Path(table.location).exists()
     purged = [e.data for e in led.history(type="TablePurged")]
     assert [(p["table_id"], p["files"], p["bytes"]) for p in purged] == [(table.id, total, total * 10)]
+
+
+@pytest.mark.spark
+def test_r2_a_large_dry_run_leaves_its_listing_in_a_parquet_dataset_not_in_the_driver(spark, led, clock,
+                                                                                       tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+    expected = {}
+    for t in range(3):
+        table = led.create_table(f"big.t{t}")
+        Path(table.location).mkdir(parents=True)
+        for f in range(30):
+            path = Path(table.location, f"part-{f:02d}.parquet")
+            path.write_bytes(b"z" * (f + 1))
+            expected[str(path)] = f + 1
+        led.drop_table(f"big.t{t}")
+    clock.advance(WEEK * 2)
+    before = led.event_count()
+
+    report = vacuum(spark, led, dry_run=True, listing_threshold=50)
+    assert report.listing is not None and report.files == 90 and report.bytes == sum(expected.values())
+    assert all(0 < len(i.would_delete) <= 20 for i in report.instances)  # samples only
+    rows = pq.read_table(report.listing).to_pylist()
+    assert {r["path"]: r["size"] for r in rows} == expected
+    assert {r["kind"] for r in rows} == {"purge"} and {r["table_id"] for r in rows} == {i.id for i in report.instances}
+    assert all(Path(p).exists() for p in expected) and led.event_count() == before
+    shutil.rmtree(report.listing)
+
+    small = vacuum(spark, led, dry_run=True)  # under the default threshold: all in the report
+    assert small.listing is None
+    assert {f.path: f.size for i in small.instances for f in i.would_delete} == expected
+
+    with pytest.raises(InvalidArgument, match="exists"):
+        vacuum(spark, led, dry_run=True, listing_dir=tmp_path)
+    assert led.event_count() == before
