@@ -568,7 +568,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "expired": [], "swept": [],
                   "stragglers": [], "foreign": [], "purged": 0,
                   "failed": 0, "files": 0, "bytes": 0, "resumed_runs": [], "busy_runs": list(order.busy),
-                  "waiting": list(order.waiting), "duration_seconds": 0.0, "timings": {}},
+                  "waiting": list(order.waiting), "duration_seconds": 0.0, "timings": {}, "listing": None},
                  lambda: _nothing_text(order))
         return
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it

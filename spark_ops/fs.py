@@ -28,6 +28,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterator, NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
@@ -158,6 +159,22 @@ def _unlink(path: str) -> bool:
     return True
 
 
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem for ``uri`` and the path within it. For ``s3://`` URIs the endpoint may
+    come from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (the AWS SDKs' variables, which
+    pyarrow does not read): an S3-compatible store (MinIO, moto, Ceph) is named there, and the
+    warehouse root stays a plain ``s3://bucket/prefix``. On Spark, set it for the executors too
+    (``spark.executorEnv.AWS_ENDPOINT_URL``)."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if uri.startswith("s3://") and endpoint:
+        parts = urlsplit(endpoint)
+        store = pafs.S3FileSystem(endpoint_override=parts.netloc or parts.path, scheme=parts.scheme or "https",
+                                  region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+                                  or "us-east-1")
+        return store, uri[len("s3://"):].rstrip("/")
+    return pafs.FileSystem.from_uri(uri)
+
+
 def is_local(root: str) -> bool:
     return "://" not in root or root.startswith("file://")
 
@@ -176,7 +193,7 @@ def committed_files(root: str, folder: str) -> list[FileEntry]:
         for current, entries in _walk_visible(real):
             found.extend(FileEntry(os.path.relpath(e.path, real), e.size) for e in entries)
     else:
-        pyfs, path = pafs.FileSystem.from_uri(folder)
+        pyfs, path = filesystem(folder)
         selector = pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True)
         for info in pyfs.get_file_info(selector):
             rel = info.path[len(path.rstrip("/")) + 1:]
@@ -251,8 +268,8 @@ def first_missing(root: str, paths: list[str]) -> str | None:
         return next((p for p in paths if not os.path.isfile(local_path(p))), None)
     if not paths:
         return None
-    pyfs, _ = pafs.FileSystem.from_uri(paths[0])
-    infos = pyfs.get_file_info([pafs.FileSystem.from_uri(p)[1] for p in paths])
+    pyfs, _ = filesystem(paths[0])
+    infos = pyfs.get_file_info([filesystem(p)[1] for p in paths])
     return next((p for p, info in zip(paths, infos) if info.type != pafs.FileType.File), None)
 
 
@@ -375,7 +392,7 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
                     break
                 level = below
             return [] if level == [real] else level
-        pyfs, path = pafs.FileSystem.from_uri(location)
+        pyfs, path = filesystem(location)
         base = path.rstrip("/")
         level = [base]
         for _ in range(depth):
@@ -394,14 +411,23 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
 # --- other filesystems, through pyarrow ----------------------------------------------------
 
 def _purge_remote(root: str, location: str, dry_run: bool) -> Outcome:
-    fs, root_path = pafs.FileSystem.from_uri(root)
-    _, path = pafs.FileSystem.from_uri(location)
+    fs, root_path = filesystem(root)
+    _, path = filesystem(location)
+    if not location.startswith(root.split("://", 1)[0] + "://"):
+        raise Unsafe(f"{location} is not on the warehouse's file system ({root})")
+    return purge_with(fs, root_path, path, dry_run=dry_run)
+
+
+def purge_with(fs: pafs.FileSystem, root_path: str, path: str, *, dry_run: bool = False) -> Outcome:
+    """``purge`` of ``path`` on a pyarrow filesystem, confined to ``root_path``: every object is
+    deleted (on the thread pool, with retries), and the outcome is clean only if none remains."""
+    location = path
     normal = posixpath.normpath(path)
     if normal != path.rstrip("/") or not normal.startswith(root_path.rstrip("/") + "/"):
-        raise Unsafe(f"{location} is not a plain path inside the warehouse {root}")
+        raise Unsafe(f"{location} is not a plain path inside the warehouse {root_path}")
     selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
     listing: list[FileEntry] | None = [] if dry_run else None
-    with Deleter(lambda p: _delete_remote(fs, p), normal + "/") as deleter:
+    with Deleter(lambda p: delete_remote(fs, p), normal + "/") as deleter:
         for info in _retrying(lambda: fs.get_file_info(selector)):
             if info.type != pafs.FileType.File:
                 continue
@@ -441,7 +467,8 @@ def _retrying(call: Callable[[], T], attempts: int = RETRIES) -> T:
     raise AssertionError("unreachable")
 
 
-def _delete_remote(fs: pafs.FileSystem, path: str) -> bool:
+def delete_remote(fs: pafs.FileSystem, path: str) -> bool:
+    """Delete one object, retried while the store throttles; False if it was already gone."""
     try:
         _retrying(lambda: fs.delete_file(path))
     except FileNotFoundError:
