@@ -178,11 +178,12 @@ class _Flaky(pafs.FileSystemHandler):
     """The real S3 filesystem, but each delete fails ``failures`` times first (a throttled store),
     or each delete also writes a new object beside it (a writer racing the purge)."""
 
-    def __init__(self, inner: Any, *, failures: int = 0, racing: bool = False) -> None:
-        self.inner, self.failures, self.racing = inner, failures, racing
+    def __init__(self, inner: Any, *, failures: int = 0, racing: bool = False, delay: float = 0.0) -> None:
+        self.inner, self.failures, self.racing, self.delay = inner, failures, racing, delay
         self.attempts: dict[str, int] = {}
 
     def delete_file(self, path: str) -> None:
+        time.sleep(self.delay)
         self.attempts[path] = self.attempts.get(path, 0) + 1
         if self.attempts[path] <= self.failures:
             raise OSError(f"AWS Error SLOW_DOWN during DeleteObject operation: Please reduce your request rate ({path})")
@@ -229,3 +230,56 @@ def test_a_purge_is_only_clean_when_every_object_is_gone(s3: str) -> None:
     outcome = fs.purge_with(pafs.PyFileSystem(_Flaky(real, racing=True)), "lake/race", "lake/race/t1")
     assert outcome.error is not None and "remain" in outcome.error
     assert len(objects("s3://lake/race/t1")) == 4  # the late ones
+
+
+_SLOW_VACUUM = r"""
+import sys
+from pyarrow import fs as pafs
+from ledger import Ledger
+from spark_ops import fs
+from tests.test_s3 import _Flaky
+led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
+order = led.start_vacuum()
+print("started", order.run_id, flush=True)
+real, _ = fs.filesystem("s3://lake")
+slow = pafs.PyFileSystem(_Flaky(real, delay=0.05))
+for target in order.targets:
+    _, path = fs.filesystem(target.location)
+    fs.purge_with(slow, path.rsplit("/", 1)[0], path)
+print("finished", flush=True)
+"""
+
+
+def test_r10_a_vacuum_killed_mid_delete_on_s3_is_finished_by_the_next(spark, s3: str, tmp_path: Path) -> None:
+    """A vacuum process SIGKILLed while it deletes objects leaves its tables blocked and half
+    deleted; the next vacuum takes the dead run over, deletes the rest, and records each purge
+    once, with what it deleted."""
+    from datetime import datetime, timezone
+
+    from spark_ops import vacuum
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=30))
+    with Ledger.open(path, warehouse=f"s3://lake/r10-{tmp_path.name}", clock=clock, actor="s3-tester") as led:
+        tables = [led.create_table(f"sales.t{i}") for i in range(2)]
+        for t in tables:
+            put_table(t.location, 40)
+            led.drop_table(t.name)
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_VACUUM, str(path)], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).parent.parent, env=dict(os.environ))
+    assert child.stdout is not None and child.stdout.readline().startswith("started")
+    deadline = time.monotonic() + 60
+    while sum(len(objects(t.location)) for t in tables) > 70 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.kill()
+    child.wait()
+    left = sum(len(objects(t.location)) for t in tables)
+    assert 0 < left < 80, left  # killed mid-delete
+
+    clock.set(datetime.now(timezone.utc) + timedelta(days=1))  # the dead run's lease has run out
+    with Ledger.open(path, clock=clock, actor="s3-tester") as led:
+        report = vacuum(spark, led)
+        assert report.resumed_runs and sorted(i.id for i in report.purged) == sorted(t.id for t in tables)
+        assert report.files == left
+        assert all(objects(t.location) == [] for t in tables)
+        purged = [e.data["table_id"] for e in led.history(type="TablePurged")]
+        assert sorted(purged) == sorted(t.id for t in tables)
