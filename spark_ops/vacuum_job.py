@@ -403,57 +403,72 @@ def _purge_tasks(context: Any, tables: int) -> tuple[int, ...]:
     """The tasks of each stage of ``_purge_below_tables``: list pieces, delete them, finish tables."""
     if not tables:
         return ()
-    per_table = max(1, min(tables, context.defaultParallelism * 4))
-    return (per_table, context.defaultParallelism * 4, per_table)
+    # The first stage does most of the work when tables are many and small (each is purged whole
+    # there); the later ones carry only the pieces of big tables and the per-table totals, so
+    # they get fewer tasks: each costs a Python worker round trip.
+    cores = context.defaultParallelism
+    return (max(1, min(tables, cores * 4)), cores * 2, max(1, min(tables, cores)))
 
 
 def _purge_below_tables(context: Any, plan: Any, keys: list[str], tasks: tuple[int, ...]) -> list[tuple]:
-    """Purge dropped tables with their work split below the table: each location's sub-folders
-    (write folders, partitions: ``fs.pieces``) are spread over the executors' tasks, each of
-    which deletes with a small thread pool; the totals are summed per table on the executors;
-    then one task per table purges what is left (files at the top, empty folders, any late
-    file) and removes the location. The driver receives one row per table."""
+    """Purge dropped tables with their work split below the table: a location with several
+    sub-folders (write folders, partitions: ``fs.pieces``) has them spread over the executors'
+    tasks, each of which deletes with a small thread pool; the totals are summed per table on
+    the executors; then one task per table purges what is left (files at the top, empty
+    folders, any late file) and removes the location. A table with fewer pieces is purged
+    whole by the task that looked at it. The driver receives one row per table."""
     listing, deleting, finishing = tasks
-    pieces = context.parallelize(keys, listing).flatMap(lambda key: _pieces(plan, key))
-    return (pieces.repartition(deleting)
-            .mapPartitions(lambda part: ((key, _delete_piece(plan, key, folder)) for key, folder in part))
+    return (context.parallelize(keys, listing)
+            .flatMap(lambda key: _expand(plan, key))
+            .repartition(deleting)
+            .map(lambda kv: (kv[0], kv[1] if isinstance(kv[1], tuple) else _delete_piece(plan, kv[0], kv[1])))
             .reduceByKey(_add, numPartitions=finishing)
             .map(lambda kv: _finish_purge(plan, *kv))
             .collect())
 
 
-def _pieces(plan: Any, key: str) -> Iterator[tuple[str, str | None]]:
-    """On an executor: the table's pieces, and one empty piece so that every table is finished."""
+Done = tuple  # (files, bytes, error, finished): a table's totals so far, and whether nothing is left to do
+
+
+def _expand(plan: Any, key: str) -> Iterator[tuple[str, Done | str]]:
+    """On an executor: a table's pieces (after its totals so far), or, for a table with fewer than
+    two, the table purged here and now."""
     spec = plan.value
     item = spec["items"][key]
-    yield key, None
-    if _refusal(item) is None:
-        for folder in fs.pieces(spec["root"], item["location"]):
-            yield key, folder
+    refused = _refusal(item)
+    if refused is not None:
+        yield key, (0, 0, refused, True)
+        return
+    folders = fs.pieces(spec["root"], item["location"])
+    if len(folders) < 2:
+        files, size, error, _ = _purge_location(spec["root"], item, False)
+        yield key, (files, size, error, True)
+        return
+    yield key, (0, 0, None, False)
+    for folder in folders:
+        yield key, folder
 
 
-def _delete_piece(plan: Any, key: str, folder: str | None) -> tuple[int, int, str | None]:
+def _delete_piece(plan: Any, key: str, folder: str) -> Done:
     """On an executor: re-check the table against the plan, then delete one of its sub-folders."""
-    if folder is None:
-        return (0, 0, None)
     item = plan.value["items"].get(key)
     refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
     if refused is not None:
-        return (0, 0, refused)
+        return (0, 0, refused, False)
     if not folder.startswith(item["location"].rstrip("/") + "/"):
-        return (0, 0, f"refused: {folder} is not inside {item['location']}")
+        return (0, 0, f"refused: {folder} is not inside {item['location']}", False)
     outcome = fs.purge(plan.value["root"], folder, dry_run=False)
-    return (outcome.files, outcome.bytes, outcome.error)
+    return (outcome.files, outcome.bytes, outcome.error, False)
 
 
-def _add(a: tuple[int, int, str | None], b: tuple[int, int, str | None]) -> tuple[int, int, str | None]:
-    return (a[0] + b[0], a[1] + b[1], a[2] or b[2])
+def _add(a: Done, b: Done) -> Done:
+    return (a[0] + b[0], a[1] + b[1], a[2] or b[2], a[3] or b[3])
 
 
-def _finish_purge(plan: Any, key: str, done: tuple[int, int, str | None]) -> tuple:
+def _finish_purge(plan: Any, key: str, done: Done) -> tuple:
     """On an executor: after the pieces, purge the rest of the location (or report the first error)."""
-    files, size, error = done
-    if error is None:
+    files, size, error, finished = done
+    if error is None and not finished:
         more_files, more_bytes, error, _ = _purge_location(plan.value["root"], plan.value["items"][key], False)
         files, size = files + more_files, size + more_bytes
     return (key, files, size, error, None, 0)
