@@ -79,18 +79,31 @@ def load(data: bytes, tip: str | None, *, present: State | None = None) -> State
             data = zlib.decompress(data)
         except zlib.error as exc:
             raise SnapshotMismatch(f"the snapshot cannot be decompressed: {exc}") from None
-    digest, _, body = data.partition(b"\n")
-    if hashlib.sha256(body).hexdigest().encode() != digest:
+    start = data.find(b"\n") + 1
+    # Hashed and cut up in place: copying a snapshot of tens of MB costs as much as parsing its head.
+    if not start or hashlib.sha256(memoryview(data)[start:]).hexdigest().encode() != data[:start - 1]:
         raise SnapshotMismatch("the snapshot's digest does not match its contents")
     with gc_paused():  # like a replay: many small objects, no cycles
         try:
-            return _load(body, tip, present)
+            return _load(_lines(data, start), tip, present)
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise SnapshotMismatch(f"the snapshot does not fit this release: {exc}") from None
 
 
-def _load(body: bytes, tip: str | None, present: State | None) -> State:
-    head, *raw_parts = body.split(b"\n")
+def _lines(data: bytes, start: int) -> list[bytes]:
+    """``data[start:].split(b"\n")`` without first copying ``data[start:]``."""
+    parts = []
+    while True:
+        end = data.find(b"\n", start)
+        if end < 0:
+            parts.append(data[start:])
+            return parts
+        parts.append(data[start:end])
+        start = end + 1
+
+
+def _load(lines: list[bytes], tip: str | None, present: State | None) -> State:
+    head, *raw_parts = lines
     raw = orjson.loads(head)
     if raw["format"] != FORMAT:
         raise SnapshotMismatch(f"snapshot format {raw['format']}, this release writes {FORMAT}")
