@@ -8,6 +8,7 @@ fold of the log up to that point by construction.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 from typing import Callable
 
@@ -21,16 +22,18 @@ from .store import EventStore
 from .views import FileEntry, TableInstance, TableVersion, WriteView
 
 
-class Catalog:
+class Catalog(ABC):
     """Queries over ``_current()``, the state they answer from (subclasses say which)."""
 
     store: EventStore
 
+    @abstractmethod
     def _current(self) -> State:
-        raise NotImplementedError
+        """The folded state the queries answer from."""
 
+    @abstractmethod
     def _root(self, state: State) -> str:
-        raise NotImplementedError
+        """The warehouse root that state's locations are under."""
 
     # --- tables ---------------------------------------------------------------------------
 

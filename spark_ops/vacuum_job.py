@@ -53,8 +53,26 @@ LISTING_SAMPLE = 20
 """Files of each item kept in the report when the listing stays in its dataset."""
 
 
+class _ItemReport:
+    """What every item of a vacuum report shares: an error (None when it went well) and, for a
+    dry run, the files it would delete."""
+
+    __slots__ = ()
+    error: str | None
+    would_delete: tuple[fs.FileEntry, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def _listed(self, data: dict[str, Any]) -> dict[str, Any]:
+        if self.would_delete:
+            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
+        return data
+
+
 @attrs.frozen
-class InstanceReport:
+class InstanceReport(_ItemReport):
     id: str
     name: str
     location: str
@@ -65,21 +83,15 @@ class InstanceReport:
     would_delete: tuple[fs.FileEntry, ...] = ()
     """For a dry run: each file that would be deleted, with its size."""
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
                                 "files": self.files, "bytes": self.bytes, "error": self.error,
                                 "resumed": self.resumed}
-        if self.would_delete:
-            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
-        return data
+        return self._listed(data)
 
 
 @attrs.frozen
-class ExpiryReport:
+class ExpiryReport(_ItemReport):
     """What a vacuum did to one table's old versions (R13)."""
     id: str
     name: str
@@ -94,22 +106,16 @@ class ExpiryReport:
     error: str | None = None
     would_delete: tuple[fs.FileEntry, ...] = ()
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
                                 "mark": iso_utc(self.mark), "versions_expired": list(self.versions),
                                 "folders": list(self.folders), "files": self.files, "bytes": self.bytes,
                                 "error": self.error}
-        if self.would_delete:
-            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
-        return data
+        return self._listed(data)
 
 
 @attrs.frozen
-class SweepReport:
+class SweepReport(_ItemReport):
     """Abandoned writes of one table a vacuum gave up, and their folders it deleted (R15)."""
     id: str
     name: str
@@ -121,21 +127,15 @@ class SweepReport:
     error: str | None = None
     would_delete: tuple[fs.FileEntry, ...] = ()
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
                                 "writes": [{"id": w, "why": why} for w, why in self.writes],
                                 "files": self.files, "bytes": self.bytes, "error": self.error}
-        if self.would_delete:
-            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
-        return data
+        return self._listed(data)
 
 
 @attrs.frozen
-class StragglerReport:
+class StragglerReport(_ItemReport):
     """A committed write's folder cleaned of files its version does not name (R15)."""
     id: str
     name: str
@@ -148,16 +148,10 @@ class StragglerReport:
     error: str | None = None
     would_delete: tuple[fs.FileEntry, ...] = ()
 
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "name": self.name, "write_id": self.write_id, "folder": self.folder,
                                 "files": self.files, "bytes": self.bytes, "left": self.left, "error": self.error}
-        if self.would_delete:
-            data["would_delete"] = [{"path": f.path, "size": f.size} for f in self.would_delete]
-        return data
+        return self._listed(data)
 
 
 @attrs.frozen
@@ -378,7 +372,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     # balance; each more costs Spark's per-task overhead (a Python worker round trip).
     slices = max(1, min(len(ids), context.defaultParallelism * 4))
     purges = [] if dry_run else [k for k in ids if k.startswith("purge:")]
-    others = [k for k in ids if k not in set(purges)]
+    others = sorted(set(ids) - set(purges))
     tasks = _purge_tasks(context, len(purges))
     total = (max(1, min(len(others), slices)) if others else 0) + sum(tasks)
     if progress is not None:

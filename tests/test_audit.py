@@ -18,6 +18,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -903,14 +904,9 @@ def test_r16_read_log_gives_one_typed_row_per_event_for_spark_sql(spark, small_d
         assert r.database == (data.get("database") or data["name"].split(".")[0])
     purged = spark.sql("SELECT count(*) AS n, sum(files) AS files FROM ledger_log WHERE type = 'TablePurged'").first()
     assert purged.n >= 1 and purged.files == purged.n  # build_small records one file per purge
-    assert not list(Path(tempfile_dir()).glob("retention-ledger-log-*"))  # the temporary export is gone
+    assert not list(Path(tempfile.gettempdir()).glob("retention-ledger-log-*"))  # the temporary export is gone
 
     kept = tmp_path / "kept.parquet"
     with Ledger.open(small_db, create=False) as led:
         assert read_log(spark, led, path=kept).count() == len(stored)
     assert kept.exists()
-
-
-def tempfile_dir() -> str:
-    import tempfile
-    return tempfile.gettempdir()
