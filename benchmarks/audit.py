@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from _common import REPO_ROOT, environment, print_table, scratch_dir, verdict
-from fold import Built, build
+from fold import build
 
 from ledger import Ledger
 from ledger.chain import chain
@@ -118,7 +118,8 @@ def main() -> int:
             if args.keep:
                 built.save(path)
         db = sqlite3.connect(path)
-        db.execute("DELETE FROM snapshots")  # the first open below is the one that writes them
+        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+            db.execute(f"DELETE FROM {table}")  # the first open below is the one that writes them
         db.commit()
         db.close()
 
@@ -163,7 +164,7 @@ def main() -> int:
         opens = [c["open"] for c in cold]
         rows += [
             (f"as_of, warm: median of {len(points)} random points", statistics.median(warm), f"worst {max(warm):.3f} s"),
-            (f"as_of, cold process: median (open apart)", statistics.median(cold_as), f"worst {max(cold_as):.3f} s"),
+            ("as_of, cold process: median (open apart)", statistics.median(cold_as), f"worst {max(cold_as):.3f} s"),
             ("  the open before it: median", statistics.median(opens), f"worst {max(opens):.3f} s"),
             ("export to Parquet", export_time,
              f"{exported.events / export_time:,.0f} events/s, {export_path.stat().st_size / 1e6:.0f} MB"),

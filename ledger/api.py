@@ -9,6 +9,7 @@ aware datetimes, durations such as ``"7d"``) and turns the answer into a view.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import socket
@@ -17,7 +18,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from .audit import export as exports, history as histories, proofs, verify as verifier
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
@@ -36,7 +37,7 @@ from .core.versions import (
     RenewWrite, RestoreVersion,
 )
 from .core.warehouse import MoveWarehouse
-from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
+from .errors import InvalidArgument, InvalidTime, LedgerNotFound, SnapshotGone, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .store import EventStore
@@ -44,9 +45,22 @@ from .views import HistoryEntry, TableInstance, TableVersion, VacuumOrder, Write
 
 Duration = str | timedelta | int | float
 
+T = TypeVar("T")
+
 DEFAULT_WAREHOUSE = "warehouse"
 """Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
 the file is, so a ledger and its warehouse can be moved together."""
+
+
+def _recovering(query: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(query)
+    def answer(self: Ledger, *args: Any, **kwargs: Any) -> T:
+        try:
+            return query(self, *args, **kwargs)
+        except SnapshotGone:
+            self.runner.recover()
+            return query(self, *args, **kwargs)
+    return answer
 
 
 class Ledger(Catalog):
@@ -121,8 +135,22 @@ class Ledger(Catalog):
 
     @property
     def state(self) -> State:
-        """The folded state, caught up with the log (for tools and tests of the core)."""
-        return self.runner.state
+        """The folded state, caught up with the log and read in full (for tools and tests of the core)."""
+        return self.runner.full_state()
+
+    # A query reads the stored snapshot lazily, so it may be the one to find it replaced by another
+    # process or damaged (``SnapshotGone``): the runner reloads, and the query is asked again, once.
+    table = _recovering(Catalog.table)
+    instance = _recovering(Catalog.instance)
+    tables = _recovering(Catalog.tables)
+    dropped_tables = _recovering(Catalog.dropped_tables)
+    watermark = _recovering(Catalog.watermark)
+    retention = _recovering(Catalog.retention)
+    effective_retention = _recovering(Catalog.effective_retention)
+    versions = _recovering(Catalog.versions)
+    version = _recovering(Catalog.version)
+    retention_mark = _recovering(Catalog.retention_mark)
+    open_writes = _recovering(Catalog.open_writes)
 
     @property
     def warehouse(self) -> str:
@@ -338,7 +366,7 @@ class Ledger(Catalog):
     def _view(self, table_id: str) -> TableInstance:
         """An instance as of the state we hold (a command's result: that state includes it)."""
         state = self.runner.held
-        return TableInstance.of(state, state.tables.instances[table_id], self._root(state))
+        return TableInstance.of(state, state.tables.instance(table_id), self._root(state))
 
     def event_count(self) -> int:
         return self.store.count()

@@ -9,9 +9,18 @@ the write lock, where it cannot lose; only a lock that is never free ends in
 ``Conflict``. Refusals are always decided on the latest state.
 
 The runner also keeps the folded state current (``refresh`` folds what other
-processes appended) and writes snapshots, which are caches with a digest: the
-catalog's, and history snapshots every ``history_every`` events, from which
-``state_at`` folds a past state (R17) without replaying the log from the start.
+processes appended) and writes snapshots, which are caches, never the truth: the
+stored snapshot of the present, every ``snapshot_every`` events, as a generation of
+keyed entries that the next open reads lazily (``core.lazy``; a delta of the
+generation it was read from, so its cost is what changed), and history snapshots
+every ``history_every`` events, from which ``state_at`` folds a past state (R17)
+without replaying the log from the start.
+
+A state read lazily depends on its generation staying stored. Another process's
+full generation deletes the chains before the previous one, and an entry may fail
+its CRC; either way a read raises ``SnapshotGone`` (a ``Conflict``), and the runner
+reloads (from the newest generation, or for a damaged one from the log) and
+decides again.
 """
 
 from __future__ import annotations
@@ -31,10 +40,11 @@ from .core.concern import Decision
 from .core.events import Recorded, encode, type_of
 from .core.model import Command, State, decide, fold, fold_rows
 from .core.upkeep import LEDGER_STREAM, LedgerUpgraded
-from .errors import Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
-from .store import CHAIN_FORMAT, EventStore, NewEvent, Snapshot
+from .errors import Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable, SnapshotGone
+from .store import CHAIN_FORMAT, EventStore, Generation, NewEvent, Snapshot, StoredPart
 
 SNAPSHOT_NAME = "catalog"
+"""Where releases before the keyed snapshot kept theirs (one JSON document): read once, then dropped."""
 HISTORY_PREFIX = "history:"
 HISTORY_EVERY = 25_000
 """By default, a history snapshot at every multiple of this many events: ``state_at`` folds at
@@ -80,6 +90,9 @@ class Runner:
         """The sequence number of the snapshot this runner started from or last wrote (0: none)."""
         self._lock = threading.RLock()
         self._state = State()
+        self._generation: Generation | None = None
+        """The stored generation the held state reads from (None: held in full, in memory)."""
+        self._parts: list[StoredPart] = []
         self._upgrade()
         self._load()
 
@@ -98,19 +111,70 @@ class Runner:
 
     # --- the folded state -----------------------------------------------------------------
 
-    def _load(self) -> None:
-        """Start from the snapshot when it can be trusted, else from nothing."""
-        snap = self.store.load_snapshot(SNAPSHOT_NAME)
-        if snap is not None and snap.format == snapshot.FORMAT:
-            try:
-                state = snapshot.load(snap.data, self.store.hash_at(snap.seq))
-            except snapshot.SnapshotMismatch:
-                state = None
-            if state is not None and state.seq == snap.seq and \
-                    self.store.event_time(snap.seq) == state.last_time:
-                self._state = state
-                self.snapshot_seq = snap.seq
+    def _load(self, *, trust_stored: bool = True) -> None:
+        """Start from the stored snapshot when it can be trusted, else from nothing."""
+        self._state, self._generation, self._parts, self.snapshot_seq = State(), None, [], 0
+        state = self._load_stored() if trust_stored else None
+        if state is None and trust_stored:
+            state = self._load_legacy()
+        if state is not None:
+            self._state = state
         self.refresh(force=True)
+
+    def _load_stored(self) -> State | None:
+        """The newest generation, read lazily, if it fits this release and this log."""
+        generation = self.store.latest_generation()
+        if generation is None or generation.format != snapshot.KEYED_FORMAT:
+            return None
+        try:
+            state = snapshot.load_keyed(generation.head, self.store.hash_at(generation.seq),
+                                        self._parts_of(generation), generation.gen)
+        except snapshot.SnapshotMismatch:
+            return None
+        if state.seq != generation.seq or self.store.event_time(generation.seq) != state.last_time:
+            return None
+        self._generation, self.snapshot_seq = generation, generation.seq
+        return state
+
+    def _load_legacy(self) -> State | None:
+        """A snapshot written by a release before the keyed one: used once, then replaced."""
+        snap = self.store.load_snapshot(SNAPSHOT_NAME)
+        if snap is None:
+            return None
+        with contextlib.suppress(Conflict, OSError):
+            self.store.delete_snapshot(SNAPSHOT_NAME)
+        if snap.format != snapshot.FORMAT:
+            return None
+        try:
+            state = snapshot.load(snap.data, self.store.hash_at(snap.seq))
+        except snapshot.SnapshotMismatch:
+            return None
+        if state.seq != snap.seq or self.store.event_time(snap.seq) != state.last_time:
+            return None
+        return state
+
+    def _parts_of(self, generation: Generation) -> Callable[[str], StoredPart]:
+        def part(name: str) -> StoredPart:
+            found = self.store.generation_part(generation, name)
+            self._parts.append(found)
+            return found
+        return part
+
+    def _stale(self) -> bool:
+        """Whether the generation the held state reads from is gone or failed a check."""
+        if self._generation is None:
+            return False
+        return any(p.failed for p in self._parts) or not self.store.generation_exists(self._generation.gen)
+
+    def recover(self) -> State:
+        """After ``SnapshotGone``: reload (from the newest generation, unless the one we read
+        from was damaged: then from the log) and fold to the end."""
+        with self._lock:
+            damaged = any(p.failed == "bad" for p in self._parts)
+            self._load(trust_stored=not damaged)
+            if damaged:
+                self.save_snapshot(replace=True)
+            return self._state
 
     @property
     def held(self) -> State:
@@ -122,11 +186,27 @@ class Runner:
         """The folded state, caught up with the log."""
         return self.refresh()
 
+    def full_state(self) -> State:
+        """The folded state with every stored entry read (and checked) now, not when asked for:
+        for tools and tests that compare or walk whole states."""
+        while True:
+            state = self.refresh()
+            try:
+                snapshot.read_all(state)
+                return state
+            except SnapshotGone:
+                self.recover()  # damaged: from the log, which is whole; gone: from the newer one
+
     def refresh(self, *, force: bool = False) -> State:
         """Fold whatever other writers appended since we last looked; returns the state."""
         with self._lock:
-            if self.store.changed_elsewhere() or force:
-                self._state = self._fold_to(self._state, None)
+            if self.store.changed_elsewhere() or force or any(p.failed for p in self._parts):
+                if self._stale():
+                    return self.recover()
+                try:
+                    self._state = self._fold_to(self._state, None)
+                except SnapshotGone:
+                    return self.recover()
                 self._maybe_snapshot()
             return self._state
 
@@ -192,26 +272,52 @@ class Runner:
             return None
 
     def _maybe_snapshot(self) -> None:
-        # Every snapshot_every events, or less often for a big state, so the cost per event stays flat.
-        if self._state.seq - self.snapshot_seq >= max(self.snapshot_every, len(self._state.tables.instances)):
+        # A delta costs what changed since the last one, so a fixed interval keeps it flat per event.
+        if self._state.seq - self.snapshot_seq >= self.snapshot_every:
             self.save_snapshot()
 
     def rebuild(self, base: State) -> None:
         """Replace the held state with ``base`` (a fold from nothing) caught up with the log, and
-        write a fresh snapshot: for when the state we held came from a snapshot that lied."""
+        write a fresh, full snapshot: for when the state we held came from a snapshot that lied."""
         with self._lock:
-            self._state = self._fold_to(base, None)
+            self._state, self._generation, self._parts = self._fold_to(base, None), None, []
             if self._state.seq:
                 self.save_snapshot()
 
-    def save_snapshot(self) -> None:
-        state = self._state
-        try:
-            data = snapshot.dump(state, self.store.hash_at(state.seq))
-            self.store.save_snapshot(SNAPSHOT_NAME, Snapshot(state.seq, snapshot.FORMAT, data))
-            self.snapshot_seq = state.seq
-        except (Conflict, OSError):
-            pass  # a snapshot is only a cache; a busy or read-only file just goes without
+    def save_snapshot(self, *, replace: bool = False) -> None:
+        """Store the held state as the next generation: a delta of the one it reads from, or a
+        full one when it is held in full or the deltas have outgrown their full generation.
+        ``replace``: also when the newest stored one is at the same event (it was damaged)."""
+        with self._lock:
+            if self.store.in_exclusive:
+                return  # inside a command's write transaction: the next refresh writes it
+            try:
+                self._save_generation(replace)
+            except (Conflict, OSError):
+                pass  # a snapshot is only a cache; a busy or read-only file just goes without
+
+    def _save_generation(self, replace: bool) -> None:
+        store, state = self.store, self._state
+        if not state.seq:
+            return
+        latest = store.latest_generation()
+        if latest is not None and latest.seq >= state.seq and not (replace and latest.seq == state.seq):
+            return
+        extends = None
+        if latest is not None and self._generation is not None:
+            if latest.base != self._generation.base:  # another process started a new chain: join it
+                self._load()
+                return
+            full, deltas = store.chain_entries(latest)
+            extends = self._generation if deltas <= full else None
+        head, rows, delta = snapshot.keyed(state, store.hash_at(state.seq),
+                                           delta_of=None if extends is None else extends.gen)
+        written = store.write_generation(state.seq, snapshot.KEYED_FORMAT, head, rows,
+                                         extends=extends if delta else None, replace=replace)
+        if written is not None:
+            self._parts = []
+            self._state = snapshot.rebased(state, head, self._parts_of(written), written.gen)
+            self._generation, self.snapshot_seq = written, written.seq
 
     # --- time -----------------------------------------------------------------------------
 
@@ -227,7 +333,10 @@ class Runner:
     def prepare(self, command: CommandOrBuilder) -> Prepared:
         """Read and decide: the first two steps of a command, on the latest state."""
         with self._lock:
-            return self._decide(self.refresh(), command)
+            try:
+                return self._decide(self.refresh(), command)
+            except SnapshotGone:
+                return self._decide(self.recover(), command)
 
     def _decide(self, state: State, command: CommandOrBuilder) -> Prepared:
         now = self.now_micros(state)
@@ -278,6 +387,9 @@ class Runner:
                 state = self.refresh() if fresh else self._state
                 try:
                     prepared = self._decide(state, command)
+                except SnapshotGone:  # the stored snapshot went from under the state: reload, decide again
+                    self.recover()
+                    continue
                 except LedgerError:
                     if fresh or self.refresh().seq == state.seq:
                         raise  # decided on the latest state: the refusal stands
@@ -307,7 +419,10 @@ class Runner:
         row, typically a vacuum on a busy catalog; it cannot lose another. If the lock is not
         had within the busy timeout, that is ``Conflict``."""
         with self._lock, self.store.exclusive():
-            prepared = self._decide(self.refresh(force=True), command)
+            try:
+                prepared = self._decide(self.refresh(force=True), command)
+            except SnapshotGone:
+                prepared = self._decide(self.recover(), command)
             self.commit(prepared)
             return prepared.decision
 

@@ -30,14 +30,13 @@ import hashlib
 import os
 import sqlite3
 import threading
+import zlib
 from typing import Iterator, Mapping, NamedTuple, Sequence
-
-import sqlite_utils
 
 from .chain import GENESIS, chain, event_hash
 from .clock import Micros
 from .errors import (
-    Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable,
+    Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable, SnapshotGone,
 )
 
 FORMAT_VERSION = 2
@@ -77,6 +76,27 @@ class Snapshot(NamedTuple):
     seq: int
     format: int
     data: bytes
+
+
+class Generation(NamedTuple):
+    """One stored generation of the keyed snapshot: full (``base == gen``), or the entries
+    changed since an earlier one of the chain that starts at full generation ``base``."""
+    gen: int
+    base: int
+    seq: int
+    format: int
+    head: bytes
+    entries: int
+    """How many entries this generation wrote (deletions included)."""
+
+
+_GENERATIONS = (
+    "CREATE TABLE IF NOT EXISTS snapshot_generations (gen INTEGER PRIMARY KEY, base INTEGER NOT NULL, "
+    "seq INTEGER NOT NULL, format INTEGER NOT NULL, head BLOB NOT NULL, entries INTEGER NOT NULL)",
+    # An entry's value is a CRC-32 of its bytes and the bytes; NULL records a deletion.
+    "CREATE TABLE IF NOT EXISTS snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, "
+    "gen INTEGER NOT NULL, value BLOB, PRIMARY KEY (part, key, gen)) WITHOUT ROWID",
+)
 
 
 class EventStore:
@@ -136,6 +156,7 @@ class EventStore:
         self._check_format()
 
     def _create_schema(self) -> None:
+        import sqlite_utils  # only a new file needs it, and importing it (numpy and all) costs more than an open
         db = sqlite_utils.Database(self._db)
         db["meta"].create({"key": str, "value": str}, pk="key", not_null={"value"})
         db["events"].create(
@@ -149,6 +170,8 @@ class EventStore:
                                pk="name", not_null={"seq", "format", "data"})
         self._create_triggers()
         self._create_blobs()
+        for statement in _GENERATIONS:
+            self._db.execute(statement)
         self._db.execute(_EVENT_LOG_VIEW)
         db["meta"].insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -177,13 +200,15 @@ class EventStore:
         is left as it is (it can still be read)."""
         view = _EVENT_LOG_VIEW if self.format >= CHAIN_FORMAT else _EVENT_LOG_VIEW_V1
         found = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'event_log'").fetchone()
-        blobs = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'").fetchone()
-        if found is not None and found[0] == view and blobs is not None:
+        tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if found is not None and found[0] == view and {"blobs", "snapshot_entries"} <= tables:
             return
         with contextlib.suppress(LedgerUnavailable, Conflict), self.transaction() as db:
             db.execute("DROP VIEW IF EXISTS event_log")
             db.execute(view)
             self._create_blobs()
+            for statement in _GENERATIONS:
+                db.execute(statement)
 
     @property
     def chained(self) -> bool:
@@ -565,6 +590,69 @@ class EventStore:
         with self.transaction() as db:
             db.execute("DELETE FROM snapshots WHERE name = ?", (name,))
 
+    # --- the keyed snapshot: generations of entries, read one key at a time ----------------
+
+    def latest_generation(self) -> Generation | None:
+        with self._lock, translate_errors(self.path):
+            try:
+                row = self._db.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
+                                       "ORDER BY gen DESC LIMIT 1").fetchone()
+            except sqlite3.OperationalError:  # a read-only file from before generations
+                return None
+        return None if row is None else Generation(*row)
+
+    def generation_exists(self, gen: int) -> bool:
+        with self._lock, translate_errors(self.path):
+            return self._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?", (gen,)).fetchone() is not None
+
+    def chain_entries(self, generation: Generation) -> tuple[int, int]:
+        """Entries written by the full generation that ``generation``'s chain starts at, and by
+        the deltas after it up to ``generation``."""
+        with self._lock, translate_errors(self.path):
+            full, deltas = self._db.execute(
+                "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
+                "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
+                "WHERE gen BETWEEN ? AND ?", (generation.base, generation.gen)).fetchone()
+        return full, deltas
+
+    def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
+                         *, extends: Generation | None, replace: bool = False) -> Generation | None:
+        """Store a generation ending at event ``seq``: a delta on the chain ``extends`` belongs to,
+        or (None) a full one. Written only if it is newer than the latest (or, with ``replace``, a
+        full one taking the place of a damaged one at the same event) and, for a delta, that one
+        is still of the same chain; returns it, or None if not written. A full generation deletes
+        every chain before the previous one (which readers may still be using)."""
+        with self.transaction() as db:
+            latest = db.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
+                                "ORDER BY gen DESC LIMIT 1").fetchone()
+            latest = None if latest is None else Generation(*latest)
+            newer = latest is None or latest.seq < seq or (replace and extends is None and latest.seq == seq)
+            if not newer or (latest is not None and extends is not None and latest.base != extends.base):
+                return None
+            if latest is None and extends is not None:
+                return None
+            gen = 1 if latest is None else latest.gen + 1
+            base = gen if extends is None else extends.base
+            # In key order: appending to the B-tree is several times faster than inserting all over it.
+            db.executemany("INSERT INTO snapshot_entries(part, key, gen, value) VALUES (?, ?, ?, ?)",
+                           [(part, key, gen, None if value is None else _seal(value))
+                            for part, key, value in sorted(entries, key=_part_and_key)])
+            db.execute("INSERT INTO snapshot_generations(gen, base, seq, format, head, entries) "
+                       "VALUES (?, ?, ?, ?, ?, ?)", (gen, base, seq, format, head, len(entries)))
+            if extends is None and latest is not None:
+                db.execute("DELETE FROM snapshot_entries WHERE gen < ?", (latest.base,))
+                db.execute("DELETE FROM snapshot_generations WHERE gen < ?", (latest.base,))
+            return Generation(gen, base, seq, format, head, len(entries))
+
+    def delete_generations(self) -> None:
+        """Forget every stored generation (``verify`` found one that disagrees with the log)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM snapshot_entries")
+            db.execute("DELETE FROM snapshot_generations")
+
+    def generation_part(self, generation: Generation, part: str) -> StoredPart:
+        return StoredPart(self, generation, part)
+
     # --- health ----------------------------------------------------------------------------
 
     def integrity_problems(self) -> list[str]:
@@ -572,6 +660,67 @@ class EventStore:
         with self._lock, translate_errors(self.path):
             rows = self._db.execute("PRAGMA quick_check").fetchall()
         return [] if rows == [("ok",)] else [r[0] for r in rows]
+
+
+class StoredPart:
+    """One part of one generation, as ``lazy.Source``: an entry is the newest of its key in the
+    generation's chain up to it. Each read also checks that the generation is still stored (a
+    full one written by another process deletes old chains) and each entry its CRC; either
+    failing is ``SnapshotGone``, and ``failed`` says which, so the runner reloads."""
+
+    __slots__ = ("_store", "_gen", "_base", "_part", "failed")
+
+    def __init__(self, store: EventStore, generation: Generation, part: str) -> None:
+        self._store = store
+        self._gen, self._base, self._part = generation.gen, generation.base, part
+        self.failed: str | None = None
+
+    def get(self, key: str) -> bytes | None:
+        store = self._store
+        with store._lock, translate_errors(store.path):
+            exists, value = store._db.execute(
+                "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen), "
+                "(SELECT value FROM snapshot_entries WHERE part = :part AND key = :key "
+                "AND gen BETWEEN :base AND :gen ORDER BY gen DESC LIMIT 1)",
+                {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchone()
+        if not exists:
+            raise self._gone("was replaced by a newer one while in use")
+        return None if value is None else self._unseal(value)
+
+    def scan(self) -> Iterator[tuple[str, bytes]]:
+        store = self._store
+        with store._lock, translate_errors(store.path):
+            rows = store._db.execute(
+                "SELECT key, value FROM snapshot_entries WHERE part = :part AND gen BETWEEN :base AND :gen "
+                "AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen) ORDER BY key, gen",
+                {"gen": self._gen, "base": self._base, "part": self._part}).fetchall()
+        unseal = self._unseal
+        previous, last = None, None
+        for key, value in rows:
+            if key != previous and previous is not None and last is not None:
+                yield previous, unseal(last)
+            previous, last = key, value
+        if previous is not None and last is not None:
+            yield previous, unseal(last)
+
+    def _unseal(self, value: bytes) -> bytes:
+        body = value[4:] if isinstance(value, bytes) else b""
+        if len(body) + 4 != len(value) or zlib.crc32(body) != int.from_bytes(value[:4], "big"):
+            raise self._gone("holds an entry that fails its check (the file was damaged or edited)", bad=True)
+        return body
+
+    def _gone(self, why: str, *, bad: bool = False) -> SnapshotGone:
+        self.failed = "bad" if bad else "gone"
+        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}; "
+                            "it is ignored and rebuilt: retry")
+
+
+def _part_and_key(entry: tuple[str, str, bytes | None]) -> tuple[str, str]:
+    return entry[0], entry[1]
+
+
+def _seal(value: bytes) -> bytes:
+    return zlib.crc32(value).to_bytes(4, "big") + value
 
 
 _UNAVAILABLE = ("readonly", "read-only", "disk is full", "disk i/o error", "unable to open",

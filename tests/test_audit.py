@@ -354,7 +354,8 @@ def test_r16_a_log_truncated_and_re_extended_after_a_checkpoint_fails_verify_aga
         assert led.verify(against=cp).checkpoint == cp
     with raw(path) as conn:
         conn.execute("DELETE FROM events WHERE seq > ?", (cp.seq - 3,))
-        conn.execute("DELETE FROM snapshots")
+        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+            conn.execute(f"DELETE FROM {table}")
     with Ledger.open(path, create=False, clock=clock) as led:
         with pytest.raises(LedgerCorrupt, match="truncated"):
             led.verify(against=cp)
@@ -570,7 +571,8 @@ def truncated_copy(db: Path, seq: int, dest: Path) -> Path:
     copy_of(db, dest)
     with raw(dest) as conn:
         conn.execute("DELETE FROM events WHERE seq > ?", (seq,))
-        conn.execute("DELETE FROM snapshots")
+        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+            conn.execute(f"DELETE FROM {table}")
     return dest
 
 

@@ -834,19 +834,19 @@ def test_r3_a_forged_undrop_behind_its_watermark_is_corrupt_on_open_and_verify(t
     reader.close()
 
 
-def _edit_snapshot(path: Path, edit: Callable[[dict], None], *, fix_digest: bool) -> None:
-    """Change the stored snapshot's head document, as someone with sqlite3 and a text editor might."""
-    import hashlib
+def _edit_snapshot(path: Path, part: str, key: str, edit: Callable[[list], None], *, fix_digest: bool) -> None:
+    """Change one entry of the stored snapshot (its newest generation), as someone with sqlite3
+    and a text editor might; ``fix_digest`` also recomputes the entry's CRC-32."""
+    import zlib
     raw = sqlite3.connect(path)
-    data = raw.execute("SELECT data FROM snapshots WHERE name = 'catalog'").fetchone()[0]
-    digest, _, body = data.partition(b"\n")
-    head, _, rest = body.partition(b"\n")
-    doc = json.loads(head)
+    gen, value = raw.execute("SELECT gen, value FROM snapshot_entries WHERE part = ? AND key = ? "
+                             "ORDER BY gen DESC LIMIT 1", (part, key)).fetchone()
+    doc = json.loads(value[4:])
     edit(doc)
-    body = json.dumps(doc, separators=(",", ":")).encode() + b"\n" + rest
-    if fix_digest:
-        digest = hashlib.sha256(body).hexdigest().encode()
-    raw.execute("UPDATE snapshots SET data = ? WHERE name = 'catalog'", (digest + b"\n" + body,))
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    crc = value[:4] if not fix_digest else zlib.crc32(body).to_bytes(4, "big")
+    raw.execute("UPDATE snapshot_entries SET value = ? WHERE part = ? AND key = ? AND gen = ?",
+                (crc + body, part, key, gen))
     raw.commit()
     raw.close()
 
@@ -859,26 +859,34 @@ def _blocked_ledger_with_snapshot(path: Path) -> tuple[str, object]:
         mark = led.now()
         led.advance_watermark(mark)
         led.runner.save_snapshot()
-        assert led.store.load_snapshot("catalog").seq == led.event_count()
+        assert led.store.latest_generation().seq == led.event_count()
     return table.id, mark
 
 
-def _zero_the_ledger_watermark(doc: dict) -> None:
-    doc["slices"]["guard"]["watermarks"]["ledger"][0] = 0
+def _zero_the_ledger_watermark(path: Path, *, fix_digest: bool) -> None:
+    def zero(entry: list) -> None:
+        entry[0] = 0
+    _edit_snapshot(path, "guard.watermarks", "ledger", zero, fix_digest=fix_digest)
 
 
 def test_r16_a_hand_edited_snapshot_is_ignored_on_open_and_rebuilt(tmp_path: Path) -> None:
     """Editing the snapshot's ledger watermark to 0 used to make watermark() say 1970 and let a
-    blocked undrop through. The snapshot carries a digest checked on open: a mismatch is
-    ignored, the log refolded, and the guard holds."""
+    blocked undrop through. Each stored entry carries a CRC checked when it is read: a mismatch
+    makes the ledger drop that snapshot, refold the log and store a new one, and the guard holds,
+    whether a query or a command reads it first."""
     path = tmp_path / "ledger.db"
     table_id, mark = _blocked_ledger_with_snapshot(path)
-    _edit_snapshot(path, _zero_the_ledger_watermark, fix_digest=False)
-    with Ledger.open(path) as led:
-        assert led.runner.snapshot_seq == 0  # not trusted
-        assert led.watermark() == mark
-        with pytest.raises(UndropBlocked, match=table_id):
-            led.undrop_table("db0.t0")
+    for first in ("query", "command"):
+        with Ledger.open(path) as led:
+            damaged = led.store.latest_generation().gen
+        _zero_the_ledger_watermark(path, fix_digest=False)
+        with Ledger.open(path) as led:
+            if first == "query":
+                assert led.watermark() == mark
+            with pytest.raises(UndropBlocked, match=table_id):
+                led.undrop_table("db0.t0")
+            assert led.watermark() == mark
+            assert led.store.latest_generation().gen > damaged  # stored afresh from the log
 
 
 def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_path: Path) -> None:
@@ -888,7 +896,7 @@ def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_p
     trusted the same snapshot)."""
     path = tmp_path / "ledger.db"
     table_id, mark = _blocked_ledger_with_snapshot(path)
-    _edit_snapshot(path, _zero_the_ledger_watermark, fix_digest=True)
+    _zero_the_ledger_watermark(path, fix_digest=True)
     with Ledger.open(path) as led:
         assert led.watermark() is not None and led.watermark() < mark  # the forgery was believed
         report = led.verify()

@@ -363,16 +363,26 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
     with Ledger.open(ledger_path, clock=clock, snapshot_every=5) as led:
         for i in range(12):
             led.create_table(f"a.t{i}")
-        snap_seq = led.store.load_snapshot("catalog").seq
+        snap_seq = led.store.latest_generation().seq
         assert snap_seq >= 5
         expected = led.state
     raw = sqlite3.connect(ledger_path)
-    raw.execute("UPDATE snapshots SET data = ?", (b'{"not": "a catalog"}',))
+    # Every stored entry damaged (its CRC no longer matches): found as soon as one is read.
+    raw.execute("UPDATE snapshot_entries SET value = CAST(x'00000000' || substr(value, 5) AS BLOB) WHERE value IS NOT NULL")
     raw.commit()
     raw.close()
     with Ledger.open(ledger_path, clock=clock) as led:
+        assert led.table("a.t3").name == "a.t3"
+        assert led.runner.snapshot_seq == 12  # rebuilt from the log, and stored afresh
         assert led.state == expected
         assert led.verify().events == 12
+    raw = sqlite3.connect(ledger_path)
+    raw.execute("UPDATE snapshot_generations SET head = ?", (b'{"not": "a catalog"}',))
+    raw.commit()
+    raw.close()
+    with Ledger.open(ledger_path, clock=clock) as led:
+        assert led.runner.snapshot_seq == 0  # a head this release did not write: not trusted
+        assert led.state == expected
 
 
 def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: ManualClock) -> None:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt, LedgerError
-from ledger.store import FORMAT_VERSION, EventStore, NewEvent, Snapshot
+from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt, LedgerError, SnapshotGone
+from ledger.store import FORMAT_VERSION, EventStore, Generation, NewEvent, Snapshot
 
 ACTOR = "tester"
 T = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds: an arbitrary "now"
@@ -319,6 +319,60 @@ class EventStoreContract:
     def test_snapshots_are_not_events(self, store: EventStore) -> None:
         store.save_snapshot("a", Snapshot(0, 1, b"x"))
         assert store.count() == 0 and rows_of(store) == []
+
+    # --- generations of the keyed snapshot ---------------------------------------------------
+
+    @staticmethod
+    def _entries(store: EventStore, generation: Generation, part: str) -> dict[str, bytes]:
+        return dict(store.generation_part(generation, part).scan())
+
+    def test_a_full_generation_reads_back_by_key_and_in_full(self, store: EventStore) -> None:
+        assert store.latest_generation() is None
+        first = store.write_generation(10, 8, b"head", [("p", "b", b"2"), ("p", "a", b"1"), ("q", "a", b"x")],
+                                       extends=None)
+        assert first is not None and (first.gen, first.base, first.seq, first.entries) == (1, 1, 10, 3)
+        assert store.latest_generation() == first
+        part = store.generation_part(first, "p")
+        assert (part.get("a"), part.get("b"), part.get("zz")) == (b"1", b"2", None)
+        assert self._entries(store, first, "p") == {"a": b"1", "b": b"2"}
+        assert self._entries(store, first, "q") == {"a": b"x"}
+        assert store.count() == 0  # not events
+
+    def test_a_delta_shadows_and_deletes_and_older_generations_still_read_as_they_were(
+            self, store: EventStore) -> None:
+        full = store.write_generation(10, 8, b"h1", [("p", "a", b"1"), ("p", "b", b"2")], extends=None)
+        delta = store.write_generation(20, 8, b"h2", [("p", "a", b"one"), ("p", "b", None), ("p", "c", b"3")],
+                                       extends=full)
+        assert delta is not None and (delta.gen, delta.base) == (2, 1)
+        assert self._entries(store, delta, "p") == {"a": b"one", "c": b"3"}
+        assert store.generation_part(delta, "p").get("b") is None
+        assert self._entries(store, full, "p") == {"a": b"1", "b": b"2"}
+        assert store.chain_entries(delta) == (2, 3)
+
+    def test_a_generation_not_newer_or_off_its_chain_is_not_written(self, store: EventStore) -> None:
+        full = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)
+        assert store.write_generation(10, 8, b"h", [("p", "a", b"2")], extends=full) is None  # not newer
+        other = store.write_generation(30, 8, b"h", [("p", "a", b"3")], extends=None)  # a new chain
+        assert store.write_generation(40, 8, b"h", [("p", "a", b"4")], extends=full) is None  # off it
+        assert store.latest_generation() == other
+
+    def test_a_full_generation_deletes_the_chains_before_the_previous_one(self, store: EventStore) -> None:
+        one = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)
+        two = store.write_generation(20, 8, b"h", [("p", "a", b"2")], extends=None)
+        three = store.write_generation(30, 8, b"h", [("p", "a", b"3")], extends=None)
+        assert not store.generation_exists(one.gen) and store.generation_exists(two.gen)
+        assert store.generation_part(two, "p").get("a") == b"2"  # a reader of the previous one goes on
+        with pytest.raises(SnapshotGone, match="generation 1"):
+            store.generation_part(one, "p").get("a")
+        assert store.generation_part(three, "p").get("a") == b"3"
+
+    def test_an_entry_that_fails_its_check_is_snapshot_gone(self, store: EventStore) -> None:
+        full = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)
+        store.connection.execute("UPDATE snapshot_entries SET value = CAST(x'00000000' || value AS BLOB)")
+        part = store.generation_part(full, "p")
+        with pytest.raises(SnapshotGone, match="fails its check"):
+            part.get("a")
+        assert part.failed == "bad"
 
     # --- meta ---------------------------------------------------------------------------------
 

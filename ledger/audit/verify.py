@@ -24,8 +24,8 @@ import attrs
 from ..chain import ChainCheck, consistency_proof, root_of_leaves, leaf, verify_consistency
 from ..core import snapshot
 from ..core.model import State, fold_rows
-from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
-from ..runner import HISTORY_PREFIX, SNAPSHOT_NAME, Runner
+from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, SnapshotGone
+from ..runner import HISTORY_PREFIX, Runner
 from ..store import EventStore
 from .checkpoints import Checkpoint, KeyLike
 
@@ -96,7 +96,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     if discarded:
         runner.rebuild(fresh)
     instances = list(fresh.tables.all_instances())
-    snap = store.load_snapshot(SNAPSHOT_NAME)
+    snap = store.latest_generation()
     return VerifyReport(
         events=store.count(), last_seq=fresh.seq, instances=len(instances),
         live=len(fresh.tables.bindings), dropped=sum(i.is_dropped for i in instances),
@@ -167,19 +167,21 @@ def _check_manifests(store: EventStore, state: State) -> None:
 
 
 def _check_snapshot(runner: Runner, fresh: State) -> bool:
-    """Compare the stored snapshot with a fold of the log up to the same event; discard it
-    if it disagrees (whatever its digest says). Returns whether it was discarded."""
+    """Compare the stored snapshot (its newest generation, read in full) with a fold of the log
+    up to the same event; discard every generation if it disagrees (whatever its entries' checks
+    say). Returns whether it was discarded."""
     store = runner.store
-    snap = store.load_snapshot(SNAPSHOT_NAME)
-    if snap is None:
+    generation = store.latest_generation()
+    if generation is None:
         return False
     try:
-        cached = snapshot.load(snap.data, store.hash_at(snap.seq))
-        agrees = cached.seq == snap.seq and cached == _fold_upto(store, fresh, snap.seq)
-    except (snapshot.SnapshotMismatch, LedgerCorrupt):
+        cached = snapshot.load_keyed(generation.head, store.hash_at(generation.seq),
+                                     lambda part: store.generation_part(generation, part), generation.gen)
+        agrees = cached.seq == generation.seq and cached == _fold_upto(store, fresh, generation.seq)
+    except (snapshot.SnapshotMismatch, LedgerCorrupt, SnapshotGone):
         agrees = False
     if not agrees:
-        store.delete_snapshot(SNAPSHOT_NAME)
+        store.delete_generations()
     return not agrees
 
 

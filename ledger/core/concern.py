@@ -28,6 +28,7 @@ from immutables import Map
 
 from ..clock import Micros
 from ..errors import LedgerCorrupt
+from .lazy import LazyMap
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -144,6 +145,36 @@ class MapOf:
         decode = self.values.decode
         return Map({key: decode(item) for key, item in data.items()})
 
+    # As a keyed part of a stored snapshot (one entry per key, read when asked for: see ``lazy``).
+
+    def entries(self, value: Map) -> Mapping[str, Any]:
+        return value
+
+    def encode_item(self, item: Any) -> Any:
+        return self.values.encode(item)
+
+    def decode_item(self, key: str, data: Any) -> Any:
+        return self.values.decode(data)
+
+    def stored(self, entries: LazyMap) -> Any:
+        return entries
+
+
+class Keyed(Protocol):
+    """A slice field stored one entry per key (every field is): ``MapOf``, the tables' archive."""
+
+    def entries(self, value: Any) -> Mapping[str, Any]:
+        """The field as a mapping of text keys to items (a ``LazyMap`` if it was read lazily)."""
+
+    def encode_item(self, item: Any) -> Any:
+        """One item as JSON-able data."""
+
+    def decode_item(self, key: str, data: Any) -> Any:
+        """``encode_item`` undone (the key is given back: an item need not store it twice)."""
+
+    def stored(self, entries: LazyMap) -> Any:
+        """The field's value whose entries are read lazily from a stored snapshot."""
+
 
 PLAIN, IDS = Plain(), Ids()
 
@@ -153,7 +184,8 @@ def mapping(values: Codec = PLAIN) -> Any:
     return attrs.field(default=EMPTY, metadata={"codec": MapOf(values)})
 
 
-def codec_of(field: attrs.Attribute) -> Codec:
+def codec_of(field: attrs.Attribute) -> Any:
+    """The field's codec: a ``Codec`` for history snapshots, ``Keyed`` for the stored snapshot."""
     return field.metadata["codec"]
 
 

@@ -27,6 +27,7 @@ from ..clock import Micros
 from ..errors import LedgerCorrupt
 from .concern import Handler, corrupt
 from .events import Recorded, decode_event
+from .lazy import LazyMap, LazyMutation
 
 _MUTATION = type(Map().mutate())
 
@@ -142,6 +143,8 @@ def _thaw(part: Any) -> Any:
         value = getattr(part, name)
         if isinstance(value, Map):
             value = value.mutate() if len(value) else {}
+        elif isinstance(value, LazyMap):
+            value = value.mutate()
         values[name] = value
     return type(part)(**values)
 
@@ -152,7 +155,7 @@ def _freeze(view: Any) -> Any:
         value = getattr(view, name)
         if isinstance(value, dict):
             value = Map(value)
-        elif isinstance(value, _MUTATION):
+        elif isinstance(value, (_MUTATION, LazyMutation)):
             value = value.finish()
         values[name] = value
     return type(view)(**values)

@@ -18,7 +18,7 @@ the three watermark streams that guard the instance (R4).
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Union
 
 import attrs
 import orjson
@@ -32,6 +32,7 @@ from ..names import database_name, database_of, table_id, table_name
 from .concern import IDS, Concern, Decision, Record, corrupt, mapping
 from .events import as_ids, event
 from .fold import set_or_delete
+from .lazy import GONE, LazyMap
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -174,6 +175,16 @@ class Archive:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def entries(self) -> Mapping[str, Instance]:
+        """id -> instance, as a stored snapshot keeps them (one entry each)."""
+        return self._details()
+
+    def plus(self, purged: Iterable[Instance]) -> Archive:
+        """This archive with more purged instances (what a snapshot moves here)."""
+        details = dict(self._details()) if self.ids else {}
+        details.update((i.id, i) for i in purged)
+        return Archive.of(details)
+
     @classmethod
     def of(cls, details: dict[str, Instance]) -> Archive:
         archive = cls(frozenset(details), ArchiveCodec.blob(details.values()))
@@ -207,8 +218,83 @@ class ArchiveCodec:
         return orjson.dumps({i.id: [i.name, i.path, i.created_at, i.dropped_at, i.purged_at]
                              for i in instances})
 
+    # As a keyed part of the stored snapshot: one entry per purged instance.
+
+    def entries(self, archive: Archive) -> Mapping[str, Instance]:
+        return archive.entries()
+
+    def encode_item(self, i: Instance) -> Any:
+        return [i.name, i.path, i.created_at, i.dropped_at, i.purged_at]
+
+    def decode_item(self, key: str, data: Any) -> Instance:
+        return Instance(key, *data)
+
+    def stored(self, entries: LazyMap) -> Archive:
+        return StoredArchive(entries)
+
 
 NO_ARCHIVE = Archive()
+
+
+class StoredArchive(Archive):
+    """The archive of a state read from a stored snapshot: each purged instance is read when it
+    is asked for (an undrop by id, ``instance``), and the whole set only if someone walks it."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: LazyMap) -> None:  # no super().__init__: everything is derived
+        self._entries = entries
+        self._parsed = None
+        self._times = None
+
+    @property  # type: ignore[override]
+    def ids(self) -> AbstractSet[str]:
+        return self._entries.keys() if self._entries.base.complete else _StoredIds(self._entries)
+
+    @property  # type: ignore[override]
+    def blob(self) -> bytes:
+        return ArchiveCodec.blob(self.values())
+
+    def _details(self) -> dict[str, Instance]:
+        return dict(self._entries.items())
+
+    def entries(self) -> Mapping[str, Instance]:
+        return self._entries
+
+    def get(self, id_: str) -> Instance | None:
+        return self._entries.get(id_)
+
+    def values(self) -> Iterable[Instance]:
+        return self._entries.values()
+
+    def purge_times(self) -> dict[str, Micros]:
+        if self._times is None:
+            self._times = {i.id: i.purged_at for i in self._entries.values()}  # type: ignore[misc]
+        return self._times
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def plus(self, purged: Iterable[Instance]) -> Archive:
+        return StoredArchive(self._entries.update({i.id: i for i in purged}))
+
+
+class _StoredIds(AbstractSet[str]):
+    """``StoredArchive.ids``: membership costs one lookup; iterating reads them all."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: LazyMap) -> None:
+        self._entries = entries
+
+    def __contains__(self, id_: object) -> bool:
+        return id_ in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class PurgedBy(Archive):
@@ -335,15 +421,17 @@ class Tables:
 
     def for_snapshot(self) -> Tables:
         """The same catalog with every purged instance moved to the archive (what a snapshot keeps)."""
-        purged = [i for i in self.instances.values() if i.purged_at is not None]
+        instances = self.instances
+        # Read from a stored snapshot, which archived every purge before it: only the instances
+        # changed since can have been purged since.
+        changed = instances.changes.values() if isinstance(instances, LazyMap) else instances.values()
+        purged = [i for i in changed if i is not GONE and i.purged_at is not None]
         if not purged:
             return self
-        details = {i.id: i for i in self.archive.values()} if self.archive.ids else {}
-        details.update((i.id, i) for i in purged)
-        instances = self.instances.mutate()
+        mutation = instances.mutate()
         for i in purged:
-            del instances[i.id]
-        return attrs.evolve(self, instances=instances.finish(), archive=Archive.of(details))
+            del mutation[i.id]
+        return attrs.evolve(self, instances=mutation.finish(), archive=self.archive.plus(purged))
 
 
     def for_history(self) -> Tables:
