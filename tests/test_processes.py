@@ -167,12 +167,15 @@ def _write_data(led: Ledger, inst) -> str:
             handle.write(inst.id.encode() * 4)
     except FileNotFoundError:
         pass  # the vacuum removed the folder under us: it must be blocked, checked below
+    # Looked at before the state is read: a vacuum deletes only after its watermark is in the
+    # log (R2), so a file gone now means a state read after must show the table blocked.
+    present = os.path.exists(os.path.join(inst.location, DATA_FILE))
     state = led.state
     current = state.tables.instance(inst.id)
     if current.purged_at is not None or state.guard.is_blocked(current):
         shutil.rmtree(inst.location, ignore_errors=True)
         return "late"
-    if not os.path.exists(os.path.join(inst.location, DATA_FILE)):
+    if not present:
         raise AssertionError(f"the data file of live-or-restorable {inst.id} vanished after the write")
     return "written"
 

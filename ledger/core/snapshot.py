@@ -66,14 +66,15 @@ Row = tuple[str, str, "bytes | None"]
 """``(part, key, entry)``: an entry is JSON bytes; None records a key deleted since the last one."""
 
 
-def _parts(state: State) -> Iterator[tuple[str, Any, Any]]:
-    """``(part name, keyed codec, the field's entries)`` of what a stored snapshot keeps."""
+def _parts(state: State, *, compact: bool = True) -> Iterator[tuple[str, Any, Any]]:
+    """``(part name, keyed codec, the field's entries)`` of what a stored snapshot keeps (of the
+    state as it is, without ``compact``: as a snapshot keeps it, purges archived)."""
     yield STREAMS, None, state.streams
     for name in CONCERNS:
         part = getattr(state, name)
-        compact = getattr(part, "for_snapshot", None)
-        if compact is not None:
-            part = compact()
+        compacted = getattr(part, "for_snapshot", None) if compact else None
+        if compacted is not None:
+            part = compacted()
         for field in attrs.fields(type(part)):
             codec = codec_of(field)
             yield f"{name}.{field.name}", codec, codec.entries(getattr(part, field.name))
@@ -136,7 +137,7 @@ def _decoder(codec: Any) -> Callable[[str, bytes], Any]:
 
 def read_all(state: State) -> None:
     """Read every stored entry ``state`` still reads lazily (``SnapshotGone`` if one fails)."""
-    for _, _, entries in _parts(state):
+    for _, _, entries in _parts(state, compact=False):
         if isinstance(entries, LazyMap):
             entries.base.everything()
 
