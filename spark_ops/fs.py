@@ -14,8 +14,11 @@ Deleting is bound by the file system's latency, not by CPU: one thread unlinking
 one file at a time leaves the disk (or the object store) mostly idle. So a purge
 lists with one thread and deletes with a small pool of I/O threads
 (``DELETE_THREADS``), in batches; every thread checks every path it deletes
-against the location it was given. ``pieces`` splits a big location below the
-table, so that a single table's files can be spread over several Spark tasks.
+against the location it was given. On a local disk, unlinks in one folder queue on
+that folder's lock, so a batch is a folder (up to ``FOLDER_BATCH`` files) and the
+threads are spread over folders, and ``purge_each`` purges several locations at
+once. ``pieces`` splits a big location below the table, so that a single table's
+files can be spread over several Spark tasks.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ class Unsafe(Exception):
 class FileEntry(NamedTuple):
     path: str
     size: int
+    """Bytes; ``UNSIZED`` when listed for deletion without a stat (the deleting thread takes it)."""
+
+
+UNSIZED = -1
 
 
 class Outcome(NamedTuple):
@@ -54,8 +61,12 @@ DELETE_THREADS = 8
 full (8 threads unlink 3-4x faster than one on a local disk), few enough to be polite."""
 
 DELETE_BATCH = 32
-"""Files handed to a deleting thread at a time: small, so that even a folder of a few hundred
-files keeps every thread busy."""
+"""Objects handed to a deleting thread at a time on an object store (which has no folder locks):
+small, so that even a few hundred objects keep every thread busy."""
+
+FOLDER_BATCH = 1_000
+"""Files of one local folder handed to a deleting thread at a time: threads unlinking in the same
+folder wait for each other (its lock), so a folder goes to one thread unless it is big."""
 
 RETRIES = 5
 """Attempts at deleting one object on a remote store before giving up (throttling, timeouts)."""
@@ -64,15 +75,18 @@ RETRIES = 5
 class Deleter:
     """Deletes batches of files on a small thread pool while the caller goes on listing.
 
-    ``remove(path)`` deletes one file and returns False if it was already gone (another run
-    got there first: gone, but not counted as ours). Every thread checks that each path lies
-    inside ``inside`` before it deletes it. At most a few batches wait at a time, so memory
+    ``remove(entry)`` deletes one file and returns the bytes it freed, or None if it was already
+    gone (another run got there first: gone, but not counted as ours); an entry listed
+    ``UNSIZED`` is measured by the remover, on the pool, not by the lister, whose one thread
+    would otherwise stat every file in turn. Every thread checks that each path lies inside
+    ``inside`` before it deletes it. At most a few batches wait at a time, so memory
     stays flat however many files are listed. The first error stops further deletions and is
     raised from ``add`` or ``finish``.
     """
 
-    def __init__(self, remove: Callable[[str], bool], inside: str, threads: int = DELETE_THREADS) -> None:
-        self._remove, self._inside, self._threads = remove, inside, threads
+    def __init__(self, remove: Callable[[FileEntry], int | None], inside: str,
+                 threads: int = DELETE_THREADS, batch: int = DELETE_BATCH) -> None:
+        self._remove, self._inside, self._threads, self._batch_size = remove, inside, threads, batch
         self._pool = _pool(threads)
         self._pending: deque[Future[tuple[int, int]]] = deque()
         self._batch: list[FileEntry] = []
@@ -80,8 +94,12 @@ class Deleter:
 
     def add(self, entry: FileEntry) -> None:
         self._batch.append(entry)
-        if len(self._batch) >= DELETE_BATCH:
+        if len(self._batch) >= self._batch_size:
             self._submit()
+
+    def flush(self) -> None:
+        """Hand over what is batched now (the end of a folder: the next batch is another one's)."""
+        self._submit()
 
     def _submit(self) -> None:
         if self._batch:
@@ -95,9 +113,10 @@ class Deleter:
         for entry in batch:
             if not entry.path.startswith(self._inside):
                 raise Unsafe(f"{entry.path} is outside {self._inside}")
-            if self._remove(entry.path):
+            freed = self._remove(entry)
+            if freed is not None:
                 files += 1
-                size += entry.size
+                size += freed
         return files, size
 
     def _collect(self, future: Future[tuple[int, int]]) -> None:
@@ -135,28 +154,31 @@ class Deleter:
             self._abandon()
 
 
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS: dict[tuple[int, int, str], ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def _pool(threads: int) -> ThreadPoolExecutor:
-    """One pool of I/O threads per process (a Spark Python worker runs many purges in turn):
-    threads are started once, not once per folder. Keyed by process id too: a forked child
+def _pool(threads: int, purpose: str = "files") -> ThreadPoolExecutor:
+    """One pool of I/O threads per process and purpose (a Spark Python worker runs many purges in
+    turn): threads are started once, not once per folder. Purges of whole locations run on their
+    own pool, since they wait for the deleting one. Keyed by process id too: a forked child
     inherits the parent's pool object but none of its threads."""
-    key = (os.getpid(), threads)
+    key = (os.getpid(), threads, purpose)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:
-            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix="vacuum-delete")
+            pool = _POOLS[key] = ThreadPoolExecutor(threads, thread_name_prefix=f"vacuum-{purpose}")
         return pool
 
 
-def _unlink(path: str) -> bool:
+def _unlink(entry: FileEntry) -> int | None:
+    """Delete a local file; its size (stat here if it was listed unsized), None if already gone."""
     try:
-        os.unlink(path)
+        size = entry.size if entry.size != UNSIZED else os.lstat(entry.path).st_size
+        os.unlink(entry.path)
     except FileNotFoundError:
-        return False
-    return True
+        return None
+    return size
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -279,6 +301,14 @@ def usage(root: str, location: str) -> tuple[int, int]:
     return (0, 0) if outcome.error else (outcome.files, outcome.bytes)
 
 
+def purge_each(root: str, locations: list[str]) -> list[Outcome]:
+    """``purge`` of several locations, up to ``DELETE_THREADS`` at once (each deleting on the shared
+    pool): a task with many small tables keeps the disk as busy as one with a big one."""
+    if len(locations) < 2:
+        return [purge(root, location, dry_run=False) for location in locations]
+    return list(_pool(DELETE_THREADS, "locations").map(lambda at: purge(root, at, dry_run=False), locations))
+
+
 def purge(root: str, location: str, *, dry_run: bool) -> Outcome:
     """Delete (or, for a dry run, list) every file under ``location``; never raises."""
     try:
@@ -306,8 +336,9 @@ def confine_local(root: str, location: str) -> str:
     return real
 
 
-def walk_local(location: str) -> Iterator[tuple[str, list[FileEntry]]]:
-    """Each folder under ``location`` (deepest last) with its non-folder entries; links not followed."""
+def walk_local(location: str, *, sizes: bool = True) -> Iterator[tuple[str, list[FileEntry]]]:
+    """Each folder under ``location`` (deepest last) with its non-folder entries; links not
+    followed. Without ``sizes`` the entries are ``UNSIZED``: listing then costs no call per file."""
     pending = [location]
     while pending:
         folder = pending.pop()
@@ -320,7 +351,8 @@ def walk_local(location: str) -> Iterator[tuple[str, list[FileEntry]]]:
                     if entry.is_dir(follow_symlinks=False):
                         pending.append(entry.path)
                     else:
-                        entries.append(FileEntry(entry.path, entry.stat(follow_symlinks=False).st_size))
+                        entries.append(FileEntry(
+                            entry.path, entry.stat(follow_symlinks=False).st_size if sizes else UNSIZED))
         except FileNotFoundError:
             continue
         yield folder, entries
@@ -348,11 +380,12 @@ def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
                    if _inside(entry, real)]
         return Outcome(len(listing), sum(e.size for e in listing), None, listing)
     folders: list[str] = []
-    with Deleter(_unlink, real + os.sep) as deleter:
-        for folder, entries in walk_local(real):
+    with Deleter(_unlink, real + os.sep, batch=FOLDER_BATCH) as deleter:
+        for folder, entries in walk_local(real, sizes=False):
             folders.append(folder)
             for entry in entries:
                 deleter.add(entry)
+            deleter.flush()
         files, size = deleter.finish()
     for folder in reversed(folders):  # children were found after their parents
         try:
@@ -427,7 +460,7 @@ def purge_with(fs: pafs.FileSystem, root_path: str, path: str, *, dry_run: bool 
         raise Unsafe(f"{location} is not a plain path inside the warehouse {root_path}")
     selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
     listing: list[FileEntry] | None = [] if dry_run else None
-    with Deleter(lambda p: delete_remote(fs, p), normal + "/") as deleter:
+    with Deleter(lambda e: e.size if delete_remote(fs, e.path) else None, normal + "/") as deleter:
         for info in _retrying(lambda: fs.get_file_info(selector)):
             if info.type != pafs.FileType.File:
                 continue

@@ -374,7 +374,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     purges = [] if dry_run else [k for k in ids if k.startswith("purge:")]
     others = sorted(set(ids) - set(purges))
     tasks = _purge_tasks(context, len(purges))
-    total = (max(1, min(len(others), slices)) if others else 0) + sum(tasks)
+    total = (max(1, min(len(others), slices)) if others else 0) + tasks
     if progress is not None:
         progress(0, total)
     group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
@@ -384,7 +384,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
         rows = context.parallelize(others, max(1, min(len(others), slices))).mapPartitions(
             lambda part: _purge_partition(plan, part, dry_run)).collect() if others else []
         if purges:
-            rows += _purge_below_tables(context, plan, purges, tasks)
+            rows += _purge_below_tables(context, plan, purges, tasks, watcher)
     finally:
         if watcher:
             watcher.stop()
@@ -393,66 +393,83 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     return {row[0]: row[1:] for row in rows}
 
 
-def _purge_tasks(context: Any, tables: int) -> tuple[int, ...]:
-    """The tasks of each stage of ``_purge_below_tables``: list pieces, delete them, finish tables."""
-    if not tables:
-        return ()
-    # The first stage does most of the work when tables are many and small (each is purged whole
-    # there); the later ones carry only the pieces of big tables and the per-table totals, so
-    # they get fewer tasks: each costs a Python worker round trip.
-    cores = context.defaultParallelism
-    return (max(1, min(tables, cores * 4)), cores * 2, max(1, min(tables, cores)))
+def _purge_tasks(context: Any, tables: int) -> int:
+    """Tasks of the first purge job: a few per core (each costs a Python worker round trip)."""
+    return max(1, min(tables, context.defaultParallelism * 4)) if tables else 0
 
 
-def _purge_below_tables(context: Any, plan: Any, keys: list[str], tasks: tuple[int, ...]) -> list[tuple]:
-    """Purge dropped tables with their work split below the table: a location with several
-    sub-folders (write folders, partitions: ``fs.pieces``) has them spread over the executors'
-    tasks, each of which deletes with a small thread pool; the totals are summed per table on
-    the executors; then one task per table purges what is left (files at the top, empty
-    folders, any late file) and removes the location. A table with fewer pieces is purged
-    whole by the task that looked at it. The driver receives one row per table."""
-    listing, deleting, finishing = tasks
-    return (context.parallelize(keys, listing)
-            .flatMap(lambda key: _expand(plan, key))
-            .repartition(deleting)
-            .map(lambda kv: (kv[0], kv[1] if isinstance(kv[1], tuple) else _delete_piece(plan, kv[0], kv[1])))
-            .reduceByKey(_add, numPartitions=finishing)
-            .map(lambda kv: _finish_purge(plan, *kv))
-            .collect())
+def _purge_below_tables(context: Any, plan: Any, keys: list[str], tasks: int,
+                        watcher: _ProgressWatcher | None) -> list[tuple]:
+    """Purge dropped tables with the work split below the table, in at most two jobs.
+
+    The first has each table looked at by one task: a table with fewer than two sub-folders
+    (``fs.pieces``: write folders, partitions) is purged whole there, and that is usually every
+    table, so one single-stage job does it all. A bigger one is only counted. The second job,
+    run only for those, shares each big table's sub-folders out over several tasks (share ``j``
+    of ``k`` takes every ``k``-th of them, listed afresh), each deleting with a small thread
+    pool; the totals are summed per table on the executors, and one task per table then purges
+    what is left (files at the top, empty folders, any late file) and removes the location. The
+    driver receives one row per table from each job, never a path."""
+    first = dict(context.parallelize(keys, tasks).mapPartitions(lambda part: _look_or_purge(plan, part))
+                 .collect())
+    rows = [(key, *done[:3], None, 0) for key, (done, _) in first.items() if done[3]]
+    shares = [(key, j, k) for key, (done, pieces) in sorted(first.items()) if not done[3]
+              for k in [min(pieces, context.defaultParallelism * 2)] for j in range(k)]
+    if not shares:
+        return rows
+    finishing = max(1, min(len(shares), context.defaultParallelism))
+    if watcher is not None:
+        watcher.expect(len(shares) + finishing)
+    return rows + (context.parallelize(shares, len(shares))
+                   .map(lambda share: (share[0], _delete_share(plan, *share)))
+                   .reduceByKey(_add, numPartitions=finishing)
+                   .map(lambda kv: _finish_purge(plan, *kv))
+                   .collect())
 
 
 Done = tuple  # (files, bytes, error, finished): a table's totals so far, and whether nothing is left to do
 
 
-def _expand(plan: Any, key: str) -> Iterator[tuple[str, Done | str]]:
-    """On an executor: a table's pieces (after its totals so far), or, for a table with fewer than
-    two, the table purged here and now."""
+def _look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[Done, int]]]:
+    """On an executor: the tables with fewer than two sub-folders purged here and now, several at
+    once (``fs.purge_each``), the refused ones reported; the bigger ones only counted, for the
+    second job to share out."""
     spec = plan.value
-    item = spec["items"][key]
-    refused = _refusal(item)
-    if refused is not None:
-        yield key, (0, 0, refused, True)
-        return
-    folders = fs.pieces(spec["root"], item["location"])
-    if len(folders) < 2:
-        files, size, error, _ = _purge_location(spec["root"], item, False)
-        yield key, (files, size, error, True)
-        return
-    yield key, (0, 0, None, False)
-    for folder in folders:
-        yield key, folder
+    whole: list[str] = []
+    for key in keys:
+        item = spec["items"][key]
+        refused = _refusal(item)
+        if refused is not None:
+            yield key, ((0, 0, refused, True), 0)
+            continue
+        pieces = len(fs.pieces(spec["root"], item["location"]))
+        if pieces < 2:
+            whole.append(key)
+        else:
+            yield key, ((0, 0, None, False), pieces)
+    outcomes = fs.purge_each(spec["root"], [spec["items"][key]["location"] for key in whole])
+    for key, outcome in zip(whole, outcomes):
+        yield key, ((outcome.files, outcome.bytes, outcome.error, True), 0)
 
 
-def _delete_piece(plan: Any, key: str, folder: str) -> Done:
-    """On an executor: re-check the table against the plan, then delete one of its sub-folders."""
-    item = plan.value["items"].get(key)
+def _delete_share(plan: Any, key: str, share: int, shares: int) -> Done:
+    """On an executor: re-check the table against the plan, then delete every ``shares``-th of its
+    sub-folders from the ``share``-th on, several at once. A folder listed by two tasks (one
+    appeared meanwhile) is deleted by whichever gets there first, and counted once; one listed by
+    none is left to the final purge of the location."""
+    spec = plan.value
+    item = spec["items"].get(key)
     refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
     if refused is not None:
         return (0, 0, refused, False)
-    if not folder.startswith(item["location"].rstrip("/") + "/"):
-        return (0, 0, f"refused: {folder} is not inside {item['location']}", False)
-    outcome = fs.purge(plan.value["root"], folder, dry_run=False)
-    return (outcome.files, outcome.bytes, outcome.error, False)
+    inside = item["location"].rstrip("/") + "/"
+    folders = sorted(fs.pieces(spec["root"], item["location"]))[share::shares]
+    outside = next((f for f in folders if not f.startswith(inside)), None)
+    if outside is not None:
+        return (0, 0, f"refused: {outside} is not inside {item['location']}", False)
+    outcomes = fs.purge_each(spec["root"], folders)
+    error = next((o.error for o in outcomes if o.error is not None), None)
+    return (sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error, False)
 
 
 def _add(a: Done, b: Done) -> Done:
@@ -603,6 +620,10 @@ class _ProgressWatcher:
                 if stage:
                     done += stage.numCompletedTasks
         self._progress(min(done, self._total), self._total)
+
+    def expect(self, more: int) -> None:
+        """A job decided on the way (the second purge job) adds its tasks to the total."""
+        self._total += more
 
     def stop(self) -> None:
         self._done.set()

@@ -389,7 +389,7 @@ def test_r9_every_deleting_thread_refuses_a_path_outside_its_location(tmp_path: 
     (outside / "precious.parquet").write_bytes(b"x")
     (inside / "a.parquet").write_bytes(b"x")
     with pytest.raises(fs.Unsafe, match="elsewhere"):
-        with fs.Deleter(lambda p: (os.unlink(p), True)[1], str(inside) + os.sep) as deleter:
+        with fs.Deleter(lambda e: (os.unlink(e.path), e.size)[1], str(inside) + os.sep) as deleter:
             deleter.add(fs.FileEntry(str(inside / "a.parquet"), 1))
             deleter.add(fs.FileEntry(str(outside / "precious.parquet"), 1))
             deleter.finish()

@@ -169,6 +169,10 @@ class Archive:
     def get(self, id_: str) -> Instance | None:
         return self._details().get(id_) if id_ in self.ids else None
 
+    def purged_at(self, id_: str) -> Micros | None:
+        """When ``id_`` was purged, if it is here (from the purge times alone: no details parsed)."""
+        return self.purge_times().get(id_)
+
     def values(self) -> Iterable[Instance]:
         return self._details().values()
 
@@ -264,6 +268,10 @@ class StoredArchive(Archive):
     def get(self, id_: str) -> Instance | None:
         return self._entries.get(id_)
 
+    def purged_at(self, id_: str) -> Micros | None:
+        found = self._entries.get(id_)  # one entry read, not all of them
+        return None if found is None else found.purged_at
+
     def values(self) -> Iterable[Instance]:
         return self._entries.values()
 
@@ -324,7 +332,7 @@ class PurgedBy(Archive):
         """When ``id_`` was purged, if at or before ``upto`` (None otherwise): no set is built."""
         present = self._present
         inst = present.instances.get(id_)
-        when = inst.purged_at if inst is not None else present.archive.purge_times().get(id_)
+        when = inst.purged_at if inst is not None else present.archive.purged_at(id_)
         return when if when is not None and when <= self._upto else None
 
     def purge_times(self) -> dict[str, Micros]:
