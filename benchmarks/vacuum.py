@@ -11,8 +11,8 @@ and each contender deletes its own tree; the machine's page cache is flushed to 
 * ``one-table``: one dropped table whose files sit in ``--folders`` sub-folders (write
   folders, as versioned tables have them: ``_writes/<id>/``).
 
-Each shape runs ``--rounds`` times (default 3), every contender once per round, and the
-median of each is judged: deleting small files is bound by the disk's latency, which
+Each shape runs ``--rounds`` times (default 3), every contender once per round, the order
+rotated from round to round, and the median of each is judged: deleting small files is bound by the disk's latency, which
 drifts by tens of percent over a minute here. Contenders, in the same run: ``rm -rf`` of the tree (one process); Python ``os.walk`` +
 ``unlink`` in one thread; Python ``scandir`` + ``unlink`` on 8 threads (the folders
 shared out); the ``deltalake`` package's ``vacuum`` (delta-rs, which deletes
@@ -48,6 +48,7 @@ import venv
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -202,24 +203,30 @@ def timed(call) -> float:
 
 def race(spark, scratch: Path, shape: str, tables: list[list[tuple[str, int]]], python: Path | None,
          rounds: int) -> dict:
-    """Each contender ``rounds`` times, interleaved (every contender once per round, so that a
-    slow stretch of the disk hits them all); the median of each."""
+    """Each contender ``rounds`` times, interleaved, the order rotated each round (whoever runs
+    right after another's mass deletion meets the file system's journal still settling); the
+    median of each."""
     n = sum(c for plan in tables for _, c in plan)
     times: dict[str, list[float]] = {}
-    for round_ in range(rounds):
-        for name, contender in (("rm -rf", rm_rf), ("os.walk + unlink, 1 thread", unlink_one_thread),
-                                ("scandir + unlink, 8 threads", unlink_eight_threads)):
-            root = scratch / f"{shape}-{round_}-{len(times)}"
+
+    def plain(name: str, delete) -> Callable[[int], None]:
+        def run(round_: int) -> None:
+            root = scratch / f"{shape}-{round_}-{name.split()[0]}"
             plain_tree(root, tables)
-            times.setdefault(name, []).append(timed(lambda: contender(root)))
+            times.setdefault(name, []).append(timed(lambda: delete(root)))
             shutil.rmtree(root, ignore_errors=True)
-        if python is not None:
-            paths = delta_tables(scratch / f"{shape}-delta", tables)
-            os.sync()
-            seconds, deleted = delta_vacuum(python, paths)
-            assert deleted == n, f"deltalake deleted {deleted} of {n}"
-            times.setdefault("deltalake vacuum (delta-rs)", []).append(seconds)
-            shutil.rmtree(scratch / f"{shape}-delta", ignore_errors=True)
+        return run
+
+    def delta(round_: int) -> None:
+        assert python is not None
+        paths = delta_tables(scratch / f"{shape}-delta", tables)
+        os.sync()
+        seconds, deleted = delta_vacuum(python, paths)
+        assert deleted == n, f"deltalake deleted {deleted} of {n}"
+        times.setdefault("deltalake vacuum (delta-rs)", []).append(seconds)
+        shutil.rmtree(scratch / f"{shape}-delta", ignore_errors=True)
+
+    def ours(round_: int) -> None:
         led = ledger_tables(scratch / f"{shape}-ledger", tables)
         report = None
 
@@ -230,8 +237,19 @@ def race(spark, scratch: Path, shape: str, tables: list[list[tuple[str, int]]], 
         assert report is not None and report.files == n and not report.failures, report
         led.close()
         shutil.rmtree(scratch / f"{shape}-ledger", ignore_errors=True)
-    medians = {name: statistics.median(found) for name, found in times.items()}
-    print(f"\n{shape}: {len(tables)} table(s), {n:,} files of {len(PAYLOAD)} bytes; median of {rounds} round(s)")
+
+    contenders = [plain("rm -rf", rm_rf), plain("os.walk + unlink, 1 thread", unlink_one_thread),
+                  plain("scandir + unlink, 8 threads", unlink_eight_threads),
+                  *([delta] if python is not None else []), ours]
+    for round_ in range(rounds):
+        shift = round_ % len(contenders)
+        for contender in contenders[shift:] + contenders[:shift]:
+            contender(round_)
+    order = ["rm -rf", "os.walk + unlink, 1 thread", "scandir + unlink, 8 threads", "deltalake vacuum (delta-rs)",
+             "spark_ops.vacuum"]
+    medians = {name: statistics.median(times[name]) for name in order if name in times}
+    print(f"\n{shape}: {len(tables)} table(s), {n:,} files of {len(PAYLOAD)} bytes; median of {rounds} round(s), "
+          "order rotated")
     print_table(("contender", "seconds", "files/s", "every round (s)"),
                 [(k, v, f"{n / v:,.0f}", " ".join(f"{t:.2f}" for t in times[k])) for k, v in medians.items()])
     return medians

@@ -373,8 +373,8 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     slices = max(1, min(len(ids), context.defaultParallelism * 4))
     purges = [] if dry_run else [k for k in ids if k.startswith("purge:")]
     others = sorted(set(ids) - set(purges))
-    tasks = _purge_tasks(context, len(purges))
-    total = (max(1, min(len(others), slices)) if others else 0) + tasks
+    # Known up front, except the second purge job's, which starts only if a big table is found.
+    total = (max(1, min(len(others), slices)) if others else 0) + _first_purge_tasks(context, len(purges))
     if progress is not None:
         progress(0, total)
     group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
@@ -384,7 +384,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
         rows = context.parallelize(others, max(1, min(len(others), slices))).mapPartitions(
             lambda part: _purge_partition(plan, part, dry_run)).collect() if others else []
         if purges:
-            rows += _purge_below_tables(context, plan, purges, tasks, watcher)
+            rows += _purge_below_tables(context, plan, purges, watcher)
     finally:
         if watcher:
             watcher.stop()
@@ -393,38 +393,64 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     return {row[0]: row[1:] for row in rows}
 
 
-def _purge_tasks(context: Any, tables: int) -> int:
-    """Tasks of the first purge job: a few per core (each costs a Python worker round trip)."""
-    return max(1, min(tables, context.defaultParallelism * 4)) if tables else 0
+SHARES_PER_CORE = 4
+"""A big table's sub-folders are shared out over this many tasks per core: enough to balance."""
 
 
-def _purge_below_tables(context: Any, plan: Any, keys: list[str], tasks: int,
-                        watcher: _ProgressWatcher | None) -> list[tuple]:
-    """Purge dropped tables with the work split below the table, in at most two jobs.
+def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: _ProgressWatcher | None) -> list[tuple]:
+    """Purge dropped tables with the work split below the table, in one or two jobs.
 
-    The first has each table looked at by one task: a table with fewer than two sub-folders
-    (``fs.pieces``: write folders, partitions) is purged whole there, and that is usually every
-    table, so one single-stage job does it all. A bigger one is only counted. The second job,
-    run only for those, shares each big table's sub-folders out over several tasks (share ``j``
-    of ``k`` takes every ``k``-th of them, listed afresh), each deleting with a small thread
-    pool; the totals are summed per table on the executors, and one task per table then purges
-    what is left (files at the top, empty folders, any late file) and removes the location. The
-    driver receives one row per table from each job, never a path."""
-    first = dict(context.parallelize(keys, tasks).mapPartitions(lambda part: _look_or_purge(plan, part))
-                 .collect())
+    Few tables (no more than two per core) cannot keep the executors busy one task each, so
+    each is shared out at once (``_share_out``). Many are looked at one task each first: a table
+    with fewer than two sub-folders (``fs.pieces``: write folders, partitions) is purged whole
+    there, and that is usually every table, so one single-stage job does it all; only the bigger
+    ones are counted and shared out by a second job. The driver receives one row per table from
+    each job, never a path."""
+    cores = context.defaultParallelism
+    if len(keys) <= cores * SHARES_PER_CORE:
+        return _share_out(context, plan, {key: cores * SHARES_PER_CORE for key in keys})
+    first = dict(context.parallelize(keys, _first_purge_tasks(context, len(keys)))
+                 .mapPartitions(lambda part: _look_or_purge(plan, part)).collect())
     rows = [(key, *done[:3], None, 0) for key, (done, _) in first.items() if done[3]]
-    shares = [(key, j, k) for key, (done, pieces) in sorted(first.items()) if not done[3]
-              for k in [min(pieces, context.defaultParallelism * 2)] for j in range(k)]
-    if not shares:
+    big = {key: min(pieces, cores * SHARES_PER_CORE) for key, (done, pieces) in first.items() if not done[3]}
+    if not big:
         return rows
-    finishing = max(1, min(len(shares), context.defaultParallelism))
     if watcher is not None:
-        watcher.expect(len(shares) + finishing)
-    return rows + (context.parallelize(shares, len(shares))
-                   .map(lambda share: (share[0], _delete_share(plan, *share)))
-                   .reduceByKey(_add, numPartitions=finishing)
-                   .map(lambda kv: _finish_purge(plan, *kv))
-                   .collect())
+        watcher.expect(_share_tasks(context, big))
+    return rows + _share_out(context, plan, big)
+
+
+def _first_purge_tasks(context: Any, tables: int) -> int:
+    """Tasks of the first purge job: a few per core (each costs a Python worker round trip); for
+    few tables, the share-out's."""
+    cores = context.defaultParallelism
+    if not tables:
+        return 0
+    if tables <= cores * SHARES_PER_CORE:
+        return _share_tasks(context, dict.fromkeys(range(tables), cores * SHARES_PER_CORE))
+    return min(tables, cores * 4)
+
+
+def _share_tasks(context: Any, shares: dict[Any, int]) -> int:
+    return sum(shares.values()) + _finishing_tasks(context, shares)
+
+
+def _finishing_tasks(context: Any, shares: dict[Any, int]) -> int:
+    return max(1, min(len(shares), context.defaultParallelism))
+
+
+def _share_out(context: Any, plan: Any, shares: dict[str, int]) -> list[tuple]:
+    """Each table's sub-folders shared out over ``shares[key]`` tasks (share ``j`` of ``k`` takes
+    every ``k``-th of them, listed afresh; a table with fewer than two is purged whole by share
+    0), each deleting several at once; the totals summed per table on the executors; then one
+    task per table purges what is left (files at the top, empty folders, any late file) and
+    removes the location."""
+    work = [(key, j, k) for key, k in sorted(shares.items()) for j in range(k)]
+    return (context.parallelize(work, len(work))
+            .map(lambda share: (share[0], _delete_share(plan, *share)))
+            .reduceByKey(_add, numPartitions=_finishing_tasks(context, shares))
+            .map(lambda kv: _finish_purge(plan, *kv))
+            .collect())
 
 
 Done = tuple  # (files, bytes, error, finished): a table's totals so far, and whether nothing is left to do
@@ -454,16 +480,23 @@ def _look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[
 
 def _delete_share(plan: Any, key: str, share: int, shares: int) -> Done:
     """On an executor: re-check the table against the plan, then delete every ``shares``-th of its
-    sub-folders from the ``share``-th on, several at once. A folder listed by two tasks (one
-    appeared meanwhile) is deleted by whichever gets there first, and counted once; one listed by
-    none is left to the final purge of the location."""
+    sub-folders from the ``share``-th on, several at once (a table with fewer than two: share 0
+    purges it whole). A folder listed by two tasks (one appeared meanwhile) is deleted by
+    whichever gets there first, and counted once; one listed by none is left to the final purge
+    of the location."""
     spec = plan.value
     item = spec["items"].get(key)
     refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
     if refused is not None:
         return (0, 0, refused, False)
+    pieces = sorted(fs.pieces(spec["root"], item["location"]))
+    if len(pieces) < 2:
+        if share:
+            return (0, 0, None, False)
+        files, size, error, _ = _purge_location(spec["root"], item, False)
+        return (files, size, error, True)
     inside = item["location"].rstrip("/") + "/"
-    folders = sorted(fs.pieces(spec["root"], item["location"]))[share::shares]
+    folders = pieces[share::shares]
     outside = next((f for f in folders if not f.startswith(inside)), None)
     if outside is not None:
         return (0, 0, f"refused: {outside} is not inside {item['location']}", False)
