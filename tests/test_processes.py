@@ -30,6 +30,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import weakref
 from datetime import datetime, timedelta, timezone
 import traceback
 from pathlib import Path
@@ -413,9 +414,28 @@ _APPENDER = textwrap.dedent("""
 """)
 
 
+_UNREAD: weakref.WeakKeyDictionary[subprocess.Popen, bytes] = weakref.WeakKeyDictionary()
+
+
 def _read_line(proc: subprocess.Popen, timeout: float) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    return proc.stdout.readline().strip() if ready else ""
+    """The child's next line, or "" after ``timeout`` seconds. Reads the pipe's bytes itself: a
+    buffered reader may take in two lines at once, and select() on the pipe then waits for a
+    third (the killed-vacuum test waited out the child's sleep, and it deleted a second folder)."""
+    fd = proc.stdout.fileno()
+    unread = _UNREAD.pop(proc, b"")
+    deadline = time.monotonic() + timeout
+    while b"\n" not in unread:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            _UNREAD[proc] = unread
+            return ""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        unread += chunk
+    line, _, rest = unread.partition(b"\n")
+    _UNREAD[proc] = rest
+    return line.decode().strip()
 
 
 def _kill_appenders(path: Path, kills: int, mode: str, seed: int) -> Iterator[int]:
