@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import getpass
+import inspect
 import os
 import socket
 import tempfile
@@ -63,6 +64,18 @@ def _recovering(query: Callable[..., T]) -> Callable[..., T]:
     return answer
 
 
+def _recovering_queries(cls: type[Ledger]) -> type[Ledger]:
+    """Every query ``Catalog`` defines (and the class does not define itself), wrapped: it reads the
+    stored snapshot lazily, so it may be the one to find it replaced by another process or
+    damaged (``SnapshotGone``); the runner reloads, and the query is asked again, once. A query
+    added to ``Catalog`` is covered without being listed anywhere."""
+    for name, query in vars(Catalog).items():
+        if not name.startswith("_") and inspect.isfunction(query) and name not in vars(cls):
+            setattr(cls, name, _recovering(query))
+    return cls
+
+
+@_recovering_queries
 class Ledger(Catalog):
     """An open ledger file (or a throw-away in-memory one).
 
@@ -137,20 +150,6 @@ class Ledger(Catalog):
     def state(self) -> State:
         """The folded state, caught up with the log and read in full (for tools and tests of the core)."""
         return self.runner.full_state()
-
-    # A query reads the stored snapshot lazily, so it may be the one to find it replaced by another
-    # process or damaged (``SnapshotGone``): the runner reloads, and the query is asked again, once.
-    table = _recovering(Catalog.table)
-    instance = _recovering(Catalog.instance)
-    tables = _recovering(Catalog.tables)
-    dropped_tables = _recovering(Catalog.dropped_tables)
-    watermark = _recovering(Catalog.watermark)
-    retention = _recovering(Catalog.retention)
-    effective_retention = _recovering(Catalog.effective_retention)
-    versions = _recovering(Catalog.versions)
-    version = _recovering(Catalog.version)
-    retention_mark = _recovering(Catalog.retention_mark)
-    open_writes = _recovering(Catalog.open_writes)
 
     @property
     def warehouse(self) -> str:

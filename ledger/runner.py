@@ -18,7 +18,7 @@ without replaying the log from the start.
 
 A state read lazily depends on its generation staying stored. Another process's
 full generation deletes the chains before the previous one, and an entry may fail
-its CRC; either way a read raises ``SnapshotGone`` (a ``Conflict``), and the runner
+its CRC; either way a read raises ``SnapshotGone``, and the runner
 reloads (from the newest generation, or for a damaged one from the log) and
 decides again.
 """
@@ -112,14 +112,29 @@ class Runner:
     # --- the folded state -----------------------------------------------------------------
 
     def _load(self, *, trust_stored: bool = True) -> None:
-        """Start from the stored snapshot when it can be trusted, else from nothing."""
+        """Start from the stored snapshot when it can be trusted, else from nothing; a stored one
+        that could not be used is replaced once the log is folded."""
         self._state, self._generation, self._parts, self.snapshot_seq = State(), None, [], 0
         state = self._load_stored() if trust_stored else None
+        unused = state is None and self.store.latest_generation() is not None
         if state is None and trust_stored:
             state = self._load_legacy()
         if state is not None:
             self._state = state
         self.refresh(force=True)
+        if unused:
+            self.save_snapshot(replace=True)
+
+    def read_generation(self, generation: Generation, *, hold: bool = False) -> State:
+        """The state a stored generation holds, read lazily; ``SnapshotMismatch`` if it does not fit
+        this release or this log. ``hold``: it becomes the state this runner holds, whose parts
+        ``refresh`` watches for failures."""
+        state = snapshot.load_keyed(generation.head, self.store.hash_at(generation.seq),
+                                    self._parts_of(generation) if hold else
+                                    lambda part: self.store.generation_part(generation, part), generation.gen)
+        if state.seq != generation.seq or self.store.event_time(generation.seq) != state.last_time:
+            raise snapshot.SnapshotMismatch("its head does not match the event it claims to end at")
+        return state
 
     def _load_stored(self) -> State | None:
         """The newest generation, read lazily, if it fits this release and this log."""
@@ -127,11 +142,9 @@ class Runner:
         if generation is None or generation.format != snapshot.KEYED_FORMAT:
             return None
         try:
-            state = snapshot.load_keyed(generation.head, self.store.hash_at(generation.seq),
-                                        self._parts_of(generation), generation.gen)
+            state = self.read_generation(generation, hold=True)
         except snapshot.SnapshotMismatch:
-            return None
-        if state.seq != generation.seq or self.store.event_time(generation.seq) != state.last_time:
+            self._parts = []
             return None
         self._generation, self.snapshot_seq = generation, generation.seq
         return state
@@ -170,10 +183,7 @@ class Runner:
         """After ``SnapshotGone``: reload (from the newest generation, unless the one we read
         from was damaged: then from the log) and fold to the end."""
         with self._lock:
-            damaged = any(p.failed == "bad" for p in self._parts)
-            self._load(trust_stored=not damaged)
-            if damaged:
-                self.save_snapshot(replace=True)
+            self._load(trust_stored=not any(p.failed == "bad" for p in self._parts))
             return self._state
 
     @property
@@ -189,13 +199,14 @@ class Runner:
     def full_state(self) -> State:
         """The folded state with every stored entry read (and checked) now, not when asked for:
         for tools and tests that compare or walk whole states."""
-        while True:
+        for _ in range(3):
             state = self.refresh()
             try:
                 snapshot.read_all(state)
                 return state
             except SnapshotGone:
                 self.recover()  # damaged: from the log, which is whole; gone: from the newer one
+        return self.recover()  # three generations replaced under us in a row: read the log
 
     def refresh(self, *, force: bool = False) -> State:
         """Fold whatever other writers appended since we last looked; returns the state."""
@@ -228,7 +239,7 @@ class Runner:
         if self.store.load_snapshot(name) is not None:
             return
         try:
-            data = snapshot.dump(state, self.store.hash_at(state.seq), history=True)
+            data = snapshot.dump(state, self.store.hash_at(state.seq))
             self.store.save_snapshot(name, Snapshot(state.seq, snapshot.FORMAT, data))
         except (Conflict, OSError):
             pass  # a cache: a busy or read-only file goes without
@@ -237,7 +248,9 @@ class Runner:
         """The fold of the log up to event ``seq`` (R17): from the newest history snapshot at or
         before it that can be trusted, else from nothing. One that cannot be trusted (edited,
         or of another log) is deleted, to be rebuilt by the next fold that passes its place."""
-        present = self.refresh()
+        # Read in full: an ``AsOf`` keeps this state (or completes a history snapshot from it), and
+        # cannot reload it if the generation it reads from is replaced later.
+        present = self.full_state()
         if seq >= present.seq:
             return present
         for name, at in reversed(self.store.snapshots(HISTORY_PREFIX)):
@@ -310,13 +323,12 @@ class Runner:
                 return
             full, deltas = store.chain_entries(latest)
             extends = self._generation if deltas <= full else None
-        head, rows, delta = snapshot.keyed(state, store.hash_at(state.seq),
-                                           delta_of=None if extends is None else extends.gen)
-        written = store.write_generation(state.seq, snapshot.KEYED_FORMAT, head, rows,
-                                         extends=extends if delta else None, replace=replace)
+        stored = snapshot.keyed(state, store.hash_at(state.seq), delta_of=None if extends is None else extends.gen)
+        written = store.write_generation(state.seq, snapshot.KEYED_FORMAT, stored.head, stored.rows,
+                                         extends=extends if stored.delta else None, replace=replace)
         if written is not None:
             self._parts = []
-            self._state = snapshot.rebased(state, head, self._parts_of(written), written.gen)
+            self._state = snapshot.rebased(stored, self._parts_of(written), written.gen)
             self._generation, self.snapshot_seq = written, written.seq
 
     # --- time -----------------------------------------------------------------------------
@@ -358,16 +370,20 @@ class Runner:
             prepared.conditions, prepared.now, self.actor, expected_head=prepared.seq,
             blobs=dict(prepared.decision.attachments))
         with self._lock:
-            if appended.previous_head == self._state.seq:
-                # Nobody else wrote since our state: fold our own events without reading them back.
+            if appended.previous_head != self._state.seq:
+                self.refresh(force=True)
+                return
+            # Nobody else wrote since our state: fold our own events without reading them back.
+            try:
                 self._state = fold(self._state, (
                     Recorded(seq, stream, version, time_, self.actor, event)
                     for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)))
-                if self._state.seq // self.history_every > appended.previous_head // self.history_every:
-                    self._save_history(self._state)
-                self._maybe_snapshot()
-            else:
-                self.refresh(force=True)
+            except SnapshotGone:  # the events are in: reload, and the fold reads them back
+                self.recover()
+                return
+            if self._state.seq // self.history_every > appended.previous_head // self.history_every:
+                self._save_history(self._state)
+            self._maybe_snapshot()
 
     def execute(self, command: CommandOrBuilder) -> Decision:
         """Decide and append with retries.

@@ -91,9 +91,11 @@ class Generation(NamedTuple):
 
 
 _GENERATIONS = (
-    "CREATE TABLE IF NOT EXISTS snapshot_generations (gen INTEGER PRIMARY KEY, base INTEGER NOT NULL, "
+    # AUTOINCREMENT: a number is never given twice, even after every generation was deleted, so a
+    # reader of an old one can never mistake a newer one for it.
+    "CREATE TABLE IF NOT EXISTS snapshot_generations (gen INTEGER PRIMARY KEY AUTOINCREMENT, base INTEGER NOT NULL, "
     "seq INTEGER NOT NULL, format INTEGER NOT NULL, head BLOB NOT NULL, entries INTEGER NOT NULL)",
-    # An entry's value is a CRC-32 of its bytes and the bytes; NULL records a deletion.
+    # An entry's value is a CRC-32 (of its part, key and bytes) and the bytes; NULL records a deletion.
     "CREATE TABLE IF NOT EXISTS snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, "
     "gen INTEGER NOT NULL, value BLOB, PRIMARY KEY (part, key, gen)) WITHOUT ROWID",
 )
@@ -595,11 +597,9 @@ class EventStore:
     def latest_generation(self) -> Generation | None:
         with self._lock, translate_errors(self.path):
             try:
-                row = self._db.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
-                                       "ORDER BY gen DESC LIMIT 1").fetchone()
+                return _latest(self._db)
             except sqlite3.OperationalError:  # a read-only file from before generations
                 return None
-        return None if row is None else Generation(*row)
 
     def generation_exists(self, gen: int) -> bool:
         with self._lock, translate_errors(self.path):
@@ -619,26 +619,25 @@ class EventStore:
                          *, extends: Generation | None, replace: bool = False) -> Generation | None:
         """Store a generation ending at event ``seq``: a delta on the chain ``extends`` belongs to,
         or (None) a full one. Written only if it is newer than the latest (or, with ``replace``, a
-        full one taking the place of a damaged one at the same event) and, for a delta, that one
-        is still of the same chain; returns it, or None if not written. A full generation deletes
-        every chain before the previous one (which readers may still be using)."""
+        full one at the same event, in place of one that could not be used) and, for a delta,
+        that one is still of the same chain; returns it, or None if not written. A full
+        generation deletes every chain before the previous one (which readers may still be using)."""
         with self.transaction() as db:
-            latest = db.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
-                                "ORDER BY gen DESC LIMIT 1").fetchone()
-            latest = None if latest is None else Generation(*latest)
-            newer = latest is None or latest.seq < seq or (replace and extends is None and latest.seq == seq)
-            if not newer or (latest is not None and extends is not None and latest.base != extends.base):
+            latest = _latest(db)
+            if latest is not None:
+                newer = latest.seq < seq or (replace and extends is None and latest.seq == seq)
+                if not newer or (extends is not None and latest.base != extends.base):
+                    return None
+            elif extends is not None:
                 return None
-            if latest is None and extends is not None:
-                return None
-            gen = 1 if latest is None else latest.gen + 1
+            gen = db.execute("INSERT INTO snapshot_generations(base, seq, format, head, entries) "
+                             "VALUES (0, ?, ?, ?, ?)", (seq, format, head, len(entries))).lastrowid
             base = gen if extends is None else extends.base
+            db.execute("UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
             # In key order: appending to the B-tree is several times faster than inserting all over it.
             db.executemany("INSERT INTO snapshot_entries(part, key, gen, value) VALUES (?, ?, ?, ?)",
-                           [(part, key, gen, None if value is None else _seal(value))
-                            for part, key, value in sorted(entries, key=_part_and_key)])
-            db.execute("INSERT INTO snapshot_generations(gen, base, seq, format, head, entries) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (gen, base, seq, format, head, len(entries)))
+                           [(part, key, gen, None if value is None else _seal(part, key, value))
+                            for part, key, value in sorted(entries)])
             if extends is None and latest is not None:
                 db.execute("DELETE FROM snapshot_entries WHERE gen < ?", (latest.base,))
                 db.execute("DELETE FROM snapshot_generations WHERE gen < ?", (latest.base,))
@@ -685,7 +684,7 @@ class StoredPart:
                 {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchone()
         if not exists:
             raise self._gone("was replaced by a newer one while in use")
-        return None if value is None else self._unseal(value)
+        return None if value is None else self._unseal(key, value)
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
         store = self._store
@@ -698,14 +697,14 @@ class StoredPart:
         previous, last = None, None
         for key, value in rows:
             if key != previous and previous is not None and last is not None:
-                yield previous, unseal(last)
+                yield previous, unseal(previous, last)
             previous, last = key, value
         if previous is not None and last is not None:
-            yield previous, unseal(last)
+            yield previous, unseal(previous, last)
 
-    def _unseal(self, value: bytes) -> bytes:
+    def _unseal(self, key: str, value: bytes) -> bytes:
         body = value[4:] if isinstance(value, bytes) else b""
-        if len(body) + 4 != len(value) or zlib.crc32(body) != int.from_bytes(value[:4], "big"):
+        if len(body) + 4 != len(value) or _crc(self._part, key, body) != value[:4]:
             raise self._gone("holds an entry that fails its check (the file was damaged or edited)", bad=True)
         return body
 
@@ -715,12 +714,20 @@ class StoredPart:
                             "it is ignored and rebuilt: retry")
 
 
-def _part_and_key(entry: tuple[str, str, bytes | None]) -> tuple[str, str]:
-    return entry[0], entry[1]
+def _crc(part: str, key: str, value: bytes) -> bytes:
+    """Over the part and key too: an entry moved to another key (two scopes' watermarks swapped)
+    fails its check like a changed one."""
+    return zlib.crc32(value, zlib.crc32(f"{part}\0{key}\0".encode())).to_bytes(4, "big")
 
 
-def _seal(value: bytes) -> bytes:
-    return zlib.crc32(value).to_bytes(4, "big") + value
+def _seal(part: str, key: str, value: bytes) -> bytes:
+    return _crc(part, key, value) + value
+
+
+def _latest(db: sqlite3.Connection) -> Generation | None:
+    row = db.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
+                     "ORDER BY gen DESC LIMIT 1").fetchone()
+    return None if row is None else Generation(*row)
 
 
 _UNAVAILABLE = ("readonly", "read-only", "disk is full", "disk i/o error", "unable to open",

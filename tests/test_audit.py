@@ -717,7 +717,7 @@ def test_r17_a_hand_edited_history_snapshot_is_ignored_and_verify_deletes_it(tmp
 
     def plant(forged: State) -> None:
         conn.execute("UPDATE snapshots SET data = ? WHERE name = ?",
-                     (snapshot.dump(forged, tip, history=True), target))
+                     (snapshot.dump(forged, tip), target))
         conn.commit()
 
     with Ledger.open(path, create=False) as led:

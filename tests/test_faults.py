@@ -836,7 +836,8 @@ def test_r3_a_forged_undrop_behind_its_watermark_is_corrupt_on_open_and_verify(t
 
 def _edit_snapshot(path: Path, part: str, key: str, edit: Callable[[list], None], *, fix_digest: bool) -> None:
     """Change one entry of the stored snapshot (its newest generation), as someone with sqlite3
-    and a text editor might; ``fix_digest`` also recomputes the entry's CRC-32."""
+    and a text editor might; ``fix_digest`` also recomputes the entry's CRC-32 (of part, key and
+    value, as documented in README)."""
     import zlib
     raw = sqlite3.connect(path)
     gen, value = raw.execute("SELECT gen, value FROM snapshot_entries WHERE part = ? AND key = ? "
@@ -844,7 +845,8 @@ def _edit_snapshot(path: Path, part: str, key: str, edit: Callable[[list], None]
     doc = json.loads(value[4:])
     edit(doc)
     body = json.dumps(doc, separators=(",", ":")).encode()
-    crc = value[:4] if not fix_digest else zlib.crc32(body).to_bytes(4, "big")
+    crc = value[:4] if not fix_digest else \
+        zlib.crc32(body, zlib.crc32(f"{part}\0{key}\0".encode())).to_bytes(4, "big")  # as the store seals
     raw.execute("UPDATE snapshot_entries SET value = ? WHERE part = ? AND key = ? AND gen = ?",
                 (crc + body, part, key, gen))
     raw.commit()
@@ -887,6 +889,42 @@ def test_r16_a_hand_edited_snapshot_is_ignored_on_open_and_rebuilt(tmp_path: Pat
                 led.undrop_table("db0.t0")
             assert led.watermark() == mark
             assert led.store.latest_generation().gen > damaged  # stored afresh from the log
+
+
+def test_r16_an_entry_moved_to_another_key_fails_its_check(tmp_path: Path) -> None:
+    """The CRC covers the part and the key: the ledger watermark's entry copied over another
+    scope's (or a table's over another id) is damage, found when read, and rebuilt from the log."""
+    path = tmp_path / "ledger.db"
+    table_id, mark = _blocked_ledger_with_snapshot(path)
+    raw = sqlite3.connect(path)
+    value = raw.execute("SELECT value FROM snapshot_entries WHERE part = 'guard.watermarks' "
+                        "AND key = 'ledger' ORDER BY gen DESC LIMIT 1").fetchone()[0]
+    gen = raw.execute("SELECT max(gen) FROM snapshot_generations").fetchone()[0]
+    raw.execute("INSERT OR REPLACE INTO snapshot_entries(part, key, gen, value) VALUES (?, ?, ?, ?)",
+                ("guard.watermarks", f"table:{table_id}", gen, value))
+    raw.commit()
+    raw.close()
+    with Ledger.open(path) as led:
+        assert led.watermark(f"table:{table_id}") is None  # as the log says
+        assert led.store.latest_generation().gen > gen  # stored afresh
+
+
+def test_r16_a_changed_entry_count_is_rebuilt_not_read_forever(tmp_path: Path) -> None:
+    """A head whose count does not match its entries used to send ``state`` round a reload loop
+    that read the same generation again and again: it is damage, and the log is folded instead."""
+    path = tmp_path / "ledger.db"
+    table_id, mark = _blocked_ledger_with_snapshot(path)
+    raw = sqlite3.connect(path)
+    gen, head = raw.execute("SELECT gen, head FROM snapshot_generations ORDER BY gen DESC LIMIT 1").fetchone()
+    doc = json.loads(head)
+    doc["counts"]["tables.bindings"] += 1
+    raw.execute("UPDATE snapshot_generations SET head = ? WHERE gen = ?", (json.dumps(doc).encode(), gen))
+    raw.commit()
+    raw.close()
+    with Ledger.open(path) as led:
+        assert len(led.tables()) == 5 and led.watermark() == mark
+        assert led.state.seq == led.event_count()
+        assert led.store.latest_generation().gen > gen
 
 
 def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ class DictSource:
         self.entries = {k: str(v).encode() for k, v in entries.items()}
         self.gets = 0
         self.scans = 0
+        self.failed: str | None = None
 
     def get(self, key: str) -> bytes | None:
         self.gets += 1
@@ -78,3 +79,4 @@ def test_a_source_short_of_its_recorded_entries_is_snapshot_gone() -> None:
     found = LazyMap(Base(source, lambda key, data: int(data), 2, "g1"))
     with pytest.raises(SnapshotGone, match="holds 1 entries where it recorded 2"):
         list(found.items())
+    assert source.failed == "bad"  # so that the ledger rebuilds it rather than reading it again

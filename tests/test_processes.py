@@ -39,7 +39,6 @@ from typing import Iterator
 import pytest
 
 from ledger import Ledger, LedgerError, ManualClock, UndropBlocked
-from ledger.core import snapshot as snapshots
 from ledger.core.events import Recorded, decode
 from ledger.core.guard import WatermarkAdvanced
 from ledger.core.model import State, evolve, fold_rows
@@ -498,8 +497,7 @@ def test_r10_sigkill_while_writing_snapshots_reopens_equal_to_a_fresh_fold(tmp_p
             snap = led.store.latest_generation()
             if snap is not None:
                 # The generation is whole (its transaction committed or it did not).
-                loaded = snapshots.load_keyed(snap.head, led.store.hash_at(snap.seq),
-                                              lambda part: led.store.generation_part(snap, part), snap.gen)
+                loaded = led.runner.read_generation(snap)
                 assert loaded.seq == snap.seq <= led.store.head()[0]
                 assert loaded == fold_rows(State(), led.store.read(0, upto=snap.seq))
             from_snapshot += led.runner.snapshot_seq > 0

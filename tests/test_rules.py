@@ -378,11 +378,17 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
         assert led.verify().events == 12
     raw = sqlite3.connect(ledger_path)
     raw.execute("UPDATE snapshot_generations SET head = ?", (b'{"not": "a catalog"}',))
+    foreign = raw.execute("SELECT max(gen) FROM snapshot_generations").fetchone()[0]
     raw.commit()
     raw.close()
     with Ledger.open(ledger_path, clock=clock) as led:
-        assert led.runner.snapshot_seq == 0  # a head this release did not write: not trusted
+        # A head this release did not write is not trusted: the log is folded, and the snapshot
+        # stored afresh in its place (it used to stay, and every open folded the whole log).
+        assert led.store.latest_generation().gen > foreign
+        assert led.runner.snapshot_seq == 12
         assert led.state == expected
+    with Ledger.open(ledger_path, clock=clock) as led:
+        assert led.runner.snapshot_seq == 12 and led.state == expected
 
 
 def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: ManualClock) -> None:

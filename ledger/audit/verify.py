@@ -175,9 +175,7 @@ def _check_snapshot(runner: Runner, fresh: State) -> bool:
     if generation is None:
         return False
     try:
-        cached = snapshot.load_keyed(generation.head, store.hash_at(generation.seq),
-                                     lambda part: store.generation_part(generation, part), generation.gen)
-        agrees = cached.seq == generation.seq and cached == _fold_upto(store, fresh, generation.seq)
+        agrees = runner.read_generation(generation) == _fold_upto(store, fresh, generation.seq)
     except (snapshot.SnapshotMismatch, LedgerCorrupt, SnapshotGone):
         agrees = False
     if not agrees:

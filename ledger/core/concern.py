@@ -160,7 +160,7 @@ class MapOf:
         return entries
 
 
-class Keyed(Protocol):
+class KeyedCodec(Protocol):
     """A slice field stored one entry per key (every field is): ``MapOf``, the tables' archive."""
 
     def entries(self, value: Any) -> Mapping[str, Any]:
@@ -185,7 +185,7 @@ def mapping(values: Codec = PLAIN) -> Any:
 
 
 def codec_of(field: attrs.Attribute) -> Any:
-    """The field's codec: a ``Codec`` for history snapshots, ``Keyed`` for the stored snapshot."""
+    """The field's codec: a ``Codec`` for history snapshots, ``KeyedCodec`` for the stored snapshot."""
     return field.metadata["codec"]
 
 

@@ -17,7 +17,7 @@ reads the base once, in full, and from then on the map answers from memory.
 
 The core knows nothing of SQLite: a ``Source`` is anything that answers ``get`` and
 ``scan`` for one part of one snapshot. A source whose snapshot was deleted under it,
-or whose entry fails its check, raises ``SnapshotGone`` (a ``Conflict``): the runner
+or whose entry fails its check, raises ``SnapshotGone``: the runner
 then reloads from the newest snapshot (or the log) and decides again.
 """
 
@@ -36,7 +36,10 @@ _ABSENT: Any = object()
 
 
 class Source(Protocol):
-    """One part (one slice field) of one stored snapshot: entries as bytes, by key."""
+    """One part (one slice field) of one stored snapshot: entries as bytes, by key. ``failed`` is
+    set (to "bad": damaged, "gone": replaced) when a read of it raised ``SnapshotGone``."""
+
+    failed: str | None
 
     def get(self, key: str) -> bytes | None: ...
 
@@ -76,6 +79,7 @@ class Base:
             decode = self.decode
             found = {key: decode(key, data) for key, data in self.source.scan()}
             if len(found) != self.size:
+                self.source.failed = "bad"  # the head or the entries were changed: not to be read again
                 raise SnapshotGone(f"a stored snapshot holds {len(found)} entries where it recorded "
                                    f"{self.size}; it is ignored and rebuilt: retry")
             self.found, self.complete = found, True
@@ -136,10 +140,6 @@ class LazyMap(_Reads, Mapping[str, Any]):
 
     def __len__(self) -> int:
         base = self.base
-        if not self.changes:
-            return base.size
-        if base.complete:
-            return len(self._merged())
         size = base.size  # without reading the whole base: only the changed keys are looked up
         for key, value in self.changes.items():
             size += (value is not GONE) - (base.get(key) is not GONE)

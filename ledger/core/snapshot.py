@@ -1,49 +1,39 @@
 """Folded state to stored form and back, so that opening a big ledger does not replay all of it.
 
-Two forms. The *stored snapshot* of the present state is keyed: one entry per key of
-every slice field (and of the stream versions), written by the runner as a numbered
-generation in the store and read back lazily (``lazy``), one key at a time, so that
-opening a ledger of a million events and deciding an undrop reads a handful of
-entries, not all of them. A generation is either full or a *delta*: only the entries
-changed since the generation the state was read from (a ``LazyMap``'s changes, with
-deletions), so writing one costs what changed, not the size of the catalog. Its head
-(``keyed_head``) holds the scalars, each part's entry count and the ``tip``.
+Two forms, both plain JSON (never pickle: auditors open ledgers they did not write,
+and opening a file must never run code it brought), both laid out from ``State``'s
+fields and each slice field's codec, so a new concern needs nothing here.
 
-A snapshot is a cache, never the truth. It is trusted only if its digest matches
-its bytes, its format is this release's, and the event it claims to end at is
-still in the log with the same chain hash (its ``tip``: a snapshot cannot outlive
-an edit of the log before it, R16); otherwise the ledger folds from the start and
-writes a fresh one (and ``verify`` discards one that disagrees with the log).
+The *stored snapshot* of the present (``keyed``/``load_keyed``) is one entry per key of
+every slice field and of the stream versions, written by the runner as a numbered
+generation in the store and read back lazily (``lazy``), one key at a time: opening a
+ledger of a million events and deciding an undrop reads a dozen entries. A generation
+is full, or a *delta*: only the entries changed since the generation the state was read
+from (a ``LazyMap``'s changes, deletions included), so writing one costs what changed.
+Its head holds the scalars, each part's entry count and the ``tip``: the chain hash of
+its last event, so a snapshot cannot outlive an edit of the log before it (R16). The
+store checks each entry's CRC when it is read; ``verify`` compares the whole of it with
+the fold.
 
-The layout is derived from ``State``'s fields and each slice field's codec, so a new
-concern needs nothing here. It is plain JSON (not pickle), because auditors open
-ledgers they did not write, and opening a file must never run code it brought:
-
-    <sha-256 of the rest, hex>\\n<head JSON>\\n<raw part>\\n<raw part>...
-
-The head holds everything a command needs; the raw parts (the archive of purged
-instances) are kept apart so that they are parsed only on demand.
-
-The rest of this module is the second form, one document:
-
-A *history* snapshot (``history=True``) is a past state kept so that ``as_of`` (R17)
-folds a few thousand events, not a million. Many are kept, so each leaves out what the
-present state can give back exactly (a slice's ``for_history``/``from_history``: the
-purged instances, which are final), and is compressed.
+A *history* snapshot (``dump``/``load``) is one compressed document: a past state kept so
+that ``as_of`` (R17) folds a few thousand events, not a million. Many are kept, so each
+leaves out what the present state can give back exactly (a slice's
+``for_history``/``from_history``: the purged instances, which are final). ``load`` also
+reads the one-document catalog snapshot of earlier releases, once, on upgrade.
 """
 
 from __future__ import annotations
 
 import hashlib
 import zlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 
 import attrs
 import orjson
 from immutables import Map
 
-from .concern import codec_of
+from .concern import PLAIN, KeyedCodec, MapOf, codec_of
 from .fold import gc_paused
 from .lazy import GONE, Base, LazyMap, Source
 from .model import CONCERNS, State
@@ -54,6 +44,7 @@ KEYED_FORMAT = 8
 """Of the stored, keyed snapshot of the present."""
 STREAMS = "streams"
 """The part holding each stream's version."""
+_STREAMS = MapOf(PLAIN)
 
 
 class SnapshotMismatch(ValueError):
@@ -66,31 +57,57 @@ Row = tuple[str, str, "bytes | None"]
 """``(part, key, entry)``: an entry is JSON bytes; None records a key deleted since the last one."""
 
 
-def _parts(state: State, *, compact: bool = True) -> Iterator[tuple[str, Any, Any]]:
-    """``(part name, keyed codec, the field's entries)`` of what a stored snapshot keeps (of the
-    state as it is, without ``compact``: as a snapshot keeps it, purges archived)."""
-    yield STREAMS, None, state.streams
+class Stored(NamedTuple):
+    """A stored snapshot about to be written, and the state it stores (slices compacted)."""
+    head: bytes
+    rows: list[Row]
+    delta: bool
+    """Whether ``rows`` are only the changes since the generation ``keyed`` was asked to extend."""
+    state: State
+
+
+def _fields(state: State) -> Iterator[tuple[str, KeyedCodec, Any]]:
+    """``(part name, the field's codec, its value)`` of every field a stored snapshot keeps."""
+    yield STREAMS, _STREAMS, state.streams
     for name in CONCERNS:
         part = getattr(state, name)
-        compacted = getattr(part, "for_snapshot", None) if compact else None
-        if compacted is not None:
-            part = compacted()
         for field in attrs.fields(type(part)):
-            codec = codec_of(field)
-            yield f"{name}.{field.name}", codec, codec.entries(getattr(part, field.name))
+            yield f"{name}.{field.name}", codec_of(field), getattr(part, field.name)
 
 
-def keyed(state: State, tip: str | None, *, delta_of: object = None) -> tuple[bytes, list[Row], bool]:
-    """The head and entries of a stored snapshot of ``state``: only what changed since stored
-    snapshot ``delta_of`` if every part was read from it (the third value says so), else all."""
-    parts = list(_parts(state))
+def _mapped(state: State, value: Callable[[str, KeyedCodec, Any], Any]) -> State:
+    """``state`` with every field a stored snapshot keeps replaced by ``value(part, codec, old)``."""
+    slices = {}
+    for name in CONCERNS:
+        part = getattr(state, name)
+        slices[name] = type(part)(**{field.name: value(f"{name}.{field.name}", codec_of(field),
+                                                       getattr(part, field.name))
+                                     for field in attrs.fields(type(part))})
+    return attrs.evolve(state, streams=value(STREAMS, _STREAMS, state.streams), **slices)
+
+
+def _compacted(state: State) -> State:
+    """The state as a stored snapshot keeps it (a slice's ``for_snapshot``: purges archived)."""
+    slices = {}
+    for name in CONCERNS:
+        compact = getattr(getattr(state, name), "for_snapshot", None)
+        if compact is not None:
+            slices[name] = compact()
+    return attrs.evolve(state, **slices)
+
+
+def keyed(state: State, tip: str | None, *, delta_of: object = None) -> Stored:
+    """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
+    part was read from it, else all of it."""
+    state = _compacted(state)
+    parts = [(part, codec, codec.entries(value)) for part, codec, value in _fields(state)]
     delta = delta_of is not None and all(
         isinstance(entries, LazyMap) and entries.base.stamp == delta_of for _, _, entries in parts)
     rows: list[Row] = []
     counts: dict[str, int] = {}
     with gc_paused():
         for part, codec, entries in parts:
-            encode = (lambda item: item) if codec is None else codec.encode_item
+            encode = codec.encode_item
             if delta:
                 rows.extend((part, key, None if item is GONE else orjson.dumps(encode(item)))
                             for key, item in entries.changes.items())
@@ -99,7 +116,7 @@ def keyed(state: State, tip: str | None, *, delta_of: object = None) -> tuple[by
             counts[part] = len(entries)
     head = orjson.dumps({"format": KEYED_FORMAT, "seq": state.seq, "last_time": state.last_time,
                          "tip": tip, "counts": counts})
-    return head, rows, delta
+    return Stored(head, rows, delta, state)
 
 
 def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stamp: object) -> State:
@@ -112,75 +129,56 @@ def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stam
         if raw["tip"] != tip:
             raise SnapshotMismatch("the snapshot was taken of a different log (its tip is not the log's hash there)")
         counts = raw["counts"]
-
-        def lazy(name: str, codec: Any) -> LazyMap:
-            return LazyMap(Base(part(name), _decoder(codec), counts[name], stamp))
-
-        slices = {}
-        for name, concern in CONCERNS.items():
-            cls = type(concern.initial)
-            slices[name] = cls(**{field.name: codec_of(field).stored(lazy(f"{name}.{field.name}", codec_of(field)))
-                                  for field in attrs.fields(cls)})
-        return State(seq=raw["seq"], last_time=raw["last_time"], streams=lazy(STREAMS, None), **slices)
+        return _mapped(State(seq=raw["seq"], last_time=raw["last_time"]), lambda name, codec, _: codec.stored(
+            LazyMap(Base(part(name), _decoder(codec), counts[name], stamp))))
+    except SnapshotMismatch:
+        raise
     except (ValueError, KeyError, TypeError) as exc:
-        if isinstance(exc, SnapshotMismatch):
-            raise
         raise SnapshotMismatch(f"the snapshot's head does not fit this release: {exc}") from None
 
 
-def _decoder(codec: Any) -> Callable[[str, bytes], Any]:
-    if codec is None:  # stream versions: plain integers
-        return lambda key, data: orjson.loads(data)
+def _decoder(codec: KeyedCodec) -> Callable[[str, bytes], Any]:
     decode_item = codec.decode_item
     return lambda key, data: decode_item(key, orjson.loads(data))
 
 
 def read_all(state: State) -> None:
     """Read every stored entry ``state`` still reads lazily (``SnapshotGone`` if one fails)."""
-    for _, _, entries in _parts(state, compact=False):
+    for _, codec, value in _fields(state):
+        entries = codec.entries(value)
         if isinstance(entries, LazyMap):
             entries.base.everything()
 
 
-def rebased(state: State, head: bytes, part: Callable[[str], Source], stamp: object) -> State:
-    """``state``, just written as stored snapshot ``stamp``: its maps now read from that one, with
+def rebased(written: Stored, part: Callable[[str], Source], stamp: object) -> State:
+    """The state just written as stored snapshot ``stamp``: its maps now read from that one, with
     no changes on top, keeping everything already decoded (all of it, for a map held in full), so
     that the next snapshot can be a delta of this one."""
-    counts = orjson.loads(head)["counts"]
+    counts = orjson.loads(written.head)["counts"]
 
-    def rebase(name: str, codec: Any, entries: Any) -> LazyMap:
+    def rebase(name: str, codec: KeyedCodec, value: Any) -> Any:
+        entries = codec.entries(value)
         if isinstance(entries, LazyMap):
-            return LazyMap(entries.base.rebased(part(name), entries.changes, counts[name], stamp))
+            return codec.stored(LazyMap(entries.base.rebased(part(name), entries.changes, counts[name], stamp)))
         base = Base(part(name), _decoder(codec), counts[name], stamp)
         base.found, base.complete = dict(entries.items()), True
-        return LazyMap(base)
+        return codec.stored(LazyMap(base))
 
-    slices = {}
-    for name in CONCERNS:
-        current = getattr(state, name)
-        compact = getattr(current, "for_snapshot", None)
-        if compact is not None:
-            current = compact()
-        values = {}
-        for field in attrs.fields(type(current)):
-            codec = codec_of(field)
-            entries = codec.entries(getattr(current, field.name))
-            values[field.name] = codec.stored(rebase(f"{name}.{field.name}", codec, entries))
-        slices[name] = type(current)(**values)
-    return attrs.evolve(state, streams=rebase(STREAMS, None, state.streams), **slices)
+    return _mapped(written.state, rebase)
 
 
 # --- history snapshots: one document each -----------------------------------------------------
 
 
-def dump(state: State, tip: str | None, *, history: bool = False) -> bytes:
-    """``tip`` is the chain hash of event ``state.seq`` (None for a log without the chain)."""
+def dump(state: State, tip: str | None) -> bytes:
+    """A history snapshot of ``state``; ``tip`` is the chain hash of event ``state.seq`` (None for a
+    log without the chain)."""
     slices: dict[str, dict[str, Any]] = {}
     raw_index: list[list[str]] = []
     raw_parts: list[bytes] = []
     for name in CONCERNS:
         part = getattr(state, name)
-        compact = getattr(part, "for_history" if history else "for_snapshot", None)
+        compact = getattr(part, "for_history", None)
         if compact is not None:
             part = compact()
         encoded: dict[str, Any] = {}
@@ -194,11 +192,11 @@ def dump(state: State, tip: str | None, *, history: bool = False) -> bytes:
                 encoded[field.name] = value
         slices[name] = encoded
     head = orjson.dumps({"format": FORMAT, "seq": state.seq, "last_time": state.last_time, "tip": tip,
-                         "history": history, "streams": dict(state.streams), "slices": slices,
+                         "history": True, "streams": dict(state.streams), "slices": slices,
                          "raw": raw_index})
     body = b"\n".join([head, *raw_parts])
     data = hashlib.sha256(body).hexdigest().encode() + b"\n" + body
-    return zlib.compress(data, 1) if history else data
+    return zlib.compress(data, 1)
 
 
 def load(data: bytes, tip: str | None, *, present: State | None = None) -> State:

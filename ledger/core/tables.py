@@ -17,7 +17,7 @@ the three watermark streams that guard the instance (R4).
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
+from collections.abc import KeysView, Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Union
 
 import attrs
@@ -137,18 +137,25 @@ class Archive:
     ``Tables.instances`` until the next snapshot moves them here.
     """
 
-    __slots__ = ("ids", "blob", "_parsed", "_times", "_times_raw")
+    __slots__ = ("ids", "_blob", "_parsed", "_times", "_times_raw")
 
-    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes = b"{}",
+    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes | None = b"{}",
                  times: tuple[bytes, bytes] | None = None) -> None:
         self.ids = ids
-        self.blob = blob
-        """The details, as the snapshot stores them: ``{id: [name, path, created, dropped, purged]}``."""
+        self._blob = blob
         self._parsed: dict[str, Instance] | None = None if ids else {}
         self._times_raw = times
         """When each was purged, as the snapshot stores it: the JSON list of ids and the JSON list
         of their purge times, in the same order."""
         self._times: dict[str, Micros] | None = None if ids else {}
+
+    @property
+    def blob(self) -> bytes:
+        """The details, as a history snapshot stores them: ``{id: [name, path, created, dropped,
+        purged]}`` (made when first asked for: only such a snapshot needs them as bytes)."""
+        if self._blob is None:
+            self._blob = ArchiveCodec.blob(self.values())
+        return self._blob
 
     def _details(self) -> dict[str, Instance]:
         if self._parsed is None:
@@ -191,7 +198,7 @@ class Archive:
 
     @classmethod
     def of(cls, details: dict[str, Instance]) -> Archive:
-        archive = cls(frozenset(details), ArchiveCodec.blob(details.values()))
+        archive = cls(frozenset(details), None)
         archive._parsed = details
         return archive
 
@@ -248,16 +255,12 @@ class StoredArchive(Archive):
 
     def __init__(self, entries: LazyMap) -> None:  # no super().__init__: everything is derived
         self._entries = entries
-        self._parsed = None
+        self._blob = None
         self._times = None
 
     @property  # type: ignore[override]
     def ids(self) -> AbstractSet[str]:
-        return self._entries.keys() if self._entries.base.complete else _StoredIds(self._entries)
-
-    @property  # type: ignore[override]
-    def blob(self) -> bytes:
-        return ArchiveCodec.blob(self.values())
+        return KeysView(self._entries)  # membership costs one lookup; iterating reads them all
 
     def _details(self) -> dict[str, Instance]:
         return dict(self._entries.items())
@@ -287,24 +290,6 @@ class StoredArchive(Archive):
         return StoredArchive(self._entries.update({i.id: i for i in purged}))
 
 
-class _StoredIds(AbstractSet[str]):
-    """``StoredArchive.ids``: membership costs one lookup; iterating reads them all."""
-
-    __slots__ = ("_entries",)
-
-    def __init__(self, entries: LazyMap) -> None:
-        self._entries = entries
-
-    def __contains__(self, id_: object) -> bool:
-        return id_ in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
 class PurgedBy(Archive):
     """The archive of a past state, taken from a later one: every instance the later state knows
     purged at or before ``upto``. Purges are final, so the later state holds them exactly as
@@ -319,6 +304,7 @@ class PurgedBy(Archive):
     def __init__(self, present: Tables, upto: Micros) -> None:  # no super().__init__: ids is derived
         self._present = present
         self._upto = upto
+        self._blob = None
         self._parsed = None
         self._times = None
 
