@@ -24,6 +24,7 @@ files can be spread over several Spark tasks.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import posixpath
 import threading
@@ -189,12 +190,18 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     (``spark.executorEnv.AWS_ENDPOINT_URL``)."""
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if uri.startswith("s3://") and endpoint:
-        parts = urlsplit(endpoint)
-        store = pafs.S3FileSystem(endpoint_override=parts.netloc or parts.path, scheme=parts.scheme or "https",
-                                  region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-                                  or "us-east-1")
-        return store, uri[len("s3://"):].rstrip("/")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        return _s3(os.getpid(), endpoint, region), uri[len("s3://"):].rstrip("/")
     return pafs.FileSystem.from_uri(uri)
+
+
+@functools.lru_cache(maxsize=8)
+def _s3(pid: int, endpoint: str, region: str) -> pafs.S3FileSystem:
+    """One client per process and endpoint (a purge asks for one per location and per piece); the
+    process id is in the key because a forked child must not share its parent's connections."""
+    parts = urlsplit(endpoint)
+    return pafs.S3FileSystem(endpoint_override=parts.netloc or parts.path, scheme=parts.scheme or "https",
+                             region=region)
 
 
 def is_local(root: str) -> bool:
@@ -301,12 +308,12 @@ def usage(root: str, location: str) -> tuple[int, int]:
     return (0, 0) if outcome.error else (outcome.files, outcome.bytes)
 
 
-def purge_each(root: str, locations: list[str]) -> list[Outcome]:
+def purge_each(root: str, locations: list[str], *, dry_run: bool = False) -> list[Outcome]:
     """``purge`` of several locations, up to ``DELETE_THREADS`` at once (each deleting on the shared
     pool): a task with many small tables keeps the disk as busy as one with a big one."""
     if len(locations) < 2:
-        return [purge(root, location, dry_run=False) for location in locations]
-    return list(_pool(DELETE_THREADS, "locations").map(lambda at: purge(root, at, dry_run=False), locations))
+        return [purge(root, location, dry_run=dry_run) for location in locations]
+    return list(_pool(DELETE_THREADS, "locations").map(lambda at: purge(root, at, dry_run=dry_run), locations))
 
 
 def purge(root: str, location: str, *, dry_run: bool) -> Outcome:
@@ -424,19 +431,21 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
                 if not below:
                     break
                 level = below
-            return [] if level == [real] else level
+            head = location[:len(location) - len(local_path(location))]  # "file://" if it had one
+            return [] if level == [real] else [head + p for p in level]
         pyfs, path = filesystem(location)
         base = path.rstrip("/")
         level = [base]
         for _ in range(depth):
             below = [i.path for folder in level
-                     for i in pyfs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+                     for i in _retrying(lambda: pyfs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)))
                      if i.type == pafs.FileType.Directory]
             if not below:
                 break
             level = below
-        prefix = location[:len(location) - len(path)] if location.endswith(path) else ""
-        return [] if level == [base] else [prefix + p for p in level]
+        stem = location.rstrip("/")
+        head = stem[:len(stem) - len(base)] if stem.endswith(base) else ""  # "s3://" and the like
+        return [] if level == [base] else [head + p for p in level]
     except (Unsafe, OSError):
         return []  # the whole-location purge that follows reports it
 
@@ -444,10 +453,11 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
 # --- other filesystems, through pyarrow ----------------------------------------------------
 
 def _purge_remote(root: str, location: str, dry_run: bool) -> Outcome:
+    # The same scheme, host (or bucket) and prefix: the root's filesystem deletes the location's path.
+    if not location.startswith(root.rstrip("/") + "/"):
+        raise Unsafe(f"{location} is not inside the warehouse {root}")
     fs, root_path = filesystem(root)
     _, path = filesystem(location)
-    if not location.startswith(root.split("://", 1)[0] + "://"):
-        raise Unsafe(f"{location} is not on the warehouse's file system ({root})")
     return purge_with(fs, root_path, path, dry_run=dry_run)
 
 

@@ -394,25 +394,25 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
 
 
 SHARES_PER_CORE = 4
-"""A big table's sub-folders are shared out over this many tasks per core: enough to balance."""
+"""Tasks per core that big tables' sub-folders are shared out over, all tables together."""
 
 
 def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: _ProgressWatcher | None) -> list[tuple]:
     """Purge dropped tables with the work split below the table, in one or two jobs.
 
-    Few tables (no more than two per core) cannot keep the executors busy one task each, so
-    each is shared out at once (``_share_out``). Many are looked at one task each first: a table
-    with fewer than two sub-folders (``fs.pieces``: write folders, partitions) is purged whole
-    there, and that is usually every table, so one single-stage job does it all; only the bigger
-    ones are counted and shared out by a second job. The driver receives one row per table from
-    each job, never a path."""
+    Fewer tables than cores cannot keep the executors busy one task each, so each is shared out
+    at once (``_share_out``). Many are looked at one task each first: a table with fewer than
+    two sub-folders (``fs.pieces``: write folders, partitions) is purged whole there, and that
+    is usually every table, so one single-stage job does it all; only the bigger ones are
+    counted and shared out by a second job. The driver receives one row per table from each
+    job, never a path."""
     cores = context.defaultParallelism
-    if len(keys) <= cores * SHARES_PER_CORE:
-        return _share_out(context, plan, {key: cores * SHARES_PER_CORE for key in keys})
+    if len(keys) <= cores:
+        return _share_out(context, plan, _shares(context, dict.fromkeys(keys)))
     first = dict(context.parallelize(keys, _first_purge_tasks(context, len(keys)))
                  .mapPartitions(lambda part: _look_or_purge(plan, part)).collect())
     rows = [(key, *done[:3], None, 0) for key, (done, _) in first.items() if done[3]]
-    big = {key: min(pieces, cores * SHARES_PER_CORE) for key, (done, pieces) in first.items() if not done[3]}
+    big = _shares(context, {key: pieces for key, (done, pieces) in first.items() if not done[3]})
     if not big:
         return rows
     if watcher is not None:
@@ -420,14 +420,21 @@ def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: _Prog
     return rows + _share_out(context, plan, big)
 
 
+def _shares(context: Any, tables: dict[Any, int | None]) -> dict[Any, int]:
+    """How many tasks each table is shared out over: ``SHARES_PER_CORE`` a core split between the
+    tables, and no more than a table has sub-folders (None: not counted yet)."""
+    each = max(1, context.defaultParallelism * SHARES_PER_CORE // max(1, len(tables)))
+    return {key: each if pieces is None else max(1, min(pieces, each)) for key, pieces in tables.items()}
+
+
 def _first_purge_tasks(context: Any, tables: int) -> int:
-    """Tasks of the first purge job: a few per core (each costs a Python worker round trip); for
-    few tables, the share-out's."""
+    """Tasks of the first purge job: for fewer tables than cores, the share-out's; else a few per
+    core (each costs a Python worker round trip)."""
     cores = context.defaultParallelism
     if not tables:
         return 0
-    if tables <= cores * SHARES_PER_CORE:
-        return _share_tasks(context, dict.fromkeys(range(tables), cores * SHARES_PER_CORE))
+    if tables <= cores:
+        return _share_tasks(context, _shares(context, dict.fromkeys(range(tables))))
     return min(tables, cores * 4)
 
 
@@ -463,8 +470,8 @@ def _look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[
     spec = plan.value
     whole: list[str] = []
     for key in keys:
-        item = spec["items"][key]
-        refused = _refusal(item)
+        item = spec["items"].get(key)
+        refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
         if refused is not None:
             yield key, ((0, 0, refused, True), 0)
             continue
@@ -567,21 +574,18 @@ def _purge_location(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
 
 
 def _delete_folders(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
-    """A table's old write folders: each must lie in the table's own ``_writes`` folder (R9)."""
+    """A table's old write folders, several at once: each must lie in the table's own ``_writes``
+    folder (R9), and one that does not refuses them all before any is touched."""
     inside = item["location"].rstrip("/") + "/_writes/"
-    files = size = 0
     listing: list[tuple] | None = [] if dry_run else None
     for folder in item["folders"]:
         if not folder.startswith(inside) or "/" in folder[len(inside):].strip("/"):
-            return (files, size, f"refused: {folder} is not a write folder of {item['location']}", listing)
-        outcome = fs.purge(root, folder, dry_run=dry_run)
-        if outcome.error is not None:
-            return (files, size, outcome.error, listing)
-        files += outcome.files
-        size += outcome.bytes
-        if listing is not None and outcome.listing is not None:
-            listing.extend(tuple(entry) for entry in outcome.listing)
-    return (files, size, None, listing)
+            return (0, 0, f"refused: {folder} is not a write folder of {item['location']}", listing)
+    outcomes = fs.purge_each(root, list(item["folders"]), dry_run=dry_run)
+    if listing is not None:
+        listing.extend(tuple(entry) for outcome in outcomes for entry in outcome.listing or ())
+    error = next((o.error for o in outcomes if o.error is not None), None)
+    return (sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error, listing)
 
 
 # --- a dry run's listing, as a dataset ------------------------------------------------------

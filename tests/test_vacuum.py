@@ -412,6 +412,31 @@ def test_pieces_are_the_sub_folders_two_levels_down_and_never_follow_a_link(tmp_
     (flat / "a.parquet").write_bytes(b"x")
     assert fs.pieces(str(root), str(flat)) == []
     assert fs.pieces(str(root), str(tmp_path / "outside")) == []  # not inside the warehouse: no pieces
+    # Given as file:// URIs, the pieces come back in the same form, so the share that deletes them
+    # finds them inside the table's location (they used to be plain paths, and every share refused).
+    assert sorted(fs.pieces(f"file://{root}", f"file://{loc}")) == [f"file://{loc}/_writes/w{w}" for w in range(3)]
+
+
+def test_r9_a_remote_location_must_share_the_roots_host_and_prefix() -> None:
+    """The root's filesystem deletes the location's path, so a location on another host with the
+    same path would be deleted on the root's host: refused before anything is listed."""
+    from spark_ops import fs
+    outcome = fs.purge("hdfs://nn1:8020/lake", "hdfs://nn2:8020/lake/t1", dry_run=False)
+    assert outcome.error is not None and "not inside the warehouse" in outcome.error and outcome.files == 0
+
+
+def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
+    """Shares per table shrink as tables grow (a budget of SHARES_PER_CORE a core), and a table is
+    never split into more shares than it has sub-folders."""
+    from spark_ops import vacuum_job
+
+    class Context:
+        defaultParallelism = 8
+    budget = 8 * vacuum_job.SHARES_PER_CORE
+    assert vacuum_job._shares(Context(), {"a": None}) == {"a": budget}
+    assert sum(vacuum_job._shares(Context(), dict.fromkeys("abcdefgh")).values()) == budget
+    assert vacuum_job._shares(Context(), {"a": 3, "b": None}) == {"a": 3, "b": budget // 2}
+    assert vacuum_job._first_purge_tasks(Context(), 8) <= budget + 8
 
 
 @pytest.mark.spark
