@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from _common import REPO_ROOT, environment, print_table, scratch_dir, verdict
-from fold import build
+from fold import build, drop_snapshot
 
 from ledger import Ledger
 from ledger.chain import chain
@@ -117,11 +117,7 @@ def main() -> int:
             print(f"audit benchmark: built {built.events:,} events in {time.perf_counter() - start:.1f} s")
             if args.keep:
                 built.save(path)
-        db = sqlite3.connect(path)
-        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
-            db.execute(f"DELETE FROM {table}")  # the first open below is the one that writes them
-        db.commit()
-        db.close()
+        drop_snapshot(path)  # the first open below is the one that writes them
 
         rows: list[tuple[str, float, str]] = []
         start = time.perf_counter()
