@@ -964,3 +964,52 @@ def test_r16_a_read_only_ledger_from_before_the_chain_still_opens_for_reads(tmp_
     assert path.read_bytes() == before
     with Ledger.open(path, warehouse="/tmp/format1-warehouse") as led:
         assert led.verify().chained and led.event_count() == 15
+
+
+def _lazy_pair(path: Path) -> tuple[Ledger, Ledger]:
+    """A ledger of a few tables with a stored snapshot, opened twice: ``a`` reads it lazily."""
+    with Ledger.open(path, snapshot_every=10**6) as led:
+        for i in range(5):
+            led.create_table(f"a.t{i}")
+        led.create_table("b.x")
+        led.runner.save_snapshot()
+    return Ledger.open(path, snapshot_every=10**6), Ledger.open(path, snapshot_every=10**6)
+
+
+def test_r4_a_command_whose_snapshot_goes_after_its_append_is_not_decided_again(tmp_path: Path) -> None:
+    """The fold of a command's own events may read a stored entry; if another process replaced the
+    snapshot meanwhile, that read fails after the append. It used to count as a lost race: the
+    command was decided again on a state that already held it, and a drop that had happened came
+    back as DatabaseNotFound."""
+    a, b = _lazy_pair(tmp_path / "ledger.db")
+    try:
+        # Read what the decision will read (the catalog stream's version, every name) but not the
+        # instances of a.t0..a.t4: the fold of the drop reads those, from a generation gone by then.
+        a.create_table("c.z")
+        assert [t.name for t in a.tables(database="b")] == ["b.x"]
+        b.store.delete_generations()
+        before = a.event_count()
+        dropped = a.drop_database("a")
+        assert sorted(t.name for t in dropped) == [f"a.t{i}" for i in range(5)]
+        assert a.event_count() == before + 1 and [t.name for t in a.tables()] == ["b.x", "c.z"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_r16_a_generation_number_is_never_given_twice(tmp_path: Path) -> None:
+    """After every generation was deleted (as verify does with one that lies), the next one used to
+    be number 1 again, and a process still reading the old number 1 took the new one for it."""
+    a, b = _lazy_pair(tmp_path / "ledger.db")
+    try:
+        old = a.store.latest_generation().gen
+        b.store.delete_generations()
+        b.runner.recover()
+        for i in range(5, 10):
+            b.create_table(f"a.t{i}")
+        b.runner.save_snapshot()
+        assert b.store.latest_generation().gen > old
+        assert a.table("a.t7").name == "a.t7"  # the old generation is gone: a reloads, and finds it
+    finally:
+        a.close()
+        b.close()
