@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
@@ -448,8 +449,8 @@ def _finishing_tasks(context: Any, shares: dict[Any, int]) -> int:
 
 def _share_out(context: Any, plan: Any, shares: dict[str, int]) -> list[tuple]:
     """Each table's sub-folders shared out over ``shares[key]`` tasks (share ``j`` of ``k`` takes
-    every ``k``-th of them, listed afresh; a table with fewer than two is purged whole by share
-    0), each deleting several at once; the totals summed per table on the executors; then one
+    those whose name hashes to ``j``, listed afresh; a table with fewer than two is purged whole
+    by share 0), each deleting several at once; the totals summed per table on the executors; then one
     task per table purges what is left (files at the top, empty folders, any late file) and
     removes the location."""
     work = [(key, j, k) for key, k in sorted(shares.items()) for j in range(k)]
@@ -486,30 +487,37 @@ def _look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[
 
 
 def _delete_share(plan: Any, key: str, share: int, shares: int) -> Done:
-    """On an executor: re-check the table against the plan, then delete every ``shares``-th of its
-    sub-folders from the ``share``-th on, several at once (a table with fewer than two: share 0
-    purges it whole). A folder listed by two tasks (one appeared meanwhile) is deleted by
-    whichever gets there first, and counted once; one listed by none is left to the final purge
-    of the location."""
+    """On an executor: re-check the table against the plan, then delete the sub-folders that are
+    this share's (``_share_of``), several at once (a table with fewer than two: share 0 purges it
+    whole). Each share lists afresh while others delete, so a share is chosen by the folder's
+    name, never by its place in a listing: one that shifted would skip folders, and leave them
+    all to the single task that finishes the location. One that appears meanwhile is left to
+    that final purge."""
     spec = plan.value
     item = spec["items"].get(key)
     refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
     if refused is not None:
         return (0, 0, refused, False)
-    pieces = sorted(fs.pieces(spec["root"], item["location"]))
+    pieces = fs.pieces(spec["root"], item["location"])
     if len(pieces) < 2:
         if share:
             return (0, 0, None, False)
         files, size, error, _ = _purge_location(spec["root"], item, False)
         return (files, size, error, True)
     inside = item["location"].rstrip("/") + "/"
-    folders = pieces[share::shares]
+    folders = [p for p in pieces if _share_of(p, shares) == share]
     outside = next((f for f in folders if not f.startswith(inside)), None)
     if outside is not None:
         return (0, 0, f"refused: {outside} is not inside {item['location']}", False)
     outcomes = fs.purge_each(spec["root"], folders)
     error = next((o.error for o in outcomes if o.error is not None), None)
     return (sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error, False)
+
+
+def _share_of(folder: str, shares: int) -> int:
+    """The share a sub-folder belongs to: the same in every process (Python's own string hash
+    is salted per process), and spread evenly over names like ``w00001``, ``w00002``."""
+    return zlib.crc32(folder.encode()) % shares
 
 
 def _add(a: Done, b: Done) -> Done:

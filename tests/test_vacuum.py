@@ -439,6 +439,27 @@ def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
     assert vacuum_job._first_purge_tasks(Context(), 8) <= budget + 8
 
 
+def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path: Path) -> None:
+    """Tasks run in waves, and each share lists the table afresh while earlier ones have deleted
+    folders. Shares chosen by place in the listing then skipped a third of the folders (all left
+    to the one task that finishes the location); chosen by name, together they take every one."""
+    from types import SimpleNamespace
+
+    from spark_ops import vacuum_job
+    root = tmp_path / "warehouse"
+    loc = root / "t1"
+    for w in range(40):
+        (loc / "_writes" / f"w{w:05d}").mkdir(parents=True)
+        (loc / "_writes" / f"w{w:05d}" / "part-0.parquet").write_bytes(b"abc")
+    plan = SimpleNamespace(value={"root": str(root), "items": {
+        "purge:t1": {"location": str(loc), "dropped_at": 1, "watermark": 2}}})
+    done = [vacuum_job._delete_share(plan, "purge:t1", j, 8) for j in range(8)]
+    assert [d[2] for d in done] == [None] * 8
+    assert sum(d[0] for d in done) == 40 and sum(d[1] for d in done) == 120
+    assert os.listdir(loc / "_writes") == []
+    assert all(0 < d[0] < 10 for d in done)  # spread out, not all on a few shares
+
+
 @pytest.mark.spark
 def test_r2_r9_a_big_table_is_purged_in_pieces_and_counted_exactly(spark, led, clock) -> None:
     """One table of many write folders (as versioned tables are): its purge is spread over tasks,
