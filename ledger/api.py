@@ -9,9 +9,7 @@ aware datetimes, durations such as ``"7d"``) and turns the answer into a view.
 
 from __future__ import annotations
 
-import functools
 import getpass
-import inspect
 import os
 import socket
 import tempfile
@@ -19,13 +17,13 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Iterable, Iterator
 
 from .audit import export as exports, history as histories, proofs, verify as verifier
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
-from .catalog import AsOf, Catalog
+from .catalog import AsOf, Catalog, recovering_queries
 from .clock import Clock, from_micros, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.model import State
@@ -46,36 +44,13 @@ from .views import HistoryEntry, TableInstance, TableVersion, VacuumOrder, Write
 
 Duration = str | timedelta | int | float
 
-T = TypeVar("T")
 
 DEFAULT_WAREHOUSE = "warehouse"
 """Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
 the file is, so a ledger and its warehouse can be moved together."""
 
 
-def _recovering(query: Callable[..., T]) -> Callable[..., T]:
-    @functools.wraps(query)
-    def answer(self: Ledger, *args: Any, **kwargs: Any) -> T:
-        try:
-            return query(self, *args, **kwargs)
-        except SnapshotGone:
-            self.runner.recover()
-            return query(self, *args, **kwargs)
-    return answer
-
-
-def _recovering_queries(cls: type[Ledger]) -> type[Ledger]:
-    """Every query ``Catalog`` defines (and the class does not define itself), wrapped: it reads the
-    stored snapshot lazily, so it may be the one to find it replaced by another process or
-    damaged (``SnapshotGone``); the runner reloads, and the query is asked again, once. A query
-    added to ``Catalog`` is covered without being listed anywhere."""
-    for name, query in vars(Catalog).items():
-        if not name.startswith("_") and inspect.isfunction(query) and name not in vars(cls):
-            setattr(cls, name, _recovering(query))
-    return cls
-
-
-@_recovering_queries
+@recovering_queries
 class Ledger(Catalog):
     """An open ledger file (or a throw-away in-memory one).
 
@@ -430,7 +405,17 @@ class Ledger(Catalog):
             if not isinstance(time, datetime):
                 raise InvalidTime(f"time must be an aware datetime, got {type(time).__name__} {time!r}")
             target = self.store.seq_at(to_micros(time))
-        return AsOf(self.store, self.runner.state_at(target), self._recorded_root)
+        return AsOf(self.store, lambda: self._state_at(target), self._recorded_root)
+
+    def _state_at(self, seq: int) -> State:
+        try:
+            return self.runner.state_at(seq)
+        except SnapshotGone:  # the present's stored snapshot was replaced while the past was folded
+            self.runner.recover()
+            return self.runner.state_at(seq)
+
+    def _recover(self) -> None:
+        self.runner.recover()
 
 
 def _pairs(files: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:

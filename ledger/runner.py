@@ -248,9 +248,10 @@ class Runner:
         """The fold of the log up to event ``seq`` (R17): from the newest history snapshot at or
         before it that can be trusted, else from nothing. One that cannot be trusted (edited,
         or of another log) is deleted, to be rebuilt by the next fold that passes its place."""
-        # Read in full: an ``AsOf`` keeps this state (or completes a history snapshot from it), and
-        # cannot reload it if the generation it reads from is replaced later.
-        present = self.full_state()
+        # Not read in full (that costs seconds on a big ledger): the past state borrows from this
+        # one lazily, and whoever reads it meets ``SnapshotGone`` if the generation is replaced
+        # meanwhile; ``AsOf`` then folds it again.
+        present = self.refresh()
         if seq >= present.seq:
             return present
         for name, at in reversed(self.store.snapshots(HISTORY_PREFIX)):

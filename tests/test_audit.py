@@ -692,6 +692,27 @@ def test_r17_as_of_equals_a_fresh_fold_up_to_that_point_of_a_random_log(tmp_path
         assert led.verify().history_discarded == 0
 
 
+def test_r17_an_as_of_whose_present_snapshot_is_replaced_answers_the_same(tmp_path: Path) -> None:
+    """A past state borrows the purged instances from the present, and the present reads its stored
+    snapshot lazily (reading it all made a cold ``as_of`` on a big ledger take seconds). If another
+    process replaces that snapshot before the view is asked, the view folds itself again."""
+    path = tmp_path / "l.db"
+    build_small(path, history_every=5)
+    with Ledger.open(path, create=False, history_every=5) as led:
+        led.runner.save_snapshot()
+        head = led.event_count()
+        purged = sorted(led.state.tables.archive.purge_times())
+        truth = {seq: (answers(led.as_of(seq=seq)), [led.as_of(seq=seq).instance(i) for i in purged])
+                 for seq in (head - 1, head)}
+    assert purged
+    with Ledger.open(path, create=False, history_every=5) as a, Ledger.open(path, create=False) as b:
+        views = {seq: a.as_of(seq=seq) for seq in truth}
+        b.store.delete_generations()  # as verify does with one that lies; a's views read from it
+        for seq, view in views.items():
+            assert (answers(view), [view.instance(i) for i in purged]) == truth[seq]
+            assert view.state == fold_rows(State(), a.store.read(0, upto=seq))
+
+
 def test_r17_a_hand_edited_history_snapshot_is_ignored_and_verify_deletes_it(tmp_path: Path) -> None:
     path = tmp_path / "l.db"
     build_small(path, history_every=5)
