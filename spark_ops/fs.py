@@ -426,8 +426,11 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
             for _ in range(depth):
                 below = []
                 for folder in level:
-                    with os.scandir(folder) as listing:
-                        below.extend(e.path for e in listing if e.is_dir(follow_symlinks=False))
+                    try:
+                        with os.scandir(folder) as listing:
+                            below.extend(e.path for e in listing if e.is_dir(follow_symlinks=False))
+                    except FileNotFoundError:
+                        continue  # purged by another share meanwhile: the others are still pieces
                 if not below:
                     break
                 level = below

@@ -425,6 +425,28 @@ def test_r9_a_remote_location_must_share_the_roots_host_and_prefix() -> None:
     assert outcome.error is not None and "not inside the warehouse" in outcome.error and outcome.files == 0
 
 
+def test_shares_of_a_flat_table_running_side_by_side_each_find_their_folders(tmp_path: Path) -> None:
+    """Partition folders holding files, no deeper level: a share scans them all to learn that, and
+    one deleted meanwhile by the share running beside it used to end its listing (no pieces, so it
+    left its folders to the finish, or as share 0 purged the whole table beside the others)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from spark_ops import vacuum_job
+    root = tmp_path / "warehouse"
+    loc = root / "t1"
+    for p in range(300):
+        (loc / f"p={p:04d}").mkdir(parents=True)
+        for f in range(3):
+            (loc / f"p={p:04d}" / f"part-{f}.parquet").write_bytes(b"abc")
+    plan = SimpleNamespace(value={"root": str(root), "items": {
+        "purge:t1": {"location": str(loc), "dropped_at": 1, "watermark": 2}}})
+    with ThreadPoolExecutor(2) as pool:  # two at a time, as on two cores
+        done = list(pool.map(lambda j: vacuum_job._delete_share(plan, "purge:t1", j, 8), range(8)))
+    assert [d[2] for d in done] == [None] * 8 and not any(d[3] for d in done)
+    assert sum(d[0] for d in done) == 900 and os.listdir(loc) == []
+
+
 def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
     """Shares per table shrink as tables grow (a budget of SHARES_PER_CORE a core), and a table is
     never split into more shares than it has sub-folders."""
