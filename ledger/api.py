@@ -23,7 +23,7 @@ from .audit import export as exports, history as histories, proofs, verify as ve
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
-from .catalog import AsOf, Catalog, recovering_queries
+from .catalog import AsOf, Catalog, recovering, recovering_queries
 from .clock import Clock, from_micros, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.model import State
@@ -127,6 +127,7 @@ class Ledger(Catalog):
         return self.runner.full_state()
 
     @property
+    @recovering
     def warehouse(self) -> str:
         """The warehouse root: the one recorded at creation, or the latest recorded move."""
         return self._root(self.runner.held)
@@ -236,7 +237,7 @@ class Ledger(Catalog):
         relative to the table's location and inside the write's folder. ``append`` keeps the
         current version's files too; ``overwrite`` names only these (the old ones stay, R11)."""
         number = self.runner.run(CommitWrite(write_id, _pairs(files), mode))
-        return self._version(self.runner.held.data.writes[write_id].table_id, number)
+        return self._version(self._write_view(write_id).table_id, number)
 
     def adopt_files(self, name: str, files: Iterable[tuple[str, int]]) -> TableVersion:
         """Make the files a table held before it was versioned (written straight into its location)
@@ -258,10 +259,16 @@ class Ledger(Catalog):
         found = self.runner.run(lambda now: AdvanceRetentionMark(name, target, now))
         return None if found is None else from_micros(found)
 
+    # A command's result is read from the state we hold, which includes the command; if its stored
+    # snapshot went meanwhile, the command is in all the same: reload and read it (``recovering``),
+    # never tell the caller that a command which landed failed.
+
+    @recovering
     def _write_view(self, write_id: str) -> WriteView:
         state = self.runner.held
         return WriteView.of(state, state.data.writes[write_id], self._root(state))
 
+    @recovering
     def _version(self, table_id: str, number: int) -> TableVersion:
         state = self.runner.held
         v = state.data.version(table_id, number)
@@ -337,6 +344,7 @@ class Ledger(Catalog):
 
     # --- queries --------------------------------------------------------------------------
 
+    @recovering
     def _view(self, table_id: str) -> TableInstance:
         """An instance as of the state we hold (a command's result: that state includes it)."""
         state = self.runner.held
@@ -391,7 +399,8 @@ class Ledger(Catalog):
         """The catalog as it was after event ``seq``, or after every event at or before ``time``
         (R17): a read-only view answering the same queries as the ledger (tables, dropped tables,
         watermarks, retention, versions, marks, open writes), equal to the fold of the log up to
-        that point."""
+        that point. It reads through this ledger (it borrows purged instances from the present):
+        use it while the ledger is open."""
         if (seq is None) == (time is None):
             raise InvalidArgument("as_of needs exactly one of seq= (an event number) or time= (an aware datetime)")
         head = self.runner.refresh().seq

@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from .clock import from_micros, to_micros
 from .core import snapshot
-from .core.model import State
+from .core.model import State, fold_rows
 from .core.tables import require_live
 from .core.versions import Version, choose, parse_manifest
 from .errors import LedgerCorrupt, SnapshotGone, TableNotFound
@@ -156,7 +156,9 @@ T = TypeVar("T")
 C = TypeVar("C", bound=type)
 
 
-def _recovering(query: Callable[..., T]) -> Callable[..., T]:
+def recovering(query: Callable[..., T]) -> Callable[..., T]:
+    """``query`` asked again, once, after ``SnapshotGone`` and the catalog's recovery: for anything
+    that reads the folded state, which reads the stored snapshot lazily."""
     @functools.wraps(query)
     def answer(self: Catalog, *args: Any, **kwargs: Any) -> T:
         try:
@@ -174,7 +176,7 @@ def recovering_queries(cls: C) -> C:
     added to ``Catalog`` is covered without being listed anywhere."""
     for name, query in vars(Catalog).items():
         if not name.startswith("_") and inspect.isfunction(query) and name not in vars(cls):
-            setattr(cls, name, _recovering(query))
+            setattr(cls, name, recovering(query))
     return cls
 
 
@@ -199,15 +201,19 @@ class AsOf(Catalog):
 
     @property
     def state(self) -> State:
-        """The folded state, read in full (it may read the present's stored snapshot)."""
-        try:
-            snapshot.read_all(self._state)
-        except SnapshotGone:
-            self._recover()
-            snapshot.read_all(self._state)
+        """The folded state, read in full (it may read the present's stored snapshot), as
+        ``Ledger.state`` is: three snapshots replaced under it in a row, and it folds the log."""
+        for _ in range(3):
+            try:
+                snapshot.read_all(self._state)
+                return self._state
+            except SnapshotGone:
+                self._recover()
+        self._state = fold_rows(State(), self.store.read(0, upto=self._state.seq))
         return self._state
 
     @property
+    @recovering
     def warehouse(self) -> str:
         """The warehouse root as it was then (a later move does not change past locations)."""
         return self._root(self._state)

@@ -12,13 +12,15 @@ from ledger.store import Appended, EventStore
 class FaultyStore(EventStore):
     """An ``EventStore`` whose appends can be made to fail, or to let another writer in first.
 
-    ``before_append`` runs before each append (a racing writer's work goes there);
-    ``fail_with``, if set, is raised instead of appending.
+    ``before_append`` runs before each append (a racing writer's work goes there), and
+    ``after_append`` after it (another process's work that lands between a command's append
+    and the reading of its result); ``fail_with``, if set, is raised instead of appending.
     """
 
     def __init__(self, path: str | Path, **options: Any) -> None:
         super().__init__(str(path), **options)
         self.before_append: Callable[[FaultyStore], None] | None = None
+        self.after_append: Callable[[FaultyStore], None] | None = None
         self.fail_with: Exception | None = None
         self.appends = 0
 
@@ -28,4 +30,7 @@ class FaultyStore(EventStore):
             raise self.fail_with
         if self.before_append is not None:
             self.before_append(self)
-        return super().append(*args, **kwargs)
+        appended = super().append(*args, **kwargs)
+        if self.after_append is not None:
+            self.after_append(self)
+        return appended

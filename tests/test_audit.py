@@ -702,14 +702,14 @@ def test_r17_an_as_of_whose_present_snapshot_is_replaced_answers_the_same(tmp_pa
         led.runner.save_snapshot()
         head = led.event_count()
         purged = sorted(led.state.tables.archive.purge_times())
-        truth = {seq: (answers(led.as_of(seq=seq)), [led.as_of(seq=seq).instance(i) for i in purged])
-                 for seq in (head - 1, head)}
+        truth = {seq: (led.as_of(seq=seq).warehouse, answers(led.as_of(seq=seq)),
+                       [led.as_of(seq=seq).instance(i) for i in purged]) for seq in (head - 1, head)}
     assert purged
     with Ledger.open(path, create=False, history_every=5) as a, Ledger.open(path, create=False) as b:
         views = {seq: a.as_of(seq=seq) for seq in truth}
         b.store.delete_generations()  # as verify does with one that lies; a's views read from it
         for seq, view in views.items():
-            assert (answers(view), [view.instance(i) for i in purged]) == truth[seq]
+            assert (view.warehouse, answers(view), [view.instance(i) for i in purged]) == truth[seq]
             assert view.state == fold_rows(State(), a.store.read(0, upto=seq))
 
 

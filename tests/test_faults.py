@@ -34,6 +34,7 @@ from ledger.core.model import State, fold_rows
 from ledger.store import FORMAT_VERSION
 
 from tests.forge import forge
+from tests.stores import FaultyStore
 from tests.test_processes import check_log
 
 REPO = Path(__file__).resolve().parent.parent
@@ -1010,6 +1011,40 @@ def test_r16_a_generation_number_is_never_given_twice(tmp_path: Path) -> None:
         b.runner.save_snapshot()
         assert b.store.latest_generation().gen > old
         assert a.table("a.t7").name == "a.t7"  # the old generation is gone: a reloads, and finds it
+    finally:
+        a.close()
+        b.close()
+
+
+def test_r4_a_command_whose_snapshot_goes_before_its_result_is_read_still_returns_it(tmp_path: Path) -> None:
+    """A command's result (a table, a version, a vacuum's order with its warehouse root) is read
+    from the state that holds the command, lazily. If another process replaced the stored snapshot
+    between the append and that read, the command had landed and its caller was told
+    ``SnapshotGone``: a vacuum run was recorded, its lease held, and no order came back."""
+    from datetime import timedelta
+
+    from ledger import ManualClock
+    from tests.conftest import T0
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, snapshot_every=10**6) as led:
+        for i in range(5):
+            led.create_table(f"a.t{i}")
+        led.drop_table("a.t0")
+        led.runner.save_snapshot()
+    clock.advance(timedelta(days=8))
+    store = FaultyStore(path)
+    a, b = Ledger(store, clock=clock, snapshot_every=10**6), Ledger.open(path, snapshot_every=10**6)
+    try:
+        store.after_append = lambda _: b.store.delete_generations()
+        w = a.begin_write("a.t1")
+        assert a.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)]).number == 1
+        assert a.drop_table("a.t2").state == "dropped"
+        order = a.start_vacuum()
+        assert [t.name for t in order.targets] == ["a.t0"]  # a.t2 is within its retention
+        assert order.root == a.warehouse
+        store.after_append = None
+        assert [r.run_id for r in a.runner.state.vacuums.unfinished()] == [order.run_id]
     finally:
         a.close()
         b.close()
