@@ -11,7 +11,7 @@ delta-rs is timed inside its own process, from after ``import deltalake``. Shape
 
 * ``many-tables``: ``--tables`` dropped tables, the files spread evenly, flat in each;
 * ``one-table``: one dropped table whose files sit in ``--folders`` sub-folders (write
-  folders, as versioned tables have them: ``_writes/<id>/``).
+  folders, as versioned tables have them: ``_writes/<id>/``, 16 hex digits).
 
 Each shape runs ``--rounds`` times (default 3), every contender once per round, the order
 rotated from round to round, and the median of each is judged: deleting small files is bound by the disk's latency, which
@@ -38,6 +38,7 @@ the default threshold (10,000 files) does.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -68,7 +69,9 @@ def layout(shape: str, files: int, tables: int, folders: int) -> list[list[tuple
         each = files // tables
         return [[("", each)] for _ in range(tables)]
     each = files // folders
-    return [[(f"_writes/w{f:05d}", each) for f in range(folders)]]
+    # Named like real write folders (16 random-looking hex digits), not in sequence: the vacuum
+    # shares folders out by a hash of the name, which spreads a sequence unrealistically evenly.
+    return [[(f"_writes/{hashlib.sha256(str(f).encode()).hexdigest()[:16]}", each) for f in range(folders)]]
 
 
 def fill(location: Path, plan: list[tuple[str, int]]) -> None:
@@ -144,8 +147,8 @@ def peers_python() -> Path | None:
 def delta_tables(root: Path, tables: list[list[tuple[str, int]]]) -> list[str]:
     """Delta tables whose every data file was added (version 0) and then removed (version 1, as
     an overwrite or a drop does): each file is a tombstone that a vacuum with retention 0 deletes.
-    Sub-folders are named as partitions (``w=00001``): Delta skips ``_``-prefixed folders."""
-    tables = [[(sub.replace("_writes/w", "w="), n) for sub, n in plan] for plan in tables]
+    Sub-folders are named as partitions (``w=<id>``): Delta skips ``_``-prefixed folders."""
+    tables = [[(sub.replace("_writes/", "w="), n) for sub, n in plan] for plan in tables]
     locations = plain_tree(root, tables)
     schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True,
                                                         "metadata": {}}]})
