@@ -308,19 +308,21 @@ def usage(root: str, location: str) -> tuple[int, int]:
     return (0, 0) if outcome.error else (outcome.files, outcome.bytes)
 
 
-def purge_each(root: str, locations: list[str], *, dry_run: bool = False) -> list[Outcome]:
+def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: bool = False) -> list[Outcome]:
     """``purge`` of several locations, up to ``DELETE_THREADS`` at once (each deleting on the shared
     pool): a task with many small tables keeps the disk as busy as one with a big one."""
     if len(locations) < 2:
-        return [purge(root, location, dry_run=dry_run) for location in locations]
-    return list(_pool(DELETE_THREADS, "locations").map(lambda at: purge(root, at, dry_run=dry_run), locations))
+        return [purge(root, location, dry_run=dry_run, keep=keep) for location in locations]
+    return list(_pool(DELETE_THREADS, "locations").map(
+        lambda at: purge(root, at, dry_run=dry_run, keep=keep), locations))
 
 
-def purge(root: str, location: str, *, dry_run: bool) -> Outcome:
-    """Delete (or, for a dry run, list) every file under ``location``; never raises."""
+def purge(root: str, location: str, *, dry_run: bool, keep: bool = False) -> Outcome:
+    """Delete (or, for a dry run, list) every file under ``location``; never raises. ``keep``: on a
+    local disk, leave the (emptied) folder ``location`` itself, for a later purge of its parent."""
     try:
         if is_local(root):
-            return _purge_local(local_path(root), local_path(location), dry_run)
+            return _purge_local(local_path(root), local_path(location), dry_run, keep)
         return _purge_remote(root, location, dry_run)
     except Unsafe as exc:
         return Outcome(0, 0, f"refused: {exc}", None)
@@ -378,7 +380,7 @@ def _remove(entry: FileEntry, listing: list[FileEntry] | None) -> bool:
     return True
 
 
-def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
+def _purge_local(root: str, location: str, dry_run: bool, keep: bool = False) -> Outcome:
     real = confine_local(root, location)
     if not os.path.lexists(real):
         return Outcome(0, 0, None, [] if dry_run else None)
@@ -395,6 +397,8 @@ def _purge_local(root: str, location: str, dry_run: bool) -> Outcome:
             deleter.flush()
         files, size = deleter.finish()
     for folder in reversed(folders):  # children were found after their parents
+        if keep and folder == real:
+            continue
         try:
             os.rmdir(folder)
         except FileNotFoundError:

@@ -448,9 +448,8 @@ def _finishing_tasks(context: Any, shares: dict[Any, int]) -> int:
 
 
 def _share_out(context: Any, plan: Any, shares: dict[str, int]) -> list[tuple]:
-    """Each table's sub-folders shared out over ``shares[key]`` tasks (share ``j`` of ``k`` takes
-    those whose name hashes to ``j``, listed afresh; a table with fewer than two is purged whole
-    by share 0), each deleting several at once; the totals summed per table on the executors; then one
+    """Each table's sub-folders shared out over ``shares[key]`` tasks (``_share_of_listing``; a
+    table with fewer than two is purged whole by share 0), each deleting several at once; the totals summed per table on the executors; then one
     task per table purges what is left (files at the top, empty folders, any late file) and
     removes the location."""
     work = [(key, j, k) for key, k in sorted(shares.items()) for j in range(k)]
@@ -488,11 +487,8 @@ def _look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[
 
 def _delete_share(plan: Any, key: str, share: int, shares: int) -> Done:
     """On an executor: re-check the table against the plan, then delete the sub-folders that are
-    this share's (``_share_of``), several at once (a table with fewer than two: share 0 purges it
-    whole). Each share lists afresh while others delete, so a share is chosen by the folder's
-    name, never by its place in a listing: one that shifted would skip folders, and leave them
-    all to the single task that finishes the location. One that appears meanwhile is left to
-    that final purge."""
+    this share's (``_share_of_listing``), several at once (a table with fewer than two: share 0
+    purges it whole). One that appears meanwhile is left to the final purge of the location."""
     spec = plan.value
     item = spec["items"].get(key)
     refused = "refused: not in this vacuum's plan" if item is None else _refusal(item)
@@ -505,19 +501,29 @@ def _delete_share(plan: Any, key: str, share: int, shares: int) -> Done:
         files, size, error, _ = _purge_location(spec["root"], item, False)
         return (files, size, error, True)
     inside = item["location"].rstrip("/") + "/"
-    folders = [p for p in pieces if _share_of(p, shares) == share]
+    local = fs.is_local(spec["root"])
+    folders = _share_of_listing(pieces, share, shares, local)
     outside = next((f for f in folders if not f.startswith(inside)), None)
     if outside is not None:
         return (0, 0, f"refused: {outside} is not inside {item['location']}", False)
-    outcomes = fs.purge_each(spec["root"], folders)
+    outcomes = fs.purge_each(spec["root"], folders, keep=local)
     error = next((o.error for o in outcomes if o.error is not None), None)
     return (sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error, False)
 
 
-def _share_of(folder: str, shares: int) -> int:
-    """The share a sub-folder belongs to: the same in every process (Python's own string hash
-    is salted per process), and spread evenly over names like ``w00001``, ``w00002``."""
-    return zlib.crc32(folder.encode()) % shares
+def _share_of_listing(pieces: list[str], share: int, shares: int, local: bool) -> list[str]:
+    """The sub-folders share ``share`` of ``shares`` deletes, out of a listing it made itself while
+    other shares delete. Every share must pick from the same listing, or a folder may fall
+    between two (and be left, with all such, to the one task that finishes the location).
+
+    On a local disk each share empties its folders but keeps them (the finish removes them), so
+    every share lists the same folders, and takes every ``shares``-th: evenly. An object store
+    has no empty folders to keep, so there a share takes the folders whose name's CRC falls to
+    it: the same in every process (Python's own hash is salted per process), evenly spread over
+    many random ids, less so over a few."""
+    if local:
+        return sorted(pieces)[share::shares]
+    return [p for p in pieces if zlib.crc32(p.encode()) % shares == share]
 
 
 def _add(a: Done, b: Done) -> Done:

@@ -444,7 +444,11 @@ def test_shares_of_a_flat_table_running_side_by_side_each_find_their_folders(tmp
     with ThreadPoolExecutor(2) as pool:  # two at a time, as on two cores
         done = list(pool.map(lambda j: vacuum_job._delete_share(plan, "purge:t1", j, 8), range(8)))
     assert [d[2] for d in done] == [None] * 8 and not any(d[3] for d in done)
-    assert sum(d[0] for d in done) == 900 and os.listdir(loc) == []
+    assert sum(d[0] for d in done) == 900 and _files_under(loc) == 0
+
+
+def _files_under(folder: Path) -> int:
+    return sum(len(files) for _, _, files in os.walk(folder))
 
 
 def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
@@ -462,24 +466,29 @@ def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
 
 
 def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path: Path) -> None:
-    """Tasks run in waves, and each share lists the table afresh while earlier ones have deleted
-    folders. Shares chosen by place in the listing then skipped a third of the folders (all left
-    to the one task that finishes the location); chosen by name, together they take every one."""
+    """Tasks run in waves, and each share lists the table afresh while earlier ones have deleted.
+    Shares chosen by place in a listing that shrank skipped a third of the folders (all left to
+    the one task that finishes the location); now every share sees the same folders (emptied,
+    kept for the finish), so between them they take every one, and as many each."""
     from types import SimpleNamespace
 
     from spark_ops import vacuum_job
     root = tmp_path / "warehouse"
     loc = root / "t1"
     for w in range(40):
-        (loc / "_writes" / f"w{w:05d}").mkdir(parents=True)
-        (loc / "_writes" / f"w{w:05d}" / "part-0.parquet").write_bytes(b"abc")
+        folder = loc / "_writes" / f"{w * 0x9E3779B97F4A7C15 % 2**64:016x}"  # random-looking ids, as real ones
+        folder.mkdir(parents=True)
+        (folder / "part-0.parquet").write_bytes(b"abc")
     plan = SimpleNamespace(value={"root": str(root), "items": {
         "purge:t1": {"location": str(loc), "dropped_at": 1, "watermark": 2}}})
     done = [vacuum_job._delete_share(plan, "purge:t1", j, 8) for j in range(8)]
     assert [d[2] for d in done] == [None] * 8
     assert sum(d[0] for d in done) == 40 and sum(d[1] for d in done) == 120
-    assert os.listdir(loc / "_writes") == []
-    assert all(0 < d[0] < 10 for d in done)  # spread out, not all on a few shares
+    assert [d[0] for d in done] == [5] * 8
+    assert len(os.listdir(loc / "_writes")) == 40 and _files_under(loc) == 0  # emptied, kept
+    # The finish removes them: nothing more to count, and the location is gone.
+    assert vacuum_job._finish_purge(plan, "purge:t1", (40, 120, None, False)) == ("purge:t1", 40, 120, None, None, 0)
+    assert not loc.exists()
 
 
 @pytest.mark.spark
