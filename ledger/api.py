@@ -36,7 +36,7 @@ from .core.versions import (
     RenewWrite, RestoreVersion,
 )
 from .core.warehouse import MoveWarehouse
-from .errors import InvalidArgument, InvalidTime, LedgerNotFound, SnapshotGone, WarehouseMismatch
+from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .store import EventStore
@@ -416,12 +416,9 @@ class Ledger(Catalog):
             target = self.store.seq_at(to_micros(time))
         return AsOf(self.store, lambda: self._state_at(target), self._recorded_root)
 
+    @recovering  # the present's stored snapshot may be replaced while the past is folded
     def _state_at(self, seq: int) -> State:
-        try:
-            return self.runner.state_at(seq)
-        except SnapshotGone:  # the present's stored snapshot was replaced while the past was folded
-            self.runner.recover()
-            return self.runner.state_at(seq)
+        return self.runner.state_at(seq)
 
     def _recover(self) -> None:
         self.runner.recover()

@@ -449,9 +449,9 @@ def _finishing_tasks(context: Any, shares: dict[Any, int]) -> int:
 
 def _share_out(context: Any, plan: Any, shares: dict[str, int]) -> list[tuple]:
     """Each table's sub-folders shared out over ``shares[key]`` tasks (``_share_of_listing``; a
-    table with fewer than two is purged whole by share 0), each deleting several at once; the totals summed per table on the executors; then one
-    task per table purges what is left (files at the top, empty folders, any late file) and
-    removes the location."""
+    table with fewer than two is purged whole by share 0), each deleting several at once; the
+    totals summed per table on the executors; then one task per table purges what is left (files
+    at the top, emptied folders, any late file) and removes the location."""
     work = [(key, j, k) for key, k in sorted(shares.items()) for j in range(k)]
     return (context.parallelize(work, len(work))
             .map(lambda share: (share[0], _delete_share(plan, *share)))
@@ -506,9 +506,13 @@ def _delete_share(plan: Any, key: str, share: int, shares: int) -> Done:
     outside = next((f for f in folders if not f.startswith(inside)), None)
     if outside is not None:
         return (0, 0, f"refused: {outside} is not inside {item['location']}", False)
-    outcomes = fs.purge_each(spec["root"], folders, keep=local)
+    return (*_totals(fs.purge_each(spec["root"], folders, keep=local)), False)
+
+
+def _totals(outcomes: list[fs.Outcome]) -> tuple[int, int, str | None]:
+    """Files and bytes deleted by several purges, and the first error among them."""
     error = next((o.error for o in outcomes if o.error is not None), None)
-    return (sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error, False)
+    return sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error
 
 
 def _share_of_listing(pieces: list[str], share: int, shares: int, local: bool) -> list[str]:
@@ -598,8 +602,7 @@ def _delete_folders(root: str, item: dict[str, Any], dry_run: bool) -> tuple:
     outcomes = fs.purge_each(root, list(item["folders"]), dry_run=dry_run)
     if listing is not None:
         listing.extend(tuple(entry) for outcome in outcomes for entry in outcome.listing or ())
-    error = next((o.error for o in outcomes if o.error is not None), None)
-    return (sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error, listing)
+    return (*_totals(outcomes), listing)
 
 
 # --- a dry run's listing, as a dataset ------------------------------------------------------
