@@ -117,10 +117,17 @@ class Guard:
         """R3 and R8: purged, or dropped at or before its effective watermark: never coming back."""
         if inst.purged_at is not None:
             return True
-        if inst.dropped_at is None:
+        dropped = inst.dropped_at
+        if dropped is None:
             return False
-        mark = self.effective_watermark(inst)
-        return mark is not None and inst.dropped_at <= mark
+        # Blocked if *any* covering mark reaches the drop, the latest one included. The ledger's
+        # is asked first and usually decides: replay asks this of every purge.
+        marks = self.watermarks
+        mark = marks.get("ledger")
+        if mark is not None and dropped <= mark.to:
+            return True
+        return any(mark is not None and dropped <= mark.to
+                   for mark in map(marks.get, self.covering_scopes(inst)[1:]))
 
     def status(self, inst: Guarded) -> str:
         """``live``, ``dropped`` (restorable), ``blocked`` (behind a watermark) or ``purged``."""
