@@ -37,6 +37,7 @@ from .core.versions import (
 )
 from .core.warehouse import MoveWarehouse
 from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
+from . import names
 from .names import LEDGER, Scope
 from .runner import Runner
 from .store import EventStore
@@ -288,7 +289,8 @@ class Ledger(Catalog):
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                      limit: int | None = None, override_floor: bool = False,
                      lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS), uncommitted: bool = True,
-                     only_uncommitted: bool = False, grace: Duration | None = None) -> VacuumOrder:
+                     only_uncommitted: bool = False, grace: Duration | None = None,
+                     run_id: str | None = None) -> VacuumOrder:
         """Decide a plan and durably advance its watermarks and marks, and record its sweeps,
         before any file is touched (R2, R13, R15).
 
@@ -297,10 +299,14 @@ class Ledger(Catalog):
         lease (renew it with ``renew_vacuum``) that keeps other vacuums off its tables.
         ``uncommitted`` (default on) also sweeps abandoned writes and cleans committed write
         folders of stragglers older than ``grace`` (default 6h); ``only_uncommitted`` does only that.
+
+        ``run_id`` (default: a fresh one, see ``new_run_id``) names the run. A caller that must
+        release the lease if it is stopped (a Ctrl-C handler) chooses it first, so it knows the id
+        even if it is stopped the moment the start lands; an id already on record is refused.
         """
         seconds = max(1, int(parse_duration(lease).total_seconds()))
         command = self._start_command(retention, database, limit, override_floor, seconds, uncommitted,
-                                      only_uncommitted, grace)
+                                      only_uncommitted, grace, run_id)
         return self._order(self.runner.run(command), recorded=True)
 
     def _order(self, plan: VacuumPlan, *, recorded: bool) -> VacuumOrder:
@@ -330,15 +336,20 @@ class Ledger(Catalog):
                                             tuple((t, tuple(w), f, b) for t, w, f, b in stragglers)))
 
     @staticmethod
+    def new_run_id() -> str:
+        """A vacuum run id no other run has: the UTC start time, then 8 random hex digits."""
+        return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+    @staticmethod
     def _start_command(retention: Duration | None, database: str | None, limit: int | None,
                        override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,
-                       grace: Duration | None) -> Any:
+                       grace: Duration | None, run_id: str | None = None) -> Any:
+        run_id = Ledger.new_run_id() if run_id is None else names.run_id(run_id)
         seconds = None if retention is None else int(parse_duration(retention).total_seconds())
         grace_seconds = DEFAULT_GRACE_SECONDS if grace is None else int(parse_duration(grace).total_seconds())
         for name, flag in (("uncommitted", uncommitted), ("only_uncommitted", only_uncommitted)):
             if not isinstance(flag, bool):
                 raise InvalidArgument(f"{name} must be True or False, got {flag!r}")
-        run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
         return lambda now: StartVacuum(run_id, now, seconds, override_floor, database, limit, lease_seconds,
                                        uncommitted or only_uncommitted, only_uncommitted, grace_seconds)
 

@@ -25,6 +25,8 @@ from .errors import InvalidName, InvalidScope
 MAX_IDENTIFIER = 64
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TABLE_ID = re.compile(r"[0-9a-f]{16}")
+MAX_RUN_ID = 100
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 
 
 def database_name(text: object) -> str:
@@ -55,6 +57,15 @@ def table_id(text: object) -> str:
     if not isinstance(text, str) or not _TABLE_ID.fullmatch(text.strip().lower()):
         raise InvalidName(f"{_shown(text)} is not a table id (ids are 16 hex digits, see show-dropped)")
     return text.strip().lower()
+
+
+def run_id(text: object) -> str:
+    """Validate a vacuum run id chosen by the caller: it is shown in reports, history and lease
+    messages, so it is plain text (letters, digits, ``.``, ``_``, ``:``, ``-``), kept as given."""
+    if not isinstance(text, str) or not 0 < len(text) <= MAX_RUN_ID or not _RUN_ID.fullmatch(text):
+        raise InvalidName(f"{_shown(text)} is not a vacuum run id: use 1 to {MAX_RUN_ID} ASCII letters, "
+                          "digits, '.', '_', ':' or '-', starting with a letter or digit")
+    return text
 
 
 def _identifier(text: object, what: str) -> str:

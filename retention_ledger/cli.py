@@ -130,7 +130,8 @@ class _SparkGuard:
     tracebacks; and py4j's and PySpark's own log records go to the JVM's log file, not stderr.
 
     PySpark puts its own SIGINT handler in when its context starts; call ``started`` right
-    after the session is up, to put ours back. ``run`` is set once a vacuum is on record."""
+    after the session is up, to put ours back. ``run`` is the id the vacuum will record, set
+    before it is started: a release of a run not (yet) on record is refused, and that is fine."""
 
     def __init__(self, name: str, ledger_path: str) -> None:
         self.name, self.ledger_path = name, ledger_path
@@ -576,9 +577,10 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     with _SparkGuard("vacuum", led.path) as guard:
         spark = local_session(jvm_log=jvm_log())
         guard.started()
+        # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
+        guard.run = None if dry_run else Ledger.new_run_id()
         with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
-            report = vacuum(spark, led, dry_run=dry_run, progress=progress,
-                            on_start=lambda order: setattr(guard, "run", order.run_id), **options)
+            report = vacuum(spark, led, dry_run=dry_run, progress=progress, run_id=guard.run, **options)
     ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
     if report.failures:
         first = report.failures[0]

@@ -78,6 +78,7 @@ class Facts:
     purged_dropped: str
     purged_at: str
     purge_mark: str
+    purge_run: str
     blocked: str
     blocked_dropped: str
     blocked_mark: str
@@ -171,7 +172,7 @@ def _prepare(led: Ledger, clock: ManualClock) -> Facts:
         dir="",  # set per test, to that test's tmp_path
         live=live.id,
         purged=purged.id, purged_dropped=_iso(purged_drop), purged_at=_iso(purged_view.purged_at),
-        purge_mark=_iso(purged_view.effective_watermark),
+        purge_mark=_iso(purged_view.effective_watermark), purge_run=plan.run_id,
         blocked=blocked.id, blocked_dropped=_iso(blocked_drop), blocked_mark=_iso(blocked_drop),
         old_a=old_a.id, old_dropped=_iso(old_drop), old_mark=_iso(old_drop),
         restorable=restorable.id, reused_old=reused_old.id, reused_new=reused_new.id,
@@ -616,6 +617,16 @@ CATALOGUE: list[Row] = [
       ["vacuum", "--database", "bad-name"], InvalidName, rf"database name 'bad-name' {IDENT}"),
     r("vacuum-database-empty", lambda L, f: L.plan_vacuum(database=""), ["vacuum", "--dry-run", "--database", ""],
       InvalidName, r"database name is empty"),
+    r("vacuum-run-id-with-a-space", lambda L, f: L.start_vacuum(run_id="nightly run"), None,
+      InvalidName, r"'nightly run' is not a vacuum run id: use 1 to 100 ASCII letters, digits"),
+    r("vacuum-run-id-empty", lambda L, f: _vacuum(L, run_id=""), None, InvalidName, r"'' is not a vacuum run id"),
+    r("vacuum-run-id-not-text", lambda L, f: _vacuum(L, run_id=7), None, InvalidName, r"7 is not a vacuum run id"),
+    r("vacuum-run-id-too-long", lambda L, f: L.start_vacuum(run_id="r" * 101), None,
+      InvalidName, r"is not a vacuum run id: use 1 to 100"),
+    # The id of a run already on record (here: finished) is never given to a second one.
+    r("vacuum-run-id-taken", lambda L, f: L.start_vacuum(run_id=f.purge_run), None, InvalidArgument,
+      lambda f: rf"vacuum run id '{f.purge_run}' is taken: a run of that id is already on record; "
+                r"choose another, or leave run_id out for a fresh one"),
     r("finish-vacuum-unknown-run", lambda L, f: L.finish_vacuum("no-such-run", []), None,
       InvalidArgument, r"vacuum run no-such-run is unknown or already finished"),
 

@@ -569,3 +569,54 @@ def test_r4_a_run_whose_lease_ran_out_is_taken_over(ledger_path: Path, clock: Ma
     assert second.resumes == (first.run_id,) and [t.resumed for t in second.targets] == [True]
     assert a.renew_vacuum(first.run_id) is False  # the first learns it no longer holds its tables
     a.close()
+
+
+def test_r10_a_vacuum_run_id_chosen_before_the_start_can_release_its_lease(
+        ledger_path: Path, clock: ManualClock) -> None:
+    """A caller that must release a run's lease if it is stopped (the CLI's Ctrl-C) picks the run
+    id before the start: a release before the start lands is refused and records nothing; once
+    it lands, the release frees the run's tables for the next vacuum at once. An id on record,
+    running or finished, is never given to another run."""
+    from ledger import InvalidArgument
+    with Ledger.open(ledger_path, clock=clock) as led:
+        table = led.create_table("sales.orders")
+        led.drop_table("sales.orders")
+        run_id = Ledger.new_run_id()
+        with pytest.raises(InvalidArgument, match=f"vacuum run {run_id} is unknown"):
+            led.release_vacuum(run_id)  # stopped before the start landed: nothing to release
+        assert led.event_count() == 2
+
+        order = led.start_vacuum(retention="0s", override_floor=True, run_id=run_id)
+        assert order.run_id == run_id and [t.id for t in order.targets] == [table.id]
+        events = led.event_count()
+        with pytest.raises(InvalidArgument, match=f"vacuum run id '{run_id}' is taken"):
+            led.start_vacuum(retention="0s", override_floor=True, run_id=run_id)
+        assert led.event_count() == events
+
+        assert led.release_vacuum(run_id)  # stopped right after: the lease goes at once
+        clock.advance(timedelta(seconds=1))
+        nxt = led.start_vacuum(retention="0s", override_floor=True, run_id="nightly-2026-11-23")
+        assert nxt.run_id == "nightly-2026-11-23" and [t.id for t in nxt.targets] == [table.id]
+        assert led.finish_vacuum(nxt.run_id, [(table.id, 0, 0)]) == 1
+        with pytest.raises(InvalidArgument, match="'nightly-2026-11-23' is taken"):
+            led.start_vacuum(run_id="nightly-2026-11-23")  # finished: still its id for good
+        led.verify()
+
+
+def test_r16_a_second_run_under_an_id_on_record_is_a_corrupt_log(ledger_path: Path, clock: ManualClock) -> None:
+    """The fold re-checks that a run id is used once: a forged start under a finished run's id
+    would make that run's purges and history ambiguous."""
+    from ledger import LedgerCorrupt
+    with Ledger.open(ledger_path, clock=clock) as led:
+        led.create_table("sales.orders")
+        led.drop_table("sales.orders")
+        order = led.start_vacuum(retention="0s", override_floor=True, run_id="nightly")
+        led.finish_vacuum(order.run_id, [(order.targets[0].id, 0, 0)])
+        reader = Ledger.open(ledger_path, clock=clock)
+    seq = forge(ledger_path, stream="vacuums", type="VacuumStarted", schema_version=2,
+                payload='{"run_id": "nightly", "table_ids": []}')
+    with pytest.raises(LedgerCorrupt, match=f"event #{seq} starts vacuum nightly, an id an earlier run already has"):
+        Ledger.open(ledger_path, clock=clock)
+    with pytest.raises(LedgerCorrupt, match=f"event #{seq} starts vacuum nightly"):
+        reader.verify()
+    reader.close()

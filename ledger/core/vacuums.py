@@ -123,6 +123,12 @@ class VacuumRun:
 @attrs.frozen
 class Vacuums:
     runs: Any = mapping(Record(VacuumRun))   # run id -> VacuumRun, runs not yet finished
+    ended: Any = mapping()                   # run id -> when it finished: a run id is used once
+
+    def taken(self, run_id: str) -> bool:
+        """Whether a run of that id is on record, running or finished: a caller that chose its own
+        id (to release the lease should it be stopped) must never find it naming another run."""
+        return run_id in self.runs or run_id in self.ended
 
     def unfinished(self) -> list[VacuumRun]:
         """Runs that started, did not finish, and no later run took over."""
@@ -403,6 +409,9 @@ def _check_lease(seconds: object) -> None:
 # --- decisions -----------------------------------------------------------------------------
 
 def _start(state: State, cmd: StartVacuum) -> Decision:
+    if state.vacuums.taken(cmd.run_id):
+        raise InvalidArgument(f"vacuum run id {cmd.run_id!r} is taken: a run of that id is already on "
+                              "record; choose another, or leave run_id out for a fresh one")
     plan = plan_vacuum(state, cmd)
     if not plan.instances and not plan.expiries and not plan.resumes and not plan.sweeps and not plan.stragglers:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
@@ -490,6 +499,8 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
 # --- fold ----------------------------------------------------------------------------------
 
 def _on_started(b: Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
+    if b.vacuums.taken(e.run_id):
+        raise corrupt(f"event #{seq} starts vacuum {e.run_id}, an id an earlier run already has")
     for id_ in e.table_ids:  # R2 on replay: its watermarks landed first and cover what it lists
         inst = b.tables.instances.get(id_)
         if inst is None or not inst.is_dropped or not b.guard.is_blocked(inst):
@@ -514,6 +525,7 @@ def _on_finished(b: Builder, e: VacuumFinished, seq: int, time: Micros) -> None:
     if e.run_id not in b.vacuums.runs:
         raise corrupt(f"event #{seq} finishes vacuum {e.run_id}, which is not in progress")
     del b.vacuums.runs[e.run_id]
+    b.vacuums.ended[e.run_id] = time
 
 
 CONCERN = Concern(
