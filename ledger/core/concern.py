@@ -21,6 +21,7 @@ Rules of the game, which keep the fold cheap and the concerns honest:
 from __future__ import annotations
 
 import functools
+import operator
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import attrs
@@ -109,7 +110,7 @@ class Record:
     raw: bool = False
 
     def encode(self, value: Any) -> Any:
-        return [getattr(value, name) for name in _field_names(self.cls)]
+        return _fields_of(self.cls)(value)
 
     def decode(self, data: Any) -> Any:
         tuples = _tuple_fields(self.cls)
@@ -121,8 +122,14 @@ class Record:
 
 
 @functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in attrs.fields(cls))
+def _fields_of(cls: type) -> Callable[[Any], tuple]:
+    """A value's fields as a tuple, in order (JSON writes it as a list): ``attrgetter`` does in C
+    what a comprehension of ``getattr`` does four times slower, for every entry of a snapshot."""
+    names = tuple(f.name for f in attrs.fields(cls))
+    if len(names) == 1:
+        get = operator.attrgetter(names[0])
+        return lambda value: (get(value),)
+    return operator.attrgetter(*names)
 
 
 @functools.cache
