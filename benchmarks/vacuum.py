@@ -13,9 +13,12 @@ delta-rs is timed inside its own process, from after ``import deltalake``. Shape
 * ``one-table``: one dropped table whose files sit in ``--folders`` sub-folders (write
   folders, as versioned tables have them: ``_writes/<id>/``, 16 hex digits).
 
-Each shape runs ``--rounds`` times (default 3), every contender once per round, the order
-rotated from round to round, and the median of each is judged: deleting small files is bound by the disk's latency, which
-drifts by tens of percent over a minute here. Contenders, in the same run: ``rm -rf`` of the tree (one process); Python ``os.walk`` +
+Each shape runs ``--rounds`` times (default 3), every contender once per round, in an order
+shuffled afresh each round (seeded, printed), and the median of each is judged: deleting
+small files is bound by the disk's latency, which drifts by tens of percent over a minute
+here, and whoever runs right after a mass deletion meets the journal still settling. (The
+order used to be rotated, which keeps every contender behind the same one in every round:
+``spark_ops.vacuum`` always ran right after delta-rs.) Contenders, in the same run: ``rm -rf`` of the tree (one process); Python ``os.walk`` +
 ``unlink`` in one thread; Python ``scandir`` + ``unlink`` on 8 threads (the folders
 shared out); the ``deltalake`` package's ``vacuum`` (delta-rs, which deletes
 concurrently), on Delta tables whose log references none of the files, with retention
@@ -41,6 +44,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -207,9 +211,10 @@ def timed(call) -> float:
 
 def race(spark, scratch: Path, shape: str, tables: list[list[tuple[str, int]]], python: Path | None,
          rounds: int, delta_timeout: float) -> tuple[dict, set[str]]:
-    """Each contender ``rounds`` times, interleaved, the order rotated each round (whoever runs
-    right after another's mass deletion meets the file system's journal still settling); the
-    median of each, and the contenders stopped at their time limit (delta-rs only)."""
+    """Each contender ``rounds`` times, interleaved, in a new order each round (whoever runs right
+    after another's mass deletion meets the file system's journal still settling, so no
+    contender may always follow the same one); the median of each, and the contenders stopped
+    at their time limit (delta-rs only)."""
     n = sum(c for plan in tables for _, c in plan)
     times: dict[str, list[float]] = {}
     stopped: set[str] = set()
@@ -251,15 +256,18 @@ def race(spark, scratch: Path, shape: str, tables: list[list[tuple[str, int]]], 
     contenders = [plain("rm -rf", rm_rf), plain("os.walk + unlink, 1 thread", unlink_one_thread),
                   plain("scandir + unlink, 8 threads", unlink_eight_threads),
                   *([delta] if python is not None else []), ours]
+    shuffler = random.Random(f"{shape}-{len(contenders)}")
+    orders = []
     for round_ in range(rounds):
-        shift = round_ % len(contenders)
-        for contender in contenders[shift:] + contenders[:shift]:
-            contender(round_)
+        order = shuffler.sample(range(len(contenders)), len(contenders))
+        orders.append(" ".join(map(str, order)))
+        for i in order:
+            contenders[i](round_)
     order = ["rm -rf", "os.walk + unlink, 1 thread", "scandir + unlink, 8 threads", "deltalake vacuum (delta-rs)",
              "spark_ops.vacuum"]
     medians = {name: statistics.median(times[name]) for name in order if name in times}
     print(f"\n{shape}: {len(tables)} table(s), {n:,} files of {len(PAYLOAD)} bytes; median of {rounds} round(s), "
-          "order rotated")
+          f"orders {', '.join(orders)} (of the contenders as listed below)")
     print_table(("contender", "seconds", "files/s", "every round (s)"),
                 [(k, f"> {v:.0f} (stopped)" if k in stopped else v, f"{n / v:,.0f}",
                   " ".join(f"{t:.2f}" for t in times[k])) for k, v in medians.items()])
