@@ -36,8 +36,8 @@ from .core.versions import (
     RenewWrite, RestoreVersion,
 )
 from .core.warehouse import MoveWarehouse
-from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from . import names
+from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .store import EventStore

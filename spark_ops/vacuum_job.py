@@ -225,17 +225,15 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
            dry_run: bool = False, limit: int | None = None, override_floor: bool = False,
            uncommitted: bool = True, only_uncommitted: bool = False, grace: Any = None,
            progress: Progress | None = None,
-           on_start: Callable[[VacuumOrder], None] | None = None,
            run_id: str | None = None,
            listing_dir: str | os.PathLike[str] | None = None,
            listing_threshold: int = LISTING_THRESHOLD_DEFAULT) -> VacuumReport:
     """Purge the dropped tables that are past their retention, expire old versions, and (unless
     ``uncommitted=False``) sweep abandoned writes and stragglers; see the module docstring.
 
-    ``on_start`` is called with the order once it is on record (before any file is touched).
-    A caller that must release the run's lease if it is interrupted chooses ``run_id`` before
-    the call (``Ledger.new_run_id()``): it then knows the id even if it is stopped the moment
-    the start lands, before ``on_start`` runs. A dry run records no run, and ignores it.
+    ``run_id`` names the run (default: a fresh one). A caller that must release the run's lease
+    if it is interrupted chooses it before the call (``Ledger.new_run_id()``): it then knows the
+    id even if it is stopped the moment the start lands. A dry run records no run, and ignores it.
 
     A dry run's executors write what they list to a Parquet dataset (in ``listing_dir``, a new
     folder that must not exist yet; default a fresh temporary one) and send the driver only
@@ -248,8 +246,6 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
                    uncommitted=uncommitted, only_uncommitted=only_uncommitted, grace=grace)
     order = ledger.plan_vacuum(**options) if dry_run else ledger.start_vacuum(run_id=run_id, **options)
     timings["plan"] = time.monotonic() - started
-    if on_start is not None and order.run_id is not None:
-        on_start(order)
     if order.empty and not (dry_run and order.written):
         return _report(order, dry_run, {}, started, timings)
     listing = _listing_folder(listing_dir) if dry_run else None
