@@ -39,10 +39,12 @@ KEYS = st.sampled_from([f"k{i}" for i in range(12)])
 OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "update"]), KEYS, st.integers(0, 9)), max_size=30)
 
 
-@given(st.dictionaries(KEYS, st.integers(0, 9)), OPS)
-def test_a_lazy_map_folded_on_reads_like_the_map_it_stands_for(base: dict[str, int], ops: list) -> None:
+@given(st.dictionaries(KEYS, st.integers(0, 9)), OPS, st.booleans())
+def test_a_lazy_map_folded_on_reads_like_the_map_it_stands_for(base: dict[str, int], ops: list,
+                                                                held: bool) -> None:
+    """Over a stored snapshot's part, or over a dict a replay built (``Base.held``)."""
     model = Map(base)
-    found, _ = lazy(base)
+    found = LazyMap(Base.held(dict(base))) if held else lazy(base)[0]
     for op, key, value in ops:
         if op == "update":
             model, found = model.update({key: value}), found.update({key: value})
@@ -72,6 +74,16 @@ def test_only_the_keys_asked_for_are_read_and_each_once() -> None:
     assert changed["k7"] == 7 and source.gets == 3  # a map folded from the same base shares its reads
     assert len(changed) == 1000 and source.scans == 0
     assert sum(changed.values()) == sum(range(1000)) - 9 + 90 and source.scans == 1
+
+
+def test_a_held_base_is_complete_and_stored_nowhere() -> None:
+    entries = {f"k{i}": i for i in range(5)}
+    base = Base.held(entries)
+    assert not base.stored and lazy(entries)[0].base.stored
+    found = LazyMap(base).update({"k9": 9})
+    assert found["k3"] == 3 and "zz" not in found and len(found) == 6
+    assert dict(found.items()) == {**entries, "k9": 9}
+    assert entries == {f"k{i}": i for i in range(5)}  # folding on never changes the dict it holds
 
 
 def test_a_source_short_of_its_recorded_entries_is_snapshot_gone() -> None:

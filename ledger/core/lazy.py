@@ -12,6 +12,10 @@ A ``LazyMap`` stands where a slice's persistent map would, answering from:
   decoded the first time each key is asked for. Decoded entries are cached in an object
   that every map folded from the same base shares: the base never changes.
 
+A replay from nothing builds its maps as plain dicts; a big one becomes the *held* base of
+a ``LazyMap`` (``Base.held``), stored nowhere and complete from the start, rather than being
+copied into a persistent map (that copy was about a tenth of a million-event replay).
+
 Anything that walks the whole map (a vacuum's plan, a history snapshot, ``verify``)
 reads the base once, in full, and from then on the map answers from memory.
 
@@ -63,6 +67,19 @@ class Base:
         """key -> decoded value, or GONE for a key asked for and not in the snapshot."""
         self.complete = False
 
+    @classmethod
+    def held(cls, entries: dict[str, Any]) -> Base:
+        """A base of entries held in memory, stored in no snapshot (``stamp`` None). It takes
+        ``entries`` over: nothing may change the dict afterwards."""
+        base = cls(_HELD, _never_decoded, len(entries), None)
+        base.found, base.complete = entries, True
+        return base
+
+    @property
+    def stored(self) -> bool:
+        """Whether the entries come from a stored snapshot (which archived what it had purged)."""
+        return self.stamp is not None
+
     def get(self, key: str) -> Any:
         found = self.found.get(key, _ABSENT)
         if found is _ABSENT:
@@ -94,6 +111,24 @@ class Base:
             found = {key: value for key, value in found.items() if value is not GONE}
         base.found, base.complete = found, self.complete
         return base
+
+
+class _Held:
+    """The source of a held base: complete from the start, so never read."""
+    failed: str | None = None
+
+    def get(self, key: str) -> bytes | None:
+        raise AssertionError("a held base is never read from a source")
+
+    def scan(self) -> Iterator[tuple[str, bytes]]:
+        raise AssertionError("a held base is never read from a source")
+
+
+_HELD = _Held()
+
+
+def _never_decoded(key: str, data: bytes) -> Any:
+    raise AssertionError("a held base is never decoded")
 
 
 class _Reads(ABC):

@@ -418,7 +418,8 @@ class Tables:
         instances = self.instances
         # Read from a stored snapshot, which archived every purge before it: only the instances
         # changed since can have been purged since.
-        changed = instances.changes.values() if isinstance(instances, LazyMap) else instances.values()
+        stored = isinstance(instances, LazyMap) and instances.base.stored
+        changed = instances.changes.values() if stored else instances.values()
         purged = [i for i in changed if i is not GONE and i.purged_at is not None]
         if not purged:
             return self
