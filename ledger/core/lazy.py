@@ -58,22 +58,22 @@ class Base:
 
     __slots__ = ("source", "decode", "size", "stamp", "found", "complete")
 
-    def __init__(self, source: Source, decode: Callable[[str, bytes], Any], size: int, stamp: object) -> None:
+    def __init__(self, source: Source, decode: Callable[[str, bytes], Any], size: int, stamp: object,
+                 everything: dict[str, Any] | None = None) -> None:
+        """``everything``: every entry, already decoded (the base is then complete, and takes the
+        dict over: nothing may change it afterwards)."""
         self.source = source
         self.decode = decode
         self.size = size
         self.stamp = stamp
-        self.found: dict[str, Any] = {}
+        self.found: dict[str, Any] = {} if everything is None else everything
         """key -> decoded value, or GONE for a key asked for and not in the snapshot."""
-        self.complete = False
+        self.complete = everything is not None
 
     @classmethod
     def held(cls, entries: dict[str, Any]) -> Base:
-        """A base of entries held in memory, stored in no snapshot (``stamp`` None). It takes
-        ``entries`` over: nothing may change the dict afterwards."""
-        base = cls(_HELD, _never_decoded, len(entries), None)
-        base.found, base.complete = entries, True
-        return base
+        """A base of entries held in memory, stored in no snapshot (``stamp`` None)."""
+        return cls(_HELD, _never_decoded, len(entries), None, entries)
 
     @property
     def stored(self) -> bool:

@@ -161,9 +161,7 @@ def rebased(written: Stored, part: Callable[[str], Source], stamp: object) -> St
         entries = codec.entries(value)
         if isinstance(entries, LazyMap):
             return codec.stored(LazyMap(entries.base.rebased(part(name), entries.changes, counts[name], stamp)))
-        base = Base(part(name), _decoder(codec), counts[name], stamp)
-        base.found, base.complete = dict(entries.items()), True
-        return codec.stored(LazyMap(base))
+        return codec.stored(LazyMap(Base(part(name), _decoder(codec), counts[name], stamp, dict(entries.items()))))
 
     return _mapped(written.state, rebase)
 
