@@ -9,6 +9,7 @@ fold of the log up to that point by construction.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
@@ -145,11 +146,19 @@ class Catalog(ABC):
         return files
 
     def _manifest(self, digest: str) -> list[tuple[str, int]]:
+        """A stored file list, checked against the digest its hashed commit carries every time it is
+        read: an edited list must never make a read return fewer rows (R11), nor make the vacuum
+        take a file the log names for a straggler (R15)."""
         data = self.store.read_blob(digest)
-        if data is None:
-            raise LedgerCorrupt(f"{self.store.path}: the file list {digest} is missing; restore the ledger file "
-                                "from a backup")
-        return parse_manifest(data)
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            what = "is missing" if data is None else "does not match the digest its commit carries (it was edited)"
+            raise LedgerCorrupt(f"{self.store.path}: the file list {digest} {what}; restore the ledger file "
+                                "from a backup (retention-ledger verify says what else is wrong)")
+        try:
+            return parse_manifest(data)
+        except (ValueError, TypeError) as exc:
+            raise LedgerCorrupt(f"{self.store.path}: the file list {digest} cannot be read ({exc}); restore the "
+                                "ledger file from a backup") from None
 
 
 T = TypeVar("T")

@@ -24,6 +24,11 @@ Clock = Callable[[], datetime]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
+MAX_MICROS: Micros = 253_402_300_799_999_999
+"""9999-12-31T23:59:59.999999Z, the last instant a ``datetime`` can show: a time the ledger
+would record past it (a lease from a clock near the end of time) is refused before it is
+written, or every later read of it would fail."""
+
 
 def system_clock() -> datetime:
     return datetime.now(timezone.utc)

@@ -301,3 +301,40 @@ def test_r15_a_stale_lock_is_reclaimed_after_its_lease_with_no_manual_unlock(tmp
         assert [w for w, _, _ in order.sweeps[0].writes] == [write_id]
         assert led.open_writes() == [] and not os.path.exists(stale.folder)
         led.verify()
+
+
+# --- a sweep on record whose folders are not gone: the next vacuum finishes it (R10, R15) --------
+
+@pytest.mark.spark
+def test_r10_r15_a_sweep_recorded_by_a_run_that_died_is_finished_by_the_next_vacuum(spark, led, clock) -> None:
+    abandoned, _ = begin_with_files(led)
+    led.abort_write(abandoned.id)
+    dead = led.start_vacuum(only_uncommitted=True)  # the sweep is on record; then the run dies
+    assert [w for w, _, _ in dead.sweeps[0].writes] == [abandoned.id]
+    assert os.path.isdir(abandoned.folder)
+    clock.advance(timedelta(minutes=11))  # its lease runs out
+
+    report = vacuum(spark, led)
+    assert report.resumed_runs == (dead.run_id,)
+    [swept] = report.swept
+    assert swept.ok and swept.files == 2 and [w for w, _ in swept.writes] == [abandoned.id]
+    assert not os.path.exists(abandoned.folder)
+    again = vacuum(spark, led, dry_run=True)
+    assert again.swept == () and again.resumed_runs == ()
+    assert led.verify().events == led.event_count()
+
+
+def test_r15_a_swept_folder_whose_deletion_failed_is_deleted_by_the_next_sweep(led, clock) -> None:
+    abandoned, _ = begin_with_files(led)
+    led.abort_write(abandoned.id)
+    first = led.start_vacuum(only_uncommitted=True)
+    led.finish_vacuum(first.run_id, [], failed=1)  # deleting its folder failed: nothing recorded gone
+    assert os.path.isdir(abandoned.folder)
+
+    order = sweep_now(led)
+    assert [(w, why) for w, _, why in order.sweeps[0].writes] == \
+        [(abandoned.id, "swept by an earlier run that did not delete its folder")]
+    assert not os.path.exists(abandoned.folder)
+    assert sweep_now(led).sweeps == ()  # recorded deleted: never planned again
+    assert [e.type for e in led.history(type="WritesSwept")] == ["WritesSwept"]  # swept once, not twice
+    led.verify()

@@ -16,7 +16,7 @@ from ledger import Ledger, ManualClock
 from ledger.clock import iso_utc
 from ledger.errors import (
     InvalidArgument, InvalidTime, LedgerCorrupt, TableDataMissing, TableNotFound, VersionExpired,
-    VersionNotFound, WriteClosed,
+    VersionNotFound, WriteClosed, WriteExpired,
 )
 from spark_ops import read_table, vacuum, write_table
 from tests.conftest import T0
@@ -391,3 +391,139 @@ def test_r16_verify_refuses_a_file_list_that_was_edited_or_is_missing(tmp_path: 
     with Ledger.open(path, clock=clock) as led:
         with pytest.raises(LedgerCorrupt, match="file list of .* version 1 .* does not match its digest"):
             led.verify()
+
+
+# --- defects found by hostile testing (issue 25; each test failed before its fix) ---------------
+
+def _forge_blob(path: Path, files: list[tuple[str, int]]) -> str:
+    """Store a file list as a forger would (attachments are content-addressed: insert-only)."""
+    from ledger.core.versions import manifest
+    digest, data = manifest(files)
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", (digest, data))
+    raw.commit()
+    raw.close()
+    return digest
+
+
+def _committed(table_id: str, number: int, write_id: str, digest: str, files: int, size: int) -> str:
+    return (f'{{"table_id":"{table_id}","number":{number},"mode":"append","write_id":"{write_id}",'
+            f'"manifest":"{digest}","files":{files},"bytes":{size}}}')
+
+
+@pytest.mark.parametrize("named", ["other-write", "other-table"])
+def test_r14_r16_verify_refuses_a_chained_commit_naming_a_file_its_write_could_not_have_written(
+        tmp_path: Path, clock, named: str) -> None:
+    from tests.forge import forge
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        mine = led.create_table("sales.orders")
+        theirs = led.create_table("sales.other")
+        w, other = led.begin_write("sales.orders"), led.begin_write("sales.orders")
+        led.verify()
+    target = f"{other.relative_folder}/part-0.bin" if named == "other-write" else f"../{theirs.id}/part-0.bin"
+    digest = _forge_blob(path, [(target, 5)])
+    forge(path, stream=f"data:{mine.id}", type="VersionCommitted", payload=_committed(mine.id, 1, w.id, digest, 1, 5))
+    with Ledger.open(path, clock=clock) as led:
+        with pytest.raises(LedgerCorrupt, match=r"version 1 .* is not one its commit could have made: .*R14"):
+            led.verify()
+
+
+def test_r14_r16_a_chained_write_begun_in_another_writes_folder_is_a_corrupt_log(tmp_path: Path, clock) -> None:
+    """The worst of them: a forged write in the current version's folder, once its lease ran out,
+    had the next vacuum sweep the folder and delete the current version's files."""
+    from tests.forge import forge
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        table = led.create_table("sales.orders")
+        committed = led.begin_write("sales.orders")
+        led.commit_write(committed.id, [(f"{committed.relative_folder}/a.bin", 1)])
+    forge(path, stream=f"data:{table.id}", type="WriteBegun",
+          payload=f'{{"write_id":"forged","table_id":"{table.id}","folder":"{committed.relative_folder}",'
+                  f'"lease_seconds":1,"expires_at":1}}')
+    with pytest.raises(LedgerCorrupt, match=r"begins write 'forged' in folder .* not its own .*R14"):
+        Ledger.open(path, clock=clock)
+
+
+def test_r11_r16_an_edited_file_list_is_refused_by_every_read_and_by_the_vacuum(
+        tmp_path: Path, clock) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        os.makedirs(w.folder)
+        for name in ("a.bin", "b.bin"):
+            Path(w.folder, name).write_bytes(b"x")
+        led.commit_write(w.id, [(f"{w.relative_folder}/a.bin", 1), (f"{w.relative_folder}/b.bin", 1)])
+    raw = sqlite3.connect(path)  # the list now names a.bin only: a read would lose b's rows
+    raw.execute("DROP TRIGGER blobs_no_update")
+    raw.execute("UPDATE blobs SET data = ?", (f'[["{w.relative_folder}/a.bin",1]]'.encode(),))
+    raw.commit()
+    raw.close()
+    clock.advance(DAY)  # b.bin, unnamed by the edited list, is past the straggler grace period
+    with Ledger.open(path, clock=clock) as led:
+        with pytest.raises(LedgerCorrupt, match="does not match the digest its commit carries"):
+            led.versions("sales.orders")[0].files
+        with pytest.raises(LedgerCorrupt, match="does not match the digest"):
+            led.version("sales.orders").files
+        with pytest.raises(LedgerCorrupt, match="does not match the digest"):
+            led.start_vacuum(only_uncommitted=True)
+    assert Path(w.folder, "b.bin").exists()
+
+
+def test_r14_sizes_past_what_the_ledger_can_record_are_refused_typed(led) -> None:
+    led.create_table("sales.orders")
+    w = led.begin_write("sales.orders")
+    count = led.event_count()
+    for files in ([(f"{w.relative_folder}/a.bin", 2 ** 64)],
+                  [(f"{w.relative_folder}/a.bin", 2 ** 62), (f"{w.relative_folder}/b.bin", 2 ** 62)]):
+        with pytest.raises(InvalidArgument, match=r"2\*\*63-1"):
+            led.commit_write(w.id, files)
+    assert led.event_count() == count
+    assert led.commit_write(w.id, [(f"{w.relative_folder}/a.bin", 2 ** 63 - 1)]).bytes == 2 ** 63 - 1
+
+
+def test_r14_a_clock_near_the_end_of_time_refuses_a_lease_before_writing_anything(tmp_path: Path) -> None:
+    clock = ManualClock(datetime.max.replace(tzinfo=T0.tzinfo) - timedelta(hours=1))
+    with Ledger.open(tmp_path / "ledger.db", clock=clock) as led:
+        led.create_table("sales.orders")
+        count = led.event_count()
+        with pytest.raises(InvalidTime, match="would run past 9999-12-31T23:59:59.999999Z"):
+            led.begin_write("sales.orders")
+        assert led.event_count() == count and led.open_writes() == []
+        w = led.begin_write("sales.orders", lease="30m")
+        clock.advance(timedelta(minutes=45))
+        with pytest.raises(InvalidTime, match="renew write"):
+            led.renew_write(w.id)
+        assert [x.id for x in led.open_writes()] == [w.id]
+
+
+def test_r10_the_warehouse_does_not_move_under_open_writes(tmp_path: Path, clock) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        count = led.event_count()
+        with pytest.raises(InvalidArgument, match=rf"while 1 write\(s\) are open: {w.id} \(sales.orders\)"):
+            led.move_warehouse(tmp_path / "moved")
+        assert led.event_count() == count and led.warehouse == str(tmp_path / "warehouse")
+        led.abort_write(w.id)
+        assert led.move_warehouse(tmp_path / "moved") == str(tmp_path / "moved")
+
+
+def test_r4_r10_a_write_begun_while_a_move_was_decided_is_never_committed(tmp_path: Path, clock) -> None:
+    """The move decided on no open writes; a write began before it landed: the commit is refused,
+    since the job wrote under the old root, where no vacuum looks."""
+    from ledger.core.warehouse import MoveWarehouse
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table("sales.orders")
+        move = led.runner.prepare(MoveWarehouse(led.warehouse, str(tmp_path / "moved")))
+        w = led.begin_write("sales.orders")
+        led.runner.commit(move)
+        assert led.warehouse == str(tmp_path / "moved")
+        count = led.event_count()
+        with pytest.raises(WriteExpired, match="the warehouse moved to .* after the write began"):
+            led.commit_write(w.id, [(f"{w.relative_folder}/a.bin", 1)])
+        assert led.event_count() == count
+        led.verify()

@@ -24,6 +24,7 @@ import attrs
 from ..chain import ChainCheck, consistency_proof, root_of_leaves, leaf, verify_consistency
 from ..core import snapshot
 from ..core.model import State, fold_rows
+from ..core.versions import manifest_problem, parse_manifest
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, SnapshotGone
 from ..runner import HISTORY_PREFIX, Runner
 from ..store import EventStore
@@ -155,15 +156,23 @@ def _prove_extension(store: EventStore, cp: Checkpoint, hashes: list[bytes]) -> 
 
 
 def _check_manifests(store: EventStore, state: State) -> None:
-    """Every file list a commit names is stored, and hashes to the digest the event carries."""
+    """Every file list a commit names is stored, hashes to the digest the event carries, and names
+    only what the commit may name (R14: its own write's folder; ``versions.manifest_problem``)."""
     for v in state.data.versions.values():
         if v.manifest is None:
             continue
         data = store.read_blob(v.manifest)
+        where = f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest})"
         if data is None or hashlib.sha256(data).hexdigest() != v.manifest:
             what = "is missing" if data is None else "does not match its digest"
-            raise LedgerCorrupt(f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest}) "
-                                f"{what}; restore the ledger file from a backup")
+            raise LedgerCorrupt(f"{where} {what}; restore the ledger file from a backup")
+        try:
+            problem = manifest_problem(state, v, parse_manifest(data))
+        except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
+            problem = f"cannot be read ({exc})"
+        if problem is not None:
+            raise LedgerCorrupt(f"{where} is not one its commit could have made: {problem} (R14); restore the "
+                                "ledger file from a backup")
 
 
 def _check_snapshot(runner: Runner, fresh: State) -> bool:

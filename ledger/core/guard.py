@@ -26,6 +26,7 @@ from ..errors import InvalidArgument, InvalidRetention, InvalidTime, TableNotFou
 from ..names import Scope
 from .concern import Concern, Decision, Record, corrupt, mapping
 from .events import UPCASTERS, event
+from .streams import retention_stream, watermark_stream
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -35,13 +36,6 @@ DEFAULT_RETENTION_SECONDS = 7 * 86_400
 RETENTION_FLOOR_SECONDS = 86_400
 
 
-def watermark_stream(scope: object) -> str:
-    """Each scope's watermark is a stream of its own: an undrop reads exactly the three that guard it."""
-    return f"watermark:{scope}"
-
-
-def retention_stream(scope: object) -> str:
-    return f"retention:{scope}"
 
 
 # --- events --------------------------------------------------------------------------------

@@ -38,11 +38,11 @@ from .fold import gc_paused
 from .lazy import GONE, Base, LazyMap, Source
 from .model import CONCERNS, State
 
-FORMAT = 8
+FORMAT = 9
 """Of history snapshots (one document each). A state's shape changed means a new format: a
-snapshot of the old shape is ignored and rebuilt from the log (8: ``Vacuums.ended``)."""
-KEYED_FORMAT = 9
-"""Of the stored, keyed snapshot of the present (9: ``Vacuums.ended``)."""
+snapshot of the old shape is ignored and rebuilt from the log (9: the warehouse's ``moved_at``)."""
+KEYED_FORMAT = 10
+"""Of the stored, keyed snapshot of the present (10: the warehouse's ``moved_at``)."""
 STREAMS = "streams"
 """The part holding each stream's version."""
 _STREAMS = MapOf(PLAIN)

@@ -33,12 +33,12 @@ from .concern import IDS, Concern, Decision, Record, corrupt, mapping
 from .events import as_ids, event
 from .fold import set_or_delete
 from .lazy import GONE, LazyMap
+from .streams import CATALOG_STREAM
 
 if TYPE_CHECKING:
     from .fold import Builder
     from .model import State
 
-CATALOG_STREAM = "catalog"
 
 
 # --- events --------------------------------------------------------------------------------

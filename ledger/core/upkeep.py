@@ -14,11 +14,11 @@ import attrs
 
 from .concern import Concern, corrupt, mapping
 from .events import event
+from .streams import LEDGER_STREAM
 
 if TYPE_CHECKING:
     from .fold import Builder
 
-LEDGER_STREAM = "ledger"
 
 
 @event("LedgerUpgraded")

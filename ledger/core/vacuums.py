@@ -34,9 +34,10 @@ from ..errors import InvalidArgument, PurgeRefused
 from ..names import database_name
 from .concern import Concern, Decision, Record, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
-from .guard import advance, check_retention, retention_stream, watermark_stream
-from .tables import CATALOG_STREAM, Instance, check_counts, guard_streams, purge
-from .versions import advance_mark, data_stream, folders_deleted, stragglers_deleted, sweep
+from .guard import advance, check_retention
+from .streams import CATALOG_STREAM, VACUUM_STREAM, data_stream, retention_stream, watermark_stream
+from .tables import Instance, check_counts, guard_streams, purge
+from .versions import advance_mark, folders_deleted, stragglers_deleted, sweep
 
 DEFAULT_GRACE_SECONDS = 6 * 3600
 GRACE_FLOOR_SECONDS = 3600
@@ -47,9 +48,10 @@ if TYPE_CHECKING:
     from .fold import Builder
     from .model import State
 
-VACUUM_STREAM = "vacuums"
-"""Every run's start, renewals and finish: one stream, because a run can be taken over by
-another (``VacuumStarted.resumes``), and a takeover must see the lease it overrides."""
+
+UNFINISHED_SWEEP = "swept by an earlier run that did not delete its folder"
+"""Why a sweep takes a write that is swept already: the run that recorded it died or failed before
+its folder was recorded deleted, so this one deletes it (R10: the next vacuum finishes what one left)."""
 
 DEFAULT_LEASE_SECONDS = 600
 """A vacuum renews its lease every third of this while it deletes; a run silent for this long
@@ -319,8 +321,8 @@ def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
     cutoff = cmd.now - cmd.grace_seconds * 1_000_000
     sweeps, scans = [], []
     for inst in instances:
-        writes = tuple((w.id, w.folder, w.sweep_reason(cmd.now) or "") for w in data.sweepable(inst.id, cmd.now)
-                       if w.id not in held)
+        writes = tuple((w.id, w.folder, w.sweep_reason(cmd.now) or UNFINISHED_SWEEP)
+                       for w in data.sweepable(inst.id, cmd.now) if w.id not in held)
         if writes:
             sweeps.append(Sweep(inst.id, inst.name, inst.path, writes))
         for w in data.straggler_candidates(inst.id, cutoff):
@@ -417,7 +419,10 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
     events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks.items()]
     events += [advance_mark(e.id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]
-    events += [sweep(state, sw.id, cmd.run_id, tuple(w for w, _, _ in sw.writes), cmd.now) for sw in plan.sweeps]
+    for sw in plan.sweeps:  # an earlier run's unfinished sweep is on record already: only its folders are left
+        given_up = tuple(w for w, _, why in sw.writes if why != UNFINISHED_SWEEP)
+        if given_up:
+            events.append(sweep(state, sw.id, cmd.run_id, given_up, cmd.now))
     events.append((VACUUM_STREAM, VacuumStarted(
         cmd.run_id, tuple(p.id for p in plan.instances), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,

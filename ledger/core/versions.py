@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Union
 import attrs
 import orjson
 
-from ..clock import Micros, iso
+from ..clock import MAX_MICROS, Micros, iso
 from ..errors import (
     InvalidArgument, InvalidTime, TableNotFound, VersionExpired, VersionNotFound, WriteClosed, WriteExpired,
 )
 from .concern import Concern, Decision, Record, corrupt, mapping
 from .events import as_ids, event
-from .tables import CATALOG_STREAM, Instance, require_live
+from .streams import CATALOG_STREAM, WAREHOUSE_STREAM, data_stream
+from .tables import Instance, require_live
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -50,11 +51,23 @@ WRITES_FOLDER = "_writes"
 DEFAULT_WRITE_LEASE_SECONDS = 6 * 3600
 WRITE_MODES = ("append", "overwrite")
 _LONGEST_LEASE = 100 * 366 * 86_400
+MAX_BYTES = 2 ** 63 - 1
+"""The most bytes a file, or a version in all, may have: the log and its snapshots keep sizes as
+signed 64-bit integers (as SQLite and Parquet do), so a larger one is refused, not truncated."""
 
 
-def data_stream(table_id: str) -> str:
-    """One stream per instance orders every decision about its data (see the module docstring)."""
-    return f"data:{table_id}"
+def write_folder(write_id: str) -> str:
+    """A write's folder, relative to its instance's location: derived from its id, so two writes
+    (whose ids are unique) can never share one (R14). The fold holds every ``WriteBegun`` to it."""
+    return f"{WRITES_FOLDER}/{write_id}"
+
+
+def is_plain_id(write_id: object) -> bool:
+    """A write id usable as one folder name: no separator, no ``.``/``..``, nothing hidden."""
+    return isinstance(write_id, str) and bool(write_id) and "/" not in write_id and "\\" not in write_id \
+        and "\x00" not in write_id and not write_id.startswith((".", "_"))
+
+
 
 
 def manifest(files: Iterable[tuple[str, int]]) -> tuple[str, bytes]:
@@ -66,6 +79,29 @@ def manifest(files: Iterable[tuple[str, int]]) -> tuple[str, bytes]:
 
 def parse_manifest(data: bytes) -> list[tuple[str, int]]:
     return [(path, size) for path, size in orjson.loads(data)]
+
+
+def manifest_problem(state: State, v: Version, files: list[tuple[str, int]]) -> str | None:
+    """What is wrong with the file list a committed version names, or None (R14, for ``verify``:
+    the fold holds only the list's digest). A write's files lie inside its own folder, adopted ones
+    outside every write folder; each is named once, with a size; and the event's counts are the
+    list's. A validly chained event that breaks this is a corrupt log, not history."""
+    inside = None
+    if v.write_id is not None:
+        w = state.data.writes.get(v.write_id)
+        if w is None:
+            return f"it names write {v.write_id}, which was never begun"
+        inside = w.folder
+    try:
+        checked = _check_files(files, inside, "its file list")
+    except InvalidArgument as exc:
+        return str(exc)
+    base = state.data.version(v.table_id, v.base) if v.mode == "append" and v.base is not None else None
+    own_files, own_bytes = v.files - (base.files if base else 0), v.bytes - (base.bytes if base else 0)
+    if (len(checked), sum(s for _, s in checked)) != (own_files, own_bytes):
+        return (f"the event counts {own_files} files and {own_bytes} bytes, the list it names holds "
+                f"{len(checked)} and {sum(s for _, s in checked)}")
+    return None
 
 
 # --- events --------------------------------------------------------------------------------
@@ -197,6 +233,12 @@ class Write:
     def is_open(self) -> bool:
         return self.status == "open"
 
+    @property
+    def sweep_unfinished(self) -> bool:
+        """Swept (recorded given up) but its folder not yet recorded deleted: the run that swept it
+        died, or failed to delete it. The next vacuum finishes it (R10, R15)."""
+        return self.status == "swept" and self.deleted_at is None
+
 
 @attrs.frozen
 class Version:
@@ -284,9 +326,10 @@ class Data:
                        and w.deleted_at is None and w.id not in named), key=lambda w: w.began_at)
 
     def sweepable(self, table_id: str, now: Micros) -> list[Write]:
-        """Writes a sweep takes now: aborted, or open with a lease that ran out (R15)."""
-        return sorted((w for w in self.writes.values() if w.table_id == table_id and w.sweep_reason(now)),
-                      key=lambda w: (w.began_at, w.id))
+        """Writes whose folders a sweep deletes now: aborted, or open with a lease that ran out (R15),
+        and those an earlier sweep recorded but whose folders it did not live to delete."""
+        return sorted((w for w in self.writes.values() if w.table_id == table_id
+                       and (w.sweep_reason(now) or w.sweep_unfinished)), key=lambda w: (w.began_at, w.id))
 
     def straggler_candidates(self, table_id: str, cutoff: Micros) -> list[Write]:
         """Committed writes, committed at or before ``cutoff`` (now minus the grace), whose folders
@@ -407,22 +450,35 @@ def _check_lease(seconds: object) -> int:
     return seconds
 
 
+def _lease_end(now: Micros, seconds: int, what: str) -> Micros:
+    """When a lease from ``now`` runs out; refused (before anything is written) if that is past the
+    last time a datetime can show, which only a clock near the end of time gives."""
+    until = now + seconds * 1_000_000
+    if until > MAX_MICROS:
+        raise InvalidTime(f"cannot {what}: a lease of {seconds}s from {iso(now)} would run past "
+                          f"{iso(MAX_MICROS)}, the last time the ledger can record; check the clock")
+    return until
+
+
 def _begin(state: State, cmd: BeginWrite) -> Decision:
     inst = require_live(state, cmd.name, "begin a write to")
     lease = _check_lease(cmd.lease_seconds)
-    if not isinstance(cmd.write_id, str) or not cmd.write_id or cmd.write_id in state.data.writes:
-        raise InvalidArgument(f"write id {cmd.write_id!r} is empty or taken")
-    folder = f"{WRITES_FOLDER}/{cmd.write_id}"
-    began = WriteBegun(cmd.write_id, inst.id, folder, lease, cmd.now + lease * 1_000_000)
+    if not is_plain_id(cmd.write_id) or cmd.write_id in state.data.writes:
+        raise InvalidArgument(f"write id {cmd.write_id!r} is empty, taken, or not a plain folder name")
+    until = _lease_end(cmd.now, lease, f"begin a write to {inst.name}")
+    began = WriteBegun(cmd.write_id, inst.id, write_folder(cmd.write_id), lease, until)
     stream = data_stream(inst.id)
-    return Decision(((stream, began),), frozenset({CATALOG_STREAM, stream}), cmd.write_id)
+    # The warehouse's stream too: a move and a begin have one order, so the folder handed out is
+    # under the root the write will be committed against (a move refuses open writes).
+    return Decision(((stream, began),), frozenset({CATALOG_STREAM, stream, WAREHOUSE_STREAM}), cmd.write_id)
 
 
 def _renew(state: State, cmd: RenewWrite) -> Decision:
     w = _write(state, cmd.write_id)
     check_open(state, w, "renew")
+    check_not_moved(state, w, "renew")
     stream = data_stream(w.table_id)
-    until = cmd.now + w.lease_seconds * 1_000_000
+    until = _lease_end(cmd.now, w.lease_seconds, f"renew write {w.id}")
     return Decision(((stream, WriteRenewed(w.id, w.table_id, until)),), frozenset({stream}), until)
 
 
@@ -455,38 +511,66 @@ def _check_files(files: object, inside: str | None, what: str) -> tuple[tuple[st
                 "own writes put in their folders (so no copy or move can make two versions share a file)")
         if inside is None and (path == WRITES_FOLDER or path.startswith(WRITES_FOLDER + "/")):
             raise InvalidArgument(f"{what}: {path} is inside a write folder; only files outside them are adopted")
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise InvalidArgument(f"{what}: the size of {path} must be a whole number of bytes, got {size!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_BYTES:
+            raise InvalidArgument(f"{what}: the size of {path} must be a whole number of bytes from 0 to "
+                                  f"2**63-1, got {size!r}")
         if path in checked:
             raise InvalidArgument(f"{what}: {path} is named twice")
         checked[path] = size
     return tuple(sorted(checked.items()))
 
 
+def _total(sizes: Iterable[int], what: str) -> int:
+    total = sum(sizes)
+    if total > MAX_BYTES:
+        raise InvalidArgument(f"{what}: the version would hold {total} bytes, more than the 2**63-1 the ledger "
+                              "can record")
+    return total
+
+
+def check_not_moved(state: State, w: Write, doing: str) -> None:
+    """A write begun before the warehouse moved has its folder under the old root, where no vacuum
+    looks: it is never committed (R10). Its job must write again, under the new root."""
+    moved = state.warehouse.moved_at
+    if moved is not None and w.began_at < moved:
+        raise WriteExpired(f"cannot {doing} write {w.id} to {_name(state, w.table_id)}: the warehouse moved to "
+                           f"{state.warehouse.root} at {iso(moved)}, after the write began, so its files are under "
+                           "the old root; the job must write again")
+
+
 def _commit(state: State, cmd: CommitWrite) -> Decision:
     w = _write(state, cmd.write_id)
     check_open(state, w, "commit")
+    check_not_moved(state, w, "commit")
     if cmd.mode not in WRITE_MODES:
         raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {cmd.mode!r}")
     inst = state.tables.instance(w.table_id)
     if inst is None or not inst.is_live:
         raise TableNotFound(f"cannot commit write {w.id}: its table {_name(state, w.table_id)} is no longer live "
                             "(dropped since the write began); undrop it and write again")
-    files = _check_files(cmd.files, w.folder, f"commit of write {w.id}")
+    what = f"commit of write {w.id}"
+    files = _check_files(cmd.files, w.folder, what)
     digest, data = manifest(files)
+    current = state.data.current(w.table_id)
+    size = _total((s for _, s in files), what)
+    if cmd.mode == "append" and current is not None:
+        _total((size, current.bytes), what)
     number = state.data.heads.get(w.table_id, 0) + 1
-    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), sum(s for _, s in files))
+    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size)
     stream = data_stream(w.table_id)
-    return Decision(((stream, committed),), frozenset({CATALOG_STREAM, stream}), number, ((digest, data),))
+    # The warehouse stream too: a move racing the commit lands first (and the commit is refused) or after.
+    reads = frozenset({CATALOG_STREAM, stream, WAREHOUSE_STREAM})
+    return Decision(((stream, committed),), reads, number, ((digest, data),))
 
 
 def _adopt(state: State, cmd: AdoptFiles) -> Decision:
     inst = require_live(state, cmd.name, "adopt files into")
     if state.data.heads.get(inst.id):
         raise InvalidArgument(f"{inst.name} already has versions: only an unversioned table's files are adopted")
-    files = _check_files(cmd.files, None, f"adopting the files of {inst.name}")
+    what = f"adopting the files of {inst.name}"
+    files = _check_files(cmd.files, None, what)
     digest, data = manifest(files)
-    adopted = VersionCommitted(inst.id, 1, "adopt", None, digest, len(files), sum(s for _, s in files))
+    adopted = VersionCommitted(inst.id, 1, "adopt", None, digest, len(files), _total((s for _, s in files), what))
     stream = data_stream(inst.id)
     return Decision(((stream, adopted),), frozenset({CATALOG_STREAM, stream}), 1, ((digest, data),))
 
@@ -598,6 +682,9 @@ def _fold_write(b: Builder, write_id: str, seq: int) -> Write:
 def _on_begun(b: Builder, e: WriteBegun, seq: int, time: Micros) -> None:
     if e.write_id in b.data.writes:
         raise corrupt(f"event #{seq} begins write {e.write_id} a second time")
+    if not is_plain_id(e.write_id) or e.folder != write_folder(e.write_id):
+        raise corrupt(f"event #{seq} begins write {e.write_id!r} in folder {e.folder!r}, not its own "
+                      f"{WRITES_FOLDER}/<id> (R14: no two writes share a folder)")
     inst = b.tables.instances.get(e.table_id)
     if inst is None or not inst.is_live:
         raise corrupt(f"event #{seq} begins a write to {e.table_id}, which is not a live table")
@@ -640,6 +727,9 @@ def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> No
         w = _fold_write(b, e.write_id, seq)
         if not w.is_open or w.table_id != e.table_id:
             raise corrupt(f"event #{seq} commits write {w.id}, which is {w.status} or not of {e.table_id} (R14)")
+        moved = b.warehouse.moves.get("moved_at")
+        if moved is not None and w.began_at < moved:
+            raise corrupt(f"event #{seq} commits write {w.id}, begun before the warehouse moved (R10)")
         data.writes[w.id] = attrs.evolve(w, status="committed", ended_at=time, version=e.number)
     elif e.mode != "adopt" or e.number != 1:
         raise corrupt(f"event #{seq} commits a version of {e.table_id} without a write")

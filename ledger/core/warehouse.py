@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..clock import Micros
 from ..errors import InvalidArgument, WarehouseMismatch
 from .concern import Concern, Decision, mapping
 from .events import event
-from .vacuums import VACUUM_STREAM
+from .streams import VACUUM_STREAM, WAREHOUSE_STREAM
 
 if TYPE_CHECKING:
     from .fold import Builder
     from .model import State
 
-WAREHOUSE_STREAM = "warehouse"
 
 
 @event("WarehouseMoved")
@@ -35,11 +35,18 @@ class WarehouseMoved:
 
 @attrs.frozen
 class Warehouse:
-    moves: Any = mapping()   # "root" -> the root since the latest move (absent: the one recorded at creation)
+    moves: Any = mapping()
+    """``root``: the root since the latest move (absent: the one recorded at creation);
+    ``moved_at``: when that move was recorded."""
 
     @property
     def root(self) -> str | None:
         return self.moves.get("root")
+
+    @property
+    def moved_at(self) -> Micros | None:
+        """A write begun before this is never committed: its folder is under the old root (R10)."""
+        return self.moves.get("moved_at")
 
 
 @attrs.frozen
@@ -59,6 +66,13 @@ def _move(state: State, cmd: MoveWarehouse) -> Decision:
     if busy:
         raise InvalidArgument(f"cannot move the warehouse while vacuum run(s) {', '.join(busy)} are unfinished: "
                               "their plans name the old locations; let them finish (run vacuum again) first")
+    writing = state.data.open_writes()
+    if writing:
+        listed = ", ".join(f"{w.id} ({_name(state, w.table_id)})" for w in writing[:5])
+        more = f" and {len(writing) - 5} more" if len(writing) > 5 else ""
+        raise InvalidArgument(f"cannot move the warehouse while {len(writing)} write(s) are open: {listed}{more}; "
+                              "their jobs write under the old root. Let them commit or abort them "
+                              "(retention-ledger writes lists them), then move")
     return Decision(((WAREHOUSE_STREAM, WarehouseMoved(cmd.from_root, cmd.to_root)),),
                     frozenset({WAREHOUSE_STREAM, VACUUM_STREAM}), cmd.to_root)
 
@@ -67,6 +81,12 @@ def _on_moved(b: Builder, e: WarehouseMoved, seq: int, time: int) -> None:
     if not isinstance(e.to_root, str) or not e.to_root:
         raise TypeError(f"warehouse root {e.to_root!r}")
     b.warehouse.moves["root"] = e.to_root
+    b.warehouse.moves["moved_at"] = time
+
+
+def _name(state: State, table_id: str) -> str:
+    inst = state.tables.instance(table_id)
+    return inst.name if inst is not None else table_id
 
 
 CONCERN = Concern(initial=Warehouse(), evolve={WarehouseMoved: _on_moved}, decide={MoveWarehouse: _move})
