@@ -255,7 +255,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
     many unnamed files were left because they are younger than that. Never raises."""
     try:
         if not is_local(root):
-            return Outcome(0, 0, "refused: straggler sweeps run on local warehouses only", None), 0
+            return _delete_unnamed_remote(root, location, folder, named, cutoff, dry_run)
         real = confine_local(local_path(root), local_path(folder))
         base = local_path(location).rstrip("/")
         if not real.startswith(base + os.sep):
@@ -278,6 +278,39 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
         return Outcome(0, 0, f"refused: {exc}", None), 0
     except OSError as exc:
         return Outcome(0, 0, f"{type(exc).__name__}: {exc}", None), 0
+
+
+def _delete_unnamed_remote(root: str, location: str, folder: str, named: set[str], cutoff: float,
+                           dry_run: bool) -> tuple[Outcome, int]:
+    """``delete_unnamed`` on an object store: ages from the store's own LastModified."""
+    stem = root.rstrip("/") + "/"
+    if not location.startswith(stem) or not folder.startswith(location.rstrip("/") + "/_writes/"):
+        raise Unsafe(f"{folder} is not a write folder of {location} inside the warehouse {root}")
+    store, path = filesystem(folder)
+    _, base = filesystem(location)
+    normal, base = posixpath.normpath(path), base.rstrip("/")
+    if normal != path.rstrip("/") or not normal.startswith(base + "/_writes/"):
+        raise Unsafe(f"{folder} is not a plain path inside {location}")
+    selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
+    files = size = left = 0
+    listing: list[FileEntry] | None = [] if dry_run else None
+    for info in _retrying(lambda: store.get_file_info(selector)):
+        if info.type != pafs.FileType.File:
+            continue
+        if not info.path.startswith(normal + "/"):
+            raise Unsafe(f"{info.path} is outside {normal}")
+        if info.path[len(base) + 1:] in named:
+            continue
+        if info.mtime is None or info.mtime.timestamp() > cutoff:
+            left += 1
+            continue
+        if listing is not None:
+            listing.append(FileEntry(info.path, info.size or 0))
+        elif not delete_remote(store, info.path):
+            continue
+        files += 1
+        size += info.size or 0
+    return Outcome(files, size, None, listing), left
 
 
 def foreign_files(root: str, location: str, named: set[str]) -> list[FileEntry]:

@@ -283,3 +283,31 @@ def test_r10_a_vacuum_killed_mid_delete_on_s3_is_finished_by_the_next(spark, s3:
         assert all(objects(t.location) == [] for t in tables)
         purged = [e.data["table_id"] for e in led.history(type="TablePurged")]
         assert sorted(purged) == sorted(t.id for t in tables)
+
+
+def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, s3: str, tmp_path: Path) -> None:
+    """A late task's object in a committed write's folder, that the version does not name, goes once
+    it is older than the grace period by the store's LastModified against the ledger's clock; the
+    named objects stay. (Before: every vacuum refused it and reported a failure, for ever.)"""
+    from datetime import datetime, timezone
+
+    from spark_ops import vacuum
+    clock = ManualClock(datetime.now(timezone.utc))
+    with Ledger.open(tmp_path / "ledger.db", warehouse=f"s3://lake/r15-{tmp_path.name}", clock=clock,
+                     actor="s3-tester") as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        _, folder = fs.filesystem(w.folder)
+        for name in ("part-0.parquet", "part-1.parquet", "late-task.parquet"):
+            put(f"{folder}/{name}", b"x" * 7)
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 7) for i in range(2)])
+        young = vacuum(spark, led)  # within the grace period: nothing goes, nothing fails
+        assert young.failures == [] and young.stragglers == ()
+
+        clock.advance(timedelta(hours=7))
+        report = vacuum(spark, led)
+        [cleaned] = report.stragglers
+        assert cleaned.ok and (cleaned.files, cleaned.bytes, cleaned.left) == (1, 7, 0) and report.failures == []
+        assert objects(w.folder) == [f"{folder}/part-0.parquet", f"{folder}/part-1.parquet"]
+        assert [e.type for e in led.history(type="StragglersDeleted")] == ["StragglersDeleted"]
+        assert vacuum(spark, led).failures == []  # and the next vacuum is clean too
