@@ -217,7 +217,7 @@ class Ledger(Catalog):
     def begin_write(self, name: str, *, lease: Duration | None = None) -> WriteView:
         """Register a write before its first file (R14): an id, a folder of its own under the
         table's location, and a lease (default 6 hours; ``renew_write`` extends it)."""
-        seconds = DEFAULT_WRITE_LEASE_SECONDS if lease is None else int(parse_duration(lease).total_seconds())
+        seconds = DEFAULT_WRITE_LEASE_SECONDS if lease is None else _lease_seconds(lease, "a write's lease")
         write_id = _new_id()
         self.runner.run(lambda now: BeginWrite(name, write_id, now, seconds))
         return self._write_view(write_id)
@@ -233,11 +233,18 @@ class Ledger(Catalog):
         self.runner.run(AbortWrite(write_id))
         return self._write_view(write_id)
 
-    def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append") -> TableVersion:
+    def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append",
+                     schema: str | None = None, merge_schema: bool = False,
+                     merged_from: str | None = None) -> TableVersion:
         """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
         relative to the table's location and inside the write's folder. ``append`` keeps the
-        current version's files too; ``overwrite`` names only these (the old ones stay, R11)."""
-        number = self.runner.run(CommitWrite(write_id, _pairs(files), mode))
+        current version's files too; ``overwrite`` names only these (the old ones stay, R11).
+
+        ``schema`` (text, for Spark a StructType's JSON) is recorded with the version and read back
+        with every read of it. An append whose schema is not the table's is ``SchemaMismatch``,
+        unless ``merge_schema`` (then ``schema`` is the union the writer computed from
+        ``merged_from``, which must still be the table's schema)."""
+        number = self.runner.run(CommitWrite(write_id, _pairs(files), mode, schema, merge_schema, merged_from))
         return self._version(self._write_view(write_id).table_id, number)
 
     def adopt_files(self, name: str, files: Iterable[tuple[str, int]]) -> TableVersion:
@@ -304,7 +311,7 @@ class Ledger(Catalog):
         release the lease if it is stopped (a Ctrl-C handler) chooses it first, so it knows the id
         even if it is stopped the moment the start lands; an id already on record is refused.
         """
-        seconds = max(1, int(parse_duration(lease).total_seconds()))
+        seconds = max(1, _lease_seconds(lease, "a vacuum's lease"))
         command = self._start_command(retention, database, limit, override_floor, seconds, uncommitted,
                                       only_uncommitted, grace, run_id)
         return self._order(self.runner.run(command), recorded=True)
@@ -317,7 +324,7 @@ class Ledger(Catalog):
 
     def renew_vacuum(self, run_id: str, *, lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS)) -> bool:
         """Extend a running vacuum's lease; False if another vacuum took the run over meanwhile."""
-        seconds = max(1, int(parse_duration(lease).total_seconds()))
+        seconds = max(1, _lease_seconds(lease, "a vacuum's lease"))
         return self.runner.run(lambda now: RenewVacuum(run_id, now, seconds))
 
     def release_vacuum(self, run_id: str) -> bool:
@@ -346,7 +353,8 @@ class Ledger(Catalog):
                        grace: Duration | None, run_id: str | None = None) -> Any:
         run_id = Ledger.new_run_id() if run_id is None else names.run_id(run_id)
         seconds = None if retention is None else int(parse_duration(retention).total_seconds())
-        grace_seconds = DEFAULT_GRACE_SECONDS if grace is None else int(parse_duration(grace).total_seconds())
+        grace_seconds = DEFAULT_GRACE_SECONDS if grace is None else \
+            int(parse_duration(grace, "the straggler grace period").total_seconds())
         for name, flag in (("uncommitted", uncommitted), ("only_uncommitted", only_uncommitted)):
             if not isinstance(flag, bool):
                 raise InvalidArgument(f"{name} must be True or False, got {flag!r}")
@@ -433,6 +441,12 @@ class Ledger(Catalog):
 
     def _recover(self) -> None:
         self.runner.recover()
+
+
+def _lease_seconds(lease: Duration, what: str) -> int:
+    """A lease's length: a duration (``"6h"``, seconds, a timedelta); a bad one is ``InvalidArgument``
+    (it is not a retention, so not ``InvalidRetention``)."""
+    return int(parse_duration(lease, what, InvalidArgument).total_seconds())
 
 
 def _pairs(files: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:

@@ -18,9 +18,9 @@ from typing import Any, Callable, TypeVar
 from .clock import from_micros, to_micros
 from .core import snapshot
 from .core.model import State, fold_rows
-from .core.tables import require_live
+from .core.tables import Instance, require_live
 from .core.versions import Version, choose, parse_manifest
-from .errors import LedgerCorrupt, SnapshotGone, TableNotFound
+from .errors import InvalidArgument, LedgerCorrupt, SnapshotGone, TableNotFound
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
 from .store import EventStore
 from .views import FileEntry, TableInstance, TableVersion, WriteView
@@ -52,12 +52,8 @@ class Catalog(ABC):
 
     def instance(self, table_id: str) -> TableInstance:
         """Any instance by id, live, dropped or purged."""
-        key = valid_table_id(table_id)
         state = self._current()
-        inst = state.tables.instance(key)
-        if inst is None:
-            raise TableNotFound(f"there is no table with id {key}")
-        return TableInstance.of(state, inst, self._root(state))
+        return TableInstance.of(state, self._instance(state, table_id), self._root(state))
 
     def tables(self, *, database: str | None = None) -> list[TableInstance]:
         """Live tables, by name."""
@@ -109,11 +105,23 @@ class Catalog(ABC):
 
     # --- versions and writes --------------------------------------------------------------
 
-    def versions(self, name: str) -> list[TableVersion]:
-        """Every version of the live table ``name``, newest first (``expired`` ones included)."""
+    def versions(self, name: str | None = None, *, table_id: str | None = None) -> list[TableVersion]:
+        """Every version of the live table ``name``, or of any instance by ``table_id`` (a dropped
+        one too: what an undrop would bring back), newest first (``expired`` ones included)."""
         state = self._current()
-        inst = require_live(state, name)
+        if (name is None) == (table_id is None):
+            raise InvalidArgument("versions needs a live table's name, or table_id= for any instance (a dropped "
+                                  "one's id is in dropped_tables)")
+        inst = require_live(state, name) if name is not None else self._instance(state, table_id)
         return [TableVersion.of(state, v, self._files_of(state)) for v in state.data.history(inst.id)]
+
+    @staticmethod
+    def _instance(state: State, table_id: object) -> Instance:
+        key = valid_table_id(table_id)
+        inst = state.tables.instance(key)
+        if inst is None:
+            raise TableNotFound(f"there is no table with id {key}")
+        return inst
 
     def version(self, name: str, *, version: int | None = None, as_of: datetime | None = None) -> TableVersion:
         """The version a read would use: the current one, version ``version``, or the newest one

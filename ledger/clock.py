@@ -14,7 +14,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from .errors import InvalidRetention, InvalidTime
+from .errors import InvalidArgument, InvalidRetention, InvalidTime, LedgerError
 
 Micros = int
 """Microseconds since 1970-01-01T00:00:00Z."""
@@ -113,36 +113,36 @@ _LONGEST = timedelta(days=100 * 366)  # a retention past a century is a typo, no
 _UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 
-def parse_duration(value: str | timedelta | int | float) -> timedelta:
+def parse_duration(value: str | timedelta | int | float, what: str = "retention",
+                   error: type[LedgerError] = InvalidRetention) -> timedelta:
     """Accept a timedelta, a number of seconds, or text with a unit such as ``7d``, ``36h``, ``90m``.
 
     Negative durations are refused here; the floor is checked by the caller
-    because only it knows whether the floor was overridden.
+    because only it knows whether the floor was overridden. ``what`` names the duration in
+    messages and ``error`` is what a bad one raises (a lease is not a retention).
     """
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool):
-        raise InvalidRetention(f"retention must be a duration, got {value!r}")
+        raise error(f"{what} must be a duration, got {value!r}")
     elif isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str):
         match = _DURATION.match(value)
         if not match:
-            raise InvalidRetention(
-                f"{value!r} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, 3600s"
-            )
+            raise error(f"{what} {value!r} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, 3600s")
         amount, unit = match.groups()
         if unit is None and float(amount) != 0:  # "7" could mean seconds or days: never guess
-            raise InvalidRetention(f"{value!r} has no unit; write e.g. {amount}d, {amount}h, {amount}m or {amount}s")
+            raise error(f"{what} {value!r} has no unit; write e.g. {amount}d, {amount}h, {amount}m or {amount}s")
         seconds = float(amount) * _UNIT_SECONDS[(unit or "s").lower()]
     else:
-        raise InvalidRetention(f"retention must be a duration such as '7d', got {type(value).__name__}")
+        raise error(f"{what} must be a duration such as '7d', got {type(value).__name__}")
     if not math.isfinite(seconds):
-        raise InvalidRetention(f"retention {value!r} is not a finite duration")
+        raise error(f"{what} {value!r} is not a finite duration")
     if seconds < 0:
-        raise InvalidRetention(f"retention {value!r} is negative; it must be zero or more")
+        raise error(f"{what} {value!r} is negative; it must be zero or more")
     if seconds > _LONGEST.total_seconds():
-        raise InvalidRetention(f"retention {value!r} is longer than a century; use e.g. 365d")
+        raise error(f"{what} {value!r} is longer than a century; use e.g. 365d")
     return timedelta(seconds=seconds)
 
 

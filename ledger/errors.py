@@ -48,6 +48,12 @@ class VersionExpired(LedgerError):
     so it is never read or restored (R12). The message names table, version, commit time, mark."""
 
 
+class SchemaMismatch(LedgerError, ValueError):
+    """An append whose columns are not the table's: the message names both schemas. Appending
+    them would make a read of the new version lose one side's columns; write with
+    ``merge_schema=True`` to record the union, or ``mode="overwrite"`` to replace it."""
+
+
 class WriteClosed(LedgerError):
     """The write is committed or aborted: its folder is never written through the ledger again."""
 

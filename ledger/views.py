@@ -8,6 +8,7 @@ them (is it blocked? until when is it restorable?) was made by the core.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any, Callable, NamedTuple
 
@@ -23,6 +24,16 @@ from .core.versions import Version, Write
 
 def join_location(root: str, path: str) -> str:
     return root.rstrip("/") + "/" + path
+
+
+def format_bytes(n: int) -> str:
+    """Sizes as people read them, in one unit system everywhere (binary: KiB, MiB, ...)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 def _dt(us: Micros | None) -> datetime | None:
@@ -125,6 +136,9 @@ class TableVersion:
     restored_from: int | None
     superseded_at: datetime | None
     _load: Callable[[], tuple[FileEntry, ...]] = attrs.field(eq=False, repr=False)
+    schema: str | None = None
+    """Its columns as recorded by the writer (for Spark, a StructType's JSON), read back with every
+    read of it; None for a version written without one (adopted files, an older release)."""
 
     @classmethod
     def of(cls, state: State, v: Version, load: Callable[[Version], tuple[FileEntry, ...]]) -> TableVersion:
@@ -134,7 +148,7 @@ class TableVersion:
             committed_at=from_micros(v.committed_at), mode=v.mode, file_count=v.files, bytes=v.bytes,
             expired=state.data.is_expired(v), current=state.data.heads.get(v.table_id) == v.number,
             write_id=v.write_id, restored_from=v.base if v.mode == "restore" else None,
-            superseded_at=_dt(v.superseded_at), load=lambda: load(v))
+            superseded_at=_dt(v.superseded_at), load=lambda: load(v), schema=state.data.schema_of(v))
 
     @property
     def files(self) -> tuple[FileEntry, ...]:
@@ -145,7 +159,8 @@ class TableVersion:
             "table": self.table, "table_id": self.table_id, "number": self.number,
             "committed_at": iso_utc(self.committed_at), "mode": self.mode, "files": self.file_count,
             "bytes": self.bytes, "expired": self.expired, "current": self.current, "write_id": self.write_id,
-            "restored_from": self.restored_from, "superseded_at": iso_utc(self.superseded_at)}
+            "restored_from": self.restored_from, "superseded_at": iso_utc(self.superseded_at),
+            "schema": None if self.schema is None else json.loads(self.schema)}
         if with_files:
             data["file_list"] = [{"path": f.path, "size": f.size} for f in self.files]
         return data

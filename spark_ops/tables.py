@@ -21,27 +21,31 @@ from __future__ import annotations
 import contextlib
 import os
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ledger import Ledger, LedgerError, TableNotFound
-from ledger.errors import InvalidArgument, TableDataMissing
+from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
 from ledger.views import TableInstance, TableVersion
 
-from . import fs
+from . import fs, schemas
 from .heartbeat import Heartbeat
 
 WRITE_MODES = ("append", "overwrite")
 
 
 def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", *,
-                partition_by: Sequence[str] | None = None, create: bool = True) -> TableVersion:
+                partition_by: Sequence[str] | None = None, create: bool = True,
+                merge_schema: bool = False) -> TableVersion:
     """Write ``df`` as the next version of the live table ``name``; returns that version.
 
     With ``create=True`` (the default) a name with no live table is created first; with
-    ``create=False`` that is ``TableNotFound``.
+    ``create=False`` that is ``TableNotFound``. The version records ``df``'s schema. An append
+    whose columns are not the table's is ``SchemaMismatch`` before anything is written, unless
+    ``merge_schema=True``: the version then records the union, and reads of it give the old
+    files' rows nulls in the new columns.
     """
     if mode not in WRITE_MODES:
         raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
@@ -52,8 +56,11 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
         if not create:
             raise
         table = ledger.create_table(name)
+    if not isinstance(merge_schema, bool):
+        raise InvalidArgument(f"merge_schema must be True or False, got {merge_schema!r}")
     if table.current_version is None:
         _adopt_unversioned_files(ledger, table)
+    schema, merged_from = _schema_for(ledger, name, schemas.canonical(df.schema), mode, merge_schema)
     write = ledger.begin_write(name)
     try:
         renew = Heartbeat(f"lease-{write.id}", write.lease.total_seconds() / 3, lambda: ledger.renew_write(write.id))
@@ -68,7 +75,25 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
         with contextlib.suppress(LedgerError):
             ledger.abort_write(write.id)
         raise
-    return ledger.commit_write(write.id, files, mode=mode)
+    return ledger.commit_write(write.id, files, mode=mode, schema=schema, merge_schema=merged_from is not None,
+                               merged_from=merged_from)
+
+
+def _schema_for(ledger: Ledger, name: str, schema: str, mode: str, merge: bool) -> tuple[str, str | None]:
+    """The schema the new version records, and the table's it was merged from (None: no merge).
+    Checked here, before Spark writes a file, and again by the ledger when it commits."""
+    table = ledger.table(name)
+    if mode != "append" or table.current_version is None:
+        return schema, None
+    current = ledger.version(name).schema
+    if current is None or schemas.same_columns(current, schema):
+        return current or schema, None
+    if merge:
+        return schemas.merge(current, schema, name), current
+    raise SchemaMismatch(
+        f"cannot append to {name}: its columns are not the table's. The table (version {table.current_version}) "
+        f"has {schemas.simple(current)}; this DataFrame has {schemas.simple(schema)}. Pass merge_schema=True to "
+        "add the new columns (old rows read them as null), or mode='overwrite' to replace the table's columns")
 
 
 def read_table(spark: SparkSession, ledger: Ledger, name: str, *, version: int | None = None,
@@ -85,15 +110,18 @@ def read_table(spark: SparkSession, ledger: Ledger, name: str, *, version: int |
         raise TableDataMissing(
             f"{table.name} version {chosen.number} names {missing}, which is not there: the read is refused "
             "rather than returning fewer rows (was the file deleted outside the ledger?)")
+    recorded = None if chosen.schema is None else schemas.struct(chosen.schema)
     if not paths:
-        return spark.createDataFrame([], StructType([]))
-    return _read_files(spark, table.location, [entry.path for entry in chosen.files])
+        return spark.createDataFrame([], recorded or StructType([]))
+    return _read_files(spark, table.location, [entry.path for entry in chosen.files], recorded)
 
 
-def _read_files(spark: SparkSession, location: str, paths: list[str]) -> DataFrame:
-    """Exactly these files. Spark infers partition columns (``col=value`` folders) under one root
-    only, and each write's folder is a root of its own, so partitioned files are read write by
-    write (with that folder as base path) and unioned; unpartitioned ones are read at once."""
+def _read_files(spark: SparkSession, location: str, paths: list[str], schema: StructType | None) -> DataFrame:
+    """Exactly these files, with the version's recorded schema (so a partition value written as
+    ``"007"`` reads back as ``"007"``, not 7, and columns a merge added read as null in older
+    files). Spark infers partition columns (``col=value`` folders) under one root only, and each
+    write's folder is a root of its own, so partitioned files are read write by write (with that
+    folder as base path) and unioned; unpartitioned ones are read at once."""
     plain: list[str] = []
     by_write: dict[str, list[str]] = {}
     for path in paths:
@@ -102,13 +130,16 @@ def _read_files(spark: SparkSession, location: str, paths: list[str]) -> DataFra
             by_write.setdefault("/".join(parts[:2]), []).append(path)  # _writes/<id>
         else:
             plain.append(path)
-    frames = [spark.read.parquet(*(_uri(f"{location}/{p}") for p in plain))] if plain else []
-    frames += [spark.read.option("basePath", _uri(f"{location}/{folder}"))
+    def reader() -> Any:  # a fresh one each time: a reader's options stick to it
+        return spark.read if schema is None else spark.read.schema(schema)
+    frames = [reader().parquet(*(_uri(f"{location}/{p}") for p in plain))] if plain else []
+    frames += [reader().option("basePath", _uri(f"{location}/{folder}"))
                .parquet(*(_uri(f"{location}/{p}") for p in files)) for folder, files in sorted(by_write.items())]
     result = frames[0]
     for more in frames[1:]:
         result = result.unionByName(more)
-    return result
+    # Spark puts partition columns last; the table's order is the recorded one.
+    return result if schema is None else result.select(*schema.fieldNames())
 
 
 def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:

@@ -16,7 +16,7 @@ from ledger import Ledger, ManualClock
 from ledger.clock import iso_utc
 from ledger.errors import (
     InvalidArgument, InvalidTime, LedgerCorrupt, TableDataMissing, TableNotFound, VersionExpired,
-    VersionNotFound, WriteClosed, WriteExpired,
+    SchemaMismatch, VersionNotFound, WriteClosed, WriteExpired,
 )
 from spark_ops import read_table, vacuum, write_table
 from tests.conftest import T0
@@ -118,7 +118,7 @@ def test_r11_partitioned_writes_keep_their_partition_columns_across_versions_of_
 @pytest.mark.spark
 def test_r11_an_exception_in_spark_aborts_the_write_and_changes_no_version(spark, led) -> None:
     write_table(frame(spark, 0, 3), led, "sales.orders")
-    bad = frame(spark, 0, 3).selectExpr("id", "raise_error('boom') AS label", "bucket")
+    bad = frame(spark, 0, 3).selectExpr("id", "CAST(raise_error('boom') AS string) AS label", "bucket")
     with pytest.raises(Exception, match="boom"):
         write_table(bad, led, "sales.orders")
     assert [v.number for v in led.versions("sales.orders")] == [1] and led.open_writes() == []
@@ -527,3 +527,82 @@ def test_r4_r10_a_write_begun_while_a_move_was_decided_is_never_committed(tmp_pa
             led.commit_write(w.id, [(f"{w.relative_folder}/a.bin", 1)])
         assert led.event_count() == count
         led.verify()
+
+
+# --- schemas recorded with versions (issue 26; each test failed before its fix) -------------------
+
+@pytest.mark.spark
+def test_r11_an_append_with_other_columns_is_refused_naming_both_and_writes_nothing(spark, led) -> None:
+    write_table(frame(spark, 0, 4), led, "sales.orders")
+    count, location = led.event_count(), led.table("sales.orders").location
+    folders = set(os.listdir(f"{location}/_writes"))
+    with pytest.raises(SchemaMismatch, match=r"has struct<id:bigint,label:string,bucket:int>; this DataFrame has "
+                                             r"struct<other:bigint>.*merge_schema=True"):
+        write_table(spark.range(3).toDF("other"), led, "sales.orders")
+    assert led.event_count() == count and set(os.listdir(f"{location}/_writes")) == folders
+    assert ids(read_table(spark, led, "sales.orders")) == [0, 1, 2, 3]
+    # the same columns in another order are the same table
+    write_table(frame(spark, 4, 2).select("bucket", "id", "label"), led, "sales.orders")
+    df = read_table(spark, led, "sales.orders")
+    assert df.columns == ["id", "label", "bucket"] and ids(df) == list(range(6))
+
+
+@pytest.mark.spark
+def test_r11_merge_schema_records_the_union_and_every_version_reads_whole(spark, led) -> None:
+    write_table(frame(spark, 0, 2), led, "sales.orders")
+    wider = frame(spark, 2, 2).selectExpr("*", "id * 1.5 AS price")
+    v2 = write_table(wider, led, "sales.orders", merge_schema=True)
+    rows = sorted(read_table(spark, led, "sales.orders").collect(), key=lambda r: r["id"])
+    assert [(r["id"], r["label"], r["price"]) for r in rows] == [(0, "x-0", None), (1, "x-1", None),
+                                                                 (2, "x-2", 3.0), (3, "x-3", 4.5)]
+    assert read_table(spark, led, "sales.orders", version=1).columns == ["id", "label", "bucket"]
+    assert "price" in v2.schema and led.versions("sales.orders")[1].schema != v2.schema
+    with pytest.raises(SchemaMismatch, match="column id is bigint in the table and string in this write"):
+        write_table(frame(spark, 4, 1).selectExpr("cast(id AS string) AS id"), led, "sales.orders", merge_schema=True)
+
+
+@pytest.mark.spark
+def test_r11_string_partition_values_read_back_as_written(spark, led) -> None:
+    df = spark.createDataFrame([(1, "007"), (2, "010")], "id long, code string")
+    write_table(df, led, "sales.orders", partition_by=["code"])
+    back = read_table(spark, led, "sales.orders")
+    assert back.columns == ["id", "code"] and back.schema["code"].dataType.simpleString() == "string"
+    assert sorted((r["id"], r["code"]) for r in back.collect()) == [(1, "007"), (2, "010")]
+
+
+def test_r4_r11_the_ledger_refuses_an_append_of_another_schema_and_a_merge_from_a_stale_one(led) -> None:
+    """The check is the ledger's, decided on the state it appends to: a writer whose schema check
+    passed before another job overwrote the table's columns is refused at commit."""
+    one, two = '{"fields":[{"name":"a"}]}', '{"fields":[{"name":"b"}]}'
+    led.create_table("sales.orders")
+    first = led.begin_write("sales.orders")
+    led.commit_write(first.id, [], schema=one)
+    appending, overwriting = led.begin_write("sales.orders"), led.begin_write("sales.orders")
+    led.commit_write(overwriting.id, [], mode="overwrite", schema=two)
+    count = led.event_count()
+    with pytest.raises(SchemaMismatch, match=r"columns are not the table's.*version 2.*merge_schema=True"):
+        led.commit_write(appending.id, [], schema=one)
+    with pytest.raises(SchemaMismatch, match="the table's schema changed while this write ran"):
+        led.commit_write(appending.id, [], schema='{"fields":[{"name":"a"},{"name":"c"}]}', merge_schema=True,
+                         merged_from=one)
+    with pytest.raises(InvalidArgument, match="not a JSON object"):
+        led.commit_write(appending.id, [], schema="struct<a:int>")
+    assert led.event_count() == count
+    assert led.commit_write(appending.id, []).schema == two  # an append without one keeps the table's
+
+
+def test_r17_a_dropped_tables_versions_are_listed_by_id_and_time_travel_names_the_instance_then(
+        led, clock) -> None:
+    led.create_table("sales.orders")
+    commit_files(led, "sales.orders", 3)
+    old = led.drop_table("sales.orders")
+    clock.advance(DAY)
+    then = clock()
+    clock.advance(DAY)
+    new = led.create_table("sales.orders")
+    commit_files(led, "sales.orders", 4)
+    assert [(v.number, v.bytes) for v in led.versions(table_id=old.id)] == [(1, 3)]
+    assert [(v.number, v.bytes) for v in led.versions("sales.orders")] == [(1, 4)]
+    with pytest.raises(VersionNotFound, match=rf"sales.orders \(id {new.id}\) did not exist at .*: it was created at "
+                                              rf".*; the name then belonged to instance {old.id}, dropped at"):
+        led.version("sales.orders", as_of=then)

@@ -38,11 +38,11 @@ from .fold import gc_paused
 from .lazy import GONE, Base, LazyMap, Source
 from .model import CONCERNS, State
 
-FORMAT = 9
+FORMAT = 10
 """Of history snapshots (one document each). A state's shape changed means a new format: a
-snapshot of the old shape is ignored and rebuilt from the log (9: the warehouse's ``moved_at``)."""
-KEYED_FORMAT = 10
-"""Of the stored, keyed snapshot of the present (10: the warehouse's ``moved_at``)."""
+snapshot of the old shape is ignored and rebuilt from the log (10: versions' schemas)."""
+KEYED_FORMAT = 11
+"""Of the stored, keyed snapshot of the present (11: versions' schemas)."""
 STREAMS = "streams"
 """The part holding each stream's version."""
 _STREAMS = MapOf(PLAIN)

@@ -508,7 +508,8 @@ def require_live(state: State, name: str, doing: str | None = None) -> Instance:
     key = table_name(name)
     inst = state.tables.live(key)
     if inst is None:
-        hint = " (it is dropped: see show-dropped, or Ledger.dropped_tables)" if key in state.tables.dropped else ""
+        hint = " (it is dropped: see show-dropped, or Ledger.dropped_tables; its versions: versions(table_id=...))" \
+            if key in state.tables.dropped else ""
         raise TableNotFound(f"cannot {doing} {key}: there is no live table by that name{hint}" if doing
                             else f"there is no live table {key}{hint}")
     return inst

@@ -33,10 +33,11 @@ import orjson
 
 from ..clock import MAX_MICROS, Micros, iso
 from ..errors import (
-    InvalidArgument, InvalidTime, TableNotFound, VersionExpired, VersionNotFound, WriteClosed, WriteExpired,
+    InvalidArgument, InvalidTime, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound, WriteClosed,
+    WriteExpired,
 )
 from .concern import Concern, Decision, Record, corrupt, mapping
-from .events import as_ids, event
+from .events import UPCASTERS, as_ids, event
 from .streams import CATALOG_STREAM, WAREHOUSE_STREAM, data_stream
 from .tables import Instance, require_live
 
@@ -132,11 +133,13 @@ class WriteAborted:
     table_id: str
 
 
-@event("VersionCommitted")
+@event("VersionCommitted", version=2)
 @attrs.frozen
 class VersionCommitted:
     """Version ``number`` of the instance: ``mode`` append, overwrite or adopt. ``manifest`` is the
-    digest of the new files' list (``files`` of them, ``bytes`` in all), stored alongside."""
+    digest of the new files' list (``files`` of them, ``bytes`` in all), stored alongside.
+    ``schema`` is the whole version's columns as the engine that wrote it describes them (for
+    Spark, a StructType's JSON), read back with every read of the version (None: not recorded)."""
     table_id: str
     number: int
     mode: str
@@ -144,6 +147,10 @@ class VersionCommitted:
     manifest: str
     files: int
     bytes: int
+    schema: str | None = None
+
+
+UPCASTERS[("VersionCommitted", 1)] = lambda data: {**data, "schema": None}
 
 
 @event("VersionRestored")
@@ -256,6 +263,8 @@ class Version:
     """Totals of the whole version, not only of its own write."""
     superseded_at: Micros | None = None
     """When the next version was committed: the moment this one stopped being current."""
+    schema: str | None = None
+    """The digest of its schema (``Data.schemas`` holds the text, once per distinct schema)."""
 
 
 def _key(table_id: str, number: int) -> str:
@@ -268,6 +277,10 @@ class Data:
     versions: Any = mapping(Record(Version))   # "<table id>/<number>" -> Version
     heads: Any = mapping()                     # table id -> number of the current version
     marks: Any = mapping()                     # table id -> the retention mark (Micros)
+    schemas: Any = mapping()                   # schema digest -> its text (few: tables rarely change)
+
+    def schema_of(self, v: Version) -> str | None:
+        return None if v.schema is None else self.schemas[v.schema]
 
     def version(self, table_id: str, number: int) -> Version | None:
         return self.versions.get(_key(table_id, number))
@@ -388,6 +401,12 @@ class CommitWrite:
     write_id: str
     files: tuple[tuple[str, int], ...]
     mode: str = "append"
+    schema: str | None = None
+    """The new version's schema (None: not recorded; an append then keeps the current one's)."""
+    merge_schema: bool = False
+    """An append whose schema differs from the current one's records ``schema``, the union of both
+    that the writer computed from ``merged_from``: refused if the table's schema moved since."""
+    merged_from: str | None = None
 
 
 @attrs.frozen
@@ -556,11 +575,47 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
     if cmd.mode == "append" and current is not None:
         _total((size, current.bytes), what)
     number = state.data.heads.get(w.table_id, 0) + 1
-    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size)
+    schema = _check_schema(state, current, cmd, f"{_name(state, w.table_id)} (write {w.id})")
+    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema)
     stream = data_stream(w.table_id)
     # The warehouse stream too: a move racing the commit lands first (and the commit is refused) or after.
     reads = frozenset({CATALOG_STREAM, stream, WAREHOUSE_STREAM})
     return Decision(((stream, committed),), reads, number, ((digest, data),))
+
+
+def schema_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _check_schema(state: State, current: Version | None, cmd: CommitWrite, what: str) -> str | None:
+    """The schema the new version records. An append keeps the table's columns: another schema is
+    refused, naming both, unless the writer asked to merge (and merged from the schema that is
+    still the table's). An overwrite may change them; an append without one keeps the current."""
+    schema = cmd.schema
+    if schema is not None:
+        if not isinstance(schema, str) or not schema or len(schema) > 1_000_000:
+            raise InvalidArgument(f"{what}: a schema is the columns' description as text (at most 1 MB), got "
+                                  f"{type(schema).__name__}")
+        try:
+            if not isinstance(orjson.loads(schema), dict):
+                raise ValueError("not an object")
+        except ValueError:
+            raise InvalidArgument(f"{what}: the schema is not a JSON object: {schema[:80]!r}") from None
+    if not isinstance(cmd.merge_schema, bool):
+        raise InvalidArgument(f"merge_schema must be True or False, got {cmd.merge_schema!r}")
+    if cmd.mode != "append" or current is None or current.schema is None:
+        return schema
+    table = state.data.schema_of(current)
+    if schema is None or schema == table:
+        return table
+    if not cmd.merge_schema:
+        raise SchemaMismatch(f"cannot append to {what}: its columns are not the table's. The table (version "
+                             f"{current.number}): {table}; this write: {schema}. Write with merge_schema=True "
+                             "to record the union of both, or mode='overwrite' to replace them")
+    if cmd.merged_from != table:
+        raise SchemaMismatch(f"cannot append to {what}: the table's schema changed while this write ran (it is "
+                             f"now, as of version {current.number}: {table}); the job must merge again")
+    return schema
 
 
 def _adopt(state: State, cmd: AdoptFiles) -> Decision:
@@ -592,10 +647,7 @@ def choose(state: State, inst: Instance, version: int | None = None, as_of: Micr
     elif as_of is not None:
         chosen = data.as_of(inst.id, as_of)
         if chosen is None:
-            first = data.version(inst.id, 1)
-            assert first is not None
-            raise VersionNotFound(f"{inst.name} had no version at {iso(as_of)}: version 1 was committed at "
-                                  f"{iso(first.committed_at)}")
+            raise VersionNotFound(_none_at(state, inst, as_of))
     else:
         return current
     if data.is_expired(chosen):
@@ -607,8 +659,25 @@ def choose(state: State, inst: Instance, version: int | None = None, as_of: Micr
     return chosen
 
 
+def _none_at(state: State, inst: Instance, as_of: Micros) -> str:
+    """Why no version of this instance was current at ``as_of``: it did not exist yet (and the name
+    belonged to another instance, which the caller probably means), or nothing was committed yet."""
+    if inst.created_at > as_of:
+        earlier = [i for i in state.tables.dropped_instances(name=inst.name) if i.created_at <= as_of]
+        then = f"; the name then belonged to instance {earlier[0].id}, dropped at {iso(earlier[0].dropped_at)}: " \
+               f"undrop it (undrop_table({inst.name!r}, table_id={earlier[0].id!r}, new_name=...)) to read it" \
+            if earlier else ""
+        return f"{inst.name} (id {inst.id}) did not exist at {iso(as_of)}: it was created at {iso(inst.created_at)}{then}"
+    first = state.data.version(inst.id, 1)
+    assert first is not None
+    return f"{inst.name} had no version at {iso(as_of)}: version 1 was committed at {iso(first.committed_at)}"
+
+
 def _restore(state: State, cmd: RestoreVersion) -> Decision:
     inst = require_live(state, cmd.name, "restore")
+    if cmd.version is None and cmd.as_of is None:
+        raise InvalidArgument(f"restoring {inst.name} needs version= (a number) or as_of= (a time): which earlier "
+                              "version to make current (versions lists them)")
     chosen = choose(state, inst, cmd.version, cmd.as_of)
     head = state.data.heads[inst.id]
     if chosen.number == head:
@@ -738,8 +807,13 @@ def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> No
     base = None
     if e.mode == "append" and previous is not None:
         files, size, base = files + previous.files, size + previous.bytes, previous.number
+    digest = None
+    if e.schema is not None:
+        digest = schema_digest(e.schema)
+        if digest not in data.schemas:
+            data.schemas[digest] = e.schema
     data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, e.mode, e.write_id, base,
-                                                        e.manifest, files, size)
+                                                        e.manifest, files, size, schema=digest)
     data.heads[e.table_id] = e.number
 
 
@@ -753,7 +827,7 @@ def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None
                       "expired (R12)")
     _next_version(b, e.table_id, e.number, seq, time)
     data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
-                                                        None, source.files, source.bytes)
+                                                        None, source.files, source.bytes, schema=source.schema)
     data.heads[e.table_id] = e.number
 
 
