@@ -39,6 +39,7 @@ from pyspark.sql import SparkSession
 
 from ledger import InvalidArgument, Ledger, VacuumOrder
 from ledger.clock import iso_utc
+from ledger.views import format_bytes
 
 from . import fs
 from .heartbeat import Heartbeat
@@ -201,6 +202,35 @@ class VacuumReport:
     @property
     def bytes(self) -> int:
         return sum(i.bytes for i in self._items if i.ok)
+
+    def summary(self) -> str:
+        """What the run did (or, for a dry run, would do), in a few lines a person reads."""
+        would = "would " if self.dry_run else ""
+        head = "dry run" if self.dry_run else f"vacuum {self.run_id}"
+        ok = [i for i in self.instances if i.ok]
+        lines = [f"{head}: {would}purge {len(ok)} table(s), {would}delete {self.files} file(s) "
+                 f"({format_bytes(self.bytes)}) in {self.duration:.1f}s"]
+        expired = [e for e in self.expired if e.ok]
+        if expired:
+            lines.append(f"  {would}expire {sum(len(e.versions) for e in expired)} old version(s) of "
+                         f"{len(expired)} table(s)")
+        if self.swept:
+            lines.append(f"  {would}sweep {sum(len(s.writes) for s in self.swept if s.ok)} abandoned write(s)")
+        if self.stragglers:
+            lines.append(f"  {would}clean {sum(1 for s in self.stragglers if s.ok)} write folder(s) of stragglers")
+        for item in self.failures:
+            lines.append(f"  failed: {getattr(item, 'name', item.id)}: {item.error}")
+        if self.waiting:
+            lines.append(f"  {len(self.waiting)} dropped table(s) not yet due (the first: {self.waiting[0]['name']}, "
+                         f"due {self.waiting[0]['due_at']})")
+        if self.busy_runs:
+            lines.append(f"  left to running vacuum(s): {', '.join(self.busy_runs)}")
+        if self.listing:
+            lines.append(f"  the whole listing: {self.listing}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
 
     def to_dict(self) -> dict[str, Any]:
         return {

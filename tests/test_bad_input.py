@@ -652,6 +652,22 @@ CATALOGUE: list[Row] = [
       TableNotFound, r"there is no live table sales\.nope"),
     r("read-table-malformed-name", lambda L, f: _read(L, "sales"), None,
       InvalidName, rf"table name 'sales' {TWO_PARTS}"),
+    r("write-table-merge-schema-not-a-flag", lambda L, f: _write(L, "sales.live", merge_schema="yes"), None,
+      InvalidArgument, r"merge_schema must be True or False, got 'yes'"),
+
+    # --- versions and leases (found by a new user: a wrong reason, or the wrong error type) -----
+    r("restore-without-version-or-time", lambda L, f: L.restore_table("sales.live"), None,
+      InvalidArgument, r"restoring sales\.live needs version= \(a number\) or as_of= \(a time\)"),
+    r("begin-write-negative-lease", lambda L, f: L.begin_write("sales.live", lease="-1h"), None,
+      InvalidArgument, r"a write's lease '-1h' is negative"),
+    r("start-vacuum-negative-lease", lambda L, f: L.start_vacuum(lease="-5m"), None,
+      InvalidArgument, r"a vacuum's lease '-5m' is negative"),
+    r("versions-of-nothing", lambda L, f: L.versions(), None,
+      InvalidArgument, r"versions needs a live table's name, or table_id= for any instance"),
+    r("versions-of-a-dropped-name", lambda L, f: L.versions("sales.restorable"), None,
+      TableNotFound, r"there is no live table sales\.restorable \(it is dropped: .*versions\(table_id=\.\.\.\)\)"),
+    r("versions-of-an-unknown-id", lambda L, f: L.versions(table_id=UNKNOWN_ID), None,
+      TableNotFound, rf"there is no table with id {UNKNOWN_ID}"),
 
     # --- opening a ledger: Ledger.open / --ledger (a second --ledger wins over the fixture's) ---
     r("open-a-directory", lambda L, f: Ledger.open(f.dir), lambda f: ["--ledger", f.dir, "tables"],
