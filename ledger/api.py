@@ -320,7 +320,13 @@ class Ledger(Catalog):
         """The plan as executors need it: absolute locations, and each straggler scan's named files."""
         wanted = {sc.manifest for sc in plan.stragglers} | {m for *_, m in plan.written if m is not None}
         manifests = {digest: tuple(p for p, _ in self._manifest(digest)) for digest in wanted}
-        return VacuumOrder.of(plan, self.warehouse, recorded=recorded, manifests=manifests)
+        root = self.warehouse
+        # On an object store what the ledger knows is deleted by key, without listing (R20). (On a
+        # local disk a listing costs nothing worth saving, and the lists need not be held.)
+        keyed = "://" in root and not root.startswith("file://")
+        wanted = {m for e in plan.expiries for m in e.manifests if m} | {m for p in plan.instances for m in p.manifests}
+        files = {m: self._manifest_bytes(m) for m in wanted} if keyed else None
+        return VacuumOrder.of(plan, root, recorded=recorded, manifests=manifests, files=files)
 
     def renew_vacuum(self, run_id: str, *, lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS)) -> bool:
         """Extend a running vacuum's lease; False if another vacuum took the run over meanwhile."""

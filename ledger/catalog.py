@@ -153,15 +153,20 @@ class Catalog(ABC):
             return tuple(sorted(found))
         return files
 
-    def _manifest(self, digest: str) -> list[tuple[str, int]]:
-        """A stored file list, checked against the digest its hashed commit carries every time it is
-        read: an edited list must never make a read return fewer rows (R11), nor make the vacuum
-        take a file the log names for a straggler (R15)."""
+    def _manifest_bytes(self, digest: str) -> bytes:
+        """A stored file list as stored, checked against its digest (see ``_manifest``)."""
         data = self.store.read_blob(digest)
         if data is None or hashlib.sha256(data).hexdigest() != digest:
             what = "is missing" if data is None else "does not match the digest its commit carries (it was edited)"
             raise LedgerCorrupt(f"{self.store.path}: the file list {digest} {what}; restore the ledger file "
                                 "from a backup (retention-ledger verify says what else is wrong)")
+        return data
+
+    def _manifest(self, digest: str) -> list[tuple[str, int]]:
+        """A stored file list, checked against the digest its hashed commit carries every time it is
+        read: an edited list must never make a read return fewer rows (R11), nor make the vacuum
+        take a file the log names for a straggler (R15)."""
+        data = self._manifest_bytes(digest)
         try:
             return parse_manifest(data)
         except (ValueError, TypeError) as exc:

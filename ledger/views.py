@@ -247,6 +247,10 @@ class VacuumTarget:
     """Its effective watermark once the run's watermarks are in the log (at or after ``dropped_at``)."""
     resumed: bool
     """Already blocked before this run: an earlier run (or a hand) advanced its watermark."""
+    named: tuple[bytes, ...] = ()
+    """On an object store, the file lists (``[[path, size], ...]`` as stored, paths relative to the
+    location) of what the ledger knows lies there: deleted by key before the rest is listed (R20).
+    Empty on a local disk."""
 
     @property
     def authorised(self) -> bool:
@@ -288,12 +292,17 @@ class VacuumOrder:
 
     @classmethod
     def of(cls, plan: VacuumPlan, root: str, *, recorded: bool,
-           manifests: dict[str, tuple[str, ...]] | None = None) -> VacuumOrder:
+           manifests: dict[str, tuple[str, ...]] | None = None,
+           files: dict[str, bytes] | None = None) -> VacuumOrder:
+        """``manifests``: the paths of the file lists the plan names (stragglers' scans, adopted
+        files); ``files``: on an object store, every file list a purge or an expiry deletes by key,
+        as stored (the executors parse them: the driver holds their bytes, not a tuple a file)."""
         return cls(
             run_id=plan.run_id if recorded and _acts(plan) else None,
             root=root,
             targets=tuple(VacuumTarget(p.id, p.name, join_location(root, p.path), p.dropped_at, p.watermark,
-                                       p.resumed) for p in plan.instances),
+                                       p.resumed, tuple(files[m] for m in p.manifests) if files else ())
+                          for p in plan.instances),
             watermarks={scope: from_micros(at) for scope, at in plan.watermarks.items()},
             resumes=plan.resumes,
             busy=plan.busy,
@@ -303,7 +312,8 @@ class VacuumOrder:
             lease_until=from_micros(plan.lease_until) if recorded and _acts(plan) else None,
             expiries=tuple(VacuumExpiry(
                 e.id, e.name, join_location(root, e.path), _dt(e.mark), e.versions,
-                tuple((w, join_location(join_location(root, e.path), folder)) for w, folder in e.folders))
+                tuple((w, join_location(join_location(root, e.path), folder)) for w, folder in e.folders),
+                tuple(files[m] if m else None for m in e.manifests) if files else ())
                 for e in plan.expiries),
             sweeps=tuple(VacuumSweep(sw.id, sw.name, join_location(root, sw.path),
                                      tuple((w, join_location(join_location(root, sw.path), f), why)
@@ -359,3 +369,7 @@ class VacuumExpiry:
     versions: tuple[int, ...]
     folders: tuple[tuple[str, str], ...]
     """(write id, absolute folder) of each write folder to delete."""
+    named: tuple[bytes | None, ...] = ()
+    """On an object store, for each of ``folders``, the file list its write's commit named (as
+    stored: ``[[path, size], ...]``, paths relative to the location): deleted by key, without
+    listing (R20). Empty on a local disk."""

@@ -6,9 +6,9 @@ instance's location, checks that the location is a real folder inside the root
 walks it without following links: a link inside the folder is removed as a
 link, its target is never touched.
 
-Local paths use ``os.scandir`` because pyarrow's local filesystem follows
-symbolic links when it lists recursively; other URIs (``hdfs://``, ``s3://``,
-...) go through pyarrow's filesystem layer, where there are no such links.
+Local paths use ``os.scandir`` (pyarrow's local filesystem follows symbolic links
+when it lists recursively); object stores (``s3://``, ``gs://``, ``az://``) go through
+``spark_ops.objects``: streamed listings and batched deletes by key, each key confined.
 
 Deleting is bound by the file system's latency, not by CPU: one thread unlinking
 one file at a time leaves the disk (or the object store) mostly idle. So a purge
@@ -24,17 +24,13 @@ files can be spread over several Spark tasks.
 from __future__ import annotations
 
 import errno
-import functools
 import os
-import posixpath
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterator, NamedTuple, TypeVar
-from urllib.parse import urlsplit
+from typing import Callable, Iterator, NamedTuple
 
-import pyarrow.fs as pafs
+from . import objects
 
 
 class Unsafe(Exception):
@@ -62,15 +58,12 @@ DELETE_THREADS = 8
 full (8 threads unlink 3-4x faster than one on a local disk), few enough to be polite."""
 
 DELETE_BATCH = 32
-"""Objects handed to a deleting thread at a time on an object store (which has no folder locks):
-small, so that even a few hundred objects keep every thread busy."""
+"""Files handed to a deleting thread at a time (``Deleter``'s default)."""
 
 FOLDER_BATCH = 1_000
 """Files of one local folder handed to a deleting thread at a time: threads unlinking in the same
 folder wait for each other (its lock), so a folder goes to one thread unless it is big."""
 
-RETRIES = 5
-"""Attempts at deleting one object on a remote store before giving up (throttling, timeouts)."""
 
 
 class Deleter:
@@ -182,28 +175,6 @@ def _unlink(entry: FileEntry) -> int | None:
     return size
 
 
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """pyarrow's filesystem for ``uri`` and the path within it. For ``s3://`` URIs the endpoint may
-    come from ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (the AWS SDKs' variables, which
-    pyarrow does not read): an S3-compatible store (MinIO, moto, Ceph) is named there, and the
-    warehouse root stays a plain ``s3://bucket/prefix``. On Spark, set it for the executors too
-    (``spark.executorEnv.AWS_ENDPOINT_URL``)."""
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if uri.startswith("s3://") and endpoint:
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return _s3(os.getpid(), endpoint, region), uri[len("s3://"):].rstrip("/")
-    return pafs.FileSystem.from_uri(uri)
-
-
-@functools.lru_cache(maxsize=8)
-def _s3(pid: int, endpoint: str, region: str) -> pafs.S3FileSystem:
-    """One client per process and endpoint (a purge asks for one per location and per piece); the
-    process id is in the key because a forked child must not share its parent's connections."""
-    parts = urlsplit(endpoint)
-    return pafs.S3FileSystem(endpoint_override=parts.netloc or parts.path, scheme=parts.scheme or "https",
-                             region=region)
-
-
 def is_local(root: str) -> bool:
     return "://" not in root or root.startswith("file://")
 
@@ -222,12 +193,12 @@ def committed_files(root: str, folder: str) -> list[FileEntry]:
         for current, entries in _walk_visible(real):
             found.extend(FileEntry(os.path.relpath(e.path, real), e.size) for e in entries)
     else:
-        pyfs, path = filesystem(folder)
-        selector = pafs.FileSelector(path.rstrip("/"), recursive=True, allow_not_found=True)
-        for info in pyfs.get_file_info(selector):
-            rel = info.path[len(path.rstrip("/")) + 1:]
-            if info.type == pafs.FileType.File and not any(p.startswith(("_", ".")) for p in rel.split("/")):
-                found.append(FileEntry(rel, info.size or 0))
+        where = objects.bucket(root)
+        prefix = objects.inside(where.key(folder), where.key(root, root=True))
+        for obj in objects.listing(root, folder):
+            rel = obj.key[len(prefix) + 1:]
+            if not any(p.startswith(("_", ".")) for p in rel.split("/")):
+                found.append(FileEntry(rel, obj.size))
     return sorted(found)
 
 
@@ -282,35 +253,29 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
 
 def _delete_unnamed_remote(root: str, location: str, folder: str, named: set[str], cutoff: float,
                            dry_run: bool) -> tuple[Outcome, int]:
-    """``delete_unnamed`` on an object store: ages from the store's own LastModified."""
-    stem = root.rstrip("/") + "/"
-    if not location.startswith(stem) or not folder.startswith(location.rstrip("/") + "/_writes/"):
-        raise Unsafe(f"{folder} is not a write folder of {location} inside the warehouse {root}")
-    store, path = filesystem(folder)
-    _, base = filesystem(location)
-    normal, base = posixpath.normpath(path), base.rstrip("/")
-    if normal != path.rstrip("/") or not normal.startswith(base + "/_writes/"):
-        raise Unsafe(f"{folder} is not a plain path inside {location}")
-    selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
-    files = size = left = 0
+    """``delete_unnamed`` on an object store: ages from the store's own LastModified; the files
+    listed for deletion go out in batches (``objects.Batches``)."""
+    where = objects.bucket(root)
+    home = objects.inside(where.key(location), where.key(root, root=True))
+    prefix = objects.inside(where.key(folder), home + "/_writes")
     listing: list[FileEntry] | None = [] if dry_run else None
-    for info in _retrying(lambda: store.get_file_info(selector)):
-        if info.type != pafs.FileType.File:
-            continue
-        if not info.path.startswith(normal + "/"):
-            raise Unsafe(f"{info.path} is outside {normal}")
-        if info.path[len(base) + 1:] in named:
-            continue
-        if info.mtime is None or info.mtime.timestamp() > cutoff:
-            left += 1
-            continue
-        if listing is not None:
-            listing.append(FileEntry(info.path, info.size or 0))
-        elif not delete_remote(store, info.path):
-            continue
-        files += 1
-        size += info.size or 0
-    return Outcome(files, size, None, listing), left
+    totals, left = objects.Totals(), 0
+    batches = objects.Batches(where)
+    for page in where.pages(prefix):
+        for obj in page:
+            objects.inside(obj.key, prefix)
+            if obj.key[len(home) + 1:] in named:
+                continue
+            if obj.modified > cutoff:
+                left += 1
+            elif listing is not None:
+                listing.append(FileEntry(f"{where.scheme}://{where.name}/{obj.key}", obj.size))
+            else:
+                batches.add(obj.key, obj.size, totals, prefix)
+    batches.finish()
+    if listing is not None:
+        return Outcome(len(listing), sum(e.size for e in listing), None, listing), left
+    return Outcome(totals.files, totals.bytes, totals.error, None), left
 
 
 def foreign_files(root: str, location: str, named: set[str]) -> list[FileEntry]:
@@ -330,9 +295,12 @@ def first_missing(root: str, paths: list[str]) -> str | None:
         return next((p for p in paths if not os.path.isfile(local_path(p))), None)
     if not paths:
         return None
-    pyfs, _ = filesystem(paths[0])
-    infos = pyfs.get_file_info([filesystem(p)[1] for p in paths])
-    return next((p for p, info in zip(paths, infos) if info.type != pafs.FileType.File), None)
+    # One listing (a request per 1,000 keys) of each folder the paths are in, not a request per path.
+    where = objects.bucket(root)
+    present: set[str] = set()
+    for folder in sorted({p.rsplit("/", 1)[0] for p in paths}):
+        present.update(f"{where.scheme}://{where.name}/{o.key}" for o in objects.listing(root, folder))
+    return next((p for p in paths if p not in present), None)
 
 
 def usage(root: str, location: str) -> tuple[int, int]:
@@ -346,6 +314,8 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
     pool): a task with many small tables keeps the disk as busy as one with a big one."""
     if len(locations) < 2:
         return [purge(root, location, dry_run=dry_run, keep=keep) for location in locations]
+    if not is_local(root) and not dry_run:  # their keys share DeleteObjects batches
+        return [Outcome(files, size, error, None) for files, size, error in objects.purge(root, locations)]
     return list(_pool(DELETE_THREADS, "locations").map(
         lambda at: purge(root, at, dry_run=dry_run, keep=keep), locations))
 
@@ -356,10 +326,15 @@ def purge(root: str, location: str, *, dry_run: bool, keep: bool = False) -> Out
     try:
         if is_local(root):
             return _purge_local(local_path(root), local_path(location), dry_run, keep)
-        return _purge_remote(root, location, dry_run)
-    except Unsafe as exc:
+        if dry_run:
+            listed = [FileEntry(f"{location.split('://', 1)[0]}://{objects.bucket(root).name}/{o.key}", o.size)
+                      for o in objects.listing(root, location)]
+            return Outcome(len(listed), sum(e.size for e in listed), None, listed)
+        files, size, error = objects.purge(root, [location])[0]
+        return Outcome(files, size, error, None)
+    except (Unsafe, objects.Unsafe) as exc:
         return Outcome(0, 0, f"refused: {exc}", None)
-    except OSError as exc:
+    except (OSError, objects.StoreError) as exc:
         return Outcome(0, 0, f"{type(exc).__name__}: {exc}", None)
 
 
@@ -473,87 +448,14 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
                 level = below
             head = location[:len(location) - len(local_path(location))]  # "file://" if it had one
             return [] if level == [real] else [head + p for p in level]
-        pyfs, path = filesystem(location)
-        base = path.rstrip("/")
+        where = objects.bucket(root)
+        base = objects.inside(where.key(location), where.key(root, root=True))
         level = [base]
         for _ in range(depth):
-            below = [i.path for folder in level
-                     for i in _retrying(lambda: pyfs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)))
-                     if i.type == pafs.FileType.Directory]
+            below = [sub for folder in level for sub in where.folders(folder)]
             if not below:
                 break
             level = below
-        stem = location.rstrip("/")
-        head = stem[:len(stem) - len(base)] if stem.endswith(base) else ""  # "s3://" and the like
-        return [] if level == [base] else [head + p for p in level]
-    except (Unsafe, OSError):
+        return [] if level == [base] else [f"{where.scheme}://{where.name}/{p}" for p in level]
+    except (Unsafe, OSError, objects.Unsafe, objects.StoreError):
         return []  # the whole-location purge that follows reports it
-
-
-# --- other filesystems, through pyarrow ----------------------------------------------------
-
-def _purge_remote(root: str, location: str, dry_run: bool) -> Outcome:
-    # The same scheme, host (or bucket) and prefix: the root's filesystem deletes the location's path.
-    if not location.startswith(root.rstrip("/") + "/"):
-        raise Unsafe(f"{location} is not inside the warehouse {root}")
-    fs, root_path = filesystem(root)
-    _, path = filesystem(location)
-    return purge_with(fs, root_path, path, dry_run=dry_run)
-
-
-def purge_with(fs: pafs.FileSystem, root_path: str, path: str, *, dry_run: bool = False) -> Outcome:
-    """``purge`` of ``path`` on a pyarrow filesystem, confined to ``root_path``: every object is
-    deleted (on the thread pool, with retries), and the outcome is clean only if none remains."""
-    location = path
-    normal = posixpath.normpath(path)
-    if normal != path.rstrip("/") or not normal.startswith(root_path.rstrip("/") + "/"):
-        raise Unsafe(f"{location} is not a plain path inside the warehouse {root_path}")
-    selector = pafs.FileSelector(normal, recursive=True, allow_not_found=True)
-    listing: list[FileEntry] | None = [] if dry_run else None
-    with Deleter(lambda e: e.size if delete_remote(fs, e.path) else None, normal + "/") as deleter:
-        for info in _retrying(lambda: fs.get_file_info(selector)):
-            if info.type != pafs.FileType.File:
-                continue
-            entry = FileEntry(info.path, info.size or 0)
-            if not info.path.startswith(normal + "/"):
-                raise Unsafe(f"{info.path} is outside {normal}")
-            if listing is not None:
-                listing.append(entry)
-            else:
-                deleter.add(entry)
-        files, size = deleter.finish()
-    if listing is not None:
-        return Outcome(len(listing), sum(e.size for e in listing), None, listing)
-    left = [i for i in _retrying(lambda: fs.get_file_info(selector)) if i.type == pafs.FileType.File]
-    if left:
-        return Outcome(files, size, f"{len(left)} objects under {location} remain (new ones arrived, or deletes "
-                                    "were lost); run the vacuum again", None)
-    if _retrying(lambda: fs.get_file_info(normal)).type == pafs.FileType.Directory:
-        _retrying(lambda: fs.delete_dir(normal))
-    return Outcome(files, size, None, None)
-
-
-T = TypeVar("T")
-
-
-def _retrying(call: Callable[[], T], attempts: int = RETRIES) -> T:
-    """``call()``, retried with backoff when a remote store throttles or times out."""
-    for attempt in range(attempts):
-        try:
-            return call()
-        except FileNotFoundError:
-            raise
-        except OSError:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(min(2.0, 0.05 * 2 ** attempt))
-    raise AssertionError("unreachable")
-
-
-def delete_remote(fs: pafs.FileSystem, path: str) -> bool:
-    """Delete one object, retried while the store throttles; False if it was already gone."""
-    try:
-        _retrying(lambda: fs.delete_file(path))
-    except FileNotFoundError:
-        return False
-    return True

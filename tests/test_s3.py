@@ -1,39 +1,40 @@
-"""The vacuum on an object store, for real: a local S3-compatible server (``moto``'s server
-mode, started here on 127.0.0.1), reached through pyarrow's S3 filesystem.
+"""The vacuum on an object store, for real: a local S3-compatible server (``moto``'s server mode,
+started here on 127.0.0.1), reached through a fault-injecting proxy (``tests.s3proxy``) that
+throttles, delays, resets and fails keys on the wire, as a store or a network would.
 
-Spark here has no s3a connector, so the tables' objects are written with pyarrow (Parquet
-files, as a Spark job would leave them); the vacuum itself runs on Spark, whose Python
-workers delete through pyarrow. The endpoint reaches them as ``AWS_ENDPOINT_URL``, set for
-the executors the way a deployment sets ``spark.executorEnv.*``.
+Spark here has no s3a connector, so the tables' objects are put with boto3 (as a Spark job would
+leave them); the vacuum itself runs on Spark, whose Python workers delete through obstore in
+DeleteObjects batches (R20). The endpoint reaches them as ``AWS_ENDPOINT_URL``, set for the
+executors the way a deployment sets ``spark.executorEnv.*``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
 from ledger import Ledger, LedgerUnavailable, ManualClock
-from spark_ops import fs
-from tests.conftest import T0
+from spark_ops import fs, objects
+from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
 from tests.stores import FaultyStore
 
 pytestmark = pytest.mark.spark
-pafs = pytest.importorskip("pyarrow.fs")
-pq = pytest.importorskip("pyarrow.parquet")
-pa = pytest.importorskip("pyarrow")
+boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto")
 
 WEEK = timedelta(days=7)
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _free_port() -> int:
@@ -43,31 +44,31 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def s3(spark) -> Iterator[str]:
-    """A moto S3 server on the loopback address, with buckets ``lake`` and ``other``; stopped at the end."""
+def proxy(spark) -> Iterator[FaultProxy]:
+    """A moto S3 server on the loopback address (buckets ``lake`` and ``other``) behind the fault
+    proxy, which every client here (and on the executors) uses as its endpoint; stopped at the end."""
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1)
             break
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
                 server.kill()
                 raise RuntimeError("the moto S3 server did not start")
             time.sleep(0.1)
-    settings = {**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}
+    faults = FaultProxy(f"http://127.0.0.1:{port}").start()
+    settings = {**CREDENTIALS, "AWS_ENDPOINT_URL": faults.url}
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     spark.sparkContext.environment.update(settings)  # the executors' Python workers
-    store = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
     for bucket in ("lake", "other"):
-        store.create_dir(bucket)
+        client().create_bucket(Bucket=bucket)
     try:
-        yield endpoint
+        yield faults
     finally:
         for key, value in saved.items():
             if value is None:
@@ -75,56 +76,71 @@ def s3(spark) -> Iterator[str]:
             else:
                 os.environ[key] = value
             spark.sparkContext.environment.pop(key, None)
+        faults.stop()
         server.terminate()
         server.wait(timeout=30)
 
 
-def objects(prefix: str) -> list[str]:
-    store, path = fs.filesystem(prefix)
-    return sorted(i.path for i in store.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-                  if i.type == pafs.FileType.File)
+@pytest.fixture
+def s3(proxy: FaultProxy) -> Iterator[FaultProxy]:
+    """The proxy with no fault left over from another test."""
+    proxy.clear()
+    yield proxy
+    proxy.clear()
 
 
-def put(path: str, data: bytes) -> None:
-    """One object, ``bucket/key``, in a single PUT. (pyarrow's output streams use multipart
-    uploads, whose completion moto's server rejects; a single PUT is what small files get.)"""
-    import boto3
-    bucket, _, key = path.partition("/")
-    boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).put_object(Bucket=bucket, Key=key, Body=data)
+@functools.lru_cache(maxsize=4)
+def _client(endpoint: str):
+    return boto3.client("s3", endpoint_url=endpoint)
 
 
-def put_table(location: str, files: int, *, folders: int = 1) -> list[str]:
-    """Parquet objects at a table's location, as a job writes them (in write folders if several)."""
-    _, path = fs.filesystem(location)
-    written = []
-    for f in range(files):
-        sub = f"/_writes/w{f % folders}" if folders > 1 else ""
-        key = f"{path}{sub}/part-{f:03d}.parquet"
-        sink = pa.BufferOutputStream()
-        pq.write_table(pa.table({"id": [f]}), sink)
-        put(key, sink.getvalue().to_pybytes())
-        written.append(key)
-    return written
+def client():
+    """A boto3 client of the endpoint in use (made once: making one costs more than a request)."""
+    return _client(os.environ["AWS_ENDPOINT_URL"])
+
+
+def objects_under(location: str) -> list[str]:
+    """Every key under a location (``s3://bucket/prefix``), straight from the store."""
+    bucket, _, prefix = location[len("s3://"):].partition("/")
+    pages = client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def put(uri: str, data: bytes = b"x") -> str:
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    client().put_object(Bucket=bucket, Key=key, Body=data)
+    return key
+
+
+def put_table(location: str, files: int, *, folders: int = 1, size: int = 10) -> list[str]:
+    """Objects at a table's location, as a job writes them (in write folders if several)."""
+    from concurrent.futures import ThreadPoolExecutor
+    uris = [f"{location}{f'/_writes/w{f % folders:03d}' if folders > 1 else ''}/part-{f:05d}.parquet"
+            for f in range(files)]
+    with ThreadPoolExecutor(16) as pool:
+        return sorted(pool.map(lambda uri: put(uri, b"p" * size), uris))
 
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock(T0)
+    return ManualClock(datetime.now(timezone.utc))  # the store's LastModified is on the real clock
 
 
 @pytest.fixture
-def lake(s3: str, tmp_path: Path, clock: ManualClock) -> Iterator[Ledger]:
-    prefix = f"s3://lake/wh-{tmp_path.name}"
-    with Ledger.open(tmp_path / "ledger.db", warehouse=prefix, clock=clock, actor="s3-tester") as led:
+def lake(s3: FaultProxy, tmp_path: Path, clock: ManualClock) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "ledger.db", warehouse=f"s3://lake/wh-{tmp_path.name}", clock=clock,
+                     actor="s3-tester") as led:
         yield led
 
 
-def test_r2_r9_a_table_on_s3_is_written_dropped_vacuumed_and_gone(spark, lake: Ledger, clock: ManualClock) -> None:
+# --- the vacuum on S3 ----------------------------------------------------------------------
+
+def test_r2_r9_r20_a_table_on_s3_is_dropped_and_purged_in_batches(spark, lake: Ledger, clock, s3) -> None:
     from spark_ops import vacuum
     big = lake.create_table("sales.big")
     small = lake.create_table("sales.small")
     kept = lake.create_table("sales.kept")
-    put_table(big.location, 24, folders=6)
+    put_table(big.location, 2_400, folders=6)
     put_table(small.location, 3)
     kept_objects = put_table(kept.location, 2)
     lake.drop_table("sales.big")
@@ -132,18 +148,22 @@ def test_r2_r9_a_table_on_s3_is_written_dropped_vacuumed_and_gone(spark, lake: L
     clock.advance(WEEK * 2)
 
     dry = vacuum(spark, lake, dry_run=True)
-    assert dry.files == 27 and objects(big.location) and objects(small.location)
+    assert dry.files == 2_403 and objects_under(big.location) and objects_under(small.location)
+    assert not s3.deleted_keys()
 
     report = vacuum(spark, lake)
-    assert sorted(i.id for i in report.purged) == sorted([big.id, small.id]) and report.files == 27
-    assert objects(big.location) == [] and objects(small.location) == []
-    assert objects(kept.location) == kept_objects
+    assert sorted(i.id for i in report.purged) == sorted([big.id, small.id]) and report.files == 2_403
+    assert objects_under(big.location) == [] and objects_under(small.location) == []
+    assert objects_under(kept.location) == kept_objects
     purged = {e.data["table_id"]: e.data["files"] for e in lake.history(type="TablePurged")}
-    assert purged == {big.id: 24, small.id: 3}
+    assert purged == {big.id: 2_400, small.id: 3}
+    # R20: a few DeleteObjects requests, not one request per object
+    deletes = [r for r in s3.requests if DELETES(r.method, r.target)]
+    assert len(s3.deleted_keys()) == 2_403 and len(deletes) <= 12 and all(len(r.keys) <= 1_000 for r in deletes)
+    assert not [r for r in s3.requests if r.method == "DELETE"]
 
 
-def test_r2_a_failed_watermark_append_deletes_nothing_in_the_bucket(spark, s3: str, tmp_path: Path,
-                                                                   clock: ManualClock) -> None:
+def test_r2_a_failed_watermark_append_deletes_nothing_in_the_bucket(spark, s3, tmp_path: Path, clock) -> None:
     from spark_ops import vacuum
     store = FaultyStore(tmp_path / "ledger.db")
     led = Ledger(store, warehouse=f"s3://lake/r2-{tmp_path.name}", clock=clock, actor="s3-tester")
@@ -155,159 +175,206 @@ def test_r2_a_failed_watermark_append_deletes_nothing_in_the_bucket(spark, s3: s
     before = led.event_count()
     with pytest.raises(LedgerUnavailable):
         vacuum(spark, led)
-    assert objects(table.location) == written and led.event_count() == before
+    assert objects_under(table.location) == written and led.event_count() == before and not s3.deleted_keys()
     led.close()
 
 
 @pytest.mark.parametrize("location", [
-    "s3://other/wh/t1",          # another bucket
-    "s3://lake/wh-evil/t1",      # a key that only looks like the prefix
+    "s3://other/wh/t1",           # another bucket
+    "s3://lake/wh-evil/t1",       # a key that only looks like the prefix
     "s3://lake/wh/../elsewhere",  # a path that climbs out
-    "s3://lake/wh",              # the root itself
+    "s3://lake/wh",               # the root itself
+    "gs://lake/wh/t1",            # another store
 ])
-def test_r9_a_purge_outside_the_warehouse_prefix_is_refused_and_touches_nothing(s3: str, location: str) -> None:
+def test_r9_a_purge_outside_the_warehouse_prefix_is_refused_and_touches_nothing(s3, location: str) -> None:
     victims = put_table("s3://other/wh/t1", 2) + put_table("s3://lake/wh-evil/t1", 2) + put_table("s3://lake/wh/t9", 1)
     outcome = fs.purge("s3://lake/wh", location, dry_run=False)
     assert outcome.error is not None and outcome.error.startswith("refused: "), outcome
-    assert outcome.files == 0
-    store, _ = fs.filesystem("s3://lake")
-    assert all(store.get_file_info(v).type == pafs.FileType.File for v in victims)
+    assert outcome.files == 0 and not s3.deleted_keys()
+    assert objects_under("s3://other/wh") + objects_under("s3://lake/wh-evil") + objects_under("s3://lake/wh") \
+        == sorted(victims[:2]) + sorted(victims[2:4]) + victims[4:]
 
 
-class _Flaky(pafs.FileSystemHandler):
-    """The real S3 filesystem, but each delete fails ``failures`` times first (a throttled store),
-    or each delete also writes a new object beside it (a writer racing the purge)."""
-
-    def __init__(self, inner: Any, *, failures: int = 0, racing: bool = False, delay: float = 0.0) -> None:
-        self.inner, self.failures, self.racing, self.delay = inner, failures, racing, delay
-        self.attempts: dict[str, int] = {}
-
-    def delete_file(self, path: str) -> None:
-        time.sleep(self.delay)
-        self.attempts[path] = self.attempts.get(path, 0) + 1
-        if self.attempts[path] <= self.failures:
-            raise OSError(f"AWS Error SLOW_DOWN during DeleteObject operation: Please reduce your request rate ({path})")
-        self.inner.delete_file(path)
-        if self.racing and not path.endswith("-late.parquet"):
-            put(path.replace(".parquet", "-late.parquet"), b"late")
-
-    # everything else as the real store does it
-    def get_type_name(self) -> str: return "flaky"
-    def normalize_path(self, path: str) -> str: return self.inner.normalize_path(path)
-    def get_file_info(self, paths: Any) -> Any: return self.inner.get_file_info(paths)
-    def get_file_info_selector(self, selector: Any) -> Any: return self.inner.get_file_info(selector)
-    def create_dir(self, path: str, recursive: bool) -> None: self.inner.create_dir(path, recursive=recursive)
-    def delete_dir(self, path: str) -> None: self.inner.delete_dir(path)
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool) -> None:
-        self.inner.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-    def delete_root_dir_contents(self) -> None: raise NotImplementedError
-    def move(self, src: str, dest: str) -> None: self.inner.move(src, dest)
-    def copy_file(self, src: str, dest: str) -> None: self.inner.copy_file(src, dest)
-    def open_input_stream(self, path: str) -> Any: return self.inner.open_input_stream(path)
-    def open_input_file(self, path: str) -> Any: return self.inner.open_input_file(path)
-    def open_output_stream(self, path: str, metadata: Any) -> Any: return self.inner.open_output_stream(path)
-    def open_append_stream(self, path: str, metadata: Any) -> Any: return self.inner.open_append_stream(path)
+def test_r9_r20_each_key_is_checked_before_it_joins_a_batch(s3) -> None:
+    """A listing that names a key outside the location (a store gone wrong, a key crafted to look
+    like the prefix): that key never reaches a DeleteObjects request, and the purge is not clean."""
+    keys = put_table("s3://lake/wh9/t1", 3)
+    victim = put("s3://lake/wh9/t1-evil/precious.parquet")
+    s3.add_listed(victim)
+    files, _, error = objects.purge("s3://lake/wh9", ["s3://lake/wh9/t1"])[0]
+    assert error is not None and error.startswith("refused: ") and "t1-evil/precious.parquet is not inside" in error
+    assert victim not in s3.deleted_keys()
+    s3.clear()
+    assert objects_under("s3://lake/wh9/t1-evil") == [victim]
+    with pytest.raises(objects.Unsafe):
+        objects.Batches(objects.bucket("s3://lake")).add(victim, 1, objects.Totals(), "wh9/t1")
+    assert files <= 3 and set(keys) >= set(objects_under("s3://lake/wh9/t1"))
 
 
-def test_throttled_deletes_are_retried_until_every_object_is_gone(s3: str) -> None:
-    keys = put_table("s3://lake/retry/t1", 6)
-    real, _ = fs.filesystem("s3://lake")
-    flaky = _Flaky(real, failures=2)
-    store = pafs.PyFileSystem(flaky)
-    with fs.Deleter(lambda e: e.size if fs.delete_remote(store, e.path) else None, "lake/retry/t1/") as deleter:
-        for key in keys:
-            deleter.add(fs.FileEntry(key, 1))
-        assert deleter.finish() == (6, 6)
-    assert all(flaky.attempts[k] == 3 for k in keys)
-    assert objects("s3://lake/retry/t1") == []
+# --- R20: faults on the wire ------------------------------------------------------------------
+
+def test_r20_throttling_is_retried_until_every_object_is_gone(s3) -> None:
+    keys = put_table("s3://lake/thr/t1", 1_500)
+    s3.inject(Fault("status", times=4, status=503, code="SlowDown", match=DELETES))
+    s3.inject(Fault("status", times=2, status=500, code="InternalError", match=LISTINGS))
+    assert objects.purge("s3://lake/thr", ["s3://lake/thr/t1"]) == [(1_500, 15_000, None)]
+    assert objects_under("s3://lake/thr/t1") == [] and sorted(set(s3.deleted_keys())) == keys
+    assert [r.status for r in s3.requests if r.fault == "status"] == [500, 500, 503, 503, 503, 503]
 
 
-def test_a_purge_is_only_clean_when_every_object_is_gone(s3: str) -> None:
-    """A writer racing the purge leaves objects behind: the outcome says so (and the vacuum then
-    records no purge: the table stays blocked for the next run)."""
-    put_table("s3://lake/race/t1", 4)
-    real, _ = fs.filesystem("s3://lake")
-    outcome = fs.purge_with(pafs.PyFileSystem(_Flaky(real, racing=True)), "lake/race", "lake/race/t1")
-    assert outcome.error is not None and "remain" in outcome.error
-    assert len(objects("s3://lake/race/t1")) == 4  # the late ones
+@pytest.mark.parametrize("fault", [
+    Fault("reset", match=DELETES),                # the connection reset before the store saw it
+    Fault("reset", forward=True, match=DELETES),  # done by the store, the answer lost
+    Fault("delay", seconds=3, match=DELETES),     # past the client's time limit (here 1 s)
+], ids=["reset", "reset-after-the-store-acted", "timeout"])
+def test_r20_a_batch_whose_answer_is_lost_is_sent_again(s3, fault: Fault, monkeypatch) -> None:
+    monkeypatch.setenv("RETENTION_LEDGER_STORE_TIMEOUT", "1")
+    put_table("s3://lake/lost/t1", 10)
+    s3.inject(fault)
+    assert objects.purge("s3://lake/lost", ["s3://lake/lost/t1"]) == [(10, 100, None)]
+    assert objects_under("s3://lake/lost/t1") == []
+    sent = [r.fault for r in s3.requests if DELETES(r.method, r.target)]
+    assert fault.hits == 1 and None in sent, sent  # the fault hit one batch, and it was sent again
 
+
+def test_r20_keys_a_batch_failed_are_sent_again_and_a_purge_is_recorded_only_when_none_is_left(
+        spark, lake: Ledger, clock, s3) -> None:
+    """DeleteObjects answers per key: the keys it failed stay, the batch is sent again; a key that
+    keeps failing leaves the table blocked and unpurged, and the next vacuum finishes it."""
+    from spark_ops import vacuum
+    table = lake.create_table("sales.orders")
+    keys = put_table(table.location, 30)
+    lake.drop_table("sales.orders")
+    clock.advance(WEEK * 2)
+    s3.fail_keys(keys[:2], code="InternalError")
+    report = vacuum(spark, lake)
+    [failed] = report.failures
+    assert failed.id == table.id and "could not be deleted" in failed.error and "InternalError" in failed.error
+    assert objects_under(table.location) == keys[:2]  # the keys it failed, and only those, remain
+    assert lake.instance(table.id).state == "blocked" and not list(lake.history(type="TablePurged"))
+
+    s3.clear()
+    clock.advance(timedelta(minutes=11))
+    again = vacuum(spark, lake)
+    assert [i.id for i in again.purged] == [table.id] and again.files == 2 and objects_under(table.location) == []
+    assert [e.data["files"] for e in lake.history(type="TablePurged")] == [2]
+
+
+# --- R10, R13, R15 on S3 -----------------------------------------------------------------------
 
 _SLOW_VACUUM = r"""
 import sys
-from pyarrow import fs as pafs
 from ledger import Ledger
-from spark_ops import fs
-from tests.test_s3 import _Flaky
+from spark_ops import objects
 led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
 order = led.start_vacuum()
 print("started", order.run_id, flush=True)
-real, _ = fs.filesystem("s3://lake")
-slow = pafs.PyFileSystem(_Flaky(real, delay=0.05))
-for target in order.targets:
-    _, path = fs.filesystem(target.location)
-    fs.purge_with(slow, path.rsplit("/", 1)[0], path)
+objects.purge(order.root, [t.location for t in order.targets])
 print("finished", flush=True)
 """
 
 
-def test_r10_a_vacuum_killed_mid_delete_on_s3_is_finished_by_the_next(spark, s3: str, tmp_path: Path) -> None:
-    """A vacuum process SIGKILLed while it deletes objects leaves its tables blocked and half
+def test_r10_a_vacuum_killed_between_batches_on_s3_is_finished_by_the_next(spark, s3, tmp_path: Path) -> None:
+    """A vacuum process SIGKILLed between DeleteObjects batches leaves its tables blocked and half
     deleted; the next vacuum takes the dead run over, deletes the rest, and records each purge
     once, with what it deleted."""
-    from datetime import datetime, timezone
-
     from spark_ops import vacuum
     path = tmp_path / "ledger.db"
     clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=30))
     with Ledger.open(path, warehouse=f"s3://lake/r10-{tmp_path.name}", clock=clock, actor="s3-tester") as led:
         tables = [led.create_table(f"sales.t{i}") for i in range(2)]
         for t in tables:
-            put_table(t.location, 40)
+            put_table(t.location, 1_500, folders=3)
             led.drop_table(t.name)
+    s3.inject(Fault("delay", times=100, seconds=0.5, match=DELETES, one_at_a_time=True))  # batches land 0.5 s apart
     child = subprocess.Popen([sys.executable, "-c", _SLOW_VACUUM, str(path)], stdout=subprocess.PIPE, text=True,
-                             cwd=Path(__file__).parent.parent, env=dict(os.environ))
+                             cwd=REPO, env={**os.environ, "RETENTION_LEDGER_DELETES_IN_FLIGHT": "1"})
     assert child.stdout is not None and child.stdout.readline().startswith("started")
     deadline = time.monotonic() + 60
-    while sum(len(objects(t.location)) for t in tables) > 70 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    while not [r for r in s3.requests if DELETES(r.method, r.target) and r.status == 200] \
+            and time.monotonic() < deadline:  # the first batch answered; the next waits its turn at the store
+        time.sleep(0.01)
     child.kill()
     child.wait()
-    left = sum(len(objects(t.location)) for t in tables)
-    assert 0 < left < 80, left  # killed mid-delete
+    time.sleep(1.0)  # a batch it had sent is still done by the store (the proxy forwards it)
+    left = sum(len(objects_under(t.location)) for t in tables)
+    assert 0 < left < 3_000 and left % 1_000 == 0, left  # killed between batches
 
+    s3.clear()
     clock.set(datetime.now(timezone.utc) + timedelta(days=1))  # the dead run's lease has run out
     with Ledger.open(path, clock=clock, actor="s3-tester") as led:
         report = vacuum(spark, led)
         assert report.resumed_runs and sorted(i.id for i in report.purged) == sorted(t.id for t in tables)
         assert report.files == left
-        assert all(objects(t.location) == [] for t in tables)
+        assert all(objects_under(t.location) == [] for t in tables)
         purged = [e.data["table_id"] for e in led.history(type="TablePurged")]
         assert sorted(purged) == sorted(t.id for t in tables)
 
 
-def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, s3: str, tmp_path: Path) -> None:
+def _commit(led: Ledger, name: str, files: int, *, mode: str = "append") -> tuple[object, list[str]]:
+    """A write's objects put by hand (Spark's ``_SUCCESS`` marker too), committed."""
+    w = led.begin_write(name)
+    put(f"{w.folder}/_SUCCESS", b"")
+    keys = [put(f"{w.folder}/part-{i}.parquet", b"v" * 5) for i in range(files)]
+    led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 5) for i in range(files)], mode=mode)
+    return w, keys
+
+
+def test_r13_r20_an_expired_versions_files_are_deleted_by_key_without_listing_them(
+        spark, lake: Ledger, clock, s3) -> None:
+    from spark_ops import vacuum
+    lake.create_table("sales.orders")
+    old, old_keys = _commit(lake, "sales.orders", 1_200)
+    clock.advance(timedelta(hours=1))
+    current, current_keys = _commit(lake, "sales.orders", 3, mode="overwrite")
+    clock.advance(WEEK + timedelta(hours=1))
+    s3.clear()
+
+    report = vacuum(spark, lake)
+    seen = list(s3.requests)  # the vacuum's requests (the checks below list too)
+    [expiry] = report.expired
+    assert expiry.ok and expiry.versions == (1,) and expiry.files == 1_201  # its files and its _SUCCESS
+    assert objects_under(old.folder) == []
+    assert objects_under(current.folder) == sorted(current_keys)  # (its _SUCCESS went as a straggler)
+    # the 1,200 named files went by key in two batches; only what the ledger could not know was listed
+    deletes = [(i, r) for i, r in enumerate(seen) if DELETES(r.method, r.target) and old.id in r.keys[0]]
+    assert sorted(k for _, r in deletes[:2] for k in r.keys) == sorted(old_keys)
+    old_listings = [i for i, r in enumerate(seen) if LISTINGS(r.method, r.target) and old.id in r.target]
+    first_delete = deletes[0][0]
+    assert len(old_listings) == 1 and old_listings[0] > first_delete  # after the keyed deletes: it found _SUCCESS
+
+
+def test_r15_an_abandoned_write_on_s3_is_swept(spark, lake: Ledger, clock, s3) -> None:
+    from spark_ops import vacuum
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders", lease="1h")
+    put(f"{w.folder}/part-0.parquet", b"x" * 3)
+    put(f"{w.folder}/part-1.parquet", b"x" * 4)
+    clock.advance(timedelta(hours=2))
+    report = vacuum(spark, lake)
+    [swept] = report.swept
+    assert swept.ok and (swept.files, swept.bytes) == (2, 7) and objects_under(w.folder) == []
+    assert lake.open_writes() == [] and [e.type for e in lake.history(type="WriteFoldersDeleted")] == \
+        ["WriteFoldersDeleted"]
+
+
+def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledger, clock, s3) -> None:
     """A late task's object in a committed write's folder, that the version does not name, goes once
     it is older than the grace period by the store's LastModified against the ledger's clock; the
     named objects stay. (Before: every vacuum refused it and reported a failure, for ever.)"""
-    from datetime import datetime, timezone
-
     from spark_ops import vacuum
-    clock = ManualClock(datetime.now(timezone.utc))
-    with Ledger.open(tmp_path / "ledger.db", warehouse=f"s3://lake/r15-{tmp_path.name}", clock=clock,
-                     actor="s3-tester") as led:
-        led.create_table("sales.orders")
-        w = led.begin_write("sales.orders")
-        _, folder = fs.filesystem(w.folder)
-        for name in ("part-0.parquet", "part-1.parquet", "late-task.parquet"):
-            put(f"{folder}/{name}", b"x" * 7)
-        led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 7) for i in range(2)])
-        young = vacuum(spark, led)  # within the grace period: nothing goes, nothing fails
-        assert young.failures == [] and young.stragglers == ()
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders")
+    named = [put(f"{w.folder}/part-{i}.parquet", b"x" * 7) for i in range(2)]
+    put(f"{w.folder}/late-task.parquet", b"x" * 7)
+    lake.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 7) for i in range(2)])
+    young = vacuum(spark, lake)  # within the grace period: nothing goes, nothing fails
+    assert young.failures == [] and young.stragglers == ()
 
-        clock.advance(timedelta(hours=7))
-        report = vacuum(spark, led)
-        [cleaned] = report.stragglers
-        assert cleaned.ok and (cleaned.files, cleaned.bytes, cleaned.left) == (1, 7, 0) and report.failures == []
-        assert objects(w.folder) == [f"{folder}/part-0.parquet", f"{folder}/part-1.parquet"]
-        assert [e.type for e in led.history(type="StragglersDeleted")] == ["StragglersDeleted"]
-        assert vacuum(spark, led).failures == []  # and the next vacuum is clean too
+    clock.advance(timedelta(hours=7))
+    report = vacuum(spark, lake)
+    [cleaned] = report.stragglers
+    assert cleaned.ok and (cleaned.files, cleaned.bytes, cleaned.left) == (1, 7, 0) and report.failures == []
+    assert objects_under(w.folder) == sorted(named)
+    assert [e.type for e in lake.history(type="StragglersDeleted")] == ["StragglersDeleted"]
+    assert vacuum(spark, lake).failures == []  # and the next vacuum is clean too

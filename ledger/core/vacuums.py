@@ -150,6 +150,9 @@ class PlannedInstance:
     """Its effective watermark once the plan's watermarks are set: at or after ``dropped_at``."""
     resumed: bool
     """Already behind a watermark before this run: an earlier vacuum (or a hand) blocked it."""
+    manifests: tuple[str, ...] = ()
+    """Digests of the file lists its commits named whose folders are still there: what the ledger
+    knows lies in its location (on an object store, deleted by key before the rest is listed)."""
 
 
 @attrs.frozen
@@ -163,6 +166,9 @@ class Expiry:
     versions: tuple[int, ...]
     folders: tuple[tuple[str, str], ...]
     """(write id, folder relative to the location) of each write folder to delete."""
+    manifests: tuple[str | None, ...] = ()
+    """For each of ``folders``, the digest of the file list its write's commit named: on an object
+    store those files are deleted by key, without listing (R20)."""
 
 
 @attrs.frozen
@@ -287,7 +293,7 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     resumed_ids = {i.id for i in chosen if guard.is_blocked(i)}
     planned = tuple(
         PlannedInstance(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks),
-                        i.id in resumed_ids)
+                        i.id in resumed_ids, state.data.known_manifests(i.id))
         for i in chosen)
     waiting.sort(key=lambda w: (w.due_at, w.id))
     chosen_ids = {i.id for i in chosen}
@@ -296,7 +302,9 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     expiries = () if cmd.only_uncommitted else tuple(
         e for e in (_expiry(state, i, cmd, held_folders) for i in written if i.id in state.data.heads)
         if e is not None)
-    sweeps, stragglers = _uncommitted(state, written, cmd, held_folders) if cmd.uncommitted else ((), ())
+    # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
+    going = {w for e in expiries for w, _ in e.folders}
+    sweeps, stragglers = _uncommitted(state, written, cmd, held_folders | going) if cmd.uncommitted else ((), ())
     planned_folders = {w for e in expiries for w, _ in e.folders} | {w for sw in sweeps for w, _, _ in sw.writes} \
         | {sc.write_id for sc in stragglers}
     resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
@@ -366,10 +374,11 @@ def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str]) -> E
     expired = tuple(v.number for v in reversed(data.history(inst.id))
                     if mark is not None and v.committed_at <= mark and not data.is_expired(v)
                     and v.number != data.heads[inst.id])
-    folders = tuple((w.id, w.folder) for w in data.unreferenced_writes(inst.id, effective) if w.id not in held)
-    if mark is None and not folders:
+    gone = [w for w in data.unreferenced_writes(inst.id, effective) if w.id not in held]
+    if mark is None and not gone:
         return None
-    return Expiry(inst.id, inst.name, inst.path, mark, expired, folders)
+    return Expiry(inst.id, inst.name, inst.path, mark, expired, tuple((w.id, w.folder) for w in gone),
+                  tuple(data.write_manifest(w) for w in gone))
 
 
 def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:

@@ -351,6 +351,18 @@ class Data:
                        and w.deleted_at is None and w.cleaned_at is None and (w.ended_at or 0) <= cutoff),
                       key=lambda w: (w.began_at, w.id))
 
+    def known_manifests(self, table_id: str) -> tuple[str, ...]:
+        """The file lists of an instance's commits (and adopted files) whose folders are not recorded
+        deleted: every file the ledger knows lies in its location."""
+        found = {v.manifest for v in self.history(table_id) if v.manifest is not None and
+                 (v.write_id is None or self.writes[v.write_id].deleted_at is None)}
+        return tuple(sorted(found))
+
+    def write_manifest(self, w: Write) -> str | None:
+        """The digest of the file list a committed write's version named (its own files only)."""
+        v = None if w.version is None else self.version(w.table_id, w.version)
+        return None if v is None else v.manifest
+
     def open_writes(self, table_id: str | None = None) -> list[Write]:
         found = [w for w in self.writes.values() if w.is_open and (table_id is None or w.table_id == table_id)]
         return sorted(found, key=lambda w: (w.began_at, w.id))

@@ -1,0 +1,284 @@
+"""The vacuum on an S3 API, against delta-rs's vacuum and the store's batched-delete floor.
+
+    python benchmarks/vacuum_s3.py [--sizes 2000,20000] [--rounds 1] [--no-deltalake]
+
+One S3-compatible server (``moto``'s server mode on 127.0.0.1, started here) serves every
+contender. For each shape and size, identical sets of small objects are put (not timed), one
+set per contender, and each contender deletes its own:
+
+* ``many-tables``: ``--tables`` dropped tables, the objects spread evenly, flat in each;
+* ``one-table``: one dropped table whose objects sit in ``--folders`` write folders
+  (``_writes/<16 hex digits>/``, as versioned tables have them).
+
+Contenders, in the same run, in a seeded order shuffled afresh each round (median kept):
+
+* ``batched-delete floor``: the keys, known in advance (no listing), deleted by DeleteObjects
+  in batches of 1,000, 8 in flight, with obstore: what no vacuum can beat on this server;
+* ``list + batched delete``: the same after a listing of each table (what a vacuum that must
+  find its objects can hope for);
+* ``deltalake vacuum (delta-rs)``: Delta tables whose log removed every object (each a
+  tombstone that a vacuum with retention 0 deletes), vacuumed table by table in its own
+  process (``benchmarks/.peers``, made on first use), timed from after ``import deltalake``;
+* ``spark_ops.vacuum``: ledger tables written through the ledger (one committed write a folder)
+  and dropped a week and a day ago (local[2], Spark started and warmed before timing; planning,
+  the watermark append and the purge records included).
+
+Each contender gets a bucket of its own: this server's listing costs grow with everything in
+the bucket (it scans it for each page), which would tax whoever runs last. Both the ledger and
+Delta know their files (the ledger's versions name them; Delta's log has them as tombstones),
+so both delete by key; the ledger then lists each location once more for what it cannot know.
+
+Targets (issue 19): at 20,000 objects, at least 1.0x delta-rs and 0.8x the batched-delete floor on
+both shapes; at 2,000 the ratios are reported (Spark's fixed job cost is most of the time there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+from _common import environment, load, print_table, verdict
+from vacuum import peers_python
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_REGION": "us-east-1"}
+PAYLOAD = b"x" * 128
+
+
+def start_server() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+            return server, endpoint
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise SystemExit("the moto S3 server did not start")
+
+
+def layout(shape: str, objects: int, tables: int, folders: int) -> list[list[str]]:
+    """For each table, the keys of its objects relative to the table's location."""
+    if shape == "many-tables":
+        return [[f"part-{i:05d}.parquet" for i in range(objects // tables)] for _ in range(tables)]
+    names = [hashlib.sha256(str(f).encode()).hexdigest()[:16] for f in range(folders)]
+    return [[f"_writes/{names[i % folders]}/part-{i:06d}.parquet" for i in range(objects)]]
+
+
+def put_all(store, keys: list[str]) -> None:
+    import obstore
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda key: obstore.put(store, key, PAYLOAD), keys))
+
+
+def left(store, prefix: str) -> int:
+    import obstore
+    return sum(len(page) for page in obstore.list(store, prefix + "/", chunk_size=1000))
+
+
+# --- contenders: each builds its own objects (untimed), then returns the seconds it took -------
+
+def floor(store, prefix: str, tables: list[list[str]], *, listing: bool) -> float:
+    import obstore
+    store = fresh_bucket()
+    keys = [f"{prefix}/t{t:04d}/{rel}" for t, plan in enumerate(tables) for rel in plan]
+    put_all(store, keys)
+    start = time.perf_counter()
+    if listing:
+        found = [o["path"] for t in range(len(tables))
+                 for page in obstore.list(store, f"{prefix}/t{t:04d}/", chunk_size=1000) for o in page]
+        assert len(found) == len(keys)
+        keys = found
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: obstore.delete(store, keys[i:i + 1000]), range(0, len(keys), 1000)))
+    seconds = time.perf_counter() - start
+    assert left(store, prefix) == 0
+    return seconds
+
+
+_DELTA = r"""
+import json, sys, time
+from deltalake import DeltaTable
+paths, options = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+start = time.perf_counter()
+deleted = 0
+for path in paths:
+    deleted += len(DeltaTable(path, storage_options=options).vacuum(retention_hours=0,
+                   enforce_retention_duration=False, dry_run=False))
+print(json.dumps({"seconds": time.perf_counter() - start, "deleted": deleted}))
+"""
+
+
+def delta(python: Path, store, endpoint: str, prefix: str, tables: list[list[str]]) -> float:
+    """Delta tables whose every object was added (version 0) and removed (version 1): tombstones.
+    Write folders are named as partitions (``w=<id>``): Delta skips ``_``-prefixed folders."""
+    import obstore
+    store = fresh_bucket()
+    schema = json.dumps({"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True,
+                                                        "metadata": {}}]})
+    paths, keys = [], []
+    for t, plan in enumerate(tables):
+        base = f"{prefix}/t{t:04d}"
+        files = [rel.replace("_writes/", "w=") for rel in plan]
+        keys += [f"{base}/{f}" for f in files]
+        head = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                {"metaData": {"id": f"t{t}", "format": {"provider": "parquet", "options": {}}, "schemaString": schema,
+                              "partitionColumns": [], "configuration": {}, "createdTime": 0}},
+                {"commitInfo": {"timestamp": 0, "operation": "WRITE"}}]
+        adds = head + [{"add": {"path": f, "size": len(PAYLOAD), "partitionValues": {}, "modificationTime": 0,
+                                "dataChange": True}} for f in files]
+        removes = [{"commitInfo": {"timestamp": 1, "operation": "DELETE"}}] + [
+            {"remove": {"path": f, "deletionTimestamp": 1, "dataChange": True, "size": len(PAYLOAD)}} for f in files]
+        obstore.put(store, f"{base}/_delta_log/00000000000000000000.json",
+                    ("\n".join(json.dumps(a) for a in adds) + "\n").encode())
+        obstore.put(store, f"{base}/_delta_log/00000000000000000001.json",
+                    ("\n".join(json.dumps(a) for a in removes) + "\n").encode())
+        paths.append(f"s3://{store_bucket(store)}/{base}")
+    put_all(store, keys)
+    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    done = subprocess.run([str(python), "-c", _DELTA, json.dumps(paths), json.dumps(options)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"deltalake vacuum failed:\n{done.stderr[-2000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["deleted"] == len(keys), f"deltalake deleted {out['deleted']} of {len(keys)}"
+    return out["seconds"]
+
+
+def ours(spark, store, prefix: str, tables: list[list[str]], scratch: Path) -> float:
+    from ledger import Ledger, ManualClock
+    from spark_ops import vacuum
+    store = fresh_bucket()
+    clock = ManualClock()
+    folder = Path(tempfile.mkdtemp(dir=scratch))
+    led = Ledger.open(folder / "ledger.db", warehouse=f"s3://{store_bucket(store)}/{prefix}", clock=clock,
+                      actor="bench")
+    keys = []
+    for t, plan in enumerate(tables):
+        name = f"bench.t{t:05d}"
+        location = led.create_table(name).location.split("/", 3)[3]  # the key prefix
+        by_folder: dict[str, list[str]] = {}
+        for rel in plan:
+            by_folder.setdefault(rel.rsplit("/", 1)[0] if "/" in rel else "", []).append(rel.rsplit("/", 1)[-1])
+        for names in by_folder.values():  # one committed write a folder, as a versioned table has them
+            w = led.begin_write(name)
+            keys += [f"{location}/{w.relative_folder}/{n}" for n in names]
+            led.commit_write(w.id, [(f"{w.relative_folder}/{n}", len(PAYLOAD)) for n in names])
+        led.drop_table(name)
+    put_all(store, keys)
+    clock.advance(timedelta(days=8))
+    start = time.perf_counter()
+    report = vacuum(spark, led)
+    seconds = time.perf_counter() - start
+    assert report.files == len(keys) and not report.failures, report.summary()
+    led.close()
+    return seconds
+
+
+_BUCKETS = iter(range(10**6))
+
+
+def fresh_bucket():
+    """A new, empty bucket and a client of it."""
+    import boto3
+    from obstore.store import S3Store
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    name = f"bench{next(_BUCKETS):04d}"
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
+    return S3Store(name, endpoint=endpoint, region="us-east-1", virtual_hosted_style_request=False,
+                   client_options={"allow_http": True})
+
+
+def store_bucket(store) -> str:
+    return store.config["bucket"] if "bucket" in store.config else store.config["aws_bucket"]
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="2000,20000", help="objects per shape, comma-separated")
+    parser.add_argument("--tables", type=int, default=100, help="tables in the many-tables shape")
+    parser.add_argument("--folders", type=int, default=100, help="write folders in the one-table shape")
+    parser.add_argument("--shapes", default="many-tables,one-table")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--no-deltalake", action="store_true")
+    args = parser.parse_args()
+    print(environment())
+    server, endpoint = start_server()
+    os.environ.update({**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint})
+    store = None  # each contender makes a bucket of its own
+    python = None if args.no_deltalake else peers_python()
+    from spark_ops import local_session
+    spark = local_session("retention-ledger-bench-s3")
+    spark.sparkContext.environment.update({**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint})
+    spark.sparkContext.parallelize(range(100), 8).map(lambda x: x).count()  # warm the workers
+    scratch = Path(tempfile.mkdtemp(prefix="ledger-bench-s3-"))
+    counter = iter(range(10**6))
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            for shape in args.shapes.split(","):
+                tables = layout(shape, size, args.tables, args.folders)
+                contenders: dict[str, Callable[[], float]] = {
+                    "batched-delete floor (keys known)": lambda: floor(store, f"f{next(counter)}", tables, listing=False),
+                    "list + batched delete": lambda: floor(store, f"l{next(counter)}", tables, listing=True),
+                    "spark_ops.vacuum": lambda: ours(spark, store, f"v{next(counter)}", tables, scratch),
+                }
+                if python is not None:
+                    contenders["deltalake vacuum (delta-rs)"] = \
+                        lambda: delta(python, store, endpoint, f"d{next(counter)}", tables)
+                times: dict[str, list[float]] = {name: [] for name in contenders}
+                shuffler = random.Random(f"{shape}-{size}")
+                for _ in range(args.rounds):
+                    for name in shuffler.sample(list(contenders), len(contenders)):
+                        times[name].append(contenders[name]())
+                medians = {name: statistics.median(t) for name, t in times.items()}
+                print(f"\n{shape}: {len(tables)} table(s), {size:,} objects of {len(PAYLOAD)} bytes on an S3 API "
+                      f"(moto); median of {args.rounds} round(s)")
+                print_table(("contender", "seconds", "objects/s", "every round (s)"),
+                            [(name, m, f"{size / m:,.0f}", " ".join(f"{t:.2f}" for t in times[name]))
+                             for name, m in medians.items()])
+                ours_s = medians["spark_ops.vacuum"]
+                strict = size >= 20_000
+                if "deltalake vacuum (delta-rs)" in medians:
+                    ratio = medians["deltalake vacuum (delta-rs)"] / ours_s
+                    if strict:
+                        verdict(f"{shape}, {size:,}: vacuum speed / delta-rs's", ratio, 1.0, higher_is_better=True,
+                                unit="x")
+                    else:
+                        print(f"INFO  {shape}, {size:,}: vacuum speed / delta-rs's: {ratio:.3f}x")
+                ratio = medians["batched-delete floor (keys known)"] / ours_s
+                if strict:
+                    verdict(f"{shape}, {size:,}: vacuum speed / the batched-delete floor's", ratio, 0.8,
+                            higher_is_better=True, unit="x")
+                else:
+                    print(f"INFO  {shape}, {size:,}: vacuum speed / the batched-delete floor's: {ratio:.3f}x")
+    finally:
+        spark.stop()
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"finished; {load()}")
+
+
+if __name__ == "__main__":
+    main()
