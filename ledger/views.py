@@ -283,6 +283,8 @@ class VacuumOrder:
     written: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
     """(id, name, location, adopted files) of each table whose writes it looked at: a dry run lists
     the foreign files in their locations, which no vacuum ever deletes (only a purge does)."""
+    locations: int = 0
+    """About how many table locations the root holds (live and dropped, not purged)."""
 
     @property
     def empty(self) -> bool:
@@ -324,6 +326,7 @@ class VacuumOrder:
                              for sc in plan.stragglers),
             written=tuple((i, name, join_location(root, path), (manifests or {}).get(adopt, ()) if adopt else ())
                           for i, name, path, adopt in plan.written),
+            locations=plan.locations,
         )
 
 

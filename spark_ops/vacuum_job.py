@@ -402,7 +402,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     if dry_run:
         items.update(("foreign:" + i, {"location": location, "named": named})
                      for i, _, location, named in order.written)
-    plan = context.broadcast({"root": order.root, "items": items, "listing": listing})
+    plan = context.broadcast({"root": order.root, "items": items, "listing": listing, "siblings": order.locations})
     ids = sorted(items)
     if not ids:
         return {}
@@ -640,7 +640,7 @@ def _purge_known(spec: dict[str, Any], keys: list[str]) -> Iterator[tuple]:
     if not allowed:
         return
     done = objects.purge(spec["root"], [spec["items"][k]["location"] for k in allowed],
-                         named=[spec["items"][k]["named"] for k in allowed])
+                         named=[spec["items"][k]["named"] for k in allowed], siblings=spec.get("siblings"))
     for key, (files, size, error) in zip(allowed, done):
         yield (key, files, size, error, None, 0)
 

@@ -163,6 +163,33 @@ def test_r2_r9_r20_a_table_on_s3_is_dropped_and_purged_in_batches(spark, lake: L
     assert not [r for r in s3.requests if r.method == "DELETE"]
 
 
+def test_r20_tables_the_ledger_knows_go_by_key_and_what_it_does_not_know_is_still_found(
+        spark, lake: Ledger, clock, s3) -> None:
+    """Dropped tables written through the ledger: their files go by key, without a listing of each;
+    one listing of the warehouse's folders then finds the tables that still hold something (a
+    ``_SUCCESS``, a file written outside the ledger), which are listed and emptied."""
+    from spark_ops import vacuum
+    kept = lake.create_table("sales.kept")
+    kept_objects = put_table(kept.location, 2)
+    tables = [lake.create_table(f"sales.t{i}") for i in range(4)]
+    for i, t in enumerate(tables):
+        _commit(lake, t.name, 5, marker=i < 2)  # tables 0 and 1 have Spark's _SUCCESS beside their files
+    put(f"{tables[2].location}/written-outside.parquet", b"f" * 3)
+    for t in tables:
+        lake.drop_table(t.name)
+    clock.advance(WEEK * 2)
+    s3.clear()
+    report = vacuum(spark, lake)
+    seen = list(s3.requests)
+    assert sorted(i.id for i in report.purged) == sorted(t.id for t in tables) and report.failures == []
+    assert report.files == 4 * 5 + 2 + 1  # the named files, two _SUCCESS, the foreign one
+    assert all(objects_under(t.location) == [] for t in tables)
+    assert objects_under(kept.location) == kept_objects
+    listed = {t.id for t in tables for r in seen if LISTINGS(r.method, r.target) and "delimiter" not in r.target
+              and f"%2F{t.id}%2F" in r.target}
+    assert listed == {tables[0].id, tables[1].id, tables[2].id}  # not the one the keyed deletes emptied
+
+
 def test_r2_a_failed_watermark_append_deletes_nothing_in_the_bucket(spark, s3, tmp_path: Path, clock) -> None:
     from spark_ops import vacuum
     store = FaultyStore(tmp_path / "ledger.db")
@@ -311,10 +338,12 @@ def test_r10_a_vacuum_killed_between_batches_on_s3_is_finished_by_the_next(spark
         assert sorted(purged) == sorted(t.id for t in tables)
 
 
-def _commit(led: Ledger, name: str, files: int, *, mode: str = "append") -> tuple[object, list[str]]:
-    """A write's objects put by hand (Spark's ``_SUCCESS`` marker too), committed."""
+def _commit(led: Ledger, name: str, files: int, *, mode: str = "append",
+            marker: bool = True) -> tuple[object, list[str]]:
+    """A write's objects put by hand (Spark's ``_SUCCESS`` marker too, unless not ``marker``), committed."""
     w = led.begin_write(name)
-    put(f"{w.folder}/_SUCCESS", b"")
+    if marker:
+        put(f"{w.folder}/_SUCCESS", b"")
     keys = [put(f"{w.folder}/part-{i}.parquet", b"v" * 5) for i in range(files)]
     led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 5) for i in range(files)], mode=mode)
     return w, keys

@@ -222,6 +222,9 @@ class VacuumPlan:
     written: tuple[tuple[str, str, str, str | None], ...] = ()
     """(id, name, path, manifest of adopted files or None) of each table whose writes were looked
     at: a dry run reports the foreign files in their locations (never swept)."""
+    locations: int = 0
+    """How many instances (live or dropped, not purged) have a location under the root: what a
+    listing of the root's folders would return."""
 
 
 @attrs.frozen
@@ -313,7 +316,8 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     adopted = {i.id: _adopted(state, i.id) for i in written}
     return VacuumPlan(cmd.run_id, cmd.now, planned, marks, resumes, cmd.now + cmd.lease_seconds * 1_000_000,
                       tuple(waiting), tuple(run.run_id for run in busy_runs), expiries, sweeps, stragglers,
-                      tuple((i.id, i.name, i.path, adopted[i.id]) for i in written) if cmd.uncommitted else ())
+                      tuple((i.id, i.name, i.path, adopted[i.id]) for i in written) if cmd.uncommitted else (),
+                      len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()))
 
 
 def _adopted(state: State, table_id: str) -> str | None:
