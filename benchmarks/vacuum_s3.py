@@ -190,12 +190,15 @@ def ours(spark, store, prefix: str, tables: list[list[str]], scratch: Path) -> f
     start = time.perf_counter()
     report = vacuum(spark, led)
     seconds = time.perf_counter() - start
+    PHASES.append(report.timings)
     assert report.files == len(keys) and not report.failures, report.summary()
     led.close()
     return seconds
 
 
 _BUCKETS = iter(range(10**6))
+PHASES: list[dict[str, float]] = []
+"""The vacuum's own timings of each run (plan, delete, record), printed after each shape."""
 
 
 def fresh_bucket():
@@ -258,6 +261,8 @@ def main() -> None:
                 print_table(("contender", "seconds", "objects/s", "every round (s)"),
                             [(name, m, f"{size / m:,.0f}", " ".join(f"{t:.2f}" for t in times[name]))
                              for name, m in medians.items()])
+                print("spark_ops.vacuum phases (s): " + "; ".join(
+                    " ".join(f"{k} {v:.2f}" for k, v in t.items()) for t in PHASES[-args.rounds:]))
                 ours_s = medians["spark_ops.vacuum"]
                 strict = size >= 20_000
                 if "deltalake vacuum (delta-rs)" in medians:
@@ -275,7 +280,7 @@ def main() -> None:
                     print(f"INFO  {shape}, {size:,}: vacuum speed / the batched-delete floor's: {ratio:.3f}x")
     finally:
         spark.stop()
-        server.terminate()
+        server.kill()
         server.wait(timeout=30)
     print(f"finished; {load()}")
 

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
@@ -402,10 +403,46 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
     if dry_run:
         items.update(("foreign:" + i, {"location": location, "named": named})
                      for i, _, location, named in order.written)
-    plan = context.broadcast({"root": order.root, "items": items, "listing": listing, "siblings": order.locations})
+    spec = {"root": order.root, "items": items, "listing": listing, "siblings": order.locations}
     ids = sorted(items)
     if not ids:
         return {}
+    # On an object store, what the ledger knows (the files of the tables it purges, of the versions
+    # it expires) and the small listings of write folders are deleted from the driver, with the
+    # same code and checks as on an executor, a few DeleteObjects batches in flight: the store does
+    # the work, and a Spark job would cost more than the deletes themselves (0.1-0.3 s against
+    # 0.55 s for 20,000 objects here), as Iceberg's Spark actions and delta-rs delete from one
+    # process. What the ledger does not know (a dropped location written outside it) is listed on
+    # the executors, split below the table.
+    on_driver = [] if dry_run or fs.is_local(order.root) else \
+        [k for k in ids if not (k.startswith("purge:") and not items[k]["named"])]
+    ids = [k for k in ids if k not in set(on_driver)]
+    driver = _DRIVER.submit(lambda: list(_work_partition(_Here(spec), on_driver, False))) if on_driver else None
+    try:
+        rows = _on_spark(context, spec, ids, dry_run, progress, order) if ids else []
+    finally:
+        done = [] if driver is None else driver.result()
+    if progress is not None and on_driver and not ids:
+        progress(1, 1)
+    return {row[0]: row[1:] for row in rows + done}
+
+
+class _Here:
+    """The plan as the driver holds it, in the shape of a broadcast (``.value``)."""
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.value = value
+
+
+_DRIVER = ThreadPoolExecutor(1, thread_name_prefix="vacuum-driver")
+
+
+def _on_spark(context: Any, spec: dict[str, Any], ids: list[str], dry_run: bool, progress: Progress | None,
+              order: VacuumOrder) -> list[tuple]:
+    """The items given to the executors: one job for the whole-item work, and the purges split
+    below the table in one or two more."""
+    items = spec["items"]
+    plan = context.broadcast(spec)
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip, ~0.1 s
     # here). On an object store a task keeps several batches in flight itself: one a core.
@@ -432,7 +469,7 @@ def _on_executors(spark: SparkSession, order: VacuumOrder, dry_run: bool,
             watcher.stop()
         context.setLocalProperty("spark.jobGroup.id", None)
         plan.unpersist()
-    return {row[0]: row[1:] for row in rows}
+    return rows
 
 
 SHARES_PER_CORE = 4
