@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .audit import export as exports, history as histories, proofs, verify as verifier
+from .audit import export as exports, history as histories, outputs, proofs, verify as verifier
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
@@ -66,6 +66,9 @@ class Ledger(Catalog):
                                   f"{type(clock).__name__} {clock!r}")
         if actor is not None and (not isinstance(actor, str) or not actor.strip()):
             raise InvalidArgument(f"actor must be non-empty text such as 'etl@host', got {actor!r}")
+        if actor is not None and any(ord(c) < 32 or ord(c) == 127 for c in actor):
+            raise InvalidArgument(f"actor {actor!r} holds a control character (a newline, a tab...), which could "
+                                  "forge a line of the history: use printable text such as 'etl@host'")
         self.store = store
         self.runner = Runner(store, clock=clock or system_clock, actor=actor or _default_actor(), **options)
         recorded = _record_root(store, _root_argument(warehouse))
@@ -413,12 +416,15 @@ class Ledger(Catalog):
         (``proof.verify(checkpoint)``)."""
         return proofs.inclusion_proof(self.store, seq, checkpoint)
 
-    def export(self, path: str | os.PathLike[str], *, format: str = "jsonl") -> ExportReport:
+    def export(self, path: str | os.PathLike[str], *, format: str = "jsonl", overwrite: bool = False) -> ExportReport:
         """Write every event, with its seq and hash, to ``path`` (``jsonl`` or ``parquet``): with a
-        checkpoint, all the offline verifier (``python -m ledger.audit verify``) needs."""
+        checkpoint, all the offline verifier (``python -m ledger.audit verify``) needs.
+
+        An existing file is replaced only with ``overwrite=True``, and the ledger's own files never."""
         exports.check_format(format)
+        out = outputs.target(path, "export", overwrite=overwrite, protected=outputs.ledger_files(self.path))
         head = self.store.head()[0]
-        return exports.write(self.store.read(0, upto=head, with_hash=True), path, format)
+        return exports.write(self.store.read(0, upto=head, with_hash=True), out, format)
 
     def as_of(self, *, seq: int | None = None, time: datetime | None = None) -> AsOf:
         """The catalog as it was after event ``seq``, or after every event at or before ``time``

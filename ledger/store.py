@@ -30,6 +30,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 import zlib
 from typing import Iterator, Mapping, NamedTuple, Sequence
 
@@ -786,12 +787,21 @@ def _refuse_non_sqlite(path: str) -> None:
     a ledger must not eat a file it did not write."""
     if path == ":memory:" or path.startswith("file:"):
         return
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(len(_SQLITE_HEADER))
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise LedgerUnavailable(f"{path}: cannot read the ledger file: {exc}") from None
+    for wait in (0.0, 0.05, 0.2, 0.5, 1.0):
+        time.sleep(wait)
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(len(_SQLITE_HEADER))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise LedgerUnavailable(f"{path}: cannot read the ledger file: {exc}") from None
+        if head or os.path.exists(path + "-wal"):
+            break
+        # An empty file: another process creating a ledger there writes its header within
+        # microseconds of making it; one that stays empty is not a ledger, and not ours to claim.
+    else:
+        raise LedgerCorrupt(f"{path} is an empty file, not a ledger; refusing to turn it into one: remove it, "
+                            "or give the path of the ledger you meant")
     if head and head != _SQLITE_HEADER:
         raise LedgerCorrupt(f"{path} is not an SQLite file, so not a ledger; refusing to touch it")

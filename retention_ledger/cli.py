@@ -5,8 +5,9 @@ starts with ``error:``); 2 the command line itself was wrong; 130 interrupted
 (Ctrl-C: one line, Spark stopped, the ledger consistent). ``--json`` prints
 machine-readable output; times are always ISO 8601 UTC.
 
-Read-only commands never create a ledger: a mistyped ``--ledger`` path is an
-error, not an empty ledger that answers "0 events".
+Only ``create`` makes a ledger where there is none: every other command refuses a
+missing path, so a mistyped ``--ledger`` is an error, not an empty ledger that answers
+"0 events" or "no dropped instance".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -26,7 +28,7 @@ import click
 import rich.console
 
 from ledger import Ledger, LedgerError, Scope, TableInstance
-from ledger.audit import Checkpoint, generate_key
+from ledger.audit import Checkpoint, generate_key, outputs
 from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
 
@@ -36,14 +38,14 @@ DEFAULT_LEDGER = "ledger.db"
 class Context:
     def __init__(self, path: str, warehouse: str | None, actor: str | None, as_json: bool) -> None:
         self.path, self.warehouse, self.actor, self.as_json = path, warehouse, actor, as_json
-        self.writes = True
+        self.creates = False
         self.as_of: str | None = None
         self._ledger: Ledger | None = None
 
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            self._ledger = Ledger.open(self.path, warehouse=self.warehouse, actor=self.actor, create=self.writes)
+            self._ledger = Ledger.open(self.path, warehouse=self.warehouse, actor=self.actor, create=self.creates)
         return self._ledger
 
     @property
@@ -75,10 +77,11 @@ class Interrupted(Exception):
     """Ctrl-C: reported in one line, with exit code 130."""
 
 
-def command(group: click.Group, name: str, *, short_help: str, writes: bool = False, as_of: bool = False,
+def command(group: click.Group, name: str, *, short_help: str, creates: bool = False, as_of: bool = False,
             **kwargs: Any) -> Callable:
     """A subcommand that accepts --json in either place, turns ledger refusals into exit 1 and
-    Ctrl-C into exit 130. ``writes=False`` commands refuse a ledger file that does not exist;
+    Ctrl-C into exit 130. Only ``creates=True`` commands may make a ledger where there is none: every
+    other one refuses a missing path (``LedgerNotFound``), so a mistyped ``--ledger`` is an error;
     ``as_of=True`` ones read the past with ``--as-of T|SEQ`` (``ctx.reader``)."""
     def wrap(fn: Callable) -> click.Command:
         @group.command(name, short_help=short_help, **kwargs)
@@ -87,7 +90,7 @@ def command(group: click.Group, name: str, *, short_help: str, writes: bool = Fa
         @functools.wraps(fn)
         def run(ctx: Context, as_json: bool, **params: Any) -> None:
             ctx.as_json = ctx.as_json or as_json
-            ctx.writes = writes
+            ctx.creates = creates
             ctx.as_of = params.pop("as_of_point", None)
             try:
                 fn(ctx, **params)
@@ -136,8 +139,13 @@ class _SparkGuard:
     def __init__(self, name: str, ledger_path: str) -> None:
         self.name, self.ledger_path = name, ledger_path
         self.run: str | None = None
+        self.scratch = ""
+        """Spark's temporary files for this command (removed when it ends)."""
 
     def __enter__(self) -> _SparkGuard:
+        from pyspark.sql import SparkSession
+        self._ours = SparkSession.getActiveSession() is None  # a caller's session (a test's) is left running
+        self.scratch = tempfile.mkdtemp(prefix="retention-ledger-spark-")
         self._stderr = os.dup(2)  # the JVM's start points fd 2 at its log: keep the real one
         self._log = logging.FileHandler(jvm_log())
         logging.getLogger().addHandler(self._log)
@@ -158,10 +166,18 @@ class _SparkGuard:
         os._exit(130)  # the ledger needs no cleanup: every append is durable or not there (R10)
 
     def __exit__(self, *exc: object) -> None:
+        """Stop Spark and remove what it left in the temporary folder; the JVM's log too, unless the
+        command failed (it may say why)."""
         signal.signal(signal.SIGINT, self._previous)
+        if self._ours:
+            _stop_spark()
         logging.getLogger().removeHandler(self._log)
         self._log.close()
         os.close(self._stderr)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        if exc[0] is None:
+            with contextlib.suppress(OSError):
+                os.remove(jvm_log())
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -199,7 +215,7 @@ def _size(n: int) -> str:
 
 # --- tables ----------------------------------------------------------------------------------
 
-@command(cli, "create", short_help="Create a table.", writes=True)
+@command(cli, "create", short_help="Create a table.", creates=True)
 @click.argument("name")
 def create(ctx: Context, name: str) -> None:
     """Create table NAME (database.table) at a fresh location in the warehouse."""
@@ -207,7 +223,7 @@ def create(ctx: Context, name: str) -> None:
     ctx.emit(t.to_dict(), f"created {t.name} (id {t.id}) at {t.location}")
 
 
-@command(cli, "drop", short_help="Soft-drop a table (restorable until vacuumed).", writes=True)
+@command(cli, "drop", short_help="Soft-drop a table (restorable until vacuumed).")
 @click.argument("name")
 def drop(ctx: Context, name: str) -> None:
     """Soft-drop table NAME; it stays restorable until a vacuum's watermark passes it."""
@@ -215,7 +231,7 @@ def drop(ctx: Context, name: str) -> None:
     ctx.emit(t.to_dict(), f"dropped {t.name} (id {t.id}) at {iso_utc(t.dropped_at)}")
 
 
-@command(cli, "undrop", short_help="Restore a dropped table.", writes=True)
+@command(cli, "undrop", short_help="Restore a dropped table.")
 @click.argument("name")
 @click.option("--id", "table_id", help="Restore this instance instead of the newest dropped one.")
 @click.option("--as", "new_name", help="Restore under this name instead.")
@@ -225,7 +241,7 @@ def undrop(ctx: Context, name: str, table_id: str | None, new_name: str | None) 
     ctx.emit(t.to_dict(), f"restored {t.name} (id {t.id})")
 
 
-@command(cli, "drop-database", short_help="Drop every live table of a database.", writes=True)
+@command(cli, "drop-database", short_help="Drop every live table of a database.")
 @click.argument("database")
 def drop_database(ctx: Context, database: str) -> None:
     """Drop every live table of DATABASE at once (one event, one drop time)."""
@@ -233,7 +249,7 @@ def drop_database(ctx: Context, database: str) -> None:
     ctx.emit([t.to_dict() for t in tables], f"dropped database {database}: {len(tables)} table(s)")
 
 
-@command(cli, "undrop-database", short_help="Restore what a database drop took, all or none.", writes=True)
+@command(cli, "undrop-database", short_help="Restore what a database drop took, all or none.")
 @click.argument("database")
 def undrop_database(ctx: Context, database: str) -> None:
     """Restore exactly the tables the latest drop of DATABASE took, all of them or none."""
@@ -300,7 +316,7 @@ def versions(ctx: Context, name: str, with_files: bool) -> None:
          for v in found]) if found else f"{name} has no versions yet")
 
 
-@command(cli, "restore", short_help="Restore a table to an earlier version.", writes=True)
+@command(cli, "restore", short_help="Restore a table to an earlier version.")
 @click.argument("name")
 @click.option("--version", "number", type=int, default=None, help="The version to restore.")
 @click.option("--as-of", "as_of", default=None, metavar="TIME",
@@ -315,7 +331,7 @@ def restore(ctx: Context, name: str, number: int | None, as_of: str | None) -> N
                           f"({v.file_count} files, {v.bytes} bytes)")
 
 
-@command(cli, "mark", short_help="Show or advance a table's retention mark.", writes=True, as_of=True)
+@command(cli, "mark", short_help="Show or advance a table's retention mark.", as_of=True)
 @click.argument("name")
 @click.option("--advance", "to", default=None, metavar="TIME",
               help="Advance to the newest version committed at or before this ISO 8601 time, or 'now'.")
@@ -323,7 +339,6 @@ def mark(ctx: Context, name: str, to: str | None) -> None:
     """Show the retention mark of NAME, or advance it: versions committed at or before it (but the
     current one) are expired. It never moves back, and never reaches the current version."""
     if to is None:
-        ctx.writes = False
         found = ctx.reader.retention_mark(name)
         ctx.emit({"table": name, "retention_mark": iso_utc(found)}, f"{name}: {iso_utc(found) or 'not set'}")
         return
@@ -353,7 +368,7 @@ def writes(ctx: Context, name: str | None) -> None:
 
 # --- watermarks and retention ----------------------------------------------------------------
 
-@command(cli, "watermark", short_help="Show or advance a watermark.", writes=True, as_of=True)
+@command(cli, "watermark", short_help="Show or advance a watermark.", as_of=True)
 @click.option("--scope", default="ledger", show_default=True,
               help="ledger, database:<name> or table:<id>.")
 @click.option("--advance", "to", default=None, metavar="TIME",
@@ -362,7 +377,6 @@ def watermark(ctx: Context, scope: str, to: str | None) -> None:
     """Show the watermark of a scope, or advance it; a watermark never moves back."""
     where = Scope.parse(scope)
     if to is None:
-        ctx.writes = False
         mark = ctx.reader.watermark(where)
         ctx.emit({"scope": str(where), "watermark": iso_utc(mark)}, f"{where}: {iso_utc(mark) or 'not set'}")
         return
@@ -380,7 +394,7 @@ def watermark(ctx: Context, scope: str, to: str | None) -> None:
     ctx.emit(data, text)
 
 
-@command(cli, "retention", short_help="Show, set or clear a retention.", writes=True, as_of=True,
+@command(cli, "retention", short_help="Show, set or clear a retention.", as_of=True,
          context_settings={"ignore_unknown_options": True})  # so that "-1d" reaches the ledger, which says why
 @click.argument("duration", required=False)
 @click.option("--scope", default="ledger", show_default=True, help="ledger, database:<name> or table:<id>.")
@@ -391,7 +405,6 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
     if duration is not None and duration.startswith("-") and not duration[1:2].isdigit():
         raise click.UsageError(f"No such option: {duration}")
     where = Scope.parse(scope)
-    ctx.writes = duration is not None
     if duration is not None:
         ctx.no_as_of("a new retention")
         value = None if duration.strip().lower() == "none" else duration
@@ -482,17 +495,18 @@ def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None
 @command(cli, "checkpoint", short_help="Print (or save) a checkpoint of the log's head.")
 @click.option("--key", default=None, metavar="FILE", help="Sign it with this Ed25519 private key (PEM).")
 @click.option("--out", default=None, metavar="FILE", help="Write it to FILE instead of printing it.")
-def checkpoint_command(ctx: Context, key: str | None, out: str | None) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists (never the ledger or the key).")
+def checkpoint_command(ctx: Context, key: str | None, out: str | None, overwrite: bool) -> None:
     """Take a checkpoint of the log: seq, time, head hash and Merkle root, signed with --key if
     given. Keep it outside the ledger; verify --against it later."""
+    protected = outputs.ledger_files(ctx.path) + ([key] if key else [])
+    if out is not None:  # refused before a checkpoint is taken: a bad target changes nothing
+        outputs.target(out, "checkpoint", overwrite=overwrite, protected=protected)
     cp = ctx.ledger.checkpoint(key=key)
     if out is None:
         click.echo(cp.to_json(), nl=False)
         return
-    try:
-        cp.write(out)
-    except OSError as exc:
-        raise click.FileError(out, hint=exc.strerror or str(exc)) from None
+    cp.write(out, overwrite=True, protected=protected)
     ctx.emit(json.loads(cp.to_json()), f"checkpoint #{cp.seq} ({iso_utc(cp.time)}, root {cp.root[:16]}...) "
                                        f"{'signed and ' if cp.signature else ''}written to {out}")
 
@@ -513,11 +527,12 @@ def prove(ctx: Context, seq: int, checkpoint: str) -> None:
 @click.argument("path")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default=None,
               help="Default: from the file name (.parquet), else jsonl.")
-def export_command(ctx: Context, path: str, fmt: str | None) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace PATH if it exists (never the ledger itself).")
+def export_command(ctx: Context, path: str, fmt: str | None, overwrite: bool) -> None:
     """Export the log (JSON lines or Parquet), every event with its seq and hash: with a
     checkpoint, all the offline verifier (python -m ledger.audit verify) needs."""
     fmt = fmt or ("parquet" if path.endswith(".parquet") else "jsonl")
-    report = ctx.ledger.export(path, format=fmt)
+    report = ctx.ledger.export(path, format=fmt, overwrite=overwrite)
     ctx.emit(attrs.asdict(report), f"exported {report.events} events to {report.path} ({report.format})")
 
 
@@ -530,7 +545,7 @@ def keygen(ctx: Context, path: str) -> None:
     ctx.emit({"private_key": path, "public_key": str(public)}, f"private key: {path}\npublic key:  {public}")
 
 
-@command(cli, "move-warehouse", short_help="Record that the warehouse moved.", writes=True)
+@command(cli, "move-warehouse", short_help="Record that the warehouse moved.")
 @click.argument("root")
 def move_warehouse(ctx: Context, root: str) -> None:
     """Record that the warehouse's files now live under ROOT (copy them there first)."""
@@ -541,7 +556,7 @@ def move_warehouse(ctx: Context, root: str) -> None:
 
 # --- Spark commands ----------------------------------------------------------------------------
 
-@command(cli, "vacuum", short_help="Purge dropped tables past their retention.", writes=True)
+@command(cli, "vacuum", short_help="Purge dropped tables past their retention.")
 @click.option("--retention", default=None, metavar="DURATION",
               help="Use instead of the ledger-wide retention for this run (e.g. 7d); "
                    "database and table settings still apply.")
@@ -559,7 +574,9 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
                    grace: str | None) -> None:
     """Purge dropped tables past their retention, expire old versions, and sweep abandoned writes:
     marks and watermarks first, then delete on Spark, then record."""
-    ctx.writes = not dry_run
+    if only_uncommitted and not uncommitted:
+        raise click.UsageError("--only-uncommitted sweeps only uncommitted data; it cannot be combined with "
+                               "--no-uncommitted, which turns that sweep off")
     led = ctx.ledger
     options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor,
                    uncommitted=uncommitted, only_uncommitted=only_uncommitted, grace=grace)
@@ -575,7 +592,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
     with _SparkGuard("vacuum", led.path) as guard:
-        spark = local_session(jvm_log=jvm_log())
+        spark = local_session(jvm_log=jvm_log(), scratch=guard.scratch)
         guard.started()
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
         guard.run = None if dry_run else Ledger.new_run_id()
@@ -604,11 +621,7 @@ def _nothing_text(order: Any) -> str:
 
 
 def _vacuum_text(report: Any) -> str:
-    verb = "would delete" if report.dry_run else "deleted"
-    lines = [f"{'dry run' if report.dry_run else 'vacuum ' + str(report.run_id)}: "
-             f"{len(report.instances)} table(s) purged, {len(report.expired)} expiring old versions, "
-             f"{sum(len(s.writes) for s in report.swept)} abandoned write(s) swept, "
-             f"{verb} {report.files} file(s), {report.bytes} bytes in {report.duration:.1f}s"]
+    lines = [report.summary().splitlines()[0]]  # what was done (a failed purge is not counted purged)
     lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
     for item in report.instances:
         status = "FAILED " + str(item.error) if item.error else f"{item.files} files, {item.bytes} bytes"
@@ -642,6 +655,9 @@ def _vacuum_text(report: Any) -> str:
         lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
     if report.busy_runs:
         lines.append(f"  left to running vacuum(s): {', '.join(report.busy_runs)}")
+    for w in report.waiting:
+        lines.append(f"  {w['name']} (id {w['id']}) is restorable until {w['due_at']}: retention "
+                     f"{w['retention']} from {w['retention_from']}")
     return "\n".join(lines)
 
 
@@ -666,7 +682,7 @@ def demo_command(ctx: Context, folder: str) -> None:
     from .demo import run_demo
 
     with _SparkGuard("demo", ":memory:") as guard:
-        summary = run_demo(folder, echo=None if ctx.as_json else click.echo, jvm_log=jvm_log(),
+        summary = run_demo(folder, echo=None if ctx.as_json else click.echo, jvm_log=jvm_log(), scratch=guard.scratch,
                            spark_started=guard.started)
     if ctx.as_json:
         click.echo(json.dumps(summary, indent=2))

@@ -27,13 +27,14 @@ MARKER = ".retention-ledger-demo"
 
 
 def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
-             jvm_log: str | None = None, spark_started: Callable[[], Any] | None = None) -> dict[str, Any]:
+             jvm_log: str | None = None, spark_started: Callable[[], Any] | None = None,
+             scratch: str | None = None) -> dict[str, Any]:
     say = echo or (lambda _line: None)
     root = _fresh_folder(Path(folder))
     clock = ManualClock(datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=10))
 
     say("starting a local SparkSession ...")
-    spark = local_session("retention-ledger-demo", jvm_log=jvm_log)
+    spark = local_session("retention-ledger-demo", jvm_log=jvm_log, scratch=scratch)
     if spark_started is not None:
         spark_started()
     with Ledger.open(root / "ledger.db", warehouse=root / "warehouse", clock=clock, actor="demo") as led:

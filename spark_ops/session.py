@@ -36,10 +36,13 @@ class JavaNotFound(SparkUnavailable):
 
 
 def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]",
-                  shuffle_partitions: int = 4, jvm_log: str | None = None) -> SparkSession:
+                  shuffle_partitions: int = 4, jvm_log: str | None = None,
+                  scratch: str | None = None) -> SparkSession:
     """The process's local SparkSession, started if need be. With ``jvm_log``, the JVM's own
     output (its start-up banner, and anything it prints later) goes to that file instead of
-    this process's stderr, which a command line keeps for its one-line answers."""
+    this process's stderr, which a command line keeps for its one-line answers. With
+    ``scratch``, Spark's own temporary files (block manager, shipped files, native libraries)
+    go in that folder instead of the system's, for the caller to remove afterwards."""
     active = SparkSession.getActiveSession()
     if active is None:
         check_java()
@@ -47,10 +50,10 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Spark reads log4j2.properties from its conf dir when the JVM starts; ours keeps it quiet.
     os.environ.setdefault("SPARK_CONF_DIR", str(resources.files("spark_ops").joinpath("conf")))
-    java_options = "-Duser.timezone=UTC"
+    java_options = "-Duser.timezone=UTC" + (f" -Djava.io.tmpdir={scratch}" if scratch else "")
     try:
         with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext():
-            spark = _build(app_name, master, shuffle_partitions, java_options)
+            spark = _build(app_name, master, shuffle_partitions, java_options, scratch)
     except Exception as exc:  # py4j and PySpark raise their own types; the caller needs one line
         where = f"; the JVM's output is in {jvm_log}" if jvm_log else ""
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -59,9 +62,11 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     return spark
 
 
-def _build(app_name: str, master: str, shuffle_partitions: int, java_options: str) -> SparkSession:
+def _build(app_name: str, master: str, shuffle_partitions: int, java_options: str,
+           scratch: str | None = None) -> SparkSession:
+    builder = SparkSession.builder if scratch is None else SparkSession.builder.config("spark.local.dir", scratch)
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

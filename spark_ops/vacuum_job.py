@@ -206,19 +206,22 @@ class VacuumReport:
 
     def summary(self) -> str:
         """What the run did (or, for a dry run, would do), in a few lines a person reads."""
-        would = "would " if self.dry_run else ""
+        def said(would: str, did: str) -> str:
+            return would if self.dry_run else did
         head = "dry run" if self.dry_run else f"vacuum {self.run_id}"
         ok = [i for i in self.instances if i.ok]
-        lines = [f"{head}: {would}purge {len(ok)} table(s), {would}delete {self.files} file(s) "
-                 f"({format_bytes(self.bytes)}) in {self.duration:.1f}s"]
+        lines = [f"{head}: {said('would purge', 'purged')} {len(ok)} table(s), {said('would delete', 'deleted')} "
+                 f"{self.files} file(s) ({format_bytes(self.bytes)}) in {self.duration:.1f}s"]
         expired = [e for e in self.expired if e.ok]
         if expired:
-            lines.append(f"  {would}expire {sum(len(e.versions) for e in expired)} old version(s) of "
-                         f"{len(expired)} table(s)")
+            lines.append(f"  {said('would expire', 'expired')} {sum(len(e.versions) for e in expired)} old "
+                         f"version(s) of {len(expired)} table(s)")
         if self.swept:
-            lines.append(f"  {would}sweep {sum(len(s.writes) for s in self.swept if s.ok)} abandoned write(s)")
+            lines.append(f"  {said('would sweep', 'swept')} {sum(len(s.writes) for s in self.swept if s.ok)} "
+                         "abandoned write(s)")
         if self.stragglers:
-            lines.append(f"  {would}clean {sum(1 for s in self.stragglers if s.ok)} write folder(s) of stragglers")
+            lines.append(f"  {said('would clean', 'cleaned')} {sum(1 for s in self.stragglers if s.ok)} write "
+                         "folder(s) of stragglers")
         for item in self.failures:
             lines.append(f"  failed: {getattr(item, 'name', item.id)}: {item.error}")
         if self.waiting:

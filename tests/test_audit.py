@@ -933,3 +933,99 @@ def test_r16_read_log_gives_one_typed_row_per_event_for_spark_sql(spark, small_d
     with Ledger.open(small_db, create=False) as led:
         assert read_log(spark, led, path=kept).count() == len(stored)
     assert kept.exists()
+
+
+# --- where an auditor's files go, and what a checkpoint or key may be (issues 25, 26) ------------
+
+@pytest.mark.parametrize("format", ["jsonl", "parquet"])
+def test_r10_an_export_never_replaces_the_ledger_and_replaces_another_file_only_when_asked(
+        small_db: Path, tmp_path: Path, format: str) -> None:
+    """``export(led.path)`` used to replace the ledger with the export: every event gone."""
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False) as led:
+        events, original = led.event_count(), path.read_bytes()
+        for target in (path, f"{path}-wal", f"{path}-shm"):
+            for overwrite in (False, True):
+                with pytest.raises(InvalidArgument, match="which it would destroy"):
+                    led.export(target, format=format, overwrite=overwrite)
+        assert path.read_bytes() == original and led.event_count() == events
+        other = tmp_path / f"old.{format}"
+        other.write_text("keep me")
+        with pytest.raises(InvalidArgument, match=r"exists; refusing to replace it \(pass overwrite=True"):
+            led.export(other, format=format)
+        assert other.read_text() == "keep me"
+        assert led.export(other, format=format, overwrite=True).events == events
+        assert led.export(tmp_path / "new" / "folder" / f"log.{format}", format=format).events == events
+    with Ledger.open(path, create=False) as led:
+        assert led.verify().events == events
+
+
+@pytest.mark.parametrize("bad", [None, 42, b"log.jsonl", "", "a\x00b.jsonl"])
+def test_export_and_checkpoint_targets_and_keys_of_the_wrong_kind_are_invalid_argument(
+        small_db: Path, tmp_path: Path, bad: object) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        with pytest.raises(InvalidArgument):
+            led.export(bad)  # type: ignore[arg-type]
+        if bad is not None:  # key=None is "unsigned"
+            with pytest.raises(InvalidArgument):
+                led.checkpoint(key=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            led.checkpoint().write(bad)  # type: ignore[arg-type]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("time", [1234, None, ["2026-01-01T00:00:00Z"]])
+def test_r16_a_checkpoint_whose_time_is_not_text_is_checkpoint_invalid(small_db: Path, time: object) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        data = json.loads(led.checkpoint().to_json())
+    data["time"] = time
+    with pytest.raises(CheckpointInvalid, match="time must be ISO 8601 text"):
+        Checkpoint.from_json(json.dumps(data))
+
+
+def test_r16_an_edited_checkpoint_seq_is_blamed_on_the_checkpoint_not_the_log(small_db: Path, tmp_path: Path) -> None:
+    """Its head is still the hash of the event it was taken at: the seq is what changed."""
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint()
+        exported = led.export(tmp_path / "log.jsonl").path
+        for seq in (cp.seq - 1, cp.seq + 5):
+            edited = attrs.evolve(cp, seq=seq)
+            with pytest.raises(CheckpointInvalid, match=rf"says it ends at event #{seq}, but its head is the hash "
+                                                        rf"of event #{cp.seq}: the checkpoint's seq was edited"):
+                led.verify(against=edited)
+            with pytest.raises(CheckpointInvalid, match="the checkpoint's seq was edited"):
+                verify_export(exported, edited)
+        led.verify(against=cp)
+
+
+def test_r16_a_private_key_is_refused_where_the_signers_public_key_belongs(small_db: Path, tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "signer.pem"
+    public = generate_key(key)  # the keys/ folder is made
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint(key=key)
+        with pytest.raises(InvalidArgument, match="that is a private key: .* the signer's public key"):
+            led.verify(against=cp, public_key=key)
+        assert led.verify(against=cp, public_key=public).signature_checked
+
+
+def test_r10_a_checkpoint_file_never_replaces_its_signing_key_nor_an_existing_file_unasked(
+        small_db: Path, tmp_path: Path) -> None:
+    key = tmp_path / "k.pem"
+    generate_key(key)
+    secret = key.read_bytes()
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint(key=key)
+        for overwrite in (False, True):
+            with pytest.raises(InvalidArgument, match="which it would destroy"):
+                cp.write(key, overwrite=overwrite, protected=[str(key)])
+        cp.write(tmp_path / "cp.json")
+        with pytest.raises(InvalidArgument, match="exists; refusing to replace it"):
+            attrs.evolve(cp, signature=None).write(tmp_path / "cp.json")
+    assert key.read_bytes() == secret and Checkpoint.read(tmp_path / "cp.json") == cp
+
+
+def test_r16_the_offline_verifier_says_a_missing_file_is_missing_not_corrupt(small_db: Path, tmp_path: Path) -> None:
+    with Ledger.open(small_db, create=False) as led:
+        cp = led.checkpoint()
+    with pytest.raises(InvalidArgument, match="cannot read the export .*MISSING.jsonl: No such file"):
+        verify_export(tmp_path / "MISSING.jsonl", cp)

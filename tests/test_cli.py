@@ -390,6 +390,7 @@ def test_watermark_show_when_not_set(db: Path) -> None:
 
 
 def test_r1_cli_watermark_advance_to_a_time_is_fetch_and_set_and_never_moves_back(db: Path) -> None:
+    empty(db)  # only create makes a ledger
     first = ok_json(db, "watermark", "--advance", "2020-01-01T02:00:00+02:00")  # converted to UTC
     assert first == {"scope": "ledger", "previous": None, "watermark": "2020-01-01T00:00:00.000000Z"}
 
@@ -484,6 +485,7 @@ def test_retention_show_set_override_and_clear(db: Path) -> None:
 
 
 def test_retention_below_the_floor_is_refused_without_override(db: Path) -> None:
+    empty(db)  # only create makes a ledger
     ok(db, "retention", "7d")
 
     line = refused(db, "retention", "1h", error="InvalidRetention")
@@ -731,6 +733,7 @@ def test_readme_lists_every_command_and_every_error_a_user_can_meet() -> None:
 # --- smaller things a new user noticed (each test failed before its fix) ----------------------
 
 def test_watermark_advance_to_an_earlier_time_says_it_is_unchanged(db: Path) -> None:
+    empty(db)  # only create makes a ledger
     ok(db, "watermark", "--advance", "2020-06-01T00:00:00Z")
     out = ok(db, "watermark", "--advance", "2019-01-01T00:00:00Z").stdout
     assert out == ("ledger: unchanged at 2020-06-01T00:00:00.000000Z: watermarks never move back, and "
@@ -846,3 +849,44 @@ def test_r14_cli_writes_lists_open_writes_with_their_expiry(db: Path) -> None:
     header, line = ok(db, "writes").stdout.splitlines()
     assert header.split() == ["WRITE", "TABLE", "BEGAN_AT", "EXPIRES_AT", "LEASE", "FOLDER"]
     assert line.split()[0] == w.id
+
+
+# --- found by a new user (issue 26; each failed before its fix) --------------------------------
+
+@pytest.mark.parametrize("args", [["drop", "sales.orders"], ["undrop", "sales.orders"], ["drop-database", "sales"],
+                                  ["undrop-database", "sales"], ["restore", "sales.orders", "--version", "1"],
+                                  ["mark", "sales.orders", "--advance", "2020-01-01T00:00:00Z"],
+                                  ["watermark", "--advance", "2020-01-01T00:00:00Z"], ["retention", "7d"],
+                                  ["move-warehouse", "/tmp/elsewhere"], ["vacuum"]])
+def test_r10_only_create_makes_a_ledger_and_a_mistyped_path_is_ledger_not_found(tmp_path: Path, args: list[str]) -> None:
+    """``drop`` on a mistyped ``--ledger`` used to create an empty ledger and answer "no dropped instance"."""
+    typo = tmp_path / "tenant-typo.db"
+    result = invoke(typo, *args)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("error: LedgerNotFound: there is no ledger at ") and result.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+    ok(typo, "create", "sales.orders")
+    assert typo.exists()
+
+
+def test_vacuum_only_uncommitted_with_no_uncommitted_is_a_usage_error(db: Path) -> None:
+    empty(db)
+    before = event_count(db)
+    assert "cannot be combined with --no-uncommitted" in usage_error(db, "vacuum", "--only-uncommitted",
+                                                                     "--no-uncommitted").stderr
+    assert event_count(db) == before
+
+
+def test_r16_an_actor_with_a_control_character_cannot_forge_a_history_line(db: Path) -> None:
+    empty(db)
+    result = CliRunner().invoke(cli, ["--ledger", str(db), "--actor", "alice\n#9 2026-01-01 mallory dropped", "create",
+                                      "sales.orders"])
+    assert result.exit_code == 1 and "holds a control character" in result.stderr and event_count(db) == 0
+
+
+def test_an_empty_file_at_the_ledger_path_is_not_taken_for_a_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    result = invoke(path, "create", "sales.orders")
+    assert result.exit_code == 1 and "is an empty file, not a ledger" in result.stderr
+    assert path.read_bytes() == b""

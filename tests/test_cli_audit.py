@@ -164,3 +164,58 @@ def test_as_of_json_times_are_iso_utc(db: Path) -> None:
     dropped = ok_json(db, "show-dropped", "--as-of", at(1.5))[0]
     assert re.fullmatch(ISO_Z, dropped["dropped_at"])
     assert json.loads(ok(db, "--json", "checkpoint").stdout)["time"] == at(3)
+
+
+# --- an auditor's files never replace what matters (issues 25, 26) ------------------------------
+
+def test_r10_cli_checkpoint_and_export_never_replace_the_ledger_nor_the_key(db: Path, tmp_path: Path) -> None:
+    key = tmp_path / "keys" / "signer.pem"
+    ok(db, "keygen", str(key))  # the keys/ folder did not exist
+    secret, original = key.read_bytes(), db.read_bytes()
+    for args in (["checkpoint", "--key", str(key), "--out", str(key)],
+                 ["checkpoint", "--key", str(key), "--out", str(key), "--overwrite"],
+                 ["checkpoint", "--out", str(db), "--overwrite"],
+                 ["export", str(db), "--overwrite"], ["export", f"{db}-wal"], ["export", f"{db}-shm", "--format", "parquet"]):
+        assert "which it would destroy" in refused(db, *args, error="InvalidArgument")
+    assert key.read_bytes() == secret and db.read_bytes() == original
+
+    out = tmp_path / "cp.json"
+    ok(db, "checkpoint", "--key", str(key), "--out", str(out))
+    signed = out.read_text()
+    assert "exists; refusing to replace it" in refused(db, "checkpoint", "--out", str(out), error="InvalidArgument")
+    assert out.read_text() == signed
+    ok(db, "checkpoint", "--out", str(out), "--overwrite")
+    assert Checkpoint.read(out).signature is None
+    assert "exists" in refused(db, "export", str(out), error="InvalidArgument")
+    ok(db, "export", str(out), "--overwrite")
+
+
+def test_r16_cli_a_bad_checkpoint_or_key_is_one_line_not_a_traceback(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cp.json"
+    ok(db, "checkpoint", "--out", str(out))
+    data = json.loads(out.read_text())
+    data["time"] = 12345
+    out.write_text(json.dumps(data))
+    assert "time must be ISO 8601 text" in refused(db, "verify", "--against", str(out), error="CheckpointInvalid")
+    key = tmp_path / "k.pem"
+    ok(db, "keygen", str(key))
+    ok(db, "checkpoint", "--key", str(key), "--out", str(out), "--overwrite")
+    line = refused(db, "verify", "--against", str(out), "--public-key", str(key), error="InvalidArgument")
+    assert "that is a private key" in line
+
+
+def test_r16_the_offline_verifier_says_a_missing_file_is_missing(db: Path, tmp_path: Path) -> None:
+    """It used to call a mistyped export path a corrupt ledger ("restore the ledger file from a backup")."""
+    import subprocess
+    import sys
+    out = tmp_path / "cp.json"
+    ok(db, "checkpoint", "--out", str(out))
+    exported = tmp_path / "log.jsonl"
+    ok(db, "export", str(exported))
+    for args, says in (([str(tmp_path / "MISSING.jsonl"), str(out)], "cannot read the export"),
+                       ([str(exported), str(tmp_path / "missing.json")], "cannot read the checkpoint"),
+                       ([str(exported), str(out), "--public-key", str(tmp_path / "nokey.pub")], "cannot read the public key")):
+        done = subprocess.run([sys.executable, "-m", "ledger.audit", "verify", *args], capture_output=True, text=True)
+        assert done.returncode == 1 and done.stdout == "", done
+        assert done.stderr.startswith("error: InvalidArgument: ") and says in done.stderr and done.stderr.count("\n") == 1
+        assert "LedgerCorrupt" not in done.stderr and "No such file" in done.stderr

@@ -129,3 +129,17 @@ def test_r10_ctrl_c_during_a_vacuum_exits_130_and_the_next_vacuum_finishes_it(tm
     report = json.loads(out)
     assert report["resumed_runs"] == [run.run_id] and report["purged"] == 3
     assert not any(os.path.exists(loc) for loc in locations)
+
+
+def test_a_cli_vacuum_leaves_nothing_in_the_temporary_folder(tmp_path: Path) -> None:
+    """Spark's block manager, shipped files and native libraries, and the JVM's log, used to stay in
+    the temporary folder after every CLI vacuum."""
+    path = tmp_path / "ledger.db"
+    locations = aged(path, tables=1, files=3)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = cli("--ledger", str(path), "vacuum", env={"TMPDIR": str(temporary)})
+    out, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err
+    assert "purged 1 table(s), deleted 3 file(s)" in out and not os.path.exists(locations[0])
+    assert sorted(os.listdir(temporary)) == []

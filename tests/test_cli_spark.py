@@ -52,7 +52,7 @@ def test_r3_cli_vacuum_purges_and_the_undrop_is_refused(spark, aged_ledger) -> N
     path, location = aged_ledger
     result = run(spark, "--ledger", str(path), "vacuum")
     assert result.exit_code == 0, result.stderr
-    assert "deleted 3 file(s), 33 bytes" in result.stdout and "watermark ledger ->" in result.stdout
+    assert "purged 1 table(s), deleted 3 file(s) (33 B)" in result.stdout and "watermark ledger ->" in result.stdout
     assert not os.path.exists(location)
     refused = run(spark, "--ledger", str(path), "undrop", "sales.orders")
     assert refused.exit_code == 1 and refused.stderr.startswith("error: UndropBlocked: ")

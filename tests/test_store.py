@@ -517,14 +517,13 @@ class TestFileEventStore(EventStoreContract):
             EventStore(str(path)).close()
         assert path.read_bytes() == b"\n"
 
-    def test_an_empty_file_becomes_a_new_ledger(self, tmp_path: Path) -> None:
+    def test_an_empty_file_is_refused_not_taken_for_a_new_ledger(self, tmp_path: Path) -> None:
+        """A file we did not write (an empty one too) never silently becomes a ledger."""
         path = tmp_path / "empty.db"
         path.touch()
-        store = EventStore(str(path))
-        try:
-            assert store.count() == 0 and store.get_meta("format_version") == str(FORMAT_VERSION)
-        finally:
-            store.close()
+        with pytest.raises(LedgerCorrupt, match="is an empty file, not a ledger"):
+            EventStore(str(path))
+        assert path.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"]
 
     # --- several connections ------------------------------------------------------------------
 

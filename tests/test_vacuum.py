@@ -81,7 +81,7 @@ def test_the_report_reads_as_what_was_done_or_would_be(spark, led, clock, rows) 
     assert str(dry).splitlines()[0].startswith("dry run: would purge 1 table(s), would delete ")
     assert "1 dropped table(s) not yet due (the first: sales.recent, due " in str(dry)
     done = vacuum(spark, led)
-    assert done.summary().startswith(f"vacuum {done.run_id}: purge 1 table(s), delete {done.files} file(s) (")
+    assert done.summary().startswith(f"vacuum {done.run_id}: purged 1 table(s), deleted {done.files} file(s) (")
 
 
 def test_r5_instance_dropped_after_the_watermark_keeps_its_files_and_undrops(spark, led, clock, rows) -> None:
@@ -173,7 +173,7 @@ def test_r9_location_that_is_a_link_out_of_the_warehouse_is_refused(spark, led, 
     assert (outside / "precious.txt").read_text() == "keep me"
     assert led.instance(table.id).state == "blocked"  # stays unrestorable, and unpurged
     # the readable summary does not call a failed purge purged
-    assert str(report).splitlines()[0].startswith(f"vacuum {report.run_id}: purge 0 table(s), delete 0 file(s)")
+    assert str(report).splitlines()[0].startswith(f"vacuum {report.run_id}: purged 0 table(s), deleted 0 file(s)")
     assert f"failed: sales.orders: refused: {table.location} is a symbolic link" in str(report)
 
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Iterable, Union
 
 import attrs
 import orjson
@@ -35,6 +35,7 @@ import orjson
 from ..chain import root_from_inclusion
 from ..clock import iso, parse_time, to_micros
 from ..errors import CheckpointInvalid, InvalidArgument
+from . import outputs
 
 if TYPE_CHECKING:  # cryptography is imported where keys are used: opening a ledger need not pay for it
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -116,6 +117,8 @@ class Checkpoint:
         unknown = set(data) - {"format", "seq", "time", "head", "root", "signature", "public_key"}
         if unknown:
             raise CheckpointInvalid(f"a checkpoint has no field(s) {', '.join(sorted(unknown))}")
+        if "time" in data and not isinstance(data["time"], str):
+            raise CheckpointInvalid(f"a checkpoint's time must be ISO 8601 text, got {data['time']!r}")
         try:
             when = parse_time(data["time"])
             return cls(data["seq"], when, data["head"], data["root"], _optional_hex(data, "signature"),
@@ -134,8 +137,28 @@ class Checkpoint:
         except OSError as exc:
             raise InvalidArgument(f"cannot read the checkpoint {os.fspath(path)}: {exc.strerror or exc}") from None
 
-    def write(self, path: str | os.PathLike[str]) -> None:
-        Path(path).write_text(self.to_json())
+    def write(self, path: str | os.PathLike[str], *, overwrite: bool = False, protected: Iterable[str] = ()) -> Path:
+        """Write it to ``path``: an existing file only with ``overwrite``, the ``protected`` ones (the
+        ledger's files, the signing key) never (``outputs.target``)."""
+        out = outputs.target(path, "checkpoint", overwrite=overwrite, protected=protected)
+        try:
+            out.write_text(self.to_json())
+        except OSError as exc:
+            raise InvalidArgument(f"cannot write the checkpoint to {out}: {exc.strerror or exc}") from None
+        return out
+
+
+def blame_edited_seq(cp: Checkpoint, hashes: list[bytes]) -> None:
+    """``CheckpointInvalid`` if the checkpoint's head is the hash of an event other than its seq's:
+    its seq was edited (the log has that event where it was). A head found nowhere leaves the
+    verdict to the log's checks: rewritten, or truncated."""
+    if not cp.seq or (cp.seq <= len(hashes) and hashes[cp.seq - 1].hex() == cp.head):
+        return
+    head = bytes.fromhex(cp.head)
+    found = next((i + 1 for i, h in enumerate(hashes) if h == head), None)
+    if found is not None:
+        raise CheckpointInvalid(f"the checkpoint says it ends at event #{cp.seq}, but its head is the hash of event "
+                                f"#{found}: the checkpoint's seq was edited (the log holds that event where it was)")
 
 
 def _optional_hex(data: dict[str, Any], key: str) -> str | None:
@@ -181,11 +204,12 @@ class InclusionProof:
 def generate_key(path: str | os.PathLike[str]) -> Path:
     """Write a new Ed25519 private key to ``path`` (PEM, readable by its owner only) and its public
     key beside it (``<path>.pub``); returns the public key's path. Refuses to overwrite a key."""
-    target = Path(path)
+    target = outputs.path_argument(path, "key")
     public = target.with_name(target.name + ".pub")
     for p in (target, public):
         if p.exists():
             raise InvalidArgument(f"{p} exists; refusing to overwrite a key (choose another path)")
+    outputs.target(target, "key")  # its folder made if missing (keys/ in a fresh checkout)
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     key = Ed25519PrivateKey.generate()
@@ -202,9 +226,14 @@ def generate_key(path: str | os.PathLike[str]) -> Path:
     return public
 
 
-def _key_bytes(key: str | os.PathLike[str] | bytes, what: str) -> bytes:
+def _key_bytes(key: object, what: str) -> bytes:
     if isinstance(key, bytes):
         return key
+    if not isinstance(key, (str, os.PathLike)):
+        raise InvalidArgument(f"a {what} key is an Ed25519 key object, a PEM file's path or its bytes, got "
+                              f"{type(key).__name__} {key!r}")
+    if "\x00" in os.fspath(key):
+        raise InvalidArgument(f"the {what} key path {os.fspath(key)!r} contains a NUL character")
     try:
         return Path(key).read_bytes()
     except OSError as exc:
@@ -239,13 +268,14 @@ def load_public_key(key: KeyLike) -> Ed25519PublicKey:
     if isinstance(key, Ed25519PublicKey):
         return key
     if isinstance(key, Ed25519PrivateKey):
-        return key.public_key()
+        raise InvalidArgument("that is a private key: checking a signature needs only the signer's public key")
     data = _key_bytes(key, "public")
     try:
         if len(data) == 32:
             return Ed25519PublicKey.from_public_bytes(data)
         if b"PRIVATE KEY" in data:
-            return load_private_key(data).public_key()
+            raise InvalidArgument("that is a private key: checking a signature needs only the signer's public key "
+                                  "(the .pub file beside it); an auditor should never hold the private one")
         loaded = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
         raise InvalidArgument(f"not an Ed25519 public key (PEM): {exc}") from None

@@ -57,14 +57,10 @@ def check_format(format: str) -> str:
     return format
 
 
-def write(rows: Iterable[tuple], path: str | os.PathLike[str], format: str) -> ExportReport:
-    """Write stored rows (with their hash) to ``path``; returns what was written."""
+def write(rows: Iterable[tuple], target: Path, format: str) -> ExportReport:
+    """Write stored rows (with their hash) to ``target`` (checked by ``outputs.target``: never over
+    the ledger, never over a file unless asked); returns what was written."""
     check_format(format)
-    target = Path(path)
-    if target.is_dir():
-        raise InvalidArgument(f"{target} is a folder; give the export a file name such as log.{format}")
-    if not target.parent.is_dir():
-        raise InvalidArgument(f"cannot export to {target}: its folder {target.parent} does not exist")
     partial = target.with_name(f".{target.name}.partial")
     try:
         count, head = (_write_jsonl if format == "jsonl" else _write_parquet)(rows, partial)

@@ -19,7 +19,7 @@ from ..chain import ChainCheck, leaf, root_of_leaves
 from ..core.model import State, fold_rows
 from ..errors import CheckpointInvalid, LedgerCorrupt
 from . import export
-from .checkpoints import Checkpoint, KeyLike
+from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 
 
 @attrs.frozen
@@ -41,15 +41,17 @@ def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
     where = os.fspath(path)
     check = ChainCheck(where, keep_hashes=True)
     times: dict[int, int] = {}
+    source = export.read(path)  # a missing or unreadable file says so here, not as a corrupt event
 
     def rows() -> Iterator[tuple]:
-        for row in check.rows(export.read(path)):
+        for row in check.rows(source):
             if row[0] == cp.seq:
                 times[cp.seq] = row[5]
             yield row
     state = fold_rows(State(), rows())
     hashes = check.hashes
     assert hashes is not None
+    blame_edited_seq(cp, hashes)
     if cp.seq > len(hashes):
         raise LedgerCorrupt(f"{where}: the export holds {len(hashes)} events but the checkpoint covers {cp.seq}: "
                             "events were removed (or the export was taken before the checkpoint)")

@@ -28,7 +28,7 @@ from ..core.versions import manifest_problem, parse_manifest
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, SnapshotGone
 from ..runner import HISTORY_PREFIX, Runner
 from ..store import EventStore
-from .checkpoints import Checkpoint, KeyLike
+from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 
 
 @attrs.frozen
@@ -133,6 +133,7 @@ def _prove_extension(store: EventStore, cp: Checkpoint, hashes: list[bytes]) -> 
     """That today's log begins with exactly the checkpoint's events: its head at the same place,
     and an RFC 6962 consistency proof from its tree to today's that verifies."""
     where, n = store.path, len(hashes)
+    blame_edited_seq(cp, hashes)
     if cp.seq > n:
         raise LedgerCorrupt(f"{where}: the checkpoint covers {cp.seq} events but the log holds {n}: events "
                             f"#{n + 1} to #{cp.seq} were removed since the checkpoint (the log was truncated)")
