@@ -303,12 +303,14 @@ def _usage(root: str, table: TableInstance) -> tuple[int, int]:
 # --- versions -----------------------------------------------------------------------------------
 
 @command(cli, "versions", short_help="List a table's versions.", as_of=True)
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--id", "table_id", default=None, help="Any instance by id, a dropped one too (see show-dropped).")
 @click.option("--files", "with_files", is_flag=True, help="Also list each version's files (JSON only).")
-def versions(ctx: Context, name: str, with_files: bool) -> None:
-    """List every version of the live table NAME, newest first; expired ones can no longer be
-    read or restored."""
-    found = ctx.reader.versions(name)
+def versions(ctx: Context, name: str | None, table_id: str | None, with_files: bool) -> None:
+    """List every version of the live table NAME (or of instance --id), newest first; expired
+    ones can no longer be read or restored."""
+    found = ctx.reader.versions(name, table_id=table_id)
+    name = name or table_id or ""
     ctx.emit([v.to_dict(with_files=with_files) for v in found], lambda: _text_table(
         ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
         [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",

@@ -685,11 +685,11 @@ CATALOGUE: list[Row] = [
       InvalidArgument, r"a write's lease '-1h' is negative"),
     r("start-vacuum-negative-lease", lambda L, f: L.start_vacuum(lease="-5m"), None,
       InvalidArgument, r"a vacuum's lease '-5m' is negative"),
-    r("versions-of-nothing", lambda L, f: L.versions(), None,
+    r("versions-of-nothing", lambda L, f: L.versions(), ["versions"],
       InvalidArgument, r"versions needs a live table's name, or table_id= for any instance"),
     r("versions-of-a-dropped-name", lambda L, f: L.versions("sales.restorable"), None,
       TableNotFound, r"there is no live table sales\.restorable \(it is dropped: .*versions\(table_id=\.\.\.\)\)"),
-    r("versions-of-an-unknown-id", lambda L, f: L.versions(table_id=UNKNOWN_ID), None,
+    r("versions-of-an-unknown-id", lambda L, f: L.versions(table_id=UNKNOWN_ID), ["versions", "--id", UNKNOWN_ID],
       TableNotFound, rf"there is no table with id {UNKNOWN_ID}"),
 
     # --- opening a ledger: Ledger.open / --ledger (a second --ledger wins over the fixture's) ---
