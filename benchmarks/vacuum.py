@@ -2,6 +2,7 @@
 
     python benchmarks/vacuum.py [--files 40000] [--tables 200] [--folders 200] [--no-deltalake]
     python benchmarks/vacuum.py --files 1000000 --shapes one-table     # a million files in one table
+    python benchmarks/vacuum.py --master 'local-cluster[2,1,1024]'     # executors apart from the driver
 
 Speed. For each shape, identical trees of small files are built, one per contender,
 and each contender deletes its own tree; dirty pages are written back (``os.sync``)
@@ -302,10 +303,13 @@ def main() -> None:
     parser.add_argument("--deltalake-timeout", type=float, default=1800,
                         help="seconds before delta-rs's vacuum is stopped (its ratio is then a lower bound)")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark master, e.g. local-cluster[2,1,1024] (executors in JVMs apart from the driver)")
     args = parser.parse_args()
     print(environment())
     python = None if args.no_deltalake else peers_python()
-    spark = local_session("retention-ledger-bench")
+    spark = local_session("retention-ledger-bench", master=args.master)
+    print(f"Spark master: {args.master}")
     spark.sparkContext.parallelize(range(100), 8).map(lambda x: x).count()  # warm the workers
     # On the repository's file system, like a warehouse beside the code (not a tmpfs /tmp).
     with scratch_dir(args.dir) as scratch:

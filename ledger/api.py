@@ -290,10 +290,12 @@ class Ledger(Catalog):
 
     def plan_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                     limit: int | None = None, override_floor: bool = False, uncommitted: bool = True,
-                    only_uncommitted: bool = False, grace: Duration | None = None) -> VacuumOrder:
-        """What a vacuum would do now (purges, watermarks, expiries, sweeps); records nothing."""
+                    only_uncommitted: bool = False, grace: Duration | None = None,
+                    run_id: str | None = None) -> VacuumOrder:
+        """What a vacuum would do now (purges, watermarks, expiries, sweeps); records nothing.
+        ``run_id``: the id the run would have, refused here as ``start_vacuum`` would refuse it."""
         command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
-                                      uncommitted, only_uncommitted, grace)
+                                      uncommitted, only_uncommitted, grace, run_id)
         return self._order(self.runner.prepare(command).decision.result, recorded=False)
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,

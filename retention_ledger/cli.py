@@ -295,7 +295,7 @@ def show_dropped(ctx: Context, database: str | None, name: str | None) -> None:
 
 
 def _usage(root: str, table: TableInstance) -> tuple[int, int]:
-    from spark_ops.fs import usage  # the confined lister; no Spark needed
+    from spark_ops.executor.fs import usage  # the confined lister; no Spark needed
 
     return usage(root, table.location)
 
@@ -571,9 +571,12 @@ def move_warehouse(ctx: Context, root: str) -> None:
 @click.option("--only-uncommitted", is_flag=True, help="Only sweep abandoned writes and stragglers.")
 @click.option("--grace", default=None, metavar="DURATION",
               help="Delete a straggler only once older than this (default 6h).")
+@click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
+              help="The Spark master to run on (a cluster's, e.g. spark://host:7077); the executors need "
+                   "PySpark's Python and pyarrow only: the vacuum ships the rest.")
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
                    dry_run: bool, override_floor: bool, uncommitted: bool, only_uncommitted: bool,
-                   grace: str | None) -> None:
+                   grace: str | None, master: str) -> None:
     """Purge dropped tables past their retention, expire old versions, and sweep abandoned writes:
     marks and watermarks first, then delete on Spark, then record."""
     if only_uncommitted and not uncommitted:
@@ -594,7 +597,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
     with _SparkGuard("vacuum", led.path) as guard:
-        spark = local_session(jvm_log=jvm_log(), scratch=guard.scratch)
+        spark = local_session(master=master, jvm_log=jvm_log(), scratch=guard.scratch)
         guard.started()
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
         guard.run = None if dry_run else Ledger.new_run_id()

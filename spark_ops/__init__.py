@@ -5,7 +5,7 @@ the event log as a DataFrame (``read_log``).
     write_table(df, ledger, "sales.orders")
     report = vacuum(spark, ledger, retention="7d")
 
-Names are imported on first use, so that ``spark_ops.fs`` (the confined file
+Names are imported on first use, so that ``spark_ops.executor`` (the confined file
 lister, which needs no Spark) can be used without paying for ``import pyspark``.
 """
 

@@ -30,7 +30,8 @@ from ledger import Ledger, LedgerError, TableNotFound
 from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
 from ledger.views import TableInstance, TableVersion
 
-from . import fs, schemas
+from . import schemas
+from .executor import fs
 from .heartbeat import Heartbeat
 
 WRITE_MODES = ("append", "overwrite")

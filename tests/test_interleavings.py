@@ -13,7 +13,7 @@ each command is split into the steps a real process takes:
   stream the decision read has moved, and then the actor must **retry**
   (prepare again on fresh state), as ``Ledger.execute`` does in its loop.
 * a vacuum, once its plan is committed, **deletes files** for real, one planned
-  instance per step (``spark_ops.fs.purge``), then prepares and commits its
+  instance per step (``spark_ops.executor.fs.purge``), then prepares and commits its
   **finish**, which records the purges.
 
 Hypothesis picks which actor takes its next step, what an idle actor sets out
@@ -102,7 +102,7 @@ from ledger.errors import InvalidArgument as RunUnknown
 from ledger.names import Scope
 from ledger.store import EventStore
 from ledger.views import join_location
-from spark_ops import fs
+from spark_ops.executor import fs
 from tests.conftest import T0
 
 SECOND = 1_000_000

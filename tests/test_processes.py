@@ -259,7 +259,7 @@ def _stress_vacuum(path: str, out: str, barrier, stop) -> None:
     result: dict = {"runs": 0, "purged": 0, "files": 0, "failed": 0, "refused": collections.Counter(),
                     "errors": []}
     try:
-        from spark_ops.fs import purge
+        from spark_ops.executor.fs import purge
         led = Ledger.open(path, actor="vacuum")
         barrier.wait(60)
         while not stop.is_set():
@@ -529,7 +529,7 @@ _SLOW_VACUUM = textwrap.dedent("""
     import sys, time
     from ledger import Ledger
     from ledger.views import join_location
-    from spark_ops.fs import purge
+    from spark_ops.executor.fs import purge
     led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
     plan = led.start_vacuum(retention="0s", override_floor=True, lease="1s")  # a dead run's lease runs out fast
     print(plan.run_id, flush=True)
@@ -596,7 +596,7 @@ def test_r10_vacuum_killed_mid_delete_without_spark_is_resumed_by_the_next(tmp_p
     watcher.verify()
     check_log(watcher)
 
-    from spark_ops.fs import purge
+    from spark_ops.executor.fs import purge
     time.sleep(1.1)  # the killed run's lease runs out: only then may the next vacuum take it over
     plan = watcher.start_vacuum(retention="0s", override_floor=True)
     assert len(plan.targets) == tables and all(p.resumed for p in plan.targets)
@@ -662,7 +662,7 @@ def test_r11_r14_a_writer_killed_mid_write_leaves_an_open_write_and_reads_unaffe
 _SLOW_EXPIRY = textwrap.dedent("""
     import sys, time
     from ledger import Ledger
-    from spark_ops.fs import purge
+    from spark_ops.executor.fs import purge
     led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
     order = led.start_vacuum(lease="1s", uncommitted=False)
     print(order.run_id, flush=True)
@@ -698,7 +698,7 @@ def test_r13_a_vacuum_killed_mid_expiry_is_finished_by_the_next(tmp_path: Path) 
     time.sleep(1.1)  # the killed run's lease runs out
     with Ledger.open(path, actor="next-vacuum") as led:
         assert [v.expired for v in led.versions("sales.orders")] == [False, True, True, True]
-        from spark_ops.fs import purge
+        from spark_ops.executor.fs import purge
         order = led.start_vacuum(uncommitted=False)  # this test is about expiry (stragglers: test_sweep)
         assert order.resumes == (killed_run,)
         [expiry] = order.expiries
@@ -742,7 +742,7 @@ _LOOPING_WRITER = textwrap.dedent("""
 _LOOPING_SWEEPER = textwrap.dedent("""
     import os, sys, time
     from ledger import Ledger
-    from spark_ops.fs import purge
+    from spark_ops.executor.fs import purge
     led = Ledger.open(sys.argv[1], actor="sweeper")
     print("looping", flush=True)
     while not os.path.exists(sys.argv[2]):
@@ -794,7 +794,7 @@ def test_r14_r15_stress_writers_killed_at_random_and_a_sweeper_never_cost_a_comm
 
     time.sleep(1.1)  # every lease the killed writers held has run out: one more sweep
     with Ledger.open(path) as led:
-        from spark_ops.fs import purge
+        from spark_ops.executor.fs import purge
         order = led.start_vacuum(only_uncommitted=True, grace="1s", override_floor=True)
         if order.run_id is not None:
             expired = [(s.id, [w for w, _, _ in s.writes], 0, 0) for s in order.sweeps]

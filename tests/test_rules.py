@@ -549,7 +549,7 @@ def test_r4_a_vacuum_never_takes_over_a_live_run_and_each_run_records_what_it_de
     clock.advance(timedelta(minutes=8))  # 16 minutes after the start, but renewed at 8
     assert b.plan_vacuum().busy == (first.run_id,)
 
-    from spark_ops.fs import purge
+    from spark_ops.executor.fs import purge
     deleted = [(t.id, *purge(first.root, t.location, dry_run=False)[:2]) for t in first.targets]
     assert a.finish_vacuum(first.run_id, deleted) == 3
     [finished] = [e for e in a.history() if e.type == "VacuumFinished"]

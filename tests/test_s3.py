@@ -24,7 +24,7 @@ from typing import Iterator
 import pytest
 
 from ledger import Ledger, LedgerUnavailable, ManualClock
-from spark_ops import fs, objects
+from spark_ops.executor import fs, objects
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
 from tests.stores import FaultyStore
 
@@ -292,7 +292,7 @@ def test_r20_keys_a_batch_failed_are_sent_again_and_a_purge_is_recorded_only_whe
 _SLOW_VACUUM = r"""
 import sys
 from ledger import Ledger
-from spark_ops import objects
+from spark_ops.executor import objects
 led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
 order = led.start_vacuum()
 print("started", order.run_id, flush=True)

@@ -22,7 +22,7 @@ import pytest
 from ledger import Ledger, ManualClock
 from ledger.errors import InvalidRetention, WriteClosed, WriteExpired
 from spark_ops import read_table, sweep, vacuum, write_table
-from spark_ops.fs import purge
+from spark_ops.executor.fs import purge
 from tests.conftest import T0
 from tests.stores import FaultyStore
 

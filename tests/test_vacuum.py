@@ -398,7 +398,7 @@ def test_progress_starts_at_zero_of_a_known_total_and_ends_complete(spark, led, 
 # --- deletion split below the table, on a pool of I/O threads (issue 11) -----------------------
 
 def test_r9_every_deleting_thread_refuses_a_path_outside_its_location(tmp_path: Path) -> None:
-    from spark_ops import fs
+    from spark_ops.executor import fs
     inside, outside = tmp_path / "loc", tmp_path / "elsewhere"
     inside.mkdir()
     outside.mkdir()
@@ -413,7 +413,7 @@ def test_r9_every_deleting_thread_refuses_a_path_outside_its_location(tmp_path: 
 
 
 def test_pieces_are_the_sub_folders_two_levels_down_and_never_follow_a_link(tmp_path: Path) -> None:
-    from spark_ops import fs
+    from spark_ops.executor import fs
     root = tmp_path / "warehouse"
     loc = root / "t1"
     for w in range(3):
@@ -436,7 +436,7 @@ def test_pieces_are_the_sub_folders_two_levels_down_and_never_follow_a_link(tmp_
 def test_r9_a_remote_location_must_share_the_roots_host_and_prefix() -> None:
     """The root's filesystem deletes the location's path, so a location on another host with the
     same path would be deleted on the root's host: refused before anything is listed."""
-    from spark_ops import fs
+    from spark_ops.executor import fs
     outcome = fs.purge("hdfs://nn1:8020/lake", "hdfs://nn2:8020/lake/t1", dry_run=False)
     assert outcome.error is not None and "not inside the warehouse" in outcome.error and outcome.files == 0
 
@@ -446,21 +446,26 @@ def test_shares_of_a_flat_table_running_side_by_side_each_find_their_folders(tmp
     one deleted meanwhile by the share running beside it used to end its listing (no pieces, so it
     left its folders to the finish, or as share 0 purged the whole table beside the others)."""
     from concurrent.futures import ThreadPoolExecutor
-    from types import SimpleNamespace
 
-    from spark_ops import vacuum_job
+    from spark_ops.executor import tasks
     root = tmp_path / "warehouse"
     loc = root / "t1"
     for p in range(300):
         (loc / f"p={p:04d}").mkdir(parents=True)
         for f in range(3):
             (loc / f"p={p:04d}" / f"part-{f}.parquet").write_bytes(b"abc")
-    plan = SimpleNamespace(value={"root": str(root), "items": {
-        "purge:t1": {"location": str(loc), "dropped_at": 1, "watermark": 2}}})
+    plan = _one_purge(root, loc)
     with ThreadPoolExecutor(2) as pool:  # two at a time, as on two cores
-        done = list(pool.map(lambda j: vacuum_job._delete_share(plan, "purge:t1", j, 8), range(8)))
-    assert [d[2] for d in done] == [None] * 8 and not any(d[3] for d in done)
-    assert sum(d[0] for d in done) == 900 and _files_under(loc) == 0
+        done = list(pool.map(lambda j: tasks.delete_share(plan, "purge:t1", j, 8), range(8)))
+    assert [d.error for d in done] == [None] * 8 and not any(d.finished for d in done)
+    assert sum(d.files for d in done) == 900 and _files_under(loc) == 0
+
+
+def _one_purge(root: Path, location: Path):
+    """A plan holding one purge of ``location``, as the driver hands it over."""
+    from spark_ops.executor import tasks
+    from spark_ops.executor.work import PURGE, Plan, Work
+    return tasks.Held(Plan(str(root), {"purge:t1": Work("purge:t1", PURGE, "t1", str(location), 1, 2)}))
 
 
 def _files_under(folder: Path) -> int:
@@ -470,15 +475,15 @@ def _files_under(folder: Path) -> int:
 def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
     """Shares per table shrink as tables grow (a budget of SHARES_PER_CORE a core), and a table is
     never split into more shares than it has sub-folders."""
-    from spark_ops import vacuum_job
+    from spark_ops.vacuum_job import driver
 
     class Context:
         defaultParallelism = 8
-    budget = 8 * vacuum_job.SHARES_PER_CORE
-    assert vacuum_job._shares(Context(), {"a": None}) == {"a": budget}
-    assert sum(vacuum_job._shares(Context(), dict.fromkeys("abcdefgh")).values()) == budget
-    assert vacuum_job._shares(Context(), {"a": 3, "b": None}) == {"a": 3, "b": budget // 2}
-    assert vacuum_job._first_purge_tasks(Context(), 8) <= budget + 8
+    budget = 8 * driver.SHARES_PER_CORE
+    assert driver._shares(Context(), {"a": None}) == {"a": budget}
+    assert sum(driver._shares(Context(), dict.fromkeys("abcdefgh")).values()) == budget
+    assert driver._shares(Context(), {"a": 3, "b": None}) == {"a": 3, "b": budget // 2}
+    assert driver._first_purge_tasks(Context(), 8) <= budget + 8
 
 
 def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path: Path) -> None:
@@ -486,24 +491,22 @@ def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path:
     Shares chosen by place in a listing that shrank skipped a third of the folders (all left to
     the one task that finishes the location); now every share sees the same folders (emptied,
     kept for the finish), so between them they take every one, and as many each."""
-    from types import SimpleNamespace
-
-    from spark_ops import vacuum_job
+    from spark_ops.executor import tasks
+    from spark_ops.executor.work import Outcome, Share
     root = tmp_path / "warehouse"
     loc = root / "t1"
     for w in range(40):
         folder = loc / "_writes" / f"{w * 0x9E3779B97F4A7C15 % 2**64:016x}"  # random-looking ids, as real ones
         folder.mkdir(parents=True)
         (folder / "part-0.parquet").write_bytes(b"abc")
-    plan = SimpleNamespace(value={"root": str(root), "items": {
-        "purge:t1": {"location": str(loc), "dropped_at": 1, "watermark": 2}}})
-    done = [vacuum_job._delete_share(plan, "purge:t1", j, 8) for j in range(8)]
-    assert [d[2] for d in done] == [None] * 8
-    assert sum(d[0] for d in done) == 40 and sum(d[1] for d in done) == 120
-    assert [d[0] for d in done] == [5] * 8
+    plan = _one_purge(root, loc)
+    done = [tasks.delete_share(plan, "purge:t1", j, 8) for j in range(8)]
+    assert [d.error for d in done] == [None] * 8
+    assert sum(d.files for d in done) == 40 and sum(d.bytes for d in done) == 120
+    assert [d.files for d in done] == [5] * 8
     assert len(os.listdir(loc / "_writes")) == 40 and _files_under(loc) == 0  # emptied, kept
     # The finish removes them: nothing more to count, and the location is gone.
-    assert vacuum_job._finish_purge(plan, "purge:t1", (40, 120, None, False)) == ("purge:t1", 40, 120, None, None, 0)
+    assert tasks.finish_purge(plan, ("purge:t1", Share(40, 120))) == Outcome("purge:t1", 40, 120)
     assert not loc.exists()
 
 

@@ -1,0 +1,13 @@
+"""What runs on Spark's executors: listing, confinement checks, deleting (R9, R19, R20).
+
+This package imports the standard library, and pyarrow (a dry run's dataset) and obstore
+(object stores) where they are used; never the ledger core, attrs, immutables, orjson,
+sqlite-utils, click or rich (an import-linter contract keeps it so). The driver zips it and
+ships it to the executors itself (``spark_ops.vacuum_job.ship``), so a cluster needs nothing
+of retention-ledger installed: PySpark and pyarrow, and obstore for an object store.
+
+* ``work``: the typed work items the driver hands over, and the outcomes that come back;
+* ``tasks``: what a task does with them (re-check against the plan, then delete);
+* ``fs``: one location's files on a local disk (never through a symbolic link) or, through
+  ``objects``, on an object store (streamed listings, batched deletes by key).
+"""

@@ -1,0 +1,16 @@
+"""The vacuum on Spark, in files that say which side of the wire they run on.
+
+Driver side (this package): ``driver`` (the order, the jobs, the record), ``report`` (what
+comes back to the caller), ``listing`` (a dry run's dataset), ``progress`` (the progress
+bar's source), ``ship`` (the executors' code, and the pre-flight check). Executor side:
+``spark_ops.executor``, which imports nothing of the ledger (R19).
+"""
+
+from .driver import LISTING_THRESHOLD_DEFAULT, SHARES_PER_CORE, plan_of, sweep, vacuum
+from .progress import Progress
+from .report import (
+    ExpiryReport, InstanceReport, StragglerReport, SweepReport, VacuumReport, build_report,
+)
+
+__all__ = ["vacuum", "sweep", "plan_of", "build_report", "VacuumReport", "InstanceReport", "ExpiryReport",
+           "SweepReport", "StragglerReport", "Progress", "LISTING_THRESHOLD_DEFAULT", "SHARES_PER_CORE"]
