@@ -55,7 +55,7 @@ from _common import environment, load, print_table, scratch_dir, verdict
 from ledger import Ledger, Scope
 from ledger.core.events import encode, type_of
 from ledger.core.guard import WatermarkAdvanced
-from ledger.store import SYNCHRONOUS_LEVELS
+from ledger.persistence.sqlite import SYNCHRONOUS_LEVELS
 
 TARGET_RATIO = 0.80
 WARMUP = 100

@@ -85,7 +85,7 @@ from ledger.core.tables import (
     TableUndropped,
 )
 from ledger.core.vacuums import VACUUM_STREAM, VacuumFinished, VacuumStarted
-from ledger.store import EventStore
+from ledger.persistence.sqlite import SQLiteStore
 
 FOLD_TARGET = 250_000          # events per second
 OPEN_TARGET = 20.0             # open a 1M-event ledger and decide an undrop, as a multiple of the floor
@@ -408,7 +408,7 @@ def build(path: Path, n: int) -> Built:
 # --- measurements --------------------------------------------------------------------------
 
 def full_fold(path: Path) -> tuple[float, State]:
-    store = EventStore(str(path))
+    store = SQLiteStore(str(path))
     try:
         start = time.perf_counter()
         state = fold_rows(State(), store.read(0))  # exactly what Ledger.refresh runs
@@ -418,7 +418,7 @@ def full_fold(path: Path) -> tuple[float, State]:
 
 
 def split_fold(path: Path) -> tuple[float, float, float]:
-    store = EventStore(str(path))
+    store = SQLiteStore(str(path))
     try:
         start = time.perf_counter()
         rows = list(store.read(0))

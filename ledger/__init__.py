@@ -8,8 +8,9 @@
     True
 
 The public names are importable from here; ``ledger.core`` holds the pure core
-(events, folded state, decisions), ``ledger.store`` the SQLite event store,
-``ledger.runner`` the command loop that joins them.
+(events, folded state, decisions), ``ledger.persistence`` how state is kept (the store
+contract, the SQLite backend, the state cache and its snapshots), ``ledger.runner`` the
+command loop that joins them.
 """
 
 from .api import Ledger

@@ -1,7 +1,7 @@
 """``Ledger``: the one object pipelines, the CLI and the Spark jobs talk to.
 
 A small face over three parts: a ``Runner`` (the command loop, in ``runner``)
-that decides commands with the pure core and appends them to an ``EventStore``;
+that decides commands with the pure core and appends them to a store (``persistence``);
 the audit readers (``audit``); and the views callers get back (``views``).
 Each method below states a command or a query in the caller's terms (names,
 aware datetimes, durations such as ``"7d"``) and turns the answer into a view.
@@ -23,7 +23,7 @@ from .audit import export as exports, history as histories, outputs, proofs, ver
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
-from .catalog import AsOf, Catalog, recovering, recovering_queries
+from .catalog import AsOf, Catalog
 from .clock import Clock, from_micros, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.model import State
@@ -40,7 +40,8 @@ from . import names
 from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
-from .store import EventStore
+from .persistence.contract import Store
+from .persistence.sqlite import SQLiteStore
 from .views import HistoryEntry, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
@@ -51,15 +52,14 @@ DEFAULT_WAREHOUSE = "warehouse"
 the file is, so a ledger and its warehouse can be moved together."""
 
 
-@recovering_queries
 class Ledger(Catalog):
     """An open ledger file (or a throw-away in-memory one).
 
     Build one with ``Ledger.open(path)``, or hand the constructor a store of your own
-    (a test that injects faults does: subclass ``EventStore`` and override ``append``).
+    (a test that injects faults does: subclass ``SQLiteStore`` and override ``append``).
     """
 
-    def __init__(self, store: EventStore, *, warehouse: str | os.PathLike[str] | None = None,
+    def __init__(self, store: Store, *, warehouse: str | os.PathLike[str] | None = None,
                  clock: Clock | None = None, actor: str | None = None, **options: Any) -> None:
         if clock is not None and not callable(clock):
             raise InvalidArgument(f"clock must be a function returning an aware UTC datetime, got "
@@ -91,7 +91,7 @@ class Ledger(Catalog):
         path = _path_argument(path)
         if not create and path != ":memory:" and not os.path.exists(path):
             raise LedgerNotFound(f"there is no ledger at {path}: check the path (nothing was created)")
-        store = EventStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        store = SQLiteStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
         try:
             return cls(store, warehouse=warehouse, clock=clock, actor=actor, **options)
         except BaseException:
@@ -128,10 +128,9 @@ class Ledger(Catalog):
     @property
     def state(self) -> State:
         """The folded state, caught up with the log and read in full (for tools and tests of the core)."""
-        return self.runner.full_state()
+        return self.runner.cache.full_state()
 
     @property
-    @recovering
     def warehouse(self) -> str:
         """The warehouse root: the one recorded at creation, or the latest recorded move."""
         return self._root(self.runner.held)
@@ -270,16 +269,12 @@ class Ledger(Catalog):
         found = self.runner.run(lambda now: AdvanceRetentionMark(name, target, now))
         return None if found is None else from_micros(found)
 
-    # A command's result is read from the state we hold, which includes the command; if its stored
-    # snapshot went meanwhile, the command is in all the same: reload and read it (``recovering``),
-    # never tell the caller that a command which landed failed.
+    # A command's result is read from the state we hold, which includes the command.
 
-    @recovering
     def _write_view(self, write_id: str) -> WriteView:
         state = self.runner.held
         return WriteView.of(state, state.data.writes[write_id], self._root(state))
 
-    @recovering
     def _version(self, table_id: str, number: int) -> TableVersion:
         state = self.runner.held
         v = state.data.version(table_id, number)
@@ -374,7 +369,6 @@ class Ledger(Catalog):
 
     # --- queries --------------------------------------------------------------------------
 
-    @recovering
     def _view(self, table_id: str) -> TableInstance:
         """An instance as of the state we hold (a command's result: that state includes it)."""
         state = self.runner.held
@@ -447,14 +441,8 @@ class Ledger(Catalog):
             if not isinstance(time, datetime):
                 raise InvalidTime(f"time must be an aware datetime, got {type(time).__name__} {time!r}")
             target = self.store.seq_at(to_micros(time))
-        return AsOf(self.store, lambda: self._state_at(target), self._recorded_root)
+        return AsOf(self.store, self.runner.cache.state_at(target), self._recorded_root)
 
-    @recovering  # the present's stored snapshot may be replaced while the past is folded
-    def _state_at(self, seq: int) -> State:
-        return self.runner.state_at(seq)
-
-    def _recover(self) -> None:
-        self.runner.recover()
 
 
 def _lease_seconds(lease: Duration, what: str) -> int:
@@ -509,7 +497,7 @@ def _root_argument(root: object) -> str | None:
     return text
 
 
-def _record_root(store: EventStore, warehouse: str | None) -> str:
+def _record_root(store: Store, warehouse: str | None) -> str:
     """The root recorded when the ledger was first opened (recording it now if this is that open)."""
     if store.path == ":memory:":
         return _normalise_root(warehouse) if warehouse is not None else \

@@ -8,21 +8,19 @@ fold of the log up to that point by construction.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
-from typing import Any, Callable, TypeVar
+from typing import Callable
 
 from .clock import from_micros, to_micros
-from .core import snapshot
-from .core.model import State, fold_rows
+from .core.model import State
 from .core.tables import Instance, require_live
 from .core.versions import Version, choose, parse_manifest
-from .errors import InvalidArgument, LedgerCorrupt, SnapshotGone, TableNotFound
+from .errors import InvalidArgument, LedgerCorrupt, TableNotFound
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
-from .store import EventStore
+from .persistence.contract import EventStore
+from .persistence.snapshot import read_all
 from .views import FileEntry, TableInstance, TableVersion, WriteView
 
 
@@ -34,10 +32,6 @@ class Catalog(ABC):
     @abstractmethod
     def _current(self) -> State:
         """The folded state the queries answer from."""
-
-    @abstractmethod
-    def _recover(self) -> None:
-        """After ``SnapshotGone``: make ``_current()`` answer from a snapshot that is there again."""
 
     @abstractmethod
     def _root(self, state: State) -> str:
@@ -174,43 +168,13 @@ class Catalog(ABC):
                                 "ledger file from a backup") from None
 
 
-T = TypeVar("T")
-C = TypeVar("C", bound=type)
-
-
-def recovering(query: Callable[..., T]) -> Callable[..., T]:
-    """``query`` asked again, once, after ``SnapshotGone`` and the catalog's recovery: for anything
-    that reads the folded state, which reads the stored snapshot lazily."""
-    @functools.wraps(query)
-    def answer(self: Catalog, *args: Any, **kwargs: Any) -> T:
-        try:
-            return query(self, *args, **kwargs)
-        except SnapshotGone:
-            self._recover()
-            return query(self, *args, **kwargs)
-    return answer
-
-
-def recovering_queries(cls: C) -> C:
-    """Every query ``Catalog`` defines (and the class does not define itself), wrapped: it reads the
-    stored snapshot lazily, so it may be the one to find it replaced by another process or
-    damaged (``SnapshotGone``); the catalog recovers, and the query is asked again, once. A query
-    added to ``Catalog`` is covered without being listed anywhere."""
-    for name, query in vars(Catalog).items():
-        if not name.startswith("_") and inspect.isfunction(query) and name not in vars(cls):
-            setattr(cls, name, recovering(query))
-    return cls
-
-
-@recovering_queries
 class AsOf(Catalog):
     """The catalog as it was after event ``seq`` (R17): read-only, answering the same queries as
     the present. ``time`` is that event's time (None before the first event)."""
 
-    def __init__(self, store: EventStore, fold: Callable[[], State], recorded_root: str) -> None:
+    def __init__(self, store: EventStore, state: State, recorded_root: str) -> None:
         self.store = store
-        self._fold = fold
-        self._state = fold()
+        self._state = state
         self._recorded_root = recorded_root
 
     @property
@@ -223,19 +187,12 @@ class AsOf(Catalog):
 
     @property
     def state(self) -> State:
-        """The folded state, read in full (it may read the present's stored snapshot), as
-        ``Ledger.state`` is: three snapshots replaced under it in a row, and it folds the log."""
-        for _ in range(3):
-            try:
-                snapshot.read_all(self._state)
-                return self._state
-            except SnapshotGone:
-                self._recover()
-        self._state = fold_rows(State(), self.store.read(0, upto=self._state.seq))
+        """The folded state, read in full (it borrows from the present's stored snapshot), as
+        ``Ledger.state`` is."""
+        read_all(self._state)
         return self._state
 
     @property
-    @recovering
     def warehouse(self) -> str:
         """The warehouse root as it was then (a later move does not change past locations)."""
         return self._root(self._state)
@@ -246,11 +203,6 @@ class AsOf(Catalog):
 
     def _current(self) -> State:
         return self._state
-
-    def _recover(self) -> None:
-        # A past state borrows what it does not store (purged instances) from the present one,
-        # which reads the stored snapshot lazily: fold it again over the present as it is now.
-        self._state = self._fold()
 
     def _root(self, state: State) -> str:
         return state.warehouse.root or self._recorded_root

@@ -87,13 +87,6 @@ class Conflict(LedgerError):
         self.actual = actual
 
 
-class SnapshotGone(LedgerError):
-    """The stored snapshot a read was answering from was replaced by another process, or one of
-    its entries failed its check, while the read was in progress. The ledger reloads (from the
-    newest snapshot, or the log) and decides again; a query that meets it twice in a row can
-    simply be retried. Not a ``Conflict``: nothing was refused, and an append already made stands."""
-
-
 class InvalidName(LedgerError, ValueError):
     """A table or database name does not follow the documented syntax."""
 

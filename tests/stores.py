@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger.store import Appended, EventStore
+from ledger.persistence.contract import Appended
+from ledger.persistence.sqlite import SQLiteStore
 
 
-class FaultyStore(EventStore):
-    """An ``EventStore`` whose appends can be made to fail, or to let another writer in first.
+class FaultyStore(SQLiteStore):
+    """An ``SQLiteStore`` whose appends can be made to fail, or to let another writer in first.
 
     ``before_append`` runs before each append (a racing writer's work goes there), and
     ``after_append`` after it (another process's work that lands between a command's append

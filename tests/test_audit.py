@@ -32,7 +32,7 @@ from ledger.audit import generate_key, verify_export
 from ledger.chain import (
     consistency_proof, inclusion_proof, merkle_root, root_from_inclusion, verify_consistency,
 )
-from ledger.core import snapshot
+from ledger.persistence import snapshot
 from ledger.core.model import State, fold_rows
 from ledger.errors import (
     CheckpointInvalid, IncompatibleLedger, InvalidArgument, InvalidTime, LedgerCorrupt, LedgerError, TableNotFound,
@@ -699,7 +699,7 @@ def test_r17_an_as_of_whose_present_snapshot_is_replaced_answers_the_same(tmp_pa
     path = tmp_path / "l.db"
     build_small(path, history_every=5)
     with Ledger.open(path, create=False, history_every=5) as led:
-        led.runner.save_snapshot()
+        led.runner.cache.save_snapshot()
         head = led.event_count()
         purged = sorted(led.state.tables.archive.purge_times())
         truth = {seq: (led.as_of(seq=seq).warehouse, answers(led.as_of(seq=seq)),

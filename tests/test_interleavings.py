@@ -100,7 +100,7 @@ from ledger.core.versions import (
 )
 from ledger.errors import InvalidArgument as RunUnknown
 from ledger.names import Scope
-from ledger.store import EventStore
+from ledger.persistence.sqlite import SQLiteStore
 from ledger.views import join_location
 from spark_ops.executor import fs
 from tests.conftest import T0
@@ -390,7 +390,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         self.actors += [Actor(f"actor{i}", Ledger.open(self.path, clock=self.clock, actor=f"actor{i}"))
                         for i in range(1, self.ACTORS)]
         self.by_name = {a.name: a for a in self.actors}
-        self.auditor = EventStore(str(self.path))
+        self.auditor = SQLiteStore(str(self.path))
         """A connection of its own, for reading the log as an outsider would."""
         self.records: list[Recorded] = []
         self.states: list[State] = [State()]
@@ -836,7 +836,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         actor.led.close()
         actor.led = Ledger.open(self.path, clock=self.clock, actor=actor.name,
                                 snapshot_every=1 if intent.snapshots else 20_000)
-        _say(f"{actor.name}: restarted" + (", from a snapshot" if actor.led.runner.snapshot_seq else ""))
+        _say(f"{actor.name}: restarted" + (", from a snapshot" if actor.led.runner.cache.snapshot_seq else ""))
         self.last = "ok"
 
     # --- the rules, after every step -----------------------------------------------------

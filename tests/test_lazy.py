@@ -1,6 +1,7 @@
-"""``LazyMap``: a stored snapshot's part plus folded changes reads exactly like the persistent map
-it stands for, and reads from its source only what is asked for. No SQLite here: the source
-is a dict that counts its reads."""
+"""Overlay maps (``core.maps``) over stored entries (``persistence.lazy``): a stored snapshot's part
+plus folded changes reads exactly like the persistent map it stands for, reads from its source
+only what is asked for, and heals from the log when the source cannot answer. No SQLite here:
+the source is a dict that counts its reads."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 from hypothesis import given, strategies as st
 from immutables import Map
 
-from ledger.core.lazy import Base, LazyMap
-from ledger.errors import SnapshotGone
+from ledger.core.maps import OverlayMap
+from ledger.persistence.contract import SnapshotGone
+from ledger.persistence.lazy import StoredEntries
 
 
 class DictSource:
@@ -19,20 +21,37 @@ class DictSource:
         self.entries = {k: str(v).encode() for k, v in entries.items()}
         self.gets = 0
         self.scans = 0
-        self.failed: str | None = None
+        self.gone = False
+        """Set: every read raises ``SnapshotGone``, as a deleted or damaged generation's does."""
 
     def get(self, key: str) -> bytes | None:
         self.gets += 1
+        if self.gone:
+            raise SnapshotGone("generation g1 is no longer stored")
         return self.entries.get(key)
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
         self.scans += 1
+        if self.gone:
+            raise SnapshotGone("generation g1 is no longer stored")
         return iter(self.entries.items())
 
 
-def lazy(entries: dict[str, int]) -> tuple[LazyMap, DictSource]:
+class FromTheLog:
+    """The heal: every entry as a fold of the log gives it (counted)."""
+
+    def __init__(self, entries: dict[str, int]) -> None:
+        self.entries, self.calls = entries, 0
+
+    def __call__(self) -> dict[str, int]:
+        self.calls += 1
+        return dict(self.entries)
+
+
+def lazy(entries: dict[str, int], heal: FromTheLog | None = None) -> tuple[OverlayMap, DictSource]:
     source = DictSource(entries)
-    return LazyMap(Base(source, lambda key, data: int(data), len(entries), "g1")), source
+    heal = heal or FromTheLog(entries)
+    return OverlayMap(StoredEntries(source, lambda key, data: int(data), len(entries), "g1", heal)), source
 
 
 KEYS = st.sampled_from([f"k{i}" for i in range(12)])
@@ -42,9 +61,9 @@ OPS = st.lists(st.tuples(st.sampled_from(["set", "del", "update"]), KEYS, st.int
 @given(st.dictionaries(KEYS, st.integers(0, 9)), OPS, st.booleans())
 def test_a_lazy_map_folded_on_reads_like_the_map_it_stands_for(base: dict[str, int], ops: list,
                                                                 held: bool) -> None:
-    """Over a stored snapshot's part, or over a dict a replay built (``Base.held``)."""
+    """Over a stored snapshot's part, or over a dict a replay built (``OverlayMap.held``)."""
     model = Map(base)
-    found = LazyMap(Base.held(dict(base))) if held else lazy(base)[0]
+    found = OverlayMap.held(dict(base)) if held else lazy(base)[0]
     for op, key, value in ops:
         if op == "update":
             model, found = model.update({key: value}), found.update({key: value})
@@ -76,19 +95,28 @@ def test_only_the_keys_asked_for_are_read_and_each_once() -> None:
     assert sum(changed.values()) == sum(range(1000)) - 9 + 90 and source.scans == 1
 
 
-def test_a_held_base_is_complete_and_stored_nowhere() -> None:
+def test_held_entries_are_complete_and_the_dict_is_never_changed() -> None:
     entries = {f"k{i}": i for i in range(5)}
-    base = Base.held(entries)
-    assert not base.stored and lazy(entries)[0].base.stored
-    found = LazyMap(base).update({"k9": 9})
+    found = OverlayMap.held(entries).update({"k9": 9})
     assert found["k3"] == 3 and "zz" not in found and len(found) == 6
     assert dict(found.items()) == {**entries, "k9": 9}
     assert entries == {f"k{i}": i for i in range(5)}  # folding on never changes the dict it holds
 
 
-def test_a_source_short_of_its_recorded_entries_is_snapshot_gone() -> None:
+def test_r16_a_source_short_of_its_recorded_entries_heals_from_the_log() -> None:
+    """The head says 2 entries, the part holds 1 (an edit): the whole part comes from the log."""
     source = DictSource({"a": 1})
-    found = LazyMap(Base(source, lambda key, data: int(data), 2, "g1"))
-    with pytest.raises(SnapshotGone, match="holds 1 entries where it recorded 2"):
-        list(found.items())
-    assert source.failed == "bad"  # so that the ledger rebuilds it rather than reading it again
+    log = FromTheLog({"a": 1, "b": 2})
+    found = OverlayMap(StoredEntries(source, lambda key, data: int(data), 2, "g1", log))
+    assert dict(found.items()) == {"a": 1, "b": 2} and log.calls == 1
+    assert found.base.stamp is None  # no longer what generation g1 holds: the next one is written in full
+
+
+def test_r16_a_read_of_a_generation_that_is_gone_answers_from_the_log_not_with_an_error() -> None:
+    found, source = lazy({"a": 1, "b": 2}, FromTheLog({"a": 1, "b": 2}))
+    assert found["a"] == 1 and source.gets == 1
+    source.gone = True
+    changed = found.update({"c": 3})
+    assert changed["b"] == 2 and changed.get("zz") is None and len(changed) == 3
+    assert found.base.heal.calls == 1  # once for the part, then from memory
+    assert dict(changed.items()) == {"a": 1, "b": 2, "c": 3}

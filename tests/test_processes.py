@@ -389,7 +389,7 @@ _APPENDER = textwrap.dedent("""
             except LedgerError:
                 pass
             if snapshot:
-                led.runner.save_snapshot()
+                led.runner.cache.save_snapshot()
             if first:
                 print(f"looping {os.getpid()}", flush=True)
                 first = False
@@ -497,10 +497,10 @@ def test_r10_sigkill_while_writing_snapshots_reopens_equal_to_a_fresh_fold(tmp_p
             snap = led.store.latest_generation()
             if snap is not None:
                 # The generation is whole (its transaction committed or it did not).
-                loaded = led.runner.read_generation(snap)
+                loaded = led.runner.cache.read_generation(snap)
                 assert loaded.seq == snap.seq <= led.store.head()[0]
                 assert loaded == fold_rows(State(), led.store.read(0, upto=snap.seq))
-            from_snapshot += led.runner.snapshot_seq > 0
+            from_snapshot += led.runner.cache.snapshot_seq > 0
             fresh = fold_rows(State(), led.store.read(0))
             assert led.state == fresh
             led.verify()

@@ -373,7 +373,7 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
     raw.close()
     with Ledger.open(ledger_path, clock=clock) as led:
         assert led.table("a.t3").name == "a.t3"
-        assert led.runner.snapshot_seq == 12  # rebuilt from the log, and stored afresh
+        assert led.runner.cache.snapshot_seq == 12  # rebuilt from the log, and stored afresh
         assert led.state == expected
         assert led.verify().events == 12
     raw = sqlite3.connect(ledger_path)
@@ -385,10 +385,10 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
         # A head this release did not write is not trusted: the log is folded, and the snapshot
         # stored afresh in its place (it used to stay, and every open folded the whole log).
         assert led.store.latest_generation().gen > foreign
-        assert led.runner.snapshot_seq == 12
+        assert led.runner.cache.snapshot_seq == 12
         assert led.state == expected
     with Ledger.open(ledger_path, clock=clock) as led:
-        assert led.runner.snapshot_seq == 12 and led.state == expected
+        assert led.runner.cache.snapshot_seq == 12 and led.state == expected
 
 
 def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: ManualClock) -> None:
@@ -398,9 +398,9 @@ def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: Man
             if i % 3 == 0:
                 led.drop_table(f"a.t{i}")
     with Ledger.open(ledger_path, clock=clock) as led:
-        assert led.runner.snapshot_seq > 0
+        assert led.runner.cache.snapshot_seq > 0
         report = led.verify()
-        assert report.snapshot_seq == led.runner.snapshot_seq
+        assert report.snapshot_seq == led.runner.cache.snapshot_seq
         assert report.live == 25 - 9 and report.dropped == 9
 
 
@@ -410,8 +410,9 @@ def test_r10_crash_leaves_no_partial_command(tmp_path: Path) -> None:
     Ledger.open(path).close()
     script = textwrap.dedent(f"""
         import os
-        from ledger.store import EventStore, NewEvent
-        class Killer(EventStore):
+        from ledger.persistence.contract import NewEvent
+        from ledger.persistence.sqlite import SQLiteStore
+        class Killer(SQLiteStore):
             def insert_rows(self, db, rows):
                 super().insert_rows(db, rows)
                 os.kill(os.getpid(), 9)   # after the rows, before COMMIT

@@ -900,7 +900,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """Close and open the file again, sometimes from a snapshot: nothing is lost (R10)."""
         self.led.close()
         self.led = Ledger.open(self.path, clock=self.clock, actor="sm", snapshot_every=snapshot_every)
-        _record("reopen: from a snapshot" if self.led.runner.snapshot_seq else "reopen: from the log")
+        _record("reopen: from a snapshot" if self.led.runner.cache.snapshot_seq else "reopen: from the log")
         self.last = "ok"
 
     # --- invariants, checked after every step --------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..chain import GENESIS, ChainCheck, inclusion_proof as audit_path, leaf, root_of_leaves
 from ..clock import from_micros
 from ..errors import IncompatibleLedger, InvalidArgument, LedgerCorrupt
-from ..store import EventStore
+from ..persistence.contract import EventStore
 from .checkpoints import Checkpoint, InclusionProof, KeyLike
 
 

@@ -22,12 +22,13 @@ import hashlib
 import attrs
 
 from ..chain import ChainCheck, consistency_proof, root_of_leaves, leaf, verify_consistency
-from ..core import snapshot
 from ..core.model import State, fold_rows
 from ..core.versions import manifest_problem, parse_manifest
-from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, SnapshotGone
-from ..runner import HISTORY_PREFIX, Runner
-from ..store import EventStore
+from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
+from ..persistence import snapshot
+from ..persistence.cache import HISTORY_PREFIX
+from ..persistence.contract import EventStore
+from ..runner import Runner
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 
 
@@ -95,7 +96,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     if held.seq == fresh.seq and held != fresh:
         discarded = True  # what we held came from a snapshot that lied
     if discarded:
-        runner.rebuild(fresh)
+        runner.cache.rebuild(fresh)
     instances = list(fresh.tables.all_instances())
     snap = store.latest_generation()
     return VerifyReport(
@@ -121,7 +122,7 @@ def _fold_checking_history(runner: Runner, check: ChainCheck | None, head: int) 
         rows = store.read(fresh.seq, upto=stop, with_hash=check is not None)
         fresh = fold_rows(fresh, check.rows(rows) if check is not None else rows)
         if stop in stops and stop == fresh.seq:
-            kept = runner.load_history(stops[stop], present)
+            kept = runner.cache.load_history(stops[stop], present)
             if kept is None or not snapshot.history_equal(kept, fresh):
                 discarded += 1
                 if kept is not None:
@@ -177,7 +178,8 @@ def _check_manifests(store: EventStore, state: State) -> None:
 
 
 def _check_snapshot(runner: Runner, fresh: State) -> bool:
-    """Compare the stored snapshot (its newest generation, read in full) with a fold of the log
+    """Compare the stored snapshot (its newest generation, read in full, strictly: an entry that
+    fails its check is not healed here but counted against it) with a fold of the log
     up to the same event; discard every generation if it disagrees (whatever its entries' checks
     say). Returns whether it was discarded."""
     store = runner.store
@@ -185,8 +187,8 @@ def _check_snapshot(runner: Runner, fresh: State) -> bool:
     if generation is None:
         return False
     try:
-        agrees = runner.read_generation(generation) == _fold_upto(store, fresh, generation.seq)
-    except (snapshot.SnapshotMismatch, LedgerCorrupt, SnapshotGone):
+        agrees = runner.cache.read_generation(generation, strict=True) == _fold_upto(store, fresh, generation.seq)
+    except (snapshot.SnapshotMismatch, LedgerCorrupt):
         agrees = False
     if not agrees:
         store.delete_generations()

@@ -7,10 +7,12 @@ Read it in this order:
 * one module per concern, each owning its events, its slice of state, its fold
   handlers, its commands and its decisions: ``guard`` (watermarks and retention),
   ``tables`` (table lifecycle and names), ``vacuums`` (vacuum runs and their plans);
+* ``maps``: the overlay maps a fold freezes big dicts into (entries plus changes);
 * ``fold``: the engine that applies recorded events to a state, checking the log;
-* ``model``: the one module that joins the concerns into ``State``, ``decide`` and ``fold``;
-* ``snapshot``: folded state to bytes and back, derived from the slices' fields.
+* ``model``: the one module that joins the concerns into ``State``, ``decide`` and ``fold``.
 
-Nothing here imports SQLite, Spark or the file system; the store, the runner and
-the edges sit above it (see the import-linter contract in ``pyproject.toml``).
+Nothing here imports SQLite, Spark, the file system or ``ledger.persistence``, and
+nothing here reads storage: a state's maps may be backed by entries a stored snapshot
+supplies, but the core sees only mappings (``maps.Entries``); the persistence package,
+the runner and the edges sit above it (see the import-linter contracts in ``pyproject.toml``).
 """

@@ -27,13 +27,13 @@ from ..clock import Micros
 from ..errors import LedgerCorrupt
 from .concern import Handler, corrupt
 from .events import Recorded, decode_event
-from .lazy import Base, LazyMap, LazyMutation
+from .maps import OverlayMap, OverlayMutation
 
 _MUTATION = type(Map().mutate())
 
 HOLD_AT = 4096
 """A map built as a dict with at least this many entries (a replay from nothing) is frozen as a
-``LazyMap`` over the dict itself (``Base.held``), not copied into a persistent map: the copy
+``OverlayMap`` over the dict itself (``OverlayMap.held``), not copied into a persistent map: the copy
 cost about a tenth of a million-event replay. Smaller ones become ``Map``, which read a little faster."""
 
 
@@ -148,7 +148,7 @@ def _thaw(part: Any) -> Any:
         value = getattr(part, name)
         if isinstance(value, Map):
             value = value.mutate() if len(value) else {}
-        elif isinstance(value, LazyMap):
+        elif isinstance(value, OverlayMap):
             value = value.mutate()
         values[name] = value
     return type(part)(**values)
@@ -159,8 +159,8 @@ def _freeze(view: Any) -> Any:
     for name in _names(type(view)):
         value = getattr(view, name)
         if isinstance(value, dict):
-            value = LazyMap(Base.held(value)) if len(value) >= HOLD_AT else Map(value)
-        elif isinstance(value, (_MUTATION, LazyMutation)):
+            value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
+        elif isinstance(value, (_MUTATION, OverlayMutation)):
             value = value.finish()
         values[name] = value
     return type(view)(**values)

@@ -24,7 +24,7 @@ import attrs
 from ..clock import Micros, format_duration, iso
 from ..errors import InvalidArgument, InvalidRetention, InvalidTime, TableNotFound, UndropBlocked
 from ..names import Scope
-from .concern import Concern, Decision, Record, corrupt, mapping
+from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, event
 from .streams import retention_stream, watermark_stream
 
@@ -79,7 +79,7 @@ class Watermark:
 
 @attrs.frozen
 class Guard:
-    watermarks: Any = mapping(Record(Watermark))   # scope text -> Watermark
+    watermarks: Any = mapping(Watermark)   # scope text -> Watermark
     retentions: Any = mapping()                    # scope text -> seconds
 
     def watermark(self, scope: object) -> Micros | None:

@@ -17,22 +17,20 @@ the three watermark streams that guard the instance (R4).
 
 from __future__ import annotations
 
-from collections.abc import KeysView, Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Union
+from abc import ABC, abstractmethod
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Union
 
 import attrs
-import orjson
-from immutables import Map
 
 from ..clock import Micros, iso
 from ..errors import (
     DatabaseChanged, DatabaseNotFound, InvalidArgument, PurgeRefused, TableExists, TableNotFound,
 )
 from ..names import database_name, database_of, table_id, table_name
-from .concern import IDS, Concern, Decision, Record, corrupt, mapping
+from .concern import Concern, Decision, corrupt, mapping
 from .events import as_ids, event
 from .fold import set_or_delete
-from .lazy import GONE, LazyMap
 from .streams import CATALOG_STREAM
 
 if TYPE_CHECKING:
@@ -126,246 +124,72 @@ class DatabaseDrop:
     table_ids: tuple[str, ...]
 
 
-class Archive:
-    """Instances purged before the last snapshot: final, and rarely asked about.
+class Archive(ABC):
+    """Instances purged before the last stored snapshot: final, and rarely asked about.
 
-    A long-lived ledger is mostly purged instances. Opening it from a snapshot
-    must not build an object for each, so the archive keeps their ids as a set
-    (enough to refuse reusing one) and their details as JSON bytes, parsed the
-    first time anyone asks (an undrop by id of a purged table, history, verify).
-    Nothing is ever added to it: purges after the snapshot stay in
-    ``Tables.instances`` until the next snapshot moves them here.
+    A long-lived ledger is mostly purged instances; a stored snapshot keeps them apart from
+    the live catalog so that opening it need not build an object for each. How they are kept
+    (read one at a time, or taken from a later state for a past one) is the persistence
+    package's business; the core only asks. Nothing is added by the fold: purges stay in
+    ``Tables.instances`` until a snapshot moves them here.
     """
 
-    __slots__ = ("ids", "_blob", "_parsed", "_times", "_times_raw")
-
-    def __init__(self, ids: frozenset[str] = frozenset(), blob: bytes | None = b"{}",
-                 times: tuple[bytes, bytes] | None = None) -> None:
-        self.ids = ids
-        self._blob = blob
-        self._parsed: dict[str, Instance] | None = None if ids else {}
-        self._times_raw = times
-        """When each was purged, as the snapshot stores it: the JSON list of ids and the JSON list
-        of their purge times, in the same order."""
-        self._times: dict[str, Micros] | None = None if ids else {}
+    __slots__ = ()
 
     @property
-    def blob(self) -> bytes:
-        """The details, as a history snapshot stores them: ``{id: [name, path, created, dropped,
-        purged]}`` (made when first asked for: only such a snapshot needs them as bytes)."""
-        if self._blob is None:
-            self._blob = ArchiveCodec.blob(self.values())
-        return self._blob
+    @abstractmethod
+    def ids(self) -> AbstractSet[str]:
+        """The ids archived (membership costs one lookup; walking it may read them all)."""
 
-    def _details(self) -> dict[str, Instance]:
-        if self._parsed is None:
-            self._parsed = {id_: Instance(id_, *row) for id_, row in orjson.loads(self.blob).items()}
-        return self._parsed
+    @abstractmethod
+    def get(self, id_: str) -> Instance | None: ...
 
-    def purge_times(self) -> dict[str, Micros]:
-        """id -> when it was purged, without parsing the details (what ``as_of`` needs to know
-        which of them a past state had purged)."""
-        if self._times is None:
-            if self._times_raw is not None:
-                order, times = self._times_raw
-                self._times = dict(zip(orjson.loads(order), orjson.loads(times)))
-            else:
-                self._times = {id_: i.purged_at for id_, i in self._details().items()}  # type: ignore[misc]
-        return self._times
-
-    def get(self, id_: str) -> Instance | None:
-        return self._details().get(id_) if id_ in self.ids else None
-
+    @abstractmethod
     def purged_at(self, id_: str) -> Micros | None:
-        """When ``id_`` was purged, if it is here (from the purge times alone: no details parsed)."""
-        return self.purge_times().get(id_)
+        """When ``id_`` was purged, if it is here."""
 
-    def values(self) -> Iterable[Instance]:
-        return self._details().values()
+    @abstractmethod
+    def purge_times(self) -> dict[str, Micros]:
+        """id -> when it was purged, for every archived instance."""
+
+    @abstractmethod
+    def values(self) -> Iterable[Instance]: ...
 
     def __len__(self) -> int:
         return len(self.ids)
 
-    def entries(self) -> Mapping[str, Instance]:
-        """id -> instance, as a stored snapshot keeps them (one entry each)."""
-        return self._details()
 
-    def plus(self, purged: Iterable[Instance]) -> Archive:
-        """This archive with more purged instances (what a snapshot moves here)."""
-        details = dict(self._details()) if self.ids else {}
-        details.update((i.id, i) for i in purged)
-        return Archive.of(details)
+class _NoArchive(Archive):
+    __slots__ = ()
 
-    @classmethod
-    def of(cls, details: dict[str, Instance]) -> Archive:
-        archive = cls(frozenset(details), None)
-        archive._parsed = details
-        return archive
-
-
-@attrs.frozen
-class ArchiveCodec:
-    """Snapshot codec of ``Tables.archive``: raw bytes kept apart from the rest, so that opening
-    a ledger never parses the details of the instances it purged long ago. The part is the ids
-    (a JSON list), a tab, their purge times in the same order (a JSON list, parsed only by
-    ``as_of``), a tab, then the details (JSON text never holds a raw tab)."""
-    raw: bool = True
-
-    def encode(self, archive: Archive) -> bytes:
-        times = archive.purge_times()
-        order = sorted(times)
-        return b"\t".join((orjson.dumps(order), orjson.dumps([times[i] for i in order]), archive.blob))
-
-    def decode(self, data: bytes) -> Archive:
-        # Slices by position: partitioning twice would copy the (tens of MB of) details twice.
-        first = data.index(b"\t")
-        second = data.index(b"\t", first + 1)
-        ids, times, blob = data[:first], data[first + 1:second], data[second + 1:]
-        found = frozenset(orjson.loads(ids))
-        return Archive(found, blob, (ids, times)) if found else NO_ARCHIVE
-
-    @staticmethod
-    def blob(instances: Iterable[Instance]) -> bytes:
-        return orjson.dumps({i.id: [i.name, i.path, i.created_at, i.dropped_at, i.purged_at]
-                             for i in instances})
-
-    # As a keyed part of the stored snapshot: one entry per purged instance.
-
-    def entries(self, archive: Archive) -> Mapping[str, Instance]:
-        return archive.entries()
-
-    def encode_item(self, i: Instance) -> Any:
-        return [i.name, i.path, i.created_at, i.dropped_at, i.purged_at]
-
-    def decode_item(self, key: str, data: Any) -> Instance:
-        return Instance(key, *data)
-
-    def stored(self, entries: LazyMap) -> Archive:
-        return StoredArchive(entries)
-
-
-NO_ARCHIVE = Archive()
-
-
-class StoredArchive(Archive):
-    """The archive of a state read from a stored snapshot: each purged instance is read when it
-    is asked for (an undrop by id, ``instance``), and the whole set only if someone walks it."""
-
-    __slots__ = ("_entries",)
-
-    def __init__(self, entries: LazyMap) -> None:  # no super().__init__: everything is derived
-        self._entries = entries
-        self._blob = None
-        self._times = None
-
-    @property  # type: ignore[override]
+    @property
     def ids(self) -> AbstractSet[str]:
-        return KeysView(self._entries)  # membership costs one lookup; iterating reads them all
-
-    def _details(self) -> dict[str, Instance]:
-        return dict(self._entries.items())
-
-    def entries(self) -> Mapping[str, Instance]:
-        return self._entries
+        return frozenset()
 
     def get(self, id_: str) -> Instance | None:
-        return self._entries.get(id_)
+        return None
 
     def purged_at(self, id_: str) -> Micros | None:
-        found = self._entries.get(id_)  # one entry read, not all of them
-        return None if found is None else found.purged_at
+        return None
+
+    def purge_times(self) -> dict[str, Micros]:
+        return {}
 
     def values(self) -> Iterable[Instance]:
-        return self._entries.values()
-
-    def purge_times(self) -> dict[str, Micros]:
-        if self._times is None:
-            self._times = {i.id: i.purged_at for i in self._entries.values()}  # type: ignore[misc]
-        return self._times
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def plus(self, purged: Iterable[Instance]) -> Archive:
-        return StoredArchive(self._entries.update({i.id: i for i in purged}))
+        return ()
 
 
-class PurgedBy(Archive):
-    """The archive of a past state, taken from a later one: every instance the later state knows
-    purged at or before ``upto``. Purges are final, so the later state holds them exactly as
-    they were; a history snapshot (R17) need not store them again.
-
-    ``as_of`` folds on from such a state, and the fold asks of every created id whether it is
-    taken, so membership is answered from the later state's purge times one id at a time;
-    the whole set is only worked out if someone iterates or counts it."""
-
-    __slots__ = ("_present", "_upto")
-
-    def __init__(self, present: Tables, upto: Micros) -> None:  # no super().__init__: ids is derived
-        self._present = present
-        self._upto = upto
-        self._blob = None
-        self._parsed = None
-        self._times = None
-
-    def _details(self) -> dict[str, Instance]:
-        if self._parsed is None:
-            present = self._present
-            self._parsed = {id_: present.instance(id_) for id_ in self.purge_times()}  # type: ignore[misc]
-        return self._parsed
-
-    def purged_at(self, id_: str) -> Micros | None:
-        """When ``id_`` was purged, if at or before ``upto`` (None otherwise): no set is built."""
-        present = self._present
-        inst = present.instances.get(id_)
-        when = inst.purged_at if inst is not None else present.archive.purged_at(id_)
-        return when if when is not None and when <= self._upto else None
-
-    def purge_times(self) -> dict[str, Micros]:
-        if self._times is None:
-            upto = self._upto
-            times = {id_: t for id_, t in self._present.archive.purge_times().items() if t <= upto}
-            times.update((i.id, i.purged_at) for i in self._present.instances.values()
-                         if i.purged_at is not None and i.purged_at <= upto)
-            self._times = times
-        return self._times
-
-    @property  # type: ignore[override]
-    def ids(self) -> _PurgedIds:
-        return _PurgedIds(self)
-
-    def get(self, id_: str) -> Instance | None:
-        return self._present.instance(id_) if self.purged_at(id_) is not None else None
-
-    def __len__(self) -> int:
-        return len(self.purge_times())
-
-
-class _PurgedIds(AbstractSet[str]):
-    """``PurgedBy.ids``: a set whose membership test costs one lookup."""
-
-    __slots__ = ("_archive",)
-
-    def __init__(self, archive: PurgedBy) -> None:
-        self._archive = archive
-
-    def __contains__(self, id_: object) -> bool:
-        return isinstance(id_, str) and self._archive.purged_at(id_) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._archive.purge_times())
-
-    def __len__(self) -> int:
-        return len(self._archive.purge_times())
+NO_ARCHIVE: Archive = _NoArchive()
+"""The archive of a state folded from the log (not read from a snapshot)."""
 
 
 @attrs.frozen(eq=False)
 class Tables:
-    instances: Any = mapping(Record(Instance))            # id -> Instance (the archive aside)
+    instances: Any = mapping(Instance)            # id -> Instance (the archive aside)
     bindings: Any = mapping()                             # "db.table" -> id of the live instance
-    dropped: Any = mapping(IDS)                           # "db.table" -> ids dropped, unpurged, oldest first
-    database_drops: Any = mapping(Record(DatabaseDrop))   # db -> its latest drop
-    archive: Archive = attrs.field(default=NO_ARCHIVE, metadata={"codec": ArchiveCodec()})
+    dropped: Any = mapping(tuple)                           # "db.table" -> ids dropped, unpurged, oldest first
+    database_drops: Any = mapping(DatabaseDrop)   # db -> its latest drop
+    archive: Archive = attrs.field(default=NO_ARCHIVE, metadata={"values": Instance, "archive": True})
 
     def __eq__(self, other: object) -> bool:
         """Equal as catalogs: where a purged instance is kept (archive or map) does not count."""
@@ -412,43 +236,6 @@ class Tables:
         found = [self.instances[i] for i in ids]
         found.sort(key=lambda inst: (inst.dropped_at, inst.created_at), reverse=True)
         return found
-
-    def for_snapshot(self) -> Tables:
-        """The same catalog with every purged instance moved to the archive (what a snapshot keeps)."""
-        instances = self.instances
-        # Read from a stored snapshot, which archived every purge before it: only the instances
-        # changed since can have been purged since.
-        stored = isinstance(instances, LazyMap) and instances.base.stored
-        changed = instances.changes.values() if stored else instances.values()
-        purged = [i for i in changed if i is not GONE and i.purged_at is not None]
-        if not purged:
-            return self
-        mutation = instances.mutate()
-        for i in purged:
-            del mutation[i.id]
-        return attrs.evolve(self, instances=mutation.finish(), archive=self.archive.plus(purged))
-
-
-    def for_history(self) -> Tables:
-        """The same catalog without its purged instances: a history snapshot leaves them to the
-        present state, which holds every one of them (``from_history``)."""
-        # Built afresh from the survivors: cheaper than deleting the (usually many more) purged.
-        kept = Map({id_: i for id_, i in self.instances.items() if i.purged_at is None})
-        return attrs.evolve(self, instances=kept, archive=NO_ARCHIVE)
-
-    def history_equal(self, other: Tables) -> bool:
-        """Equal in what a history snapshot keeps (``for_history``), without building that copy of
-        a big catalog: the unpurged instances and the name maps."""
-        if (self.bindings, self.dropped, self.database_drops) != \
-                (other.bindings, other.dropped, other.database_drops):
-            return False
-        mine = [i for i in self.instances.values() if i.purged_at is None]
-        theirs = other.instances
-        return sum(i.purged_at is None for i in theirs.values()) == len(mine) and \
-            all(theirs.get(i.id) == i for i in mine)
-
-    def from_history(self, present: Tables, upto: Micros) -> Tables:
-        return attrs.evolve(self, archive=PurgedBy(present, upto))
 
 
 # --- commands and decisions ----------------------------------------------------------------

@@ -32,7 +32,7 @@ import attrs
 from ..clock import Micros
 from ..errors import InvalidArgument, PurgeRefused
 from ..names import database_name
-from .concern import Concern, Decision, Record, corrupt, mapping
+from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .guard import advance, check_retention
 from .streams import CATALOG_STREAM, VACUUM_STREAM, data_stream, retention_stream, watermark_stream
@@ -124,7 +124,7 @@ class VacuumRun:
 
 @attrs.frozen
 class Vacuums:
-    runs: Any = mapping(Record(VacuumRun))   # run id -> VacuumRun, runs not yet finished
+    runs: Any = mapping(VacuumRun)   # run id -> VacuumRun, runs not yet finished
     ended: Any = mapping()                   # run id -> when it finished: a run id is used once
 
     def taken(self, run_id: str) -> bool:

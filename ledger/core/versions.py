@@ -36,7 +36,7 @@ from ..errors import (
     InvalidArgument, InvalidTime, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound, WriteClosed,
     WriteExpired,
 )
-from .concern import Concern, Decision, Record, corrupt, mapping
+from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .streams import CATALOG_STREAM, WAREHOUSE_STREAM, data_stream
 from .tables import Instance, require_live
@@ -273,8 +273,8 @@ def _key(table_id: str, number: int) -> str:
 
 @attrs.frozen
 class Data:
-    writes: Any = mapping(Record(Write))       # write id -> Write
-    versions: Any = mapping(Record(Version))   # "<table id>/<number>" -> Version
+    writes: Any = mapping(Write)       # write id -> Write
+    versions: Any = mapping(Version)   # "<table id>/<number>" -> Version
     heads: Any = mapping()                     # table id -> number of the current version
     marks: Any = mapping()                     # table id -> the retention mark (Micros)
     schemas: Any = mapping()                   # schema digest -> its text (few: tables rarely change)

@@ -2,14 +2,14 @@
 
 Two forms, both plain JSON (never pickle: auditors open ledgers they did not write,
 and opening a file must never run code it brought), both laid out from ``State``'s
-fields and each slice field's codec, so a new concern needs nothing here.
+fields and each slice field's codec (``codecs``), so a new concern needs nothing here.
 
 The *stored snapshot* of the present (``keyed``/``load_keyed``) is one entry per key of
-every slice field and of the stream versions, written by the runner as a numbered
+every slice field and of the stream versions, written by the state cache as a numbered
 generation in the store and read back lazily (``lazy``), one key at a time: opening a
 ledger of a million events and deciding an undrop reads a dozen entries. A generation
 is full, or a *delta*: only the entries changed since the generation the state was read
-from (a ``LazyMap``'s changes, deletions included), so writing one costs what changed.
+from (an ``OverlayMap``'s changes, deletions included), so writing one costs what changed.
 Its head holds the scalars, each part's entry count and the ``tip``: the chain hash of
 its last event, so a snapshot cannot outlive an edit of the log before it (R16). The
 store checks each entry's CRC when it is read; ``verify`` compares the whole of it with
@@ -17,8 +17,8 @@ the fold.
 
 A *history* snapshot (``dump``/``load``) is one compressed document: a past state kept so
 that ``as_of`` (R17) folds a few thousand events, not a million. Many are kept, so each
-leaves out what the present state can give back exactly (a slice's
-``for_history``/``from_history``: the purged instances, which are final). ``load`` also
+leaves out what the present state can give back exactly (``archive``: the purged
+instances, which are final). ``load`` also
 reads the one-document catalog snapshot of earlier releases, once, on upgrade.
 """
 
@@ -33,10 +33,12 @@ import attrs
 import orjson
 from immutables import Map
 
-from .concern import PLAIN, KeyedCodec, MapOf, codec_of
-from .fold import gc_paused
-from .lazy import GONE, Base, LazyMap, Source
-from .model import CONCERNS, State
+from ..core.fold import gc_paused
+from ..core.maps import GONE, OverlayMap
+from ..core.model import CONCERNS, State
+from . import archive
+from .codecs import PLAIN, KeyedCodec, MapOf, codec_of
+from .lazy import Heal, Source, StoredEntries
 
 FORMAT = 10
 """Of history snapshots (one document each). A state's shape changed means a new format: a
@@ -87,23 +89,25 @@ def _mapped(state: State, value: Callable[[str, KeyedCodec, Any], Any]) -> State
     return attrs.evolve(state, streams=value(STREAMS, _STREAMS, state.streams), **slices)
 
 
-def _compacted(state: State) -> State:
-    """The state as a stored snapshot keeps it (a slice's ``for_snapshot``: purges archived)."""
-    slices = {}
-    for name in CONCERNS:
-        compact = getattr(getattr(state, name), "for_snapshot", None)
-        if compact is not None:
-            slices[name] = compact()
-    return attrs.evolve(state, **slices)
+def compacted(state: State) -> State:
+    """The state as a stored snapshot keeps it: purged instances in the archive."""
+    return attrs.evolve(state, tables=archive.for_snapshot(state.tables))
+
+
+def entries_of(state: State) -> dict[str, dict[str, Any]]:
+    """Every part a stored snapshot of ``state`` holds, each as ``{key: decoded item}``: what a
+    stored part heals from when it cannot be read (``lazy``)."""
+    return {part: dict(codec.entries(value).items()) for part, codec, value in _fields(compacted(state))}
 
 
 def keyed(state: State, tip: str | None, *, delta_of: object = None) -> Stored:
     """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
     part was read from it, else all of it."""
-    state = _compacted(state)
+    state = compacted(state)
     parts = [(part, codec, codec.entries(value)) for part, codec, value in _fields(state)]
     delta = delta_of is not None and all(
-        isinstance(entries, LazyMap) and entries.base.stamp == delta_of for _, _, entries in parts)
+        isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries)
+        and entries.base.stamp == delta_of for _, _, entries in parts)
     rows: list[Row] = []
     counts: dict[str, int] = {}
     with gc_paused():
@@ -120,9 +124,11 @@ def keyed(state: State, tip: str | None, *, delta_of: object = None) -> Stored:
     return Stored(head, rows, delta, state)
 
 
-def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stamp: object) -> State:
+def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stamp: object,
+               heal: Callable[[str], Heal]) -> State:
     """The state a stored snapshot holds, reading its entries only when asked for (``lazy``);
-    ``SnapshotMismatch`` if its head is not this release's or it was taken of another log."""
+    ``SnapshotMismatch`` if its head is not this release's or it was taken of another log.
+    ``heal(part)`` gives a part's entries from the log if the snapshot cannot."""
     try:
         raw = orjson.loads(head)
         if raw["format"] != KEYED_FORMAT:
@@ -131,7 +137,7 @@ def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stam
             raise SnapshotMismatch("the snapshot was taken of a different log (its tip is not the log's hash there)")
         counts = raw["counts"]
         return _mapped(State(seq=raw["seq"], last_time=raw["last_time"]), lambda name, codec, _: codec.stored(
-            LazyMap(Base(part(name), _decoder(codec), counts[name], stamp))))
+            OverlayMap(StoredEntries(part(name), _decoder(codec), counts[name], stamp, heal(name)))))
     except SnapshotMismatch:
         raise
     except (ValueError, KeyError, TypeError) as exc:
@@ -144,14 +150,14 @@ def _decoder(codec: KeyedCodec) -> Callable[[str, bytes], Any]:
 
 
 def read_all(state: State) -> None:
-    """Read every stored entry ``state`` still reads lazily (``SnapshotGone`` if one fails)."""
+    """Read every stored entry ``state`` still reads lazily (a part that cannot be read heals)."""
     for _, codec, value in _fields(state):
         entries = codec.entries(value)
-        if isinstance(entries, LazyMap):
+        if isinstance(entries, OverlayMap):
             entries.base.everything()
 
 
-def rebased(written: Stored, part: Callable[[str], Source], stamp: object) -> State:
+def rebased(written: Stored, part: Callable[[str], Source], stamp: object, heal: Callable[[str], Heal]) -> State:
     """The state just written as stored snapshot ``stamp``: its maps now read from that one, with
     no changes on top, keeping everything already decoded (all of it, for a map held in full), so
     that the next snapshot can be a delta of this one."""
@@ -159,9 +165,11 @@ def rebased(written: Stored, part: Callable[[str], Source], stamp: object) -> St
 
     def rebase(name: str, codec: KeyedCodec, value: Any) -> Any:
         entries = codec.entries(value)
-        if isinstance(entries, LazyMap):
-            return codec.stored(LazyMap(entries.base.rebased(part(name), entries.changes, counts[name], stamp)))
-        return codec.stored(LazyMap(Base(part(name), _decoder(codec), counts[name], stamp, dict(entries.items()))))
+        if isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries):
+            return codec.stored(OverlayMap(entries.base.rebased(part(name), entries.changes, counts[name], stamp,
+                                                                heal(name))))
+        return codec.stored(OverlayMap(StoredEntries(part(name), _decoder(codec), counts[name], stamp, heal(name),
+                                                     dict(entries.items()))))
 
     return _mapped(written.state, rebase)
 
@@ -177,9 +185,8 @@ def dump(state: State, tip: str | None) -> bytes:
     raw_parts: list[bytes] = []
     for name in CONCERNS:
         part = getattr(state, name)
-        compact = getattr(part, "for_history", None)
-        if compact is not None:
-            part = compact()
+        if name == "tables":
+            part = archive.for_history(part)
         encoded: dict[str, Any] = {}
         for field in attrs.fields(type(part)):
             codec = codec_of(field)
@@ -248,8 +255,8 @@ def _load(lines: list[bytes], tip: str | None, present: State | None) -> State:
             field.name: codec_of(field).decode(raws[name, field.name] if codec_of(field).raw
                                                else stored[field.name])
             for field in attrs.fields(cls)})
-        if raw["history"] and hasattr(slices[name], "from_history"):
-            slices[name] = slices[name].from_history(getattr(present, name), raw["last_time"])
+        if raw["history"] and name == "tables":
+            slices[name] = archive.from_history(slices[name], getattr(present, name), raw["last_time"])
     return State(seq=raw["seq"], last_time=raw["last_time"], streams=Map(raw["streams"]), **slices)
 
 
@@ -259,8 +266,8 @@ def history_equal(a: State, b: State) -> bool:
         return False
     for name in CONCERNS:
         left, right = getattr(a, name), getattr(b, name)
-        if hasattr(left, "history_equal"):
-            if not left.history_equal(right):
+        if name == "tables":
+            if not archive.history_equal(left, right):
                 return False
         elif left != right:
             return False

@@ -1,6 +1,7 @@
-"""An append-only event store in one SQLite file. It knows streams, versions and bytes; not tables.
+"""The embedded backend: the event log and its snapshots in one SQLite file. The only module
+that imports ``sqlite3``. It knows streams, versions and bytes; not tables.
 
-Contract (tested by ``tests/test_store.py`` without any domain code):
+How it keeps the contract (``contract``; tested by ``tests/test_store.py`` without any domain code):
 
 * ``append(events, conditions, now, actor)`` writes every event in one
   ``BEGIN IMMEDIATE`` transaction, if and only if every stream in
@@ -34,19 +35,14 @@ import time
 import zlib
 from typing import Iterator, Mapping, NamedTuple, Sequence
 
-from .chain import GENESIS, chain, event_hash
-from .clock import Micros
-from .errors import (
-    Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable, SnapshotGone,
-)
+from ..chain import GENESIS, chain, event_hash
+from ..clock import Micros
+from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
+from .contract import CHAIN_FORMAT, Appended, Generation, NewEvent, Row, Snapshot, SnapshotGone, Store
 
 FORMAT_VERSION = 2
-CHAIN_FORMAT = 2
-"""The first format whose rows carry the hash chain."""
 APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and for us
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-Row = tuple  # (seq, stream, version, type, schema_version, time, actor, payload[, hash])
 
 _EVENT_LOG_VIEW = (
     # Auditors can read the log with any SQLite tool; this view shows times as ISO 8601 UTC text
@@ -59,59 +55,36 @@ _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _HASHED = _COLUMNS + ", hash"
 
 
-class NewEvent(NamedTuple):
-    """An event as the store sees it: where it goes, what kind it is, and opaque bytes."""
-    stream: str
-    type: str
-    schema_version: int
-    payload: str
-
-
-class Appended(NamedTuple):
-    """Where the events landed: ``(seq, stream, version, time)`` each, and the head before them."""
-    rows: list[tuple[int, str, int, Micros]]
-    previous_head: int
-
-
-class Snapshot(NamedTuple):
-    seq: int
-    format: int
-    data: bytes
-
-
-class Generation(NamedTuple):
-    """One stored generation of the keyed snapshot: full (``base == gen``), or the entries
-    changed since an earlier one of the chain that starts at full generation ``base``."""
-    gen: int
-    base: int
-    seq: int
-    format: int
-    head: bytes
-    entries: int
-    """How many entries this generation wrote (deletions included)."""
-
-
 _GENERATIONS = (
     # AUTOINCREMENT: a number is never given twice, even after every generation was deleted, so a
     # reader of an old one can never mistake a newer one for it.
+    # ``written``: when (wall-clock microseconds), so that a superseded chain is kept for its readers
+    # for a grace period (``SNAPSHOT_GRACE``).
     "CREATE TABLE IF NOT EXISTS snapshot_generations (gen INTEGER PRIMARY KEY AUTOINCREMENT, base INTEGER NOT NULL, "
-    "seq INTEGER NOT NULL, format INTEGER NOT NULL, head BLOB NOT NULL, entries INTEGER NOT NULL)",
+    "seq INTEGER NOT NULL, format INTEGER NOT NULL, head BLOB NOT NULL, entries INTEGER NOT NULL, written INTEGER)",
     # An entry's value is a CRC-32 (of its part, key and bytes) and the bytes; NULL records a deletion.
     "CREATE TABLE IF NOT EXISTS snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, "
     "gen INTEGER NOT NULL, value BLOB, PRIMARY KEY (part, key, gen)) WITHOUT ROWID",
 )
 
 
-class EventStore:
+SNAPSHOT_GRACE = 15 * 60 * 1_000_000
+"""How long (microseconds) a superseded chain of generations stays readable: a ledger holding
+a state read from it moves to the newest well within this (``cache.RECHECK``)."""
+
+
+class SQLiteStore(Store):
     """One ledger file. Safe to share between threads; open one per process."""
 
-    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0,
+                 snapshot_grace: int = SNAPSHOT_GRACE) -> None:
         level = synchronous.upper() if isinstance(synchronous, str) else None
         if level not in SYNCHRONOUS_LEVELS:
             raise InvalidArgument(
                 f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
         self.path = path
         self.synchronous = level
+        self.snapshot_grace = snapshot_grace
         self._lock = threading.RLock()
         self._data_version = -1
         self._exclusive = False
@@ -204,7 +177,9 @@ class EventStore:
         view = _EVENT_LOG_VIEW if self.format >= CHAIN_FORMAT else _EVENT_LOG_VIEW_V1
         found = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'event_log'").fetchone()
         tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if found is not None and found[0] == view and {"blobs", "snapshot_entries"} <= tables:
+        written = "snapshot_generations" in tables and any(
+            column[1] == "written" for column in self._db.execute("PRAGMA table_info(snapshot_generations)"))
+        if found is not None and found[0] == view and {"blobs", "snapshot_entries"} <= tables and written:
             return
         with contextlib.suppress(LedgerUnavailable, Conflict), self.transaction() as db:
             db.execute("DROP VIEW IF EXISTS event_log")
@@ -212,11 +187,8 @@ class EventStore:
             self._create_blobs()
             for statement in _GENERATIONS:
                 db.execute(statement)
-
-    @property
-    def chained(self) -> bool:
-        """Whether this file's rows carry the hash chain (false only for an un-upgraded format 1)."""
-        return self.format >= CHAIN_FORMAT
+            if "snapshot_generations" in tables and not written:  # made by a release before the grace period
+                db.execute("ALTER TABLE snapshot_generations ADD COLUMN written INTEGER")
 
     def upgrade_chain(self, note: NewEvent, now: Micros, actor: str) -> bool:
         """Give a format-1 ledger its hash chain, in place, in one transaction: a ``hash`` column,
@@ -602,10 +574,6 @@ class EventStore:
             except sqlite3.OperationalError:  # a read-only file from before generations
                 return None
 
-    def generation_exists(self, gen: int) -> bool:
-        with self._lock, translate_errors(self.path):
-            return self._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?", (gen,)).fetchone() is not None
-
     def chain_entries(self, generation: Generation) -> tuple[int, int]:
         """Entries written by the full generation that ``generation``'s chain starts at, and by
         the deltas after it up to ``generation``."""
@@ -622,7 +590,7 @@ class EventStore:
         or (None) a full one. Written only if it is newer than the latest (or, with ``replace``, a
         full one at the same event, in place of one that could not be used) and, for a delta,
         that one is still of the same chain; returns it, or None if not written. A full
-        generation deletes every chain before the previous one (which readers may still be using)."""
+        generation deletes the chains superseded more than ``snapshot_grace`` ago."""
         with self.transaction() as db:
             latest = _latest(db)
             if latest is not None:
@@ -631,8 +599,9 @@ class EventStore:
                     return None
             elif extends is not None:
                 return None
-            gen = db.execute("INSERT INTO snapshot_generations(base, seq, format, head, entries) "
-                             "VALUES (0, ?, ?, ?, ?)", (seq, format, head, len(entries))).lastrowid
+            now = time.time_ns() // 1000
+            gen = db.execute("INSERT INTO snapshot_generations(base, seq, format, head, entries, written) "
+                             "VALUES (0, ?, ?, ?, ?, ?)", (seq, format, head, len(entries), now)).lastrowid
             base = gen if extends is None else extends.base
             db.execute("UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
             # In key order: appending to the B-tree is several times faster than inserting all over it.
@@ -640,8 +609,14 @@ class EventStore:
                            [(part, key, gen, None if value is None else _seal(part, key, value))
                             for part, key, value in sorted(entries)])
             if extends is None and latest is not None:
-                db.execute("DELETE FROM snapshot_entries WHERE gen < ?", (latest.base,))
-                db.execute("DELETE FROM snapshot_generations WHERE gen < ?", (latest.base,))
+                # Every chain before the newest one that began more than the grace period ago was
+                # superseded at least that long ago: no reader still holds it (``SNAPSHOT_GRACE``).
+                (oldest_kept,) = db.execute(
+                    "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= ? "
+                    "AND coalesce(written, 0) <= ?", (latest.base, now - self.snapshot_grace)).fetchone()
+                if oldest_kept is not None:
+                    db.execute("DELETE FROM snapshot_entries WHERE gen < ?", (oldest_kept,))
+                    db.execute("DELETE FROM snapshot_generations WHERE gen < ?", (oldest_kept,))
             return Generation(gen, base, seq, format, head, len(entries))
 
     def delete_generations(self) -> None:
@@ -650,8 +625,8 @@ class EventStore:
             db.execute("DELETE FROM snapshot_entries")
             db.execute("DELETE FROM snapshot_generations")
 
-    def generation_part(self, generation: Generation, part: str) -> StoredPart:
-        return StoredPart(self, generation, part)
+    def generation_part(self, generation: Generation, part: str) -> SQLitePart:
+        return SQLitePart(self, generation, part)
 
     # --- health ----------------------------------------------------------------------------
 
@@ -662,18 +637,16 @@ class EventStore:
         return [] if rows == [("ok",)] else [r[0] for r in rows]
 
 
-class StoredPart:
-    """One part of one generation, as ``lazy.Source``: an entry is the newest of its key in the
-    generation's chain up to it. Each read also checks that the generation is still stored (a
-    full one written by another process deletes old chains) and each entry its CRC; either
-    failing is ``SnapshotGone``, and ``failed`` says which, so the runner reloads."""
+class SQLitePart:
+    """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
+    the generation's chain up to it. Each read also checks that the generation is still stored
+    and each entry its CRC; either failing is ``SnapshotGone``."""
 
-    __slots__ = ("_store", "_gen", "_base", "_part", "failed")
+    __slots__ = ("_store", "_gen", "_base", "_part")
 
-    def __init__(self, store: EventStore, generation: Generation, part: str) -> None:
+    def __init__(self, store: SQLiteStore, generation: Generation, part: str) -> None:
         self._store = store
         self._gen, self._base, self._part = generation.gen, generation.base, part
-        self.failed: str | None = None
 
     def get(self, key: str) -> bytes | None:
         store = self._store
@@ -684,7 +657,7 @@ class StoredPart:
                 "AND gen BETWEEN :base AND :gen ORDER BY gen DESC LIMIT 1)",
                 {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchone()
         if not exists:
-            raise self._gone("was replaced by a newer one while in use")
+            raise self._gone("is no longer stored")
         return None if value is None else self._unseal(key, value)
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
@@ -694,6 +667,9 @@ class StoredPart:
                 "SELECT key, value FROM snapshot_entries WHERE part = :part AND gen BETWEEN :base AND :gen "
                 "AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen) ORDER BY key, gen",
                 {"gen": self._gen, "base": self._base, "part": self._part}).fetchall()
+            if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
+                                              (self._gen,)).fetchone() is None:
+                raise self._gone("is no longer stored")
         unseal = self._unseal
         previous, last = None, None
         for key, value in rows:
@@ -706,13 +682,11 @@ class StoredPart:
     def _unseal(self, key: str, value: bytes) -> bytes:
         body = value[4:] if isinstance(value, bytes) else b""
         if len(body) + 4 != len(value) or _crc(self._part, key, body) != value[:4]:
-            raise self._gone("holds an entry that fails its check (the file was damaged or edited)", bad=True)
+            raise self._gone("holds an entry that fails its check (the file was damaged or edited)")
         return body
 
-    def _gone(self, why: str, *, bad: bool = False) -> SnapshotGone:
-        self.failed = "bad" if bad else "gone"
-        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}; "
-                            "it is ignored and rebuilt: retry")
+    def _gone(self, why: str) -> SnapshotGone:
+        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
 
 
 def _crc(part: str, key: str, value: bytes) -> bytes:

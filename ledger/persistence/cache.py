@@ -1,0 +1,312 @@
+"""The state cache: the folded state kept in step with the log, and the snapshots that save
+refolding it.
+
+Snapshots are caches, never the truth. The cache keeps two kinds, in the store's
+``SnapshotStore`` half:
+
+* the stored snapshot of the present, every ``snapshot_every`` events, as a generation of
+  keyed entries (``snapshot.keyed``) that the next open reads lazily (``lazy``), a delta of
+  the generation it was read from when it can be, so that its cost is what changed;
+* history snapshots every ``history_every`` events, from which ``state_at`` folds a past
+  state (R17) without replaying the log from the start.
+
+A state read lazily never fails a reader: the store keeps a superseded chain of generations
+for a grace period, and the cache moves to the newest well within it (``RECHECK``). If an
+entry cannot be read all the same (the file was damaged or edited, or a process slept
+past the grace period), its part heals from a fold of the log up to the generation's
+event, and the cache writes a fresh generation at its next refresh (R16). That is the only
+place such a failure is handled; nothing above this package meets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from ..core.events import Recorded
+from ..core.model import State, fold, fold_rows
+from ..errors import Conflict, LedgerCorrupt
+from . import snapshot
+from .contract import Generation, Snapshot, Store
+from .lazy import Heal
+
+LEGACY_SNAPSHOT = "catalog"
+"""Where releases before the keyed snapshot kept theirs (one JSON document): read once, then dropped."""
+HISTORY_PREFIX = "history:"
+HISTORY_EVERY = 25_000
+"""By default, a history snapshot at every multiple of this many events: ``state_at`` folds at
+most this many (``history_every=`` changes it)."""
+RECHECK = 60.0
+"""Seconds after which a held state asks the store whether its generation was superseded,
+even if nothing else made it look: far inside the store's grace period (15 minutes)."""
+
+
+class StateCache:
+    """The folded state of one store's log, and its snapshots. Thread-safe."""
+
+    def __init__(self, store: Store, *, snapshot_every: int, history_every: int) -> None:
+        self.store = store
+        self.snapshot_every = snapshot_every
+        self.history_every = history_every
+        self.snapshot_seq = 0
+        """The sequence number of the snapshot the held state started from or last wrote (0: none)."""
+        self._lock = threading.RLock()
+        self._state = State()
+        self._generation: Generation | None = None
+        """The stored generation the held state reads from (None: held in full, in memory)."""
+        self._damaged = False
+        """A part of the held generation could not be read and healed from the log: replace it."""
+        self._healed: dict[int, dict[str, dict[str, Any]]] = {}
+        self._looked = time.monotonic()
+        self.load()
+
+    # --- loading ----------------------------------------------------------------------------
+
+    def load(self, *, trust_stored: bool = True) -> State:
+        """Start from the stored snapshot when it can be trusted, else from nothing, and fold to
+        the end; a stored one that could not be used is replaced once the log is folded."""
+        with self._lock:
+            self._state, self._generation, self.snapshot_seq, self._damaged = State(), None, 0, False
+            state = self._load_stored() if trust_stored else None
+            unused = state is None and self.store.latest_generation() is not None
+            if state is None and trust_stored:
+                state = self._load_legacy()
+            if state is not None:
+                self._state = state
+            self.refresh(force=True)
+            if unused:
+                self.save_snapshot(replace=True)
+            return self._state
+
+    def read_generation(self, generation: Generation, *, strict: bool = False) -> State:
+        """The state a stored generation holds, read lazily; ``SnapshotMismatch`` if it does not fit
+        this release or this log. ``strict`` (for ``verify``): an entry that cannot be read is
+        ``SnapshotMismatch`` too, instead of healing from the log."""
+        heal = self._strict if strict else self._heal_for(generation)
+        state = snapshot.load_keyed(generation.head, self.store.hash_at(generation.seq),
+                                    lambda part: self.store.generation_part(generation, part), generation.gen, heal)
+        if state.seq != generation.seq or self.store.event_time(generation.seq) != state.last_time:
+            raise snapshot.SnapshotMismatch("its head does not match the event it claims to end at")
+        return state
+
+    def _load_stored(self) -> State | None:
+        """The newest generation, read lazily, if it fits this release and this log."""
+        generation = self.store.latest_generation()
+        if generation is None or generation.format != snapshot.KEYED_FORMAT:
+            return None
+        try:
+            state = self.read_generation(generation)
+        except snapshot.SnapshotMismatch:
+            return None
+        self._generation, self.snapshot_seq = generation, generation.seq
+        return state
+
+    def _load_legacy(self) -> State | None:
+        """A snapshot written by a release before the keyed one: used once, then replaced."""
+        snap = self.store.load_snapshot(LEGACY_SNAPSHOT)
+        if snap is None:
+            return None
+        with contextlib.suppress(Conflict, OSError):
+            self.store.delete_snapshot(LEGACY_SNAPSHOT)
+        if snap.format != snapshot.FORMAT:
+            return None
+        try:
+            state = snapshot.load(snap.data, self.store.hash_at(snap.seq))
+        except snapshot.SnapshotMismatch:
+            return None
+        if state.seq != snap.seq or self.store.event_time(snap.seq) != state.last_time:
+            return None
+        return state
+
+    # --- healing: a stored part that cannot be read is taken from the log ---------------------
+
+    def _heal_for(self, generation: Generation) -> Callable[[str], Heal]:
+        def heal_part(part: str) -> Heal:
+            return lambda: self._heal(generation, part)
+        return heal_part
+
+    def _heal(self, generation: Generation, part: str) -> dict[str, Any]:
+        with self._lock:
+            if self._generation is not None and self._generation.gen == generation.gen:
+                self._damaged = True
+            entries = self._healed.get(generation.gen)
+            if entries is None:
+                entries = snapshot.entries_of(fold_rows(State(), self.store.read(0, upto=generation.seq)))
+                self._healed[generation.gen] = entries
+            return entries[part]
+
+    @staticmethod
+    def _strict(part: str) -> Heal:
+        def refuse() -> dict[str, Any]:
+            raise snapshot.SnapshotMismatch(f"its part {part} cannot be read (an entry fails its check, or "
+                                            "the generation is gone)")
+        return refuse
+
+    # --- the held state ---------------------------------------------------------------------
+
+    @property
+    def held(self) -> State:
+        """The state as last folded, without asking the store whether others wrote since."""
+        return self._state
+
+    @property
+    def due(self) -> bool:
+        """Whether the held state has gone ``RECHECK`` seconds without looking at the store."""
+        return time.monotonic() - self._looked > RECHECK
+
+    def refresh(self, *, force: bool = False) -> State:
+        """Fold whatever other writers appended since we last looked; returns the state."""
+        with self._lock:
+            self._looked = time.monotonic()
+            if self.store.changed_elsewhere() or force or self._damaged:
+                if self._generation is not None and self._superseded():
+                    return self.load()
+                self._state = self.fold_to(self._state, None)
+                self._maybe_snapshot()
+            return self._state
+
+    def _superseded(self) -> bool:
+        """Whether another process started a newer chain of generations (or all were discarded):
+        the one we read from will go once its grace period ends, so move to the newest now."""
+        latest = self.store.latest_generation()
+        return latest is None or self._generation is None or latest.base != self._generation.base
+
+    def full_state(self) -> State:
+        """The folded state with every stored entry read (and checked) now, not when asked for:
+        for tools and tests that compare or walk whole states."""
+        state = self.refresh()
+        snapshot.read_all(state)
+        return state
+
+    def extend(self, records: Iterable[Recorded], previous_head: int) -> State:
+        """After our own append of ``records`` on top of event ``previous_head``: fold them without
+        reading them back if nobody else wrote in between, else refold from the log."""
+        with self._lock:
+            if previous_head != self._state.seq:
+                return self.refresh(force=True)
+            self._state = fold(self._state, records)
+            if self._state.seq // self.history_every > previous_head // self.history_every:
+                self._save_history(self._state)
+            self._maybe_snapshot()
+            return self._state
+
+    def fold_to(self, state: State, upto: int | None) -> State:
+        """Fold the log after ``state`` up to event ``upto`` (None: the end), keeping a history
+        snapshot at each multiple of ``history_every`` passed on the way."""
+        every = self.history_every
+        while True:
+            boundary = (state.seq // every + 1) * every
+            stop = boundary if upto is None or upto > boundary else upto
+            state = fold_rows(state, self.store.read(state.seq, upto=stop))
+            if state.seq == boundary:
+                self._save_history(state)
+            if state.seq < stop or state.seq == upto:
+                return state
+
+    # --- the past (R17) -----------------------------------------------------------------------
+
+    def _save_history(self, state: State) -> None:
+        name = f"{HISTORY_PREFIX}{state.seq:012d}"
+        if self.store.load_snapshot(name) is not None:
+            return
+        try:
+            data = snapshot.dump(state, self.store.hash_at(state.seq))
+            self.store.save_snapshot(name, Snapshot(state.seq, snapshot.FORMAT, data))
+        except (Conflict, OSError):
+            pass  # a cache: a busy or read-only store goes without
+
+    def state_at(self, seq: int) -> State:
+        """The fold of the log up to event ``seq`` (R17): from the newest history snapshot at or
+        before it that can be trusted, else from nothing. One that cannot be trusted (edited,
+        or of another log) is deleted, to be rebuilt by the next fold that passes its place."""
+        # Not read in full (that costs seconds on a big ledger): the past state borrows from the
+        # present one lazily.
+        present = self.refresh()
+        if seq >= present.seq:
+            return present
+        for name, at in reversed(self.store.snapshots(HISTORY_PREFIX)):
+            if at > seq:
+                continue
+            base = self.load_history(name, present)
+            if base is None:
+                continue
+            try:
+                return self.fold_to(base, seq)
+            except LedgerCorrupt:  # the log does not follow on from it: the cache lied, not the log
+                with contextlib.suppress(Conflict, OSError):
+                    self.store.delete_snapshot(name)
+        return self.fold_to(State(), seq)
+
+    def load_history(self, name: str, present: State) -> State | None:
+        """A stored history snapshot, completed from ``present``; None (and it is deleted) if it
+        cannot be trusted."""
+        snap = self.store.load_snapshot(name)
+        if snap is None:
+            return None
+        try:
+            if snap.format != snapshot.FORMAT:
+                raise snapshot.SnapshotMismatch(f"format {snap.format}")
+            state = snapshot.load(snap.data, self.store.hash_at(snap.seq), present=present)
+            if state.seq != snap.seq:
+                raise snapshot.SnapshotMismatch("its seq is not the one it is stored under")
+            return state
+        except snapshot.SnapshotMismatch:
+            with contextlib.suppress(Conflict, OSError):
+                self.store.delete_snapshot(name)
+            return None
+
+    # --- writing the stored snapshot ------------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        """After a fold: a generation that healed is replaced at once; otherwise one is written every
+        ``snapshot_every`` events (a delta costs what changed since the last, so a fixed interval
+        keeps it flat per event)."""
+        if self._damaged:
+            self._damaged = False
+            self.save_snapshot(replace=True)
+        elif self._state.seq - self.snapshot_seq >= self.snapshot_every:
+            self.save_snapshot()
+
+    def rebuild(self, base: State) -> None:
+        """Replace the held state with ``base`` (a fold from nothing) caught up with the log, and
+        write a fresh, full snapshot: for when the state we held came from a snapshot that lied."""
+        with self._lock:
+            self._state, self._generation, self._damaged = self.fold_to(base, None), None, False
+            if self._state.seq:
+                self.save_snapshot()
+
+    def save_snapshot(self, *, replace: bool = False) -> None:
+        """Store the held state as the next generation: a delta of the one it reads from, or a
+        full one when it is held in full or the deltas have outgrown their full generation.
+        ``replace``: also when the newest stored one is at the same event (it was damaged)."""
+        with self._lock:
+            if self.store.in_exclusive:
+                return  # inside a command's write transaction: the next refresh writes it
+            try:
+                self._save_generation(replace)
+            except (Conflict, OSError):
+                pass  # a snapshot is only a cache; a busy or read-only store just goes without
+
+    def _save_generation(self, replace: bool) -> None:
+        store, state = self.store, self._state
+        if not state.seq:
+            return
+        latest = store.latest_generation()
+        if latest is not None and latest.seq >= state.seq and not (replace and latest.seq == state.seq):
+            return
+        extends = None
+        if latest is not None and self._generation is not None:
+            if latest.base != self._generation.base:  # another process started a new chain: join it
+                self.load()
+                return
+            full, deltas = store.chain_entries(latest)
+            extends = self._generation if deltas <= full else None
+        stored = snapshot.keyed(state, store.hash_at(state.seq), delta_of=None if extends is None else extends.gen)
+        written = store.write_generation(state.seq, snapshot.KEYED_FORMAT, stored.head, stored.rows,
+                                         extends=extends if stored.delta else None, replace=replace)
+        if written is not None:
+            self._state = snapshot.rebased(stored, lambda part: store.generation_part(written, part), written.gen,
+                                           self._heal_for(written))
+            self._generation, self.snapshot_seq = written, written.seq

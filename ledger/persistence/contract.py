@@ -1,0 +1,225 @@
+"""What every backend of a ledger must do: an event log, and a place for snapshots.
+
+Two contracts, kept apart because they promise different things:
+
+* ``EventStore``: the log, which is the truth. An append is atomic, conditional on stream
+  versions (R4), durable when it returns, and chained (R16): each event gets the next
+  global sequence number, the next version of its stream, a time strictly after the
+  previous event's, and the SHA-256 hash (``chain.event_hash``) linking it to the event
+  before, computed by the store inside the appending transaction. Nothing is ever updated
+  or deleted. Errors are the ledger's typed ones: a lost race ``Conflict``, an unreachable
+  or read-only store ``LedgerUnavailable``, damage ``LedgerCorrupt``.
+* ``SnapshotStore``: caches of folded state, never the truth. Named documents (history
+  snapshots, R17) and numbered *generations* of keyed entries (the stored snapshot of the
+  present, read one key at a time). A superseded generation stays readable for a grace
+  period, so that a reader holding it is not cut off mid-decision.
+
+``tests/contract.py`` holds the tests every backend must pass; a backend's own test module
+subclasses them. The state cache (``cache``) and the command loop (``ledger.runner``) use
+only what is here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from typing import Iterator, Mapping, NamedTuple, Protocol, Sequence
+
+from ..clock import Micros
+
+CHAIN_FORMAT = 2
+"""The first log format whose rows carry the hash chain (format 1: a SQLite file of an early release)."""
+
+Row = tuple
+"""A stored event: ``(seq, stream, version, type, schema_version, time, actor, payload[, hash])``."""
+
+
+class SnapshotGone(Exception):
+    """A stored snapshot could not answer a read: its generation is no longer stored, or an
+    entry failed its check. Never leaves the persistence package: the entries that met it
+    heal from the log (``lazy``)."""
+
+
+class NewEvent(NamedTuple):
+    """An event as the store sees it: where it goes, what kind it is, and opaque bytes."""
+    stream: str
+    type: str
+    schema_version: int
+    payload: str
+
+
+class Appended(NamedTuple):
+    """Where the events landed: ``(seq, stream, version, time)`` each, and the head before them."""
+    rows: list[tuple[int, str, int, Micros]]
+    previous_head: int
+
+
+class Snapshot(NamedTuple):
+    """A named snapshot document."""
+    seq: int
+    format: int
+    data: bytes
+
+
+class Generation(NamedTuple):
+    """One stored generation of the keyed snapshot: full (``base == gen``), or the entries
+    changed since an earlier one of the chain that starts at full generation ``base``."""
+    gen: int
+    base: int
+    seq: int
+    format: int
+    head: bytes
+    entries: int
+    """How many entries this generation wrote (deletions included)."""
+
+
+class StoredPart(Protocol):
+    """One part of one generation (``lazy.Source``): each read raises ``SnapshotGone`` if the
+    generation is no longer stored or an entry fails its check."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def scan(self) -> Iterator[tuple[str, bytes]]: ...
+
+
+class EventStore(ABC):
+    """The append-only, hash-chained event log of one ledger. Safe to share between threads."""
+
+    path: str
+    """Where the log is, for messages: a file path, or a database URL without its password."""
+    format: int
+    """The log's format version."""
+
+    @property
+    def chained(self) -> bool:
+        """Whether the rows carry the hash chain (false only for an un-upgraded format-1 file)."""
+        return self.format >= CHAIN_FORMAT
+
+    def upgrade_chain(self, note: NewEvent, now: Micros, actor: str) -> bool:
+        """Give a log written before the chain its hashes, recording ``note``; False if there was
+        nothing to do. Only a SQLite file of an early release can need it."""
+        return False
+
+    @abstractmethod
+    def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str, *,
+               expected_head: int | None = None, blobs: Mapping[str, bytes] | None = None) -> Appended:
+        """Append every event atomically if each stream in ``conditions`` is at its version (0: no
+        events), else ``Conflict`` naming the stream, writing nothing. ``expected_head``: the last
+        seq the caller had seen when it read those versions (if the log has not grown since, the
+        checks may be skipped). ``blobs``: digest (SHA-256, hex) -> bytes, stored in the same
+        transaction. Events get times strictly after the log's last (``now`` unless it is behind)."""
+
+    @abstractmethod
+    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
+             actor: str | None = None, types: Sequence[str] | None = None,
+             containing: Sequence[str] | None = None) -> Iterator[Row]:
+        """Rows with ``after < seq <= upto`` in order, in batches, each a short read (a long replay
+        never holds anything); with the stored hash as a ninth field if ``with_hash``. Optionally
+        only rows by ``actor``, of ``types``, or whose payload text contains one of ``containing``
+        (a coarse filter the caller refines)."""
+
+    @abstractmethod
+    def changed_elsewhere(self) -> bool:
+        """Whether another connection has committed since this one last asked (cheap)."""
+
+    @abstractmethod
+    def version(self, stream: str) -> int: ...
+
+    @abstractmethod
+    def head(self) -> tuple[int, Micros]:
+        """The last sequence number and its time; (0, 0) for an empty log."""
+
+    @abstractmethod
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of event ``seq`` (hex; None: no such event, or no chain)."""
+
+    @abstractmethod
+    def hashes(self, upto: int | None = None, *, batch: int = 100_000) -> Iterator[bytes]:
+        """The stored hashes of events ``1..upto`` in order; a missing or unreadable one is
+        ``LedgerCorrupt`` naming it."""
+
+    @abstractmethod
+    def seq_at(self, time: Micros) -> int:
+        """The last seq whose event is timed at or before ``time`` (0: none)."""
+
+    @abstractmethod
+    def count(self) -> int: ...
+
+    @abstractmethod
+    def event_time(self, seq: int) -> Micros | None: ...
+
+    @abstractmethod
+    def read_blob(self, digest: str) -> bytes | None: ...
+
+    @abstractmethod
+    def blob_digests(self) -> list[str]: ...
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    @abstractmethod
+    def set_meta_once(self, key: str, value: str) -> str:
+        """Set ``key`` unless it is set already; the value it has now (the warehouse root, R10)."""
+
+    @abstractmethod
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Hold the log's write lock across reads and appends (appends inside join it): the way
+        out for a writer that keeps losing races."""
+
+    @property
+    @abstractmethod
+    def in_exclusive(self) -> bool: ...
+
+    @abstractmethod
+    def integrity_problems(self) -> list[str]:
+        """The backend's own check of its storage; empty when sound."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class SnapshotStore(ABC):
+    """Caches of folded state beside the log: never the truth, always checked against it."""
+
+    @abstractmethod
+    def load_snapshot(self, name: str) -> Snapshot | None: ...
+
+    @abstractmethod
+    def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
+        """``(name, seq)`` of the named snapshots starting with ``prefix``, by seq."""
+
+    @abstractmethod
+    def save_snapshot(self, name: str, snapshot: Snapshot) -> None: ...
+
+    @abstractmethod
+    def delete_snapshot(self, name: str) -> None: ...
+
+    @abstractmethod
+    def latest_generation(self) -> Generation | None: ...
+
+    @abstractmethod
+    def chain_entries(self, generation: Generation) -> tuple[int, int]:
+        """Entries written by the full generation ``generation``'s chain starts at, and by the
+        deltas after it up to ``generation``."""
+
+    @abstractmethod
+    def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
+                         *, extends: Generation | None, replace: bool = False) -> Generation | None:
+        """Store a generation ending at event ``seq``: a delta on ``extends``'s chain, or (None) a
+        full one. Written only if newer than the latest (or, with ``replace``, a full one at the
+        same event) and, for a delta, that chain is still the latest; returns it, or None. A full
+        generation deletes the chains superseded longer ago than the grace period."""
+
+    @abstractmethod
+    def delete_generations(self) -> None:
+        """Forget every generation (one disagreed with the log)."""
+
+    @abstractmethod
+    def generation_part(self, generation: Generation, part: str) -> StoredPart: ...
+
+
+class Store(EventStore, SnapshotStore, ABC):
+    """A backend: the log and its snapshots, in one place (one file, one database)."""

@@ -1,0 +1,104 @@
+"""Entries read one key at a time from a stored snapshot, so that opening a big ledger reads
+only what the next command looks at.
+
+A ledger of a million events folds to hundreds of thousands of entries, nearly all of
+which a command never touches: an undrop reads one name, one instance and three
+watermarks. Parsing all of them on every open (half a second) is what this avoids.
+``StoredEntries`` are the entries (``core.maps.Entries``) under a state's overlay maps
+when the state was read from a stored snapshot: each key is read through a ``Source``
+(the store's rows for one part of one generation) and decoded the first time it is asked
+for, and kept: every map folded from the same entries shares them. Anything that walks a
+whole map (a vacuum's plan, a history snapshot, ``verify``) reads the part once, in full.
+
+A read that cannot be answered from the snapshot (its generation was deleted, an entry
+fails its check, the part holds fewer entries than its head recorded) never reaches the
+core as an error: the entries *heal*, taking every entry of their part from a fold of the
+log up to the snapshot's event (``heal``, given by the state cache, which then replaces the
+damaged snapshot). The log is the truth (R16); a snapshot only saves time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Protocol
+
+from ..core.maps import GONE
+from .contract import SnapshotGone
+
+_ABSENT: Any = object()
+
+
+class Source(Protocol):
+    """One part (one slice field) of one stored generation: entries as bytes, by key. Either
+    method raises ``SnapshotGone`` if the generation is no longer stored or an entry fails
+    its check."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def scan(self) -> Iterator[tuple[str, bytes]]: ...
+
+
+Heal = Callable[[], dict[str, Any]]
+"""Every entry of one part, decoded, as a fold of the log up to the snapshot's event gives them."""
+
+
+class StoredEntries:
+    """A stored part and what has been decoded of it.
+
+    ``stamp`` names the stored generation (None once healed: then they are held, stored
+    nowhere), so the writer of the next generation can tell whether a map's changes are
+    relative to it, and so whether a delta can be written."""
+
+    __slots__ = ("source", "decode", "size", "stamp", "found", "complete", "heal")
+
+    def __init__(self, source: Source, decode: Callable[[str, bytes], Any], size: int, stamp: object,
+                 heal: Heal, everything: dict[str, Any] | None = None) -> None:
+        """``everything``: every entry, already decoded (complete, and the dict is taken over)."""
+        self.source = source
+        self.decode = decode
+        self.size = size
+        self.stamp = stamp
+        self.heal = heal
+        self.found: dict[str, Any] = {} if everything is None else everything
+        """key -> decoded value, or GONE for a key asked for and not in the snapshot."""
+        self.complete = everything is not None
+
+    def get(self, key: str) -> Any:
+        found = self.found.get(key, _ABSENT)
+        if found is _ABSENT:
+            if self.complete:
+                return GONE
+            try:
+                data = self.source.get(key)
+            except SnapshotGone:
+                return self._healed().get(key, GONE)
+            found = GONE if data is None else self.decode(key, data)
+            self.found[key] = found
+        return found
+
+    def everything(self) -> dict[str, Any]:
+        """Every entry, decoded (read in one pass the first time)."""
+        if not self.complete:
+            decode = self.decode
+            try:
+                found = {key: decode(key, data) for key, data in self.source.scan()}
+            except SnapshotGone:
+                return self._healed()
+            if len(found) != self.size:  # the head or the entries were changed
+                return self._healed()
+            self.found, self.complete = found, True
+        return self.found
+
+    def _healed(self) -> dict[str, Any]:
+        self.found, self.complete, self.stamp = self.heal(), True, None
+        self.size = len(self.found)
+        return self.found
+
+    def rebased(self, source: Source, changes: Any, size: int, stamp: object, heal: Heal) -> StoredEntries:
+        """These entries with ``changes`` applied, now stored as ``source``: what was decoded stays."""
+        found = dict(self.found)
+        found.update(changes)
+        if self.complete:
+            found = {key: value for key, value in found.items() if value is not GONE}
+        entries = StoredEntries(source, self.decode, size, stamp, heal)
+        entries.found, entries.complete = found, self.complete
+        return entries
