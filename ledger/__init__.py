@@ -13,7 +13,8 @@ contract, the SQLite backend, the state cache and its snapshots), ``ledger.runne
 command loop that joins them.
 """
 
-from .api import Ledger
+from .api import Ledger, copy_ledger
+from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport
 from .catalog import AsOf
 from .clock import ManualClock
@@ -34,5 +35,5 @@ __all__ = [
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
-    "InclusionProof", "AsOf",
+    "InclusionProof", "AsOf", "copy_ledger", "CopyReport",
 ]

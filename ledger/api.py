@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .audit import export as exports, history as histories, outputs, proofs, verify as verifier
+from .audit import copy as copies, export as exports, history as histories, outputs, proofs, verify as verifier
+from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
@@ -40,8 +41,8 @@ from . import names
 from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
-from .persistence.contract import Store
-from .persistence.sqlite import SQLiteStore
+from .persistence.contract import NoLedgerYet, Store
+from .persistence.stores import is_url, open_store
 from .views import HistoryEntry, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
@@ -81,7 +82,8 @@ class Ledger(Catalog):
              clock: Clock | None = None, actor: str | None = None, create: bool = True,
              synchronous: str = "FULL", busy_timeout: float = 10.0, **options: Any) -> Ledger:
         """Open the ledger at ``path`` (creating it unless ``create=False``); ``":memory:"`` for a
-        throw-away one.
+        throw-away one; a ``postgresql://user@host:port/database`` URL (``?schema=name`` for a
+        schema of its own) for one in PostgreSQL that several hosts share (R18).
 
         ``warehouse`` is the root under which table data lives. A new ledger records it
         (default: ``warehouse/`` beside the ledger file; a fresh temporary folder for an
@@ -89,9 +91,15 @@ class Ledger(Catalog):
         one is refused with ``WarehouseMismatch`` (see ``move_warehouse``).
         """
         path = _path_argument(path)
-        if not create and path != ":memory:" and not os.path.exists(path):
-            raise LedgerNotFound(f"there is no ledger at {path}: check the path (nothing was created)")
-        store = SQLiteStore(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        try:
+            # A shared ledger is made only with its warehouse root (``_record_root``): refused before
+            # anything is made.
+            must_exist = not create or (warehouse is None and is_url(path))
+            store = open_store(path, create=not must_exist, synchronous=synchronous, busy_timeout=busy_timeout)
+        except NoLedgerYet as exc:
+            if create:
+                _record_root_missing(path)
+            raise LedgerNotFound(str(exc)) from None
         try:
             return cls(store, warehouse=warehouse, clock=clock, actor=actor, **options)
         except BaseException:
@@ -445,6 +453,24 @@ class Ledger(Catalog):
 
 
 
+def copy_ledger(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> CopyReport:
+    """Copy the ledger at ``source`` into a new (or empty) one at ``destination``, either a file or a
+    ``postgresql://`` URL, event for event with hashes unchanged (R18): a checkpoint taken before
+    verifies against the copy. Refuses a destination that holds events."""
+    try:
+        src = open_store(_path_argument(source), create=False)
+    except NoLedgerYet as exc:
+        raise LedgerNotFound(str(exc)) from None
+    try:
+        dst = open_store(_path_argument(destination), create=True)
+        try:
+            return copies.copy_ledger(src, dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
 def _lease_seconds(lease: Duration, what: str) -> int:
     """A lease's length: a duration (``"6h"``, seconds, a timedelta); a bad one is ``InvalidArgument``
     (it is not a retention, so not ``InvalidRetention``)."""
@@ -504,9 +530,17 @@ def _record_root(store: Store, warehouse: str | None) -> str:
             tempfile.mkdtemp(prefix="retention-ledger-warehouse-")
     recorded = store.get_meta("warehouse")
     if recorded is None:  # a new ledger (another process may be creating it too: first one wins)
+        if warehouse is None and is_url(store.path):
+            _record_root_missing(store.path)
         recorded = store.set_meta_once(
             "warehouse", DEFAULT_WAREHOUSE if warehouse is None else _normalise_root(warehouse))
     return recorded
+
+
+def _record_root_missing(where: str) -> None:
+    raise InvalidArgument(f"{where} holds no ledger yet, and a new one that several hosts may share needs its "
+                          "warehouse root: give warehouse= ('s3://bucket/prefix', or a folder every host sees; "
+                          "--warehouse on the command line); nothing was created")
 
 
 def _normalise_root(root: str) -> str:

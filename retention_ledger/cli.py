@@ -27,7 +27,7 @@ import attrs
 import click
 import rich.console
 
-from ledger import Ledger, LedgerError, Scope, TableInstance
+from ledger import Ledger, LedgerError, Scope, TableInstance, copy_ledger
 from ledger.audit import Checkpoint, generate_key, outputs
 from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
@@ -536,6 +536,19 @@ def export_command(ctx: Context, path: str, fmt: str | None, overwrite: bool) ->
     fmt = fmt or ("parquet" if path.endswith(".parquet") else "jsonl")
     report = ctx.ledger.export(path, format=fmt, overwrite=overwrite)
     ctx.emit(attrs.asdict(report), f"exported {report.events} events to {report.path} ({report.format})")
+
+
+@command(cli, "copy", short_help="Copy a ledger into another store, hashes unchanged.")
+@click.argument("source")
+@click.argument("destination")
+def copy_command(ctx: Context, source: str, destination: str) -> None:
+    """Copy the ledger at SOURCE into DESTINATION (each a file or a postgresql:// URL), event for
+    event, hashes unchanged: a checkpoint taken before verifies against the copy. DESTINATION must
+    be new or hold no events. --ledger is not used."""
+    report = copy_ledger(source, destination)
+    ctx.emit(attrs.asdict(report), f"copied {report.events} events and {report.attachments} attachments from "
+                                   f"{report.source} to {report.destination} (head {report.head or '-'}; warehouse "
+                                   f"{report.warehouse})")
 
 
 @command(cli, "keygen", short_help="Make an Ed25519 key pair for signing checkpoints.")

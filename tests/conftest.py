@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, settings
 
 from ledger import Ledger, ManualClock
 
+from .pg import PostgresServer, ledger_location, shared
+
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("ci", max_examples=150, deadline=None, derandomize=True,
@@ -32,9 +34,37 @@ def clock() -> ManualClock:
     return ManualClock(T0)
 
 
+STORES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets ``BOTH_STORES = True`` runs each test that asks for ``store_kind`` (through
+    ``ledger_path`` or ``ledger``) once per backend, unless the test is marked ``sqlite_only``
+    (it reads the SQLite file itself)."""
+    if "store_kind" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_STORES", False) \
+            and metafunc.definition.get_closest_marker("sqlite_only") is None:
+        metafunc.parametrize("store_kind", STORES, indirect=True)
+
+
 @pytest.fixture
-def ledger_path(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.db"
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """The backend of this test's ledger: SQLite unless the module runs on both (above)."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def postgres() -> PostgresServer:
+    """The session's real PostgreSQL server (started by the first test that needs it)."""
+    return shared()
+
+
+@pytest.fixture
+def ledger_path(tmp_path: Path, store_kind: str) -> Path | str:
+    """A SQLite file's path (a ``Path``), or a PostgreSQL ledger's URL, made with its warehouse
+    beside, as the file's would be."""
+    if store_kind == "sqlite":
+        return tmp_path / "ledger.db"
+    return ledger_location(store_kind, tmp_path)
 
 
 @pytest.fixture

@@ -11,15 +11,42 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from ledger.chain import GENESIS, event_hash
+from ledger.persistence.stores import is_url
+
+
+class _Raw:
+    """A plain connection to a ledger's store, SQLite or PostgreSQL, as a forger would hold
+    (``?`` placeholders either way)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.pg = is_url(str(path))
+        if self.pg:
+            import psycopg
+            base, _, schema = str(path).partition("?schema=")
+            self.conn: Any = psycopg.connect(base)
+            if schema:
+                self.conn.execute(f'SET search_path TO "{schema}"')
+        else:
+            self.conn = sqlite3.connect(path)
+
+    def execute(self, sql: str, params: tuple = ()) -> Any:
+        return self.conn.execute(sql.replace("?", "%s") if self.pg else sql, params)
+
+    def commit(self) -> None:
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def forge(path: Path | str, *, stream: str, type: str, payload: str, version: int | None = None,
           schema_version: int = 1, time: object = None, actor: str = "tamperer", seq: int | None = None,
           hash: str | None = None) -> int:
     """Append one row with a valid chain hash (unless ``hash`` is given); returns its seq."""
-    raw = sqlite3.connect(path)
+    raw = _Raw(path)
     try:
         last = raw.execute("SELECT seq, time, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         last_seq, last_time, previous = last if last else (0, 0, None)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger.persistence.contract import Appended
+from ledger.persistence.contract import Appended, Store
 from ledger.persistence.sqlite import SQLiteStore
+from ledger.persistence.stores import is_url
 
 
-class FaultyStore(SQLiteStore):
-    """An ``SQLiteStore`` whose appends can be made to fail, or to let another writer in first.
+class Faults:
+    """A store whose appends can be made to fail, or to let another writer in first.
 
     ``before_append`` runs before each append (a racing writer's work goes there), and
     ``after_append`` after it (another process's work that lands between a command's append
@@ -19,9 +20,9 @@ class FaultyStore(SQLiteStore):
     """
 
     def __init__(self, path: str | Path, **options: Any) -> None:
-        super().__init__(str(path), **options)
-        self.before_append: Callable[[FaultyStore], None] | None = None
-        self.after_append: Callable[[FaultyStore], None] | None = None
+        super().__init__(str(path), **options)  # type: ignore[call-arg]
+        self.before_append: Callable[[Any], None] | None = None
+        self.after_append: Callable[[Any], None] | None = None
         self.fail_with: Exception | None = None
         self.appends = 0
 
@@ -31,7 +32,22 @@ class FaultyStore(SQLiteStore):
             raise self.fail_with
         if self.before_append is not None:
             self.before_append(self)
-        appended = super().append(*args, **kwargs)
+        appended: Appended = super().append(*args, **kwargs)  # type: ignore[misc]
         if self.after_append is not None:
             self.after_append(self)
         return appended
+
+
+class FaultyStore(Faults, SQLiteStore):
+    """A SQLite file with faults."""
+
+
+def faulty_store(where: str | Path, **options: Any) -> Store:
+    """A store with faults for ``where``: a SQLite file, or a PostgreSQL URL."""
+    if is_url(str(where)):
+        from ledger.persistence.postgres import PostgresStore
+
+        class FaultyPostgresStore(Faults, PostgresStore):
+            """A PostgreSQL ledger with faults."""
+        return FaultyPostgresStore(str(where), **options)
+    return FaultyStore(where, **options)

@@ -100,7 +100,8 @@ from ledger.core.versions import (
 )
 from ledger.errors import InvalidArgument as RunUnknown
 from ledger.names import Scope
-from ledger.persistence.sqlite import SQLiteStore
+from ledger.persistence.stores import open_store
+from tests.pg import ledger_location
 from ledger.views import join_location
 from spark_ops.executor import fs
 from tests.conftest import T0
@@ -379,18 +380,20 @@ class InterleavingMachine(RuleBasedStateMachine):
     """Actors on one ledger file, taking their read/decide/append steps in an order Hypothesis picks."""
 
     ACTORS = 2
+    STORE = "sqlite"
+    """The backend: a SQLite file, or a schema of the test session's PostgreSQL server."""
 
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="ledger-interleave-"))
-        self.path = self.dir / "ledger.db"
+        self.path = ledger_location(self.STORE, self.dir)
         self.clock = ManualClock(T0)
         first = Ledger.open(self.path, warehouse=self.dir / "warehouse", clock=self.clock, actor="actor0")
         self.actors = [Actor("actor0", first)]
         self.actors += [Actor(f"actor{i}", Ledger.open(self.path, clock=self.clock, actor=f"actor{i}"))
                         for i in range(1, self.ACTORS)]
         self.by_name = {a.name: a for a in self.actors}
-        self.auditor = SQLiteStore(str(self.path))
+        self.auditor = open_store(self.path, create=False)
         """A connection of its own, for reading the log as an outsider would."""
         self.records: list[Recorded] = []
         self.states: list[State] = [State()]
@@ -980,15 +983,18 @@ class InterleavingMachine(RuleBasedStateMachine):
                                  f"but lost {len(missing)} of its {len(paths)} files")
 
 
-def _with_actors(count: int) -> type[InterleavingMachine]:
-    return type(f"Interleave{count}Actors", (InterleavingMachine,), {"ACTORS": count})
+def _with_actors(count: int, store: str = "sqlite") -> type[InterleavingMachine]:
+    return type(f"Interleave{count}Actors{store.title()}", (InterleavingMachine,), {"ACTORS": count, "STORE": store})
 
 
 MACHINES = {count: _with_actors(count) for count in ACTOR_COUNTS}
+ON_POSTGRES = {2: _with_actors(2, "postgresql")}
+"""On PostgreSQL, two actors (hosts) racing: the same rules, the same races (R18)."""
 
 
-@pytest.mark.parametrize("actors", ACTOR_COUNTS, ids=lambda n: f"{n} actors")
-def test_interleavings_keep_the_rules(actors: int) -> None:
+@pytest.mark.parametrize("actors, store", [*((n, "sqlite") for n in ACTOR_COUNTS), (2, "postgresql")],
+                         ids=lambda v: f"{v} actors" if isinstance(v, int) else v)
+def test_interleavings_keep_the_rules(actors: int, store: str) -> None:
     """Hypothesis interleaves 2, 3 or 4 actors' steps; every rule holds after every step.
 
     Each example is one interleaving of up to ``STEPS`` steps; the profile sets how
@@ -996,7 +1002,7 @@ def test_interleavings_keep_the_rules(actors: int) -> None:
     Races must actually happen: some commits are refused with Conflict and decided again.
     """
     STATS.clear()
-    run_state_machine_as_test(MACHINES[actors],
+    run_state_machine_as_test(MACHINES[actors] if store == "sqlite" else ON_POSTGRES[actors],
                               settings=settings(settings.default, stateful_step_count=STEPS))
     races = ", ".join(f"{STATS['race: ' + race]} x {race}" for race in RACES)
     print(f"\n{actors} actors: {STATS['examples']} interleavings, {STATS['steps']} steps, "

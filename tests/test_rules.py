@@ -1,4 +1,6 @@
-"""The contract's rules, one or more tests each, on real SQLite files.
+"""The contract's rules, one or more tests each, on both stores: a real SQLite file and a real
+PostgreSQL server (``BOTH_STORES``: every test that takes ``ledger`` or ``ledger_path`` runs on
+each, unless marked ``sqlite_only`` because it reads the file itself).
 
 Times are written as seconds after T0 so the scenarios read like the seed
 documents' timelines.
@@ -25,7 +27,10 @@ from ledger import (
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
 from tests.forge import forge
-from tests.stores import FaultyStore
+from tests.stores import Faults, faulty_store
+
+
+BOTH_STORES = True
 
 
 def at(seconds: float):
@@ -122,14 +127,14 @@ def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
     """A vacuum (another connection) advances the watermark after the undrop has read
     and decided, before it appends: the append is refused, refolded, and refused again
     by the guard, and the undrop never commits."""
-    undropper = Ledger(FaultyStore(ledger_path), clock=clock, actor="undropper")
+    undropper = Ledger(faulty_store(ledger_path), clock=clock, actor="undropper")
     vacuum = Ledger.open(ledger_path, clock=clock, actor="vacuum")
     dropped = drop_at(undropper, clock, "sales.orders", 100)
     clock.set(at(200))
 
     raced = []
 
-    def vacuum_first(store: FaultyStore) -> None:
+    def vacuum_first(store: Faults) -> None:
         if not raced:
             raced.append(vacuum.advance_watermark(dropped.dropped_at))
 
@@ -144,11 +149,11 @@ def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
 
 
 def test_r4_conflict_on_unrelated_write_is_retried_and_succeeds(ledger_path: Path, clock: ManualClock) -> None:
-    first = Ledger(FaultyStore(ledger_path), clock=clock)
+    first = Ledger(faulty_store(ledger_path), clock=clock)
     second = Ledger.open(ledger_path, clock=clock)
     calls = []
 
-    def interleave(store: FaultyStore) -> None:
+    def interleave(store: Faults) -> None:
         if not calls:
             calls.append(second.create_table("other.t"))
 
@@ -159,7 +164,7 @@ def test_r4_conflict_on_unrelated_write_is_retried_and_succeeds(ledger_path: Pat
 
 
 def test_r4_gives_up_with_conflict_after_retry_budget(ledger_path: Path, clock: ManualClock) -> None:
-    stubborn = Ledger(FaultyStore(ledger_path), clock=clock, max_attempts=3)
+    stubborn = Ledger(faulty_store(ledger_path), clock=clock, max_attempts=3)
     other = Ledger.open(ledger_path, clock=clock)
     names = iter(f"db.t{i}" for i in range(100))
     stubborn.store.before_append = lambda store: other.create_table(next(names))
@@ -174,11 +179,11 @@ def test_r4_a_writer_that_keeps_losing_decides_under_the_write_lock_and_wins(
         ledger_path: Path, clock: ManualClock) -> None:
     """Liveness: after ``optimistic_attempts`` lost races a command reads, decides and
     appends inside one write transaction, where nobody can move what it read."""
-    stubborn = Ledger(FaultyStore(ledger_path), clock=clock, optimistic_attempts=3)
+    stubborn = Ledger(faulty_store(ledger_path), clock=clock, optimistic_attempts=3)
     other = Ledger.open(ledger_path, clock=clock)
     names = iter(f"db.t{i}" for i in range(100))
 
-    def beaten_unless_locked(store: FaultyStore) -> None:
+    def beaten_unless_locked(store: Faults) -> None:
         if not store.in_exclusive:  # under the lock the other writer would just wait
             other.create_table(next(names))
 
@@ -315,6 +320,7 @@ def test_r8_purge_of_restorable_table_is_refused(ledger: Ledger, clock: ManualCl
 
 # --- R10 nothing lost ----------------------------------------------------------------------
 
+@pytest.mark.sqlite_only
 def test_r10_ledger_file_is_wal_with_full_sync(ledger: Ledger) -> None:
     settings = ledger.store.settings()  # as SQLite reports them on the ledger's own connection
     assert settings["journal_mode"] == "wal"
@@ -359,6 +365,7 @@ def _create_tables(path: str, names: list[str]) -> None:
             led.create_table(name)
 
 
+@pytest.mark.sqlite_only
 def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path, clock: ManualClock) -> None:
     with Ledger.open(ledger_path, clock=clock, snapshot_every=5) as led:
         for i in range(12):

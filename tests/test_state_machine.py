@@ -52,6 +52,7 @@ from hypothesis.stateful import (
 )
 
 from ledger import Ledger, ManualClock
+from tests.pg import ledger_location
 from ledger.errors import PurgeRefused  # the error type only; the model decides for itself
 from ledger.errors import InvalidArgument as BadArgument
 from ledger.errors import (
@@ -568,11 +569,13 @@ class LedgerMachine(RuleBasedStateMachine):
     """Random command sequences against a real ledger file and the model, compared at every step."""
 
     tables = Bundle("tables")  # ids of every instance ever created, live, dropped or purged
+    STORE = "sqlite"
+    """The backend: a SQLite file, or a schema of the test session's PostgreSQL server."""
 
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="ledger-sm-"))
-        self.path = self.dir / "ledger.db"
+        self.path = ledger_location(self.STORE, self.dir)
         self.clock = ManualClock(T0)
         self.model = Model(us(T0))
         self.led = Ledger.open(self.path, clock=self.clock, actor="sm")
@@ -1004,6 +1007,15 @@ class LedgerMachine(RuleBasedStateMachine):
 LedgerMachine.TestCase.settings = settings(settings.default, stateful_step_count=40)
 TestLedgerMatchesModel = LedgerMachine.TestCase
 """R1, R3, R6, R7, R8 and R10 over random command sequences, checked against the model."""
+
+
+class PostgresLedgerMachine(LedgerMachine):
+    STORE = "postgresql"
+
+
+PostgresLedgerMachine.TestCase.settings = settings(settings.default, stateful_step_count=40)
+TestLedgerMatchesModelOnPostgres = PostgresLedgerMachine.TestCase
+"""The same, on PostgreSQL (R18: every rule holds on either store)."""
 
 
 # --- hand-written scenarios through the same machine, one or more per rule ----------------

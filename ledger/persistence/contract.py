@@ -21,11 +21,14 @@ only what is here.
 
 from __future__ import annotations
 
+import zlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Iterator, Mapping, NamedTuple, Protocol, Sequence
 
+from ..chain import GENESIS, event_hash
 from ..clock import Micros
+from ..errors import LedgerCorrupt, LedgerNotFound
 
 CHAIN_FORMAT = 2
 """The first log format whose rows carry the hash chain (format 1: a SQLite file of an early release)."""
@@ -33,11 +36,58 @@ CHAIN_FORMAT = 2
 Row = tuple
 """A stored event: ``(seq, stream, version, type, schema_version, time, actor, payload[, hash])``."""
 
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+"""A ledger address with one of these schemes is a PostgreSQL database (``stores``); any other, a SQLite file."""
+
+SNAPSHOT_GRACE = 15 * 60 * 1_000_000
+"""How long (microseconds) a superseded chain of generations stays readable: a ledger holding
+a state read from it moves to the newest well within this (``cache.RECHECK``)."""
+
+
+def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str) -> None:
+    """That copied rows follow on from a log whose last event is ``head`` (its seq and hash) and
+    chain on from one another, each hash as ``chain.event_hash`` computes it (``copy_in``)."""
+    last_seq, last_hash = head
+    previous = GENESIS if last_hash is None else bytes.fromhex(last_hash)
+    for row in rows:
+        if row[0] != last_seq + 1:
+            raise LedgerCorrupt(f"{where}: a copied event is #{row[0]} where #{last_seq + 1} comes next; the copy "
+                                "stopped (was something else writing to the destination?)")
+        previous = event_hash(previous, *row[:8])
+        if previous.hex() != row[8]:
+            raise LedgerCorrupt(f"{where}: copied event #{row[0]} does not carry the hash its content and the event "
+                                "before give; the source was edited (run verify on it); nothing was copied")
+        last_seq = row[0]
+
+
+def seal(part: str, key: str, value: bytes) -> bytes:
+    """A snapshot entry as a backend stores it: a CRC-32 over its part, key and bytes, then the
+    bytes. Over the part and key too: an entry moved to another key (two scopes' watermarks
+    swapped) fails its check like a changed one."""
+    return _crc(part, key, value) + value
+
+
+def unseal(part: str, key: str, stored: object) -> bytes | None:
+    """The bytes of a stored entry, or None if it fails its check."""
+    if not isinstance(stored, (bytes, bytearray, memoryview)):
+        return None
+    stored = bytes(stored)
+    body = stored[4:]
+    return body if len(stored) >= 4 and _crc(part, key, body) == stored[:4] else None
+
+
+def _crc(part: str, key: str, value: bytes) -> bytes:
+    return zlib.crc32(value, zlib.crc32(f"{part}\0{key}\0".encode())).to_bytes(4, "big")
+
 
 class SnapshotGone(Exception):
     """A stored snapshot could not answer a read: its generation is no longer stored, or an
     entry failed its check. Never leaves the persistence package: the entries that met it
     heal from the log (``lazy``)."""
+
+
+class NoLedgerYet(LedgerNotFound):
+    """The store is there and reachable, and holds no ledger (it was opened with ``create=False``)."""
 
 
 class NewEvent(NamedTuple):
@@ -108,6 +158,13 @@ class EventStore(ABC):
         seq the caller had seen when it read those versions (if the log has not grown since, the
         checks may be skipped). ``blobs``: digest (SHA-256, hex) -> bytes, stored in the same
         transaction. Events get times strictly after the log's last (``now`` unless it is behind)."""
+
+    @abstractmethod
+    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes]) -> None:
+        """Append rows copied from another ledger as they are (``read(with_hash=True)``: seq, time,
+        actor and hash unchanged), with the attachments they name, in one transaction: the first
+        must follow this log's head, and each must chain on from the one before (else
+        ``LedgerCorrupt``, nothing written). How ``copy_ledger`` moves a ledger between stores (R18)."""
 
     @abstractmethod
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,

@@ -32,13 +32,15 @@ import os
 import sqlite3
 import threading
 import time
-import zlib
 from typing import Iterator, Mapping, NamedTuple, Sequence
 
 from ..chain import GENESIS, chain, event_hash
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
-from .contract import CHAIN_FORMAT, Appended, Generation, NewEvent, Row, Snapshot, SnapshotGone, Store
+from .contract import (
+    CHAIN_FORMAT, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SnapshotGone, Store, check_copied,
+    seal, unseal,
+)
 
 FORMAT_VERSION = 2
 APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and for us
@@ -66,11 +68,6 @@ _GENERATIONS = (
     "CREATE TABLE IF NOT EXISTS snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, "
     "gen INTEGER NOT NULL, value BLOB, PRIMARY KEY (part, key, gen)) WITHOUT ROWID",
 )
-
-
-SNAPSHOT_GRACE = 15 * 60 * 1_000_000
-"""How long (microseconds) a superseded chain of generations stays readable: a ledger holding
-a state read from it moves to the newest well within this (``cache.RECHECK``)."""
 
 
 class SQLiteStore(Store):
@@ -385,6 +382,13 @@ class SQLiteStore(Store):
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
         return rows
 
+    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes]) -> None:
+        with self.transaction() as db:
+            head = db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            check_copied(rows, head or (0, None), self.path)
+            self.insert_rows(db, [tuple(r[:9]) for r in rows])
+            db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
+
     def insert_rows(self, db: sqlite3.Connection, rows: list[tuple]) -> None:
         """The one statement that writes events, inside the append's transaction. A subclass may
         override it to inject a fault between the write and the commit (the crash tests do)."""
@@ -606,7 +610,7 @@ class SQLiteStore(Store):
             db.execute("UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
             # In key order: appending to the B-tree is several times faster than inserting all over it.
             db.executemany("INSERT INTO snapshot_entries(part, key, gen, value) VALUES (?, ?, ?, ?)",
-                           [(part, key, gen, None if value is None else _seal(part, key, value))
+                           [(part, key, gen, None if value is None else seal(part, key, value))
                             for part, key, value in sorted(entries)])
             if extends is None and latest is not None:
                 # Every chain before the newest one that began more than the grace period ago was
@@ -680,23 +684,13 @@ class SQLitePart:
             yield previous, unseal(previous, last)
 
     def _unseal(self, key: str, value: bytes) -> bytes:
-        body = value[4:] if isinstance(value, bytes) else b""
-        if len(body) + 4 != len(value) or _crc(self._part, key, body) != value[:4]:
+        body = unseal(self._part, key, value)
+        if body is None:
             raise self._gone("holds an entry that fails its check (the file was damaged or edited)")
         return body
 
     def _gone(self, why: str) -> SnapshotGone:
         return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
-
-
-def _crc(part: str, key: str, value: bytes) -> bytes:
-    """Over the part and key too: an entry moved to another key (two scopes' watermarks swapped)
-    fails its check like a changed one."""
-    return zlib.crc32(value, zlib.crc32(f"{part}\0{key}\0".encode())).to_bytes(4, "big")
-
-
-def _seal(part: str, key: str, value: bytes) -> bytes:
-    return _crc(part, key, value) + value
 
 
 def _latest(db: sqlite3.Connection) -> Generation | None:

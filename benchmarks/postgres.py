@@ -1,0 +1,238 @@
+"""The PostgreSQL store against its floors, on one real server started here (R18).
+
+Three measurements, each against a baseline measured in the same run on the same server
+(started with ``fsync = on``: commits are durable, as in production):
+
+* **Append.** ``Ledger.advance_watermark`` (one ``WatermarkAdvanced`` event per call, through
+  the public API: decide, conditional append under the ledger's lock, fold) against raw
+  ``psycopg`` one-row transactions (``BEGIN; INSERT; COMMIT`` into a table with the DDL of the
+  ledger's own events table). Blocks alternate; the verdict is the median paired ratio.
+  Target: >= 0.8x.
+* **Open.** A 1,000,000-event ledger (the same simulated churn as ``benchmarks/fold.py``,
+  copied into PostgreSQL with ``copy_ledger``): a first open (folds all, stores the snapshot),
+  then, in fresh processes, open + decide an undrop, against the floor: ``psycopg.connect``
+  and reading the same rows (the log's head, the snapshot's head, the dozen entries the
+  decision reads). Target: <= 20x the floor.
+* **Hosts.** Commands per second with 1 and with 4 processes (each its own connection) creating
+  tables in one ledger, and how many appends were refused and retried.
+
+    python benchmarks/postgres.py [-n 3000] [--block 100] [--events 1000000] [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+from _common import REPO_ROOT, environment, load, print_table, scratch_dir, verdict
+
+sys.path.insert(0, str(REPO_ROOT))
+from tests.pg import PostgresServer  # noqa: E402  (the tests' real server, started the same way)
+
+from ledger import Ledger, copy_ledger  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_RAW_DDL = ("CREATE TABLE events (seq BIGINT PRIMARY KEY, stream TEXT NOT NULL, version BIGINT NOT NULL, "
+            "type TEXT NOT NULL, schema_version INTEGER NOT NULL, time BIGINT NOT NULL, actor TEXT NOT NULL, "
+            "payload TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (stream, version))")
+
+
+def append(server: PostgresServer, n: int, block: int, folder: Path) -> float:
+    url = server.database("append")
+    raw_url = server.database("raw")
+    led = Ledger.open(url, warehouse=folder / "warehouse", actor="bench@localhost")
+    raw = psycopg.connect(raw_url)
+    raw.execute(_RAW_DDL)
+    raw.commit()
+    payload = '{"scope": "database:bench", "to": 1767225600000000, "previous": 1767225599000000}'
+    counter = {"raw": 0, "ledger": 0}
+    mark = [T0]
+
+    def raw_block() -> None:
+        for _ in range(block):
+            i = counter["raw"] = counter["raw"] + 1
+            raw.execute("INSERT INTO events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        (i, "watermark:database:bench", i, "WatermarkAdvanced", 1, 1_767_225_600_000_000 + i,
+                         "bench@localhost", payload, "%064x" % i))
+            raw.commit()
+
+    def ledger_block() -> None:
+        for _ in range(block):
+            mark[0] += timedelta(microseconds=1)
+            led.advance_watermark(mark[0], scope="database:bench")
+            counter["ledger"] += 1
+
+    raw_block(), ledger_block()  # warm up (connections, prepared statements), untimed
+    ratios, rates = [], {"raw": [], "ledger": []}
+    for turn in range(max(1, n // block)):
+        timed = {}
+        for name, run in (("raw", raw_block), ("ledger", ledger_block))[:: 1 if turn % 2 == 0 else -1]:
+            start = time.perf_counter()
+            run()
+            timed[name] = block / (time.perf_counter() - start)
+            rates[name].append(timed[name])
+        ratios.append(timed["ledger"] / timed["raw"])
+    appended = led.event_count()
+    led.close()
+    raw.close()
+    assert appended == counter["ledger"], "a call appended nothing"
+    print_table(("contender", "commits/s (median block)", "best block"),
+                [(f"raw psycopg (1-row txn)", statistics.median(rates["raw"]), max(rates["raw"])),
+                 ("ledger advance_watermark", statistics.median(rates["ledger"]), max(rates["ledger"]))])
+    return statistics.median(ratios)
+
+
+_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import psycopg  # imported before timing, as the floor's is
+from ledger import Ledger
+from ledger.core.tables import TableUndropped, UndropTable
+start = time.perf_counter()
+led = Ledger.open(sys.argv[2])
+opened = time.perf_counter()
+decision = led.runner.prepare(UndropTable(sys.argv[3])).decision
+done = time.perf_counter()
+led.close()
+print(json.dumps({"open": opened - start, "decide": done - opened,
+                  "ok": bool(decision.events) and type(decision.events[0][1]) is TableUndropped}))
+"""
+
+_FLOOR = r"""
+import json, sys, time
+import psycopg
+url, name = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+base_url, _, schema = url.partition("?schema=")
+db = psycopg.connect(base_url, autocommit=True)
+gen, base = db.execute("SELECT gen, base FROM snapshot_generations ORDER BY gen DESC LIMIT 1").fetchone()
+db.execute("SELECT seq, time, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+def entry(part, key):
+    row = db.execute("SELECT value FROM snapshot_entries WHERE part = %s AND key = %s AND gen BETWEEN %s AND %s "
+                     "ORDER BY gen DESC LIMIT 1", (part, key, base, gen)).fetchone()
+    return None if row is None or row[0] is None else json.loads(bytes(row[0])[4:])
+ids = entry("tables.dropped", name)
+instance = entry("tables.instances", ids[-1])
+database = name.split(".")[0]
+for part, key in [("tables.bindings", name), ("guard.watermarks", "ledger"),
+                  ("guard.watermarks", "database:" + database), ("guard.watermarks", "table:" + ids[-1]),
+                  ("streams", "catalog"), ("streams", "watermark:ledger"),
+                  ("streams", "watermark:database:" + database), ("streams", "watermark:table:" + ids[-1])]:
+    entry(part, key)
+db.close()
+print(json.dumps({"floor": time.perf_counter() - start, "ok": instance is not None}))
+"""
+
+
+def _child(script: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"a child process failed:\n{out.stderr[-3000:]}")
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    if not found["ok"]:
+        raise SystemExit("benchmark bug: the undrop's instance was not found")
+    return found
+
+
+def open_ledger(server: PostgresServer, events: int, folder: Path, opens: int) -> float:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fold import build  # the same simulated churn as the SQLite open benchmark
+    sqlite_file = folder / "churn.db"
+    start = time.perf_counter()
+    built = build(sqlite_file, events)
+    url = server.database("open")  # its own database: the floor reads it without a search_path
+    copied = copy_ledger(sqlite_file, url)
+    print(f"built {events:,} events and copied them into PostgreSQL in {time.perf_counter() - start:.1f} s "
+          f"({copied.events:,} events)")
+    start = time.perf_counter()
+    Ledger.open(url).close()  # folds the whole log and stores the snapshot
+    first = time.perf_counter() - start
+    runs = [_child(_CHILD, str(REPO_ROOT), url, built.restorable) for _ in range(opens)]
+    floors = [_child(_FLOOR, url, built.restorable)["floor"] for _ in range(opens)]
+    total = statistics.median(r["open"] + r["decide"] for r in runs)
+    floor = statistics.median(floors)
+    print_table(("measurement", "seconds"),
+                [("first open, no snapshot (folds all, stores one)", first),
+                 (f"open (median of {opens})", statistics.median(r["open"] for r in runs)),
+                 ("  then decide the undrop", statistics.median(r["decide"] for r in runs)),
+                 ("open + decide", total),
+                 ("floor: psycopg connect + the rows the decision reads", floor)])
+    return total / floor
+
+
+_HOST = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from ledger import Ledger
+url, host, seconds = sys.argv[2], sys.argv[3], float(sys.argv[4])
+led = Ledger.open(url, actor="host" + host)
+led.create_table(f"h{host}.warm")
+print("ready", flush=True)
+sys.stdin.readline()
+done, end = 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    led.create_table(f"h{host}.t{done}")
+    done += 1
+print(json.dumps({"done": done, "retries": led.retries}), flush=True)
+led.close()
+"""
+
+
+def hosts(server: PostgresServer, count: int, seconds: float, folder: Path) -> tuple[float, int]:
+    url = server.database(f"hosts{count}_{uuid.uuid4().hex[:4]}")
+    Ledger.open(url, warehouse=folder / "warehouse").close()
+    procs = [subprocess.Popen([sys.executable, "-c", _HOST, str(REPO_ROOT), url, str(n), str(seconds)], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for n in range(count)]
+    for p in procs:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    results = [json.loads(p.communicate(timeout=seconds + 120)[0].strip().splitlines()[-1]) for p in procs]
+    return sum(r["done"] for r in results) / seconds, sum(r["retries"] for r in results)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-n", type=int, default=3000, help="appends per contender")
+    parser.add_argument("--block", type=int, default=100)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--opens", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=8.0, help="per hosts run")
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    print(environment())
+    server = PostgresServer(fsync=True)
+    ok = True
+    try:
+        with scratch_dir(args.dir) as folder:
+            print(f"\nappend: {args.n:,} single-event commands each, in blocks of {args.block}, fsync on")
+            ok &= verdict("ledger advance_watermark / raw psycopg 1-row txn (median paired ratio)",
+                          append(server, args.n, args.block, folder), 0.8, higher_is_better=True, unit="x")
+            print(f"\nopen: a {args.events:,}-event ledger")
+            ok &= verdict(f"open {args.events:,}-event PostgreSQL ledger + decide undrop / floor (median)",
+                          open_ledger(server, args.events, folder, args.opens), 20.0, higher_is_better=False,
+                          unit="x")
+            print(f"\nhosts: processes creating tables in one ledger for {args.seconds:.0f} s each")
+            rows = []
+            for count in (1, 4):
+                rate, retries = hosts(server, count, args.seconds, folder)
+                rows.append((f"{count} process{'es' if count > 1 else ''}", rate, retries))
+            print_table(("hosts", "commands/s", "appends refused and retried"), rows)
+    finally:
+        server.close()
+    print(f"finished; {load()}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,592 @@
+"""The shared backend: the event log and its snapshots in a PostgreSQL database, for a ledger
+that pipelines on several hosts share (R18). The only module that imports ``psycopg``.
+
+How it keeps the contract (``contract``; the same suite as SQLite's, ``tests/test_postgres.py``):
+
+* **One total order.** Every append takes a transaction-scoped advisory lock (one per ledger:
+  per schema), reads the head, checks the conditioned streams' versions (R4), computes each
+  row's chain hash (R16) and inserts, then commits. Appends queue on the lock; readers never
+  wait for it (MVCC), and the lock goes with the transaction, so a host that dies mid-append
+  holds nothing. Sequence numbers and ``(stream, version)`` are also unique keys.
+* **Durable at commit**, as the server is configured (``synchronous_commit``).
+* **Append-only.** Triggers refuse UPDATE, DELETE and TRUNCATE of events and attachments.
+* **A lost acknowledgement is looked up, not guessed (R18).** Each append carries an attempt id,
+  stored in the same transaction (``attempts``). If the connection breaks while an append is
+  in flight (the server restarted, the network dropped after COMMIT was sent), the store
+  reconnects and looks the id up: found, the append happened and its rows are returned; not
+  found, it did not, and it is made again (its conditions checked again). Reads reconnect and
+  are asked again. A server that stays away is ``LedgerUnavailable`` after ``reconnect_for``.
+* Snapshot generations, history snapshots, attachments and meta are tables beside the log, with
+  the same semantics as SQLite's (``contract.SnapshotStore``).
+
+A ledger is a database, or a schema of one (``?schema=tenant`` in the URL): one per tenant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg
+
+from ..chain import GENESIS, event_hash
+from ..clock import Micros
+from ..errors import Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable
+from ..errors import IncompatibleLedger
+from .contract import (
+    POSTGRES_SCHEMES, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, Snapshot, SnapshotGone, Store,
+    check_copied, seal, unseal,
+)
+
+FORMAT_VERSION = 2
+_LOCK_CLASS = 0x524C4447
+"""The first key of the ledger's advisory locks ("RLDG"); the second is the schema's hash."""
+_COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
+_T = TypeVar("_T")
+
+_DDL = [
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE events (seq BIGINT PRIMARY KEY, stream TEXT NOT NULL, version BIGINT NOT NULL, "
+    "type TEXT NOT NULL, schema_version INTEGER NOT NULL, time BIGINT NOT NULL, actor TEXT NOT NULL, "
+    "payload TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (stream, version))",
+    "CREATE INDEX events_time ON events (time)",
+    # One row per append: the id a host that lost its connection looks up (R18).
+    "CREATE TABLE attempts (attempt TEXT PRIMARY KEY, first_seq BIGINT NOT NULL, last_seq BIGINT NOT NULL)",
+    "CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BYTEA NOT NULL)",
+    "CREATE TABLE snapshots (name TEXT PRIMARY KEY, seq BIGINT NOT NULL, format INTEGER NOT NULL, data BYTEA NOT NULL)",
+    "CREATE TABLE snapshot_generations (gen BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, base BIGINT NOT NULL, "
+    "seq BIGINT NOT NULL, format INTEGER NOT NULL, head BYTEA NOT NULL, entries INTEGER NOT NULL, written BIGINT NOT NULL)",
+    "CREATE TABLE snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, gen BIGINT NOT NULL, value BYTEA, "
+    "PRIMARY KEY (part, key, gen))",
+    "CREATE FUNCTION refuse_change() RETURNS trigger LANGUAGE plpgsql AS "
+    "$$ BEGIN RAISE EXCEPTION 'the event log is append-only (%)', TG_TABLE_NAME; END $$",
+    *(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} FOR EACH ROW "
+      "EXECUTE FUNCTION refuse_change()" for table in ("events", "blobs", "attempts")),
+    *(f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} FOR EACH STATEMENT "
+      "EXECUTE FUNCTION refuse_change()" for table in ("events", "blobs", "attempts")),
+    # For auditors with psql: times as ISO 8601 UTC text to the microsecond, as the ledger shows them.
+    "CREATE VIEW event_log AS SELECT seq, stream, version, type, to_char(timestamp 'epoch' + time * interval "
+    "'1 microsecond', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') AS time_utc, actor, payload, hash FROM events",
+]
+
+
+class PostgresStore(Store):
+    """One ledger in a PostgreSQL database (or schema). Safe to share between threads; one
+    connection per store, as a host would hold."""
+
+    def __init__(self, url: str, *, create: bool = True, busy_timeout: float = 10.0,
+                 connect_timeout: float = 10.0, reconnect_for: float = 30.0,
+                 snapshot_grace: int = SNAPSHOT_GRACE) -> None:
+        self._conninfo, self.schema, self.path = _parse(url)
+        self.busy_timeout = busy_timeout
+        self.connect_timeout = connect_timeout
+        self.reconnect_for = reconnect_for
+        self.snapshot_grace = snapshot_grace
+        self.format = 0
+        self._lock = threading.RLock()
+        self._exclusive = False
+        self._closed = False
+        self._seen = (-1, -1)
+        self._conn = self._connect()
+        try:
+            self._lock_key = self._conn.execute("SELECT hashtext(current_schema())").fetchone()[0]
+            self._ensure_schema(create)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # --- connecting -------------------------------------------------------------------------
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout)))
+        except psycopg.Error as exc:
+            raise self._translate(exc) from None
+        try:
+            conn.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
+            if self.schema is not None:
+                conn.execute("SELECT set_config('search_path', %s, false)", (_quoted(self.schema),))
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._translate(exc) from None
+        return conn
+
+    def _reconnect(self, cause: Exception) -> None:
+        """After the connection broke: connect again, for up to ``reconnect_for`` seconds (a server
+        restarting), else ``LedgerUnavailable``."""
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        deadline = time.monotonic() + self.reconnect_for
+        wait = 0.05
+        while True:
+            try:
+                self._conn = self._connect()
+                return
+            except LedgerUnavailable:
+                if time.monotonic() > deadline:
+                    raise LedgerUnavailable(f"{self.path}: lost the connection to the PostgreSQL server "
+                                            f"({_first_line(cause)}) and could not reconnect within "
+                                            f"{self.reconnect_for:.0f} s; check the server") from None
+                time.sleep(wait)
+                wait = min(1.0, wait * 2)
+
+    def _broken(self) -> bool:
+        return self._conn.broken or (self._conn.closed and not self._closed)
+
+    def _run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """``work`` on the connection, asked again after a reconnect if the connection broke (for
+        reads, and writes that are safe to repeat); the server's errors typed."""
+        with self._lock:
+            if self._closed:
+                raise LedgerUnavailable(f"{self.path}: the ledger was closed; open it again")
+            while True:
+                try:
+                    return work(self._conn)
+                except psycopg.Error as exc:
+                    if not self._broken() or self._exclusive:
+                        raise self._translate(exc) from None
+                    self._reconnect(exc)
+
+    def _ensure_schema(self, create: bool) -> None:
+        conn = self._conn
+        if conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+            self._check_format()
+            return
+        if not create:
+            raise NoLedgerYet(f"there is no ledger at {self.path}: check the URL (nothing was created)")
+        try:
+            with conn.transaction():
+                # Two hosts creating the same ledger at once: one creates it, the other finds it made.
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
+                if self.schema is not None:
+                    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(self.schema)}")
+                if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+                    for statement in _DDL:
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO meta VALUES ('format_version', %s)", (str(FORMAT_VERSION),))
+        except psycopg.Error as exc:
+            raise self._translate(exc) from None
+        self._check_format()
+
+    def _check_format(self) -> None:
+        found = self._conn.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
+        if found is None or not str(found[0]).isdigit():
+            raise LedgerCorrupt(f"{self.path}: the ledger's format version is missing or unreadable")
+        self.format = int(found[0])
+        if self.format > FORMAT_VERSION:
+            raise IncompatibleLedger(f"{self.path} was written in ledger format {self.format}; this release reads "
+                                     f"format {FORMAT_VERSION} and older: upgrade retention-ledger to open it")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._conn.close()
+
+    # --- transactions -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._lock:
+            if self._closed:
+                raise LedgerUnavailable(f"{self.path}: the ledger was closed; open it again")
+            try:
+                with self._conn.transaction():
+                    self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
+                    self._exclusive = True
+                    try:
+                        yield
+                    finally:
+                        self._exclusive = False
+            except psycopg.Error as exc:
+                raise self._translate(exc) from None
+
+    @property
+    def in_exclusive(self) -> bool:
+        return self._exclusive
+
+    # --- meta -------------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._run(lambda c: c.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone())
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._run(lambda c: c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
+                                      "excluded.value", (key, value)))
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        def once(c: psycopg.Connection[Any]) -> str:
+            c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value))
+            return c.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()[0]
+        return self._run(once)
+
+    # --- the log ----------------------------------------------------------------------------
+
+    def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str, *,
+               expected_head: int | None = None, blobs: Mapping[str, bytes] | None = None) -> Appended:
+        for digest, data in (blobs or {}).items():
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise ValueError(f"attachment digest {digest} does not match its bytes")
+        if not events:
+            raise ValueError("append needs at least one event")
+        attempt = uuid.uuid4().hex
+        with self._lock:
+            if self._closed:
+                raise LedgerUnavailable(f"{self.path}: the ledger was closed; open it again")
+            while True:
+                try:
+                    if self._exclusive:
+                        rows = self._insert(events, conditions, now, actor, expected_head, blobs, attempt)
+                    else:
+                        with self._conn.transaction():
+                            rows = self._insert(events, conditions, now, actor, expected_head, blobs, attempt)
+                    break
+                except psycopg.Error as exc:
+                    if not self._broken() or self._exclusive:
+                        raise self._translate(exc) from None
+                    self._reconnect(exc)
+                    found = self._attempt(attempt)
+                    if found is not None:  # it was committed; only the answer was lost
+                        rows = found
+                        break
+                    # Not committed: make it again (its conditions are checked again).
+            previous = rows[0][0] - 1
+            if self._seen[0] == previous:
+                self._seen = (rows[-1][0], self._seen[1])
+        return Appended([(r[0], r[1], r[2], r[5]) for r in rows], previous)
+
+    def _insert(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str,
+                expected_head: int | None, blobs: Mapping[str, bytes] | None, attempt: str) -> list[tuple]:
+        conn = self._conn
+        with conn.pipeline():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
+            head = conn.execute("SELECT seq, time, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        last_seq, last_time, previous_hex = head if head else (0, 0, None)
+        previous = GENESIS if previous_hex is None else bytes.fromhex(previous_hex)
+        check = expected_head is None or expected_head != last_seq
+        wanted = sorted({e.stream for e in events if e.stream not in conditions} | (set(conditions) if check else set()))
+        versions: dict[str, int] = dict(conditions)
+        if wanted:
+            found = dict(conn.execute("SELECT stream, max(version) FROM events WHERE stream = ANY(%s) GROUP BY stream",
+                                      (wanted,)).fetchall())
+            if check:
+                for stream, expected in conditions.items():
+                    actual = found.get(stream, 0)
+                    if actual != expected:
+                        raise Conflict(f"stream {stream!r} moved: it was read at version {expected} and is now at "
+                                       f"{actual}", stream=stream, expected=expected, actual=actual)
+            for stream in wanted:
+                versions.setdefault(stream, found.get(stream, 0))
+        moment = max(now, last_time + 1)
+        rows = []
+        for offset, event in enumerate(events):
+            version = versions[event.stream] + 1
+            versions[event.stream] = version
+            row = (last_seq + 1 + offset, event.stream, version, event.type, event.schema_version, moment + offset,
+                   actor, event.payload)
+            previous = event_hash(previous, *row)
+            rows.append((*row, previous.hex()))
+        with conn.pipeline(), conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO events ({_COLUMNS}, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+            if blobs:
+                cur.executemany("INSERT INTO blobs VALUES (%s, %s) ON CONFLICT DO NOTHING", list(blobs.items()))
+            cur.execute("INSERT INTO attempts VALUES (%s, %s, %s)", (attempt, rows[0][0], rows[-1][0]))
+        return rows
+
+    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes]) -> None:
+        def copy(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
+                head = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+                check_copied(rows, head or (0, None), self.path)
+                with conn.cursor().copy(f"COPY events ({_COLUMNS}, hash) FROM STDIN") as out:
+                    for row in rows:
+                        out.write_row(row[:9])
+                with conn.cursor() as cur:
+                    cur.executemany("INSERT INTO blobs VALUES (%s, %s) ON CONFLICT DO NOTHING", list(blobs.items()))
+        self._run(copy)
+
+    def _attempt(self, attempt: str) -> list[tuple] | None:
+        """The rows an append with this id committed, or None if it never was."""
+        found = self._conn.execute("SELECT first_seq, last_seq FROM attempts WHERE attempt = %s", (attempt,)).fetchone()
+        if found is None:
+            return None
+        return self._conn.execute(f"SELECT {_COLUMNS}, hash FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+                                  found).fetchall()
+
+    def changed_elsewhere(self) -> bool:
+        def look(c: psycopg.Connection[Any]) -> tuple[int, int]:
+            return c.execute("SELECT coalesce((SELECT max(seq) FROM events), 0), "
+                             "coalesce((SELECT max(gen) FROM snapshot_generations), 0)").fetchone()
+        seen = self._run(look)
+        changed, self._seen = seen != self._seen, seen
+        return changed
+
+    def version(self, stream: str) -> int:
+        return self._run(lambda c: c.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream = %s",
+                                             (stream,)).fetchone()[0])
+
+    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
+             actor: str | None = None, types: Sequence[str] | None = None,
+             containing: Sequence[str] | None = None) -> Iterator[Row]:
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, not {batch}")
+        last = upto if upto is not None else 2 ** 63 - 1
+        columns = _COLUMNS + (", hash" if with_hash else "")
+        where, params = "", []
+        if actor is not None:
+            where, params = where + " AND actor = %s", [*params, actor]
+        if types is not None:
+            where, params = where + " AND type = ANY(%s)", [*params, list(types)]
+        if containing is not None:
+            if not containing:
+                return
+            where += " AND (" + " OR ".join("strpos(payload, %s) > 0" for _ in containing) + ")"
+            params += list(containing)
+        query = f"SELECT {columns} FROM events WHERE seq > %s AND seq <= %s{where} ORDER BY seq LIMIT %s"
+        while True:
+            rows = self._run(lambda c: c.execute(query, (after, last, *params, batch)).fetchall())
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def head(self) -> tuple[int, Micros]:
+        row = self._run(lambda c: c.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone())
+        return (row[0], row[1]) if row else (0, 0)
+
+    def hash_at(self, seq: int) -> str | None:
+        row = self._run(lambda c: c.execute("SELECT hash FROM events WHERE seq = %s", (seq,)).fetchone())
+        return None if row is None else row[0]
+
+    def hashes(self, upto: int | None = None, *, batch: int = 100_000) -> Iterator[bytes]:
+        last = upto if upto is not None else 2 ** 63 - 1
+        after = 0
+        while True:
+            rows = self._run(lambda c: c.execute("SELECT seq, hash FROM events WHERE seq > %s AND seq <= %s "
+                                                 "ORDER BY seq LIMIT %s", (after, last, batch)).fetchall())
+            for seq, value in rows:
+                try:
+                    yield bytes.fromhex(value)
+                except (TypeError, ValueError):
+                    raise LedgerCorrupt(f"{self.path}: event #{seq} has no readable hash ({value!r}); run verify") \
+                        from None
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def seq_at(self, time_: Micros) -> int:
+        row = self._run(lambda c: c.execute("SELECT seq FROM events WHERE time <= %s ORDER BY time DESC LIMIT 1",
+                                            (time_,)).fetchone())
+        return 0 if row is None else row[0]
+
+    def count(self) -> int:
+        return self._run(lambda c: c.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def event_time(self, seq: int) -> Micros | None:
+        row = self._run(lambda c: c.execute("SELECT time FROM events WHERE seq = %s", (seq,)).fetchone())
+        return None if row is None else row[0]
+
+    def read_blob(self, digest: str) -> bytes | None:
+        row = self._run(lambda c: c.execute("SELECT data FROM blobs WHERE digest = %s", (digest,)).fetchone())
+        return None if row is None else bytes(row[0])
+
+    def blob_digests(self) -> list[str]:
+        return [r[0] for r in self._run(lambda c: c.execute("SELECT digest FROM blobs ORDER BY digest").fetchall())]
+
+    def integrity_problems(self) -> list[str]:
+        """What the server cannot catch by itself: a gap in the sequence (rows deleted with the
+        triggers dropped). Pages are the server's own business (``amcheck``, checksums)."""
+        count, last = self._run(lambda c: c.execute("SELECT count(*), coalesce(max(seq), 0) FROM events").fetchone())
+        return [] if count == last else [f"the log holds {count} events but its last is #{last}: events are missing"]
+
+    # --- snapshots ---------------------------------------------------------------------------
+
+    def load_snapshot(self, name: str) -> Snapshot | None:
+        row = self._run(lambda c: c.execute("SELECT seq, format, data FROM snapshots WHERE name = %s",
+                                            (name,)).fetchone())
+        return None if row is None else Snapshot(row[0], row[1], bytes(row[2]))
+
+    def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
+        return [tuple(r) for r in self._run(lambda c: c.execute(  # type: ignore[misc]
+            "SELECT name, seq FROM snapshots WHERE left(name, %s) = %s ORDER BY seq", (len(prefix), prefix)).fetchall())]
+
+    def save_snapshot(self, name: str, snapshot: Snapshot) -> None:
+        self._run(lambda c: c.execute(
+            "INSERT INTO snapshots VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, "
+            "format = excluded.format, data = excluded.data", (name, snapshot.seq, snapshot.format, snapshot.data)))
+
+    def delete_snapshot(self, name: str) -> None:
+        self._run(lambda c: c.execute("DELETE FROM snapshots WHERE name = %s", (name,)))
+
+    def latest_generation(self) -> Generation | None:
+        row = self._run(lambda c: c.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
+                                            "ORDER BY gen DESC LIMIT 1").fetchone())
+        return None if row is None else Generation(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
+
+    def chain_entries(self, generation: Generation) -> tuple[int, int]:
+        row = self._run(lambda c: c.execute(
+            "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
+            "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
+            "WHERE gen BETWEEN %s AND %s", (generation.base, generation.gen)).fetchone())
+        return int(row[0]), int(row[1])
+
+    def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
+                         *, extends: Generation | None, replace: bool = False) -> Generation | None:
+        def write(conn: psycopg.Connection[Any]) -> Generation | None:
+            with conn.transaction():
+                # Generations are written one at a time, like appends (a lock of their own).
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 1, self._lock_key))
+                latest = conn.execute("SELECT gen, base, seq FROM snapshot_generations ORDER BY gen DESC "
+                                      "LIMIT 1").fetchone()
+                if latest is not None:
+                    newer = latest[2] < seq or (replace and extends is None and latest[2] == seq)
+                    if not newer or (extends is not None and latest[1] != extends.base):
+                        return None
+                elif extends is not None:
+                    return None
+                now = time.time_ns() // 1000
+                gen = conn.execute("INSERT INTO snapshot_generations (base, seq, format, head, entries, written) "
+                                   "VALUES (0, %s, %s, %s, %s, %s) RETURNING gen",
+                                   (seq, format, head, len(entries), now)).fetchone()[0]
+                base = gen if extends is None else extends.base
+                conn.execute("UPDATE snapshot_generations SET base = %s WHERE gen = %s", (base, gen))
+                with conn.cursor().copy("COPY snapshot_entries (part, key, gen, value) FROM STDIN") as copy:
+                    for part, key, value in entries:
+                        copy.write_row((part, key, gen, None if value is None else seal(part, key, value)))
+                if extends is None and latest is not None:
+                    oldest_kept = conn.execute(
+                        "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= %s AND written <= %s",
+                        (latest[1], now - self.snapshot_grace)).fetchone()[0]
+                    if oldest_kept is not None:
+                        conn.execute("DELETE FROM snapshot_entries WHERE gen < %s", (oldest_kept,))
+                        conn.execute("DELETE FROM snapshot_generations WHERE gen < %s", (oldest_kept,))
+                return Generation(gen, base, seq, format, head, len(entries))
+        return self._run(write)
+
+    def delete_generations(self) -> None:
+        def delete(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute("DELETE FROM snapshot_entries")
+                conn.execute("DELETE FROM snapshot_generations")
+        self._run(delete)
+
+    def generation_part(self, generation: Generation, part: str) -> PostgresPart:
+        return PostgresPart(self, generation, part)
+
+    # --- errors -------------------------------------------------------------------------------
+
+    def _translate(self, exc: psycopg.Error) -> LedgerError:
+        """The server's error as the ledger's typed one, in one line naming the ledger."""
+        where, what = self.path, _first_line(exc)
+        if isinstance(exc, (pg.LockNotAvailable, pg.QueryCanceled, pg.SerializationFailure, pg.DeadlockDetected)):
+            return Conflict(f"{where}: the ledger stayed locked by another writer ({what})")
+        if isinstance(exc, pg.UniqueViolation):
+            return Conflict(f"{where}: another writer appended at the same place ({what})")
+        if isinstance(exc, pg.InvalidCatalogName):
+            return LedgerNotFound(f"{where}: {what}; create the database first (createdb), then open the ledger")
+        if isinstance(exc, (pg.InvalidPassword, pg.InvalidAuthorizationSpecification)):
+            return LedgerUnavailable(f"{where}: the server refused the login ({what}); check the user and password "
+                                     "(or ~/.pgpass)")
+        if isinstance(exc, pg.InsufficientPrivilege):
+            return LedgerUnavailable(f"{where}: permission denied ({what}); the ledger's user needs to read and "
+                                     "write its tables")
+        if isinstance(exc, pg.ReadOnlySqlTransaction):
+            return LedgerUnavailable(f"{where}: the server is read-only ({what}); nothing was written (is it a standby?)")
+        if isinstance(exc, (pg.DiskFull, pg.OutOfMemory, pg.InsufficientResources)):
+            return LedgerUnavailable(f"{where}: the server is out of space or memory ({what}); nothing was written")
+        if isinstance(exc, pg.RaiseException):
+            return LedgerCorrupt(f"{where}: {what}")
+        if isinstance(exc, psycopg.OperationalError) and "does not exist" in what and "database" in what:
+            database = what.split('database "', 1)[-1].split('"', 1)[0]
+            return LedgerNotFound(f"{where}: the database {database} does not exist; create it first "
+                                  f"(createdb {database}), then open the ledger")
+        if isinstance(exc, psycopg.OperationalError) and "authentication failed" in what:
+            return LedgerUnavailable(f"{where}: the server refused the login ({what.split('FATAL:')[-1].strip()}); "
+                                     "check the user and password (or ~/.pgpass)")
+        if isinstance(exc, psycopg.OperationalError):
+            return LedgerUnavailable(f"{where}: cannot reach the PostgreSQL server ({what}); check that it runs and "
+                                     "that this host may connect")
+        return LedgerUnavailable(f"{where}: PostgreSQL error: {what}")
+
+
+class PostgresPart:
+    """One part of one generation (``contract.StoredPart``)."""
+
+    __slots__ = ("_store", "_gen", "_base", "_part")
+
+    def __init__(self, store: PostgresStore, generation: Generation, part: str) -> None:
+        self._store = store
+        self._gen, self._base, self._part = generation.gen, generation.base, part
+
+    def get(self, key: str) -> bytes | None:
+        exists, value = self._store._run(lambda c: c.execute(
+            "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %(gen)s), "
+            "(SELECT value FROM snapshot_entries WHERE part = %(part)s AND key = %(key)s "
+            "AND gen BETWEEN %(base)s AND %(gen)s ORDER BY gen DESC LIMIT 1)",
+            {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchone())
+        if not exists:
+            raise self._gone("is no longer stored")
+        return None if value is None else self._unseal(key, value)
+
+    def scan(self) -> Iterator[tuple[str, bytes]]:
+        def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, Any]]]:
+            with c.transaction():  # one snapshot for both
+                exists = c.execute("SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
+                                   (self._gen,)).fetchone()[0]
+                found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
+                                  "gen BETWEEN %s AND %s ORDER BY key, gen DESC",
+                                  (self._part, self._base, self._gen)).fetchall()
+            return exists, found
+        exists, found = self._store._run(rows)
+        if not exists:
+            raise self._gone("is no longer stored")
+        for key, value in found:
+            if value is not None:
+                yield key, self._unseal(key, value)
+
+    def _unseal(self, key: str, value: Any) -> bytes:
+        body = unseal(self._part, key, value)
+        if body is None:
+            raise self._gone("holds an entry that fails its check (the database was edited)")
+        return body
+
+    def _gone(self, why: str) -> SnapshotGone:
+        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
+
+
+def _parse(url: str) -> tuple[str, str | None, str]:
+    """``(conninfo for libpq, schema or None, the URL to show: without its password)``."""
+    parts = urlsplit(url)
+    if parts.scheme not in POSTGRES_SCHEMES or not parts.path.strip("/"):
+        raise InvalidArgument(f"{_shown(parts)} is not a PostgreSQL ledger URL; give one such as "
+                              "postgresql://user@host:5432/database (optionally ?schema=tenant)")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    if schema is not None and (not schema or "\x00" in schema):
+        raise InvalidArgument(f"the schema in {_shown(parts)} is empty; give ?schema=name or leave it out")
+    rest = [(k, v) for k, v in query if k != "schema"]
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    return conninfo, schema, _shown(parts)
+
+
+def _shown(parts: Any) -> str:
+    netloc = parts.netloc
+    if "@" in netloc:
+        credentials, host = netloc.rsplit("@", 1)
+        netloc = f"{credentials.split(':', 1)[0]}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _quoted(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,224 @@
+"""The PostgreSQL backend (``ledger.persistence.postgres``) on a real server started by the tests.
+
+The backend-neutral contract (``tests/store_contract.py``), then what only a server shared by
+hosts has: triggers that keep the log append-only, typed errors for what a server says, a
+lost acknowledgement looked up rather than guessed (R18), a server restarted under a ledger in
+use, several tenants in one database, and the command line on a URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from ledger import InvalidArgument, Ledger, LedgerNotFound, LedgerUnavailable
+from ledger.persistence.contract import Store
+from ledger.persistence.postgres import PostgresStore
+
+from .pg import PostgresServer, fresh_url
+from .pgproxy import PostgresProxy
+from .store_contract import ACTOR, T, EventStoreContract, append_n, event, rows_of
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class TestPostgresEventStore(EventStoreContract):
+    """The contract every backend passes, on a schema of its own in the shared server."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, postgres: PostgresServer) -> None:
+        self.server = postgres
+
+    def make_store(self, tmp_path: Path, **options: Any) -> Store:
+        return PostgresStore(fresh_url(), **options)
+
+
+def _raw(url: str) -> psycopg.Connection[Any]:
+    """A plain connection to a ledger's schema, as a person with psql would have."""
+    base, _, schema = url.partition("?schema=")
+    conn = psycopg.connect(base, autocommit=True)
+    conn.execute(f'SET search_path TO "{schema}"')
+    return conn
+
+
+@pytest.mark.parametrize("statement", ["UPDATE events SET payload = '{}' WHERE seq = 1", "DELETE FROM events",
+                                       "TRUNCATE events", "DELETE FROM blobs", "UPDATE attempts SET last_seq = 9"])
+def test_r16_the_log_refuses_updates_and_deletes_in_the_database_too(postgres: PostgresServer, statement: str) -> None:
+    url = fresh_url()
+    store = PostgresStore(url)
+    try:
+        append_n(store, 2)
+        store.append([event()], {}, T + 10, ACTOR, blobs={hashlib.sha256(b"files").hexdigest(): b"files"})
+        before = rows_of(store, with_hash=True)
+        with _raw(url) as conn, pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute(statement)
+        assert rows_of(store, with_hash=True) == before
+    finally:
+        store.close()
+
+
+def test_r18_a_ledger_per_schema_one_database_for_several_tenants(postgres: PostgresServer, tmp_path: Path) -> None:
+    base = postgres.database("tenants")
+    with Ledger.open(f"{base}?schema=sales", warehouse=tmp_path / "sales") as sales, \
+            Ledger.open(f"{base}?schema=crm", warehouse=tmp_path / "crm") as crm:
+        sales.create_table("db.orders")
+        crm.create_table("db.contacts")
+        crm.create_table("db.leads")
+        assert [t.name for t in sales.tables()] == ["db.orders"] and sales.event_count() == 1
+        assert [t.name for t in crm.tables()] == ["db.contacts", "db.leads"]
+        assert sales.warehouse == str(tmp_path / "sales") and crm.warehouse == str(tmp_path / "crm")
+
+
+def test_r18_bad_addresses_are_typed_one_line_refusals_that_make_nothing(postgres: PostgresServer,
+                                                                        tmp_path: Path) -> None:
+    missing = postgres.url.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(LedgerNotFound, match=r"the database no_such_database does not exist; create it first"):
+        Ledger.open(missing, warehouse=tmp_path)
+    with pytest.raises(InvalidArgument, match="is not a PostgreSQL ledger URL"):
+        Ledger.open("postgresql://127.0.0.1:5432/", warehouse=tmp_path)
+    closed_port = PostgresProxy(1)  # a port nothing listens behind: connections are cut at once
+    closed_port.close()
+    with pytest.raises(LedgerUnavailable, match="cannot reach the PostgreSQL server"):
+        Ledger.open(f"postgresql://postgres@127.0.0.1:{closed_port.port}/x", warehouse=tmp_path)
+    url = fresh_url()
+    with pytest.raises(InvalidArgument, match="needs its warehouse root: give warehouse="):
+        Ledger.open(url)
+    with pytest.raises(LedgerNotFound, match="there is no ledger at"):
+        Ledger.open(url, create=False)
+    with _raw(url) as conn:  # refused before anything was made
+        assert conn.execute("SELECT to_regclass('meta')").fetchone()[0] is None
+    for secret in ("postgresql://postgres:hunter2@127.0.0.1:1/x",):
+        with pytest.raises(LedgerUnavailable) as refused:
+            Ledger.open(secret, warehouse=tmp_path)
+        assert "hunter2" not in str(refused.value)  # a password is never shown
+
+
+def test_r18_a_commit_whose_answer_is_lost_is_found_not_appended_twice(postgres: PostgresServer,
+                                                                       tmp_path: Path) -> None:
+    """The network fails after COMMIT reached the server: the store reconnects, finds its attempt
+    id in the log, and answers with the rows that landed; the command is there once."""
+    proxy = PostgresProxy(postgres.port)
+    url = fresh_url()
+    path = url.split(str(postgres.port), 1)[1]
+    try:
+        with Ledger.open(proxy.url(path), warehouse=tmp_path) as led:
+            led.create_table("sales.orders")
+            proxy.lose_answer_to_commit()
+            dropped = led.drop_table("sales.orders")
+            assert proxy.fired == 1 and dropped.state == "dropped"
+            assert [e.type for e in led.history()] == ["TableCreated", "TableDropped"]
+            proxy.lose_commit()  # this time the COMMIT never arrives: rolled back, made again once
+            assert led.undrop_table("sales.orders").state == "live"
+            assert proxy.fired == 2
+            assert [e.type for e in led.history()] == ["TableCreated", "TableDropped", "TableUndropped"]
+            assert led.verify().events == 3
+    finally:
+        proxy.close()
+
+
+def test_r10_r18_a_server_restarted_under_a_ledger_in_use_loses_nothing(tmp_path: Path) -> None:
+    """Stopped in immediate mode (as a crash) and started again between commands: the ledger
+    reconnects, every acknowledged command is there once, and the chain verifies."""
+    server = PostgresServer(fsync=True)
+    try:
+        url = server.database()
+        with Ledger.open(url, warehouse=tmp_path) as led:
+            for i in range(5):
+                led.create_table(f"a.t{i}")
+            server.restart("immediate")
+            led.drop_table("a.t0")
+            assert led.table("a.t1").name == "a.t1"
+            server.restart("immediate")
+            assert [t.name for t in led.dropped_tables()] == ["a.t0"]
+            assert led.verify().events == 6
+    finally:
+        server.close()
+
+
+def test_r18_the_command_line_takes_a_url(postgres: PostgresServer, tmp_path: Path) -> None:
+    url = fresh_url()
+    env = {**os.environ, "RETENTION_LEDGER": url}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "retention_ledger.cli", *args], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    refused = cli("create", "sales.orders")
+    assert refused.returncode == 1 and refused.stderr.startswith("error: InvalidArgument: ") \
+        and len(refused.stderr.strip().splitlines()) == 1
+    made = cli("--warehouse", str(tmp_path / "wh"), "create", "sales.orders")
+    assert made.returncode == 0, made.stderr
+    assert cli("drop", "sales.orders").returncode == 0
+    listed = cli("--json", "show-dropped")
+    assert listed.returncode == 0 and "sales.orders" in listed.stdout
+    missing = cli("--ledger", postgres.url.rsplit("/", 1)[0] + "/nowhere", "tables")
+    assert missing.returncode == 1 and missing.stderr.startswith("error: LedgerNotFound: ")
+
+
+def _busy_ledger(path: str | Path, tmp_path: Path) -> None:
+    """A few tables, drops, an undrop, a watermark and a committed write (an attachment)."""
+    with Ledger.open(path, warehouse=tmp_path / "warehouse") as led:
+        for i in range(4):
+            led.create_table(f"sales.t{i}")
+        led.drop_table("sales.t1")
+        led.undrop_table("sales.t1")
+        led.drop_table("sales.t2")
+        write = led.begin_write("sales.t0")
+        led.commit_write(write.id, [(f"{write.relative_folder}/part-0.parquet", 128)])
+
+
+def test_r16_r18_a_copy_to_postgresql_and_back_keeps_every_hash_and_verifies_against_an_old_checkpoint(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    from ledger import copy_ledger
+    original = tmp_path / "tenant.db"
+    _busy_ledger(original, tmp_path)
+    with Ledger.open(original) as led:
+        checkpoint = led.checkpoint()
+        rows = list(led.store.read(0, with_hash=True))
+        tables = [(t.id, t.name, t.location) for t in led.tables()]
+    url = fresh_url()
+    report = copy_ledger(original, url)
+    assert report.events == len(rows) and report.attachments == 1 and report.head == rows[-1][8]
+    back = tmp_path / "back.db"
+    copy_ledger(url, back)
+    for where in (url, back):
+        with Ledger.open(where) as led:
+            assert list(led.store.read(0, with_hash=True)) == rows  # seq, time, actor, hash: all unchanged
+            assert led.verify(against=checkpoint).checkpoint == checkpoint
+            assert [(t.id, t.name, t.location) for t in led.tables()] == tables  # same root, same locations
+            assert led.versions("sales.t0")[0].files[0].size == 128  # the attachment came too
+
+
+def test_r18_a_copy_refuses_a_destination_with_events_and_a_source_edited_since(postgres: PostgresServer,
+                                                                                tmp_path: Path) -> None:
+    from ledger import LedgerCorrupt, copy_ledger
+    source = tmp_path / "tenant.db"
+    _busy_ledger(source, tmp_path)
+    url = fresh_url()
+    copy_ledger(source, url)
+    with _raw(url) as conn:
+        before = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+    with pytest.raises(InvalidArgument, match="already holds .* events; a ledger is copied only into an empty one"):
+        copy_ledger(source, url)
+    with _raw(url) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == before
+    import sqlite3
+    raw = sqlite3.connect(source)
+    raw.execute("DROP TRIGGER events_no_update")
+    raw.execute("UPDATE events SET actor = 'someone else' WHERE seq = 3")
+    raw.commit()
+    raw.close()
+    elsewhere = fresh_url()
+    with pytest.raises(LedgerCorrupt, match="copied event #3 does not carry the hash"):
+        copy_ledger(source, elsewhere)
+    with _raw(elsewhere) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    done = subprocess.run([sys.executable, "-m", "retention_ledger.cli", "copy", str(tmp_path / "missing.db"),
+                           fresh_url()], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.startswith("error: LedgerNotFound: there is no ledger at")
