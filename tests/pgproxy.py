@@ -1,10 +1,11 @@
 """A TCP proxy in front of the real PostgreSQL server that can lose one acknowledgement.
 
-Armed with ``lose_answer_to_commit``, it forwards the next COMMIT to the server, waits for the
-server's answer (so the transaction is committed), and then drops the connection instead of
-passing the answer on: the client sent COMMIT and never heard back, as when a network fails at
-the worst moment. Armed with ``lose_commit``, it drops the connection with the COMMIT unsent:
-the server rolls the transaction back. Everything else passes through untouched.
+Armed with ``lose_answer_to_commit``, it forwards the next append (the message that records its
+attempt id) to the server, waits until the server says its transaction is over (ReadyForQuery,
+idle: committed), and then drops the connection instead of passing the answer on: the client
+committed and never heard back, as when a network fails at the worst moment. Armed with
+``lose_commit``, it drops the connection with that message unsent: nothing is committed.
+Everything else passes through untouched.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ import socket
 import threading
 from typing import Callable
 
-_COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"  # the simple-query message psycopg sends at a transaction's end
+_APPEND = b"INSERT INTO attempts"
+"""In the message that appends (its attempt id is recorded in the same transaction)."""
+_COMMIT = b"COMMIT\x00"
+_IDLE = b"Z\x00\x00\x00\x05I"
+_IN_TRANSACTION = b"Z\x00\x00\x00\x05T"
+"""ReadyForQuery, idle: the server's transaction is over (committed, for an append that succeeded)."""
 
 
 class PostgresProxy:
@@ -61,7 +67,9 @@ class PostgresProxy:
             if not data:
                 cut()
                 return
-            if _COMMIT in data and self._armed is not None:
+            if state.get("at_commit") and _COMMIT in data:
+                state["at_commit"], state["mute"] = False, True
+            elif _APPEND in data and self._armed is not None:
                 armed = self._take()
                 if armed == "commit":
                     self.fired += 1
@@ -82,10 +90,17 @@ class PostgresProxy:
             if not data:
                 _close(client)
                 return
-            if state["mute"]:  # the commit's answer: the transaction is in, the client never hears it
-                for s in (client, server):
-                    _close(s)
-                return
+            if state["mute"]:  # answers up to the commit's are held back; once it is in, the line is cut
+                state["held"] = state.get("held", b"") + data
+                if _IDLE in state["held"]:
+                    for s in (client, server):
+                        _close(s)
+                    return
+                if not state["held"].endswith(_IN_TRANSACTION):
+                    continue
+                # The append was a step of a transaction the client commits next: let these answers
+                # through, and lose the answer to its COMMIT instead.
+                data, state["mute"], state["at_commit"] = state.pop("held"), False, True
             try:
                 client.sendall(data)
             except OSError:

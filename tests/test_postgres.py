@@ -222,3 +222,21 @@ def test_r18_a_copy_refuses_a_destination_with_events_and_a_source_edited_since(
     done = subprocess.run([sys.executable, "-m", "retention_ledger.cli", "copy", str(tmp_path / "missing.db"),
                            fresh_url()], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and done.stderr.startswith("error: LedgerNotFound: there is no ledger at")
+
+
+def test_r18_a_lost_answer_to_a_commit_with_attachments_is_found_too(postgres: PostgresServer, tmp_path: Path) -> None:
+    """A version's commit carries its file list: it takes the append's longer path (a transaction
+    of several steps); the answer to its COMMIT is lost, and it is found all the same."""
+    proxy = PostgresProxy(postgres.port)
+    path = fresh_url().split(str(postgres.port), 1)[1]
+    try:
+        with Ledger.open(proxy.url(path), warehouse=tmp_path) as led:
+            led.create_table("sales.orders")
+            write = led.begin_write("sales.orders")
+            proxy.lose_answer_to_commit()
+            version = led.commit_write(write.id, [(f"{write.relative_folder}/part-0.parquet", 64)])
+            assert proxy.fired == 1 and version.number == 1 and version.files[0].size == 64
+            assert [e.type for e in led.history()].count("VersionCommitted") == 1
+            assert led.verify().events == 3
+    finally:
+        proxy.close()

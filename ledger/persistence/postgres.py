@@ -93,6 +93,8 @@ class PostgresStore(Store):
         self._exclusive = False
         self._closed = False
         self._seen = (-1, -1)
+        self._tip: tuple[int, Micros, str] | None = None
+        """The last event this store appended (seq, time, hash): the head, unless another wrote since."""
         self._conn = self._connect()
         try:
             self._lock_key = self._conn.execute("SELECT hashtext(current_schema())").fetchone()[0]
@@ -244,8 +246,11 @@ class PostgresStore(Store):
                     if self._exclusive:
                         rows = self._insert(events, conditions, now, actor, expected_head, blobs, attempt)
                     else:
-                        with self._conn.transaction():
-                            rows = self._insert(events, conditions, now, actor, expected_head, blobs, attempt)
+                        found = self._append_on_tip(events, conditions, now, actor, expected_head, blobs, attempt)
+                        if found is None:
+                            with self._conn.transaction():
+                                found = self._insert(events, conditions, now, actor, expected_head, blobs, attempt)
+                        rows = found
                     break
                 except psycopg.Error as exc:
                     if not self._broken() or self._exclusive:
@@ -259,7 +264,42 @@ class PostgresStore(Store):
             previous = rows[0][0] - 1
             if self._seen[0] == previous:
                 self._seen = (rows[-1][0], self._seen[1])
+            self._tip = (rows[-1][0], rows[-1][5], rows[-1][8])
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], previous)
+
+    def _append_on_tip(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str,
+                       expected_head: int | None, blobs: Mapping[str, bytes] | None, attempt: str) -> list[tuple] | None:
+        """The common case in one round trip: the caller decided on the log as this store last left
+        it (``expected_head`` is our tip), so no conditioned stream can have moved unless the log
+        grew. The rows are computed from the tip and inserted, under the lock, only if the log's
+        head is still the tip; None (nothing written) if it is not, or if the append needs more
+        than the tip tells (a stream it does not condition on, attachments)."""
+        tip = self._tip
+        if tip is None or expected_head != tip[0] or blobs or any(e.stream not in conditions for e in events):
+            return None
+        last_seq, last_time, previous_hex = tip
+        rows = _chained(events, dict(conditions), last_seq, max(now, last_time + 1), actor, previous_hex)
+        values = ", ".join(["(%s::bigint, %s::text, %s::bigint, %s::text, %s::integer, %s::bigint, %s::text, "
+                            "%s::text, %s::text)"] * len(rows))
+        # One statement, so one round trip and its own transaction: the lock, the rows (only if the
+        # head is still the tip) and the attempt id. Should another writer commit between this
+        # statement's snapshot and its lock, the rows collide with its sequence numbers (a unique
+        # key), and nothing is written.
+        try:
+            landed = self._conn.execute(
+                "WITH locked AS (SELECT pg_advisory_xact_lock(%s, %s)), "
+                f"landed AS (INSERT INTO events ({_COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
+                "WHERE (SELECT coalesce(max(seq), 0) FROM events) = %s RETURNING seq), "
+                "noted AS (INSERT INTO attempts SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM landed)) "
+                "SELECT count(*) FROM landed",
+                [_LOCK_CLASS, self._lock_key, *(field for row in rows for field in row), last_seq, attempt,
+                 rows[0][0], rows[-1][0]]).fetchone()[0]
+        except pg.UniqueViolation:
+            landed = 0
+        if not landed:  # another writer appended since our tip: decide on what the log holds
+            self._tip = None
+            return None
+        return rows
 
     def _insert(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str,
                 expected_head: int | None, blobs: Mapping[str, bytes] | None, attempt: str) -> list[tuple]:
@@ -268,7 +308,6 @@ class PostgresStore(Store):
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
             head = conn.execute("SELECT seq, time, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         last_seq, last_time, previous_hex = head if head else (0, 0, None)
-        previous = GENESIS if previous_hex is None else bytes.fromhex(previous_hex)
         check = expected_head is None or expected_head != last_seq
         wanted = sorted({e.stream for e in events if e.stream not in conditions} | (set(conditions) if check else set()))
         versions: dict[str, int] = dict(conditions)
@@ -283,15 +322,7 @@ class PostgresStore(Store):
                                        f"{actual}", stream=stream, expected=expected, actual=actual)
             for stream in wanted:
                 versions.setdefault(stream, found.get(stream, 0))
-        moment = max(now, last_time + 1)
-        rows = []
-        for offset, event in enumerate(events):
-            version = versions[event.stream] + 1
-            versions[event.stream] = version
-            row = (last_seq + 1 + offset, event.stream, version, event.type, event.schema_version, moment + offset,
-                   actor, event.payload)
-            previous = event_hash(previous, *row)
-            rows.append((*row, previous.hex()))
+        rows = _chained(events, versions, last_seq, max(now, last_time + 1), actor, previous_hex)
         with conn.pipeline(), conn.cursor() as cur:
             cur.executemany(f"INSERT INTO events ({_COLUMNS}, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
             if blobs:
@@ -559,6 +590,22 @@ class PostgresPart:
 
     def _gone(self, why: str) -> SnapshotGone:
         return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
+
+
+def _chained(events: Sequence[NewEvent], versions: dict[str, int], last_seq: int, moment: Micros, actor: str,
+             previous_hex: str | None) -> list[tuple]:
+    """The rows of ``events`` appended after event ``last_seq`` (hash ``previous_hex``), each with the
+    next version of its stream (``versions`` holds each stream's current one) and its chain hash."""
+    previous = GENESIS if previous_hex is None else bytes.fromhex(previous_hex)
+    rows = []
+    for offset, event in enumerate(events):
+        version = versions[event.stream] + 1
+        versions[event.stream] = version
+        row = (last_seq + 1 + offset, event.stream, version, event.type, event.schema_version, moment + offset,
+               actor, event.payload)
+        previous = event_hash(previous, *row)
+        rows.append((*row, previous.hex()))
+    return rows
 
 
 def _parse(url: str) -> tuple[str, str | None, str]:
