@@ -311,6 +311,8 @@ def main() -> None:
     spark = local_session("retention-ledger-bench", master=args.master)
     print(f"Spark master: {args.master}")
     spark.sparkContext.parallelize(range(100), 8).map(lambda x: x).count()  # warm the workers
+    from spark_ops.vacuum_job import ship
+    ship.ship(spark.sparkContext)  # once per SparkContext, as a pipeline pays it once (R19)
     # On the repository's file system, like a warehouse beside the code (not a tmpfs /tmp).
     with scratch_dir(args.dir) as scratch:
         run(spark, scratch, python, args)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 import zipfile
 from importlib import resources
@@ -57,6 +58,9 @@ def preflight(context: Any, root: str) -> None:
     if key in _CHECKED:
         return
     ship(context)
+    if _own_python_here(context):  # the executors are this process's JVM, this Python, this disk
+        _CHECKED.add(key)
+        return
     tasks_n = max(1, context.defaultParallelism)
     expected = tasks.root_seen(root)
     try:
@@ -69,6 +73,16 @@ def preflight(context: Any, root: str) -> None:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SparkUnavailable(f"the executors cannot run the vacuum: {problems[0]}{more}; nothing was recorded")
     _CHECKED.add(key)
+
+
+def _own_python_here(context: Any) -> bool:
+    """Whether the executors run in this driver's JVM (a ``local`` master) with this very interpreter:
+    then they import what this process imports and see what it sees, and asking them is a Spark job
+    (a tenth of a second a vacuum) that can only say yes."""
+    master = context.master
+    python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+    return (master == "local" or master.startswith("local[")) and os.path.realpath(python) == \
+        os.path.realpath(sys.executable)
 
 
 def _python_error(exc: BaseException) -> str:
