@@ -68,7 +68,7 @@ def preflight(context: Any, root: str) -> None:
                               .mapPartitions(functools.partial(tasks.preflight, root, expected)).collect()))
     except Exception as exc:  # py4j wraps the executor's Python error in pages of Java
         raise SparkUnavailable(f"the executors cannot run the vacuum: {_python_error(exc)}; nothing was "
-                               "recorded (see docs/cluster: what a cluster needs)") from None
+                               "recorded (README, \"Running on a cluster\": what executors need)") from None
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SparkUnavailable(f"the executors cannot run the vacuum: {problems[0]}{more}; nothing was recorded")
