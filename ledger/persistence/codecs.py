@@ -22,7 +22,9 @@ from .archive import ARCHIVE_CODEC
 
 class Codec(Protocol):
     """Turns a slice field into JSON-able data (or, if ``raw``, bytes kept apart) and back."""
-    raw: bool
+
+    @property
+    def raw(self) -> bool: ...
 
     def encode(self, value: Any) -> Any: ...
 

@@ -97,7 +97,7 @@ class PostgresStore(Store):
         """The last event this store appended (seq, time, hash): the head, unless another wrote since."""
         self._conn = self._connect()
         try:
-            self._lock_key = self._conn.execute("SELECT hashtext(current_schema())").fetchone()[0]
+            self._lock_key = _one(self._conn, "SELECT hashtext(current_schema())")[0]
             self._ensure_schema(create)
         except BaseException:
             self._conn.close()
@@ -157,7 +157,7 @@ class PostgresStore(Store):
 
     def _ensure_schema(self, create: bool) -> None:
         conn = self._conn
-        if conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+        if _one(conn, "SELECT to_regclass('meta') IS NOT NULL")[0]:
             self._check_format()
             return
         if not create:
@@ -168,7 +168,7 @@ class PostgresStore(Store):
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
                 if self.schema is not None:
                     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quoted(self.schema)}")
-                if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+                if not _one(conn, "SELECT to_regclass('meta') IS NOT NULL")[0]:
                     for statement in _DDL:
                         conn.execute(statement)
                     conn.execute("INSERT INTO meta VALUES ('format_version', %s)", (str(FORMAT_VERSION),))
@@ -225,7 +225,7 @@ class PostgresStore(Store):
     def set_meta_once(self, key: str, value: str) -> str:
         def once(c: psycopg.Connection[Any]) -> str:
             c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value))
-            return c.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()[0]
+            return _one(c, "SELECT value FROM meta WHERE key = %s", (key,))[0]
         return self._run(once)
 
     # --- the log ----------------------------------------------------------------------------
@@ -286,14 +286,14 @@ class PostgresStore(Store):
         # statement's snapshot and its lock, the rows collide with its sequence numbers (a unique
         # key), and nothing is written.
         try:
-            landed = self._conn.execute(
+            landed = _one(self._conn, 
                 "WITH locked AS (SELECT pg_advisory_xact_lock(%s, %s)), "
                 f"landed AS (INSERT INTO events ({_COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
                 "WHERE (SELECT coalesce(max(seq), 0) FROM events) = %s RETURNING seq), "
                 "noted AS (INSERT INTO attempts SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM landed)) "
                 "SELECT count(*) FROM landed",
                 [_LOCK_CLASS, self._lock_key, *(field for row in rows for field in row), last_seq, attempt,
-                 rows[0][0], rows[-1][0]]).fetchone()[0]
+                 rows[0][0], rows[-1][0]])[0]
         except pg.UniqueViolation:
             landed = 0
         if not landed:  # another writer appended since our tip: decide on what the log holds
@@ -352,16 +352,16 @@ class PostgresStore(Store):
                                   found).fetchall()
 
     def changed_elsewhere(self) -> bool:
-        def look(c: psycopg.Connection[Any]) -> tuple[int, int]:
-            return c.execute("SELECT coalesce((SELECT max(seq) FROM events), 0), "
-                             "coalesce((SELECT max(gen) FROM snapshot_generations), 0)").fetchone()
+        def look(c: psycopg.Connection[Any]) -> tuple[Any, ...]:
+            return _one(c, "SELECT coalesce((SELECT max(seq) FROM events), 0), "
+                             "coalesce((SELECT max(gen) FROM snapshot_generations), 0)")
         seen = self._run(look)
         changed, self._seen = seen != self._seen, seen
         return changed
 
     def version(self, stream: str) -> int:
-        return self._run(lambda c: c.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream = %s",
-                                             (stream,)).fetchone()[0])
+        return self._run(lambda c: _one(c, "SELECT coalesce(max(version), 0) FROM events WHERE stream = %s",
+                                             (stream,))[0])
 
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
              actor: str | None = None, types: Sequence[str] | None = None,
@@ -370,7 +370,7 @@ class PostgresStore(Store):
             raise ValueError(f"batch must be at least 1, not {batch}")
         last = upto if upto is not None else 2 ** 63 - 1
         columns = _COLUMNS + (", hash" if with_hash else "")
-        where, params = "", []
+        where, params = "", list[Any]()
         if actor is not None:
             where, params = where + " AND actor = %s", [*params, actor]
         if types is not None:
@@ -418,7 +418,7 @@ class PostgresStore(Store):
         return 0 if row is None else row[0]
 
     def count(self) -> int:
-        return self._run(lambda c: c.execute("SELECT count(*) FROM events").fetchone()[0])
+        return self._run(lambda c: _one(c, "SELECT count(*) FROM events")[0])
 
     def event_time(self, seq: int) -> Micros | None:
         row = self._run(lambda c: c.execute("SELECT time FROM events WHERE seq = %s", (seq,)).fetchone())
@@ -434,7 +434,7 @@ class PostgresStore(Store):
     def integrity_problems(self) -> list[str]:
         """What the server cannot catch by itself: a gap in the sequence (rows deleted with the
         triggers dropped). Pages are the server's own business (``amcheck``, checksums)."""
-        count, last = self._run(lambda c: c.execute("SELECT count(*), coalesce(max(seq), 0) FROM events").fetchone())
+        count, last = self._run(lambda c: _one(c, "SELECT count(*), coalesce(max(seq), 0) FROM events"))
         return [] if count == last else [f"the log holds {count} events but its last is #{last}: events are missing"]
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -462,10 +462,10 @@ class PostgresStore(Store):
         return None if row is None else Generation(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
 
     def chain_entries(self, generation: Generation) -> tuple[int, int]:
-        row = self._run(lambda c: c.execute(
+        row = self._run(lambda c: _one(c, 
             "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
             "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
-            "WHERE gen BETWEEN %s AND %s", (generation.base, generation.gen)).fetchone())
+            "WHERE gen BETWEEN %s AND %s", (generation.base, generation.gen)))
         return int(row[0]), int(row[1])
 
     def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
@@ -483,18 +483,18 @@ class PostgresStore(Store):
                 elif extends is not None:
                     return None
                 now = time.time_ns() // 1000
-                gen = conn.execute("INSERT INTO snapshot_generations (base, seq, format, head, entries, written) "
+                gen = _one(conn, "INSERT INTO snapshot_generations (base, seq, format, head, entries, written) "
                                    "VALUES (0, %s, %s, %s, %s, %s) RETURNING gen",
-                                   (seq, format, head, len(entries), now)).fetchone()[0]
+                                   (seq, format, head, len(entries), now))[0]
                 base = gen if extends is None else extends.base
                 conn.execute("UPDATE snapshot_generations SET base = %s WHERE gen = %s", (base, gen))
                 with conn.cursor().copy("COPY snapshot_entries (part, key, gen, value) FROM STDIN") as copy:
                     for part, key, value in entries:
                         copy.write_row((part, key, gen, None if value is None else seal(part, key, value)))
                 if extends is None and latest is not None:
-                    oldest_kept = conn.execute(
+                    oldest_kept = _one(conn, 
                         "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= %s AND written <= %s",
-                        (latest[1], now - self.snapshot_grace)).fetchone()[0]
+                        (latest[1], now - self.snapshot_grace))[0]
                     if oldest_kept is not None:
                         conn.execute("DELETE FROM snapshot_entries WHERE gen < %s", (oldest_kept,))
                         conn.execute("DELETE FROM snapshot_generations WHERE gen < %s", (oldest_kept,))
@@ -557,11 +557,11 @@ class PostgresPart:
         self._gen, self._base, self._part = generation.gen, generation.base, part
 
     def get(self, key: str) -> bytes | None:
-        exists, value = self._store._run(lambda c: c.execute(
+        exists, value = self._store._run(lambda c: _one(c, 
             "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %(gen)s), "
             "(SELECT value FROM snapshot_entries WHERE part = %(part)s AND key = %(key)s "
             "AND gen BETWEEN %(base)s AND %(gen)s ORDER BY gen DESC LIMIT 1)",
-            {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchone())
+            {"gen": self._gen, "base": self._base, "part": self._part, "key": key}))
         if not exists:
             raise self._gone("is no longer stored")
         return None if value is None else self._unseal(key, value)
@@ -569,8 +569,8 @@ class PostgresPart:
     def scan(self) -> Iterator[tuple[str, bytes]]:
         def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, Any]]]:
             with c.transaction():  # one snapshot for both
-                exists = c.execute("SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
-                                   (self._gen,)).fetchone()[0]
+                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
+                                   (self._gen,))[0]
                 found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
                                   "gen BETWEEN %s AND %s ORDER BY key, gen DESC",
                                   (self._part, self._base, self._gen)).fetchall()
@@ -590,6 +590,14 @@ class PostgresPart:
 
     def _gone(self, why: str) -> SnapshotGone:
         return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
+
+
+def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[Any, ...]:
+    """The row a query always answers (an aggregate, an ``EXISTS``, a ``RETURNING`` of one insert)."""
+    row = conn.execute(query, params).fetchone()  # type: ignore[arg-type]
+    if row is None:
+        raise LedgerCorrupt("the database answered no row where one always comes; check the server")
+    return tuple(row)
 
 
 def _chained(events: Sequence[NewEvent], versions: dict[str, int], last_seq: int, moment: Micros, actor: str,

@@ -113,7 +113,7 @@ def keyed(state: State, tip: str | None, *, delta_of: object = None) -> Stored:
     with gc_paused():
         for part, codec, entries in parts:
             encode = codec.encode_item
-            if delta:
+            if delta and isinstance(entries, OverlayMap):
                 rows.extend((part, key, None if item is GONE else orjson.dumps(encode(item)))
                             for key, item in entries.changes.items())
             else:

@@ -131,22 +131,22 @@ class SQLiteStore(Store):
     def _create_schema(self) -> None:
         import sqlite_utils  # only a new file needs it, and importing it (numpy and all) costs more than an open
         db = sqlite_utils.Database(self._db)
-        db["meta"].create({"key": str, "value": str}, pk="key", not_null={"value"})
-        db["events"].create(
+        db.table("meta").create({"key": str, "value": str}, pk="key", not_null={"value"})
+        db.table("events").create(
             {"seq": int, "stream": str, "version": int, "type": str, "schema_version": int,
              "time": int, "actor": str, "payload": str, "hash": str},
             pk="seq",
             not_null={"stream", "version", "type", "schema_version", "time", "actor", "payload", "hash"},
         )
-        db["events"].create_index(["stream", "version"], unique=True)
-        db["snapshots"].create({"name": str, "seq": int, "format": int, "data": bytes},
+        db.table("events").create_index(["stream", "version"], unique=True)
+        db.table("snapshots").create({"name": str, "seq": int, "format": int, "data": bytes},
                                pk="name", not_null={"seq", "format", "data"})
         self._create_triggers()
         self._create_blobs()
         for statement in _GENERATIONS:
             self._db.execute(statement)
         self._db.execute(_EVENT_LOG_VIEW)
-        db["meta"].insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
+        db.table("meta").insert_all([{"key": "format_version", "value": str(FORMAT_VERSION)}])
         self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         self.format = FORMAT_VERSION
 
@@ -430,7 +430,7 @@ class SQLiteStore(Store):
             raise ValueError(f"batch must be at least 1, not {batch}")
         last = upto if upto is not None else 2 ** 63 - 1
         columns = _COLUMNS if not with_hash else _HASHED if self.chained else _COLUMNS + ", NULL"
-        where, params = "", []
+        where, params = "", list[object]()
         if actor is not None:
             where, params = where + " AND actor = ?", [*params, actor]
         if types is not None:
@@ -606,6 +606,7 @@ class SQLiteStore(Store):
             now = time.time_ns() // 1000
             gen = db.execute("INSERT INTO snapshot_generations(base, seq, format, head, entries, written) "
                              "VALUES (0, ?, ?, ?, ?, ?)", (seq, format, head, len(entries), now)).lastrowid
+            assert gen is not None  # an insert's rowid
             base = gen if extends is None else extends.base
             db.execute("UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
             # In key order: appending to the B-tree is several times faster than inserting all over it.
