@@ -148,7 +148,7 @@ def _decided(state: State, command) -> list[Recorded]:
 
 
 def test_r16_a_replay_of_thousands_of_tables_leaves_every_purge_archived_for_its_snapshot() -> None:
-    """A replay from nothing keeps its big maps as it built them (a ``LazyMap`` over the dict, not
+    """A replay from nothing keeps its big maps as it built them (an ``OverlayMap`` over the dict, not
     a copy into a persistent map). What a stored snapshot keeps of it must still be what the same
     log folded command by command gives: every purged instance in the archive, none left among
     the instances (R8: purged is final, and stays in the history)."""

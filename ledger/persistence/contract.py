@@ -14,7 +14,7 @@ Two contracts, kept apart because they promise different things:
   present, read one key at a time). A superseded generation stays readable for a grace
   period, so that a reader holding it is not cut off mid-decision.
 
-``tests/contract.py`` holds the tests every backend must pass; a backend's own test module
+``tests/store_contract.py`` holds the tests every backend must pass; a backend's own test module
 subclasses them. The state cache (``cache``) and the command loop (``ledger.runner``) use
 only what is here.
 """
