@@ -115,3 +115,20 @@ def verdict(what: str, measured: float, target: float, *, higher_is_better: bool
     op = ">=" if higher_is_better else "<"
     print(f"{'PASS' if ok else 'MISS'}  {what}: {measured:,.3f}{unit} (target {op} {target:,}{unit})")
     return ok
+
+
+UNDROP_READS = r"""
+ids = entry("tables.dropped", name)
+instance = entry("tables.instances", ids[-1])
+database = name.split(".")[0]
+for part, key in [("tables.bindings", name), ("guard.watermarks", "ledger"),
+                  ("guard.watermarks", "database:" + database), ("guard.watermarks", "table:" + ids[-1]),
+                  ("streams", "catalog"), ("streams", "watermark:ledger"),
+                  ("streams", "watermark:database:" + database), ("streams", "watermark:table:" + ids[-1])]:
+    entry(part, key)
+db.close()
+print(json.dumps({"floor": time.perf_counter() - start, "ok": instance is not None}))
+"""
+"""The end of an open floor's child script (``fold.py``, ``postgres.py``): given ``db`` and
+``entry(part, key)`` (the newest stored entry of a key), read every stored entry an undrop of
+``name`` decides on, close, and print the seconds since ``start``."""

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import attrs
-from _common import REPO_ROOT, environment, load, print_table, scratch_dir, verdict
+from _common import REPO_ROOT, UNDROP_READS, environment, load, print_table, scratch_dir, verdict
 
 from ledger import Ledger
 from ledger.chain import GENESIS, chain
@@ -497,17 +497,7 @@ def entry(part, key):
     row = db.execute("SELECT value FROM snapshot_entries WHERE part = ? AND key = ? AND gen BETWEEN ? AND ? "
                      "ORDER BY gen DESC LIMIT 1", (part, key, base, gen)).fetchone()
     return None if row is None or row[0] is None else json.loads(row[0][4:])
-ids = entry("tables.dropped", name)
-instance = entry("tables.instances", ids[-1])
-database = name.split(".")[0]
-for part, key in [("tables.bindings", name), ("guard.watermarks", "ledger"),
-                  ("guard.watermarks", "database:" + database), ("guard.watermarks", "table:" + ids[-1]),
-                  ("streams", "catalog"), ("streams", "watermark:ledger"),
-                  ("streams", "watermark:database:" + database), ("streams", "watermark:table:" + ids[-1])]:
-    entry(part, key)
-db.close()
-print(json.dumps({"floor": time.perf_counter() - start, "ok": instance is not None}))
-"""
+""" + UNDROP_READS
 
 
 def floor(path: Path, name: str) -> float:

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
-from _common import REPO_ROOT, environment, load, print_table, scratch_dir, verdict
+from _common import REPO_ROOT, UNDROP_READS, environment, load, print_table, scratch_dir, verdict
 
 sys.path.insert(0, str(REPO_ROOT))
 from tests.pg import PostgresServer  # noqa: E402  (the tests' real server, started the same way)
@@ -85,7 +85,7 @@ def append(server: PostgresServer, n: int, block: int, folder: Path) -> float:
     raw.close()
     assert appended == counter["ledger"], "a call appended nothing"
     print_table(("contender", "commits/s (median block)", "best block"),
-                [(f"raw psycopg (1-row txn)", statistics.median(rates["raw"]), max(rates["raw"])),
+                [("raw psycopg (1-row txn)", statistics.median(rates["raw"]), max(rates["raw"])),
                  ("ledger advance_watermark", statistics.median(rates["ledger"]), max(rates["ledger"]))])
     return statistics.median(ratios)
 
@@ -119,17 +119,7 @@ def entry(part, key):
     row = db.execute("SELECT value FROM snapshot_entries WHERE part = %s AND key = %s AND gen BETWEEN %s AND %s "
                      "ORDER BY gen DESC LIMIT 1", (part, key, base, gen)).fetchone()
     return None if row is None or row[0] is None else json.loads(bytes(row[0])[4:])
-ids = entry("tables.dropped", name)
-instance = entry("tables.instances", ids[-1])
-database = name.split(".")[0]
-for part, key in [("tables.bindings", name), ("guard.watermarks", "ledger"),
-                  ("guard.watermarks", "database:" + database), ("guard.watermarks", "table:" + ids[-1]),
-                  ("streams", "catalog"), ("streams", "watermark:ledger"),
-                  ("streams", "watermark:database:" + database), ("streams", "watermark:table:" + ids[-1])]:
-    entry(part, key)
-db.close()
-print(json.dumps({"floor": time.perf_counter() - start, "ok": instance is not None}))
-"""
+""" + UNDROP_READS
 
 
 def _child(script: str, *args: str) -> dict:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Callable
-
 _APPEND = b"INSERT INTO attempts"
 """In the message that appends (its attempt id is recorded in the same transaction)."""
 _COMMIT = b"COMMIT\x00"
@@ -119,8 +117,8 @@ def _recv(s: socket.socket) -> bytes:
 
 
 def _close(s: socket.socket) -> None:
-    for step in (lambda: s.shutdown(socket.SHUT_RDWR), s.close):  # type: Callable[[], None]
-        try:
-            step()
-        except OSError:
-            pass
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()

@@ -12,15 +12,15 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt, LedgerError
+from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt
 from ledger.persistence.contract import NewEvent, SnapshotGone
 from ledger.persistence.sqlite import FORMAT_VERSION, SQLiteStore
 
 from .store_contract import ACTOR, T, EventStoreContract, append_n, event, rows_of, seqs
-
 
 
 class SQLiteOnly:

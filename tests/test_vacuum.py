@@ -475,15 +475,14 @@ def _files_under(folder: Path) -> int:
 def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
     """Shares per table shrink as tables grow (a budget of SHARES_PER_CORE a core), and a table is
     never split into more shares than it has sub-folders."""
-    from spark_ops.vacuum_job import driver
+    from spark_ops.vacuum_job import budget
 
-    class Context:
-        defaultParallelism = 8
-    budget = 8 * driver.SHARES_PER_CORE
-    assert driver._shares(Context(), {"a": None}) == {"a": budget}
-    assert sum(driver._shares(Context(), dict.fromkeys("abcdefgh")).values()) == budget
-    assert driver._shares(Context(), {"a": 3, "b": None}) == {"a": 3, "b": budget // 2}
-    assert driver._first_purge_tasks(Context(), 8) <= budget + 8
+    cores = 8
+    total = cores * budget.SHARES_PER_CORE
+    assert budget.shares(cores, {"a": None}) == {"a": total}
+    assert sum(budget.shares(cores, dict.fromkeys("abcdefgh")).values()) == total
+    assert budget.shares(cores, {"a": 3, "b": None}) == {"a": 3, "b": total // 2}
+    assert budget.first_purge_tasks(cores, 8) <= total + 8
 
 
 def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path: Path) -> None:

@@ -132,6 +132,27 @@ class StoredPart(Protocol):
     def scan(self) -> Iterator[tuple[str, bytes]]: ...
 
 
+class SealedPart:
+    """What every backend's ``StoredPart`` shares: which part of which generation it reads, and
+    the refusals (``SnapshotGone``) for a generation no longer stored or an entry whose seal
+    (``seal``) does not match."""
+
+    __slots__ = ("_where", "_gen", "_base", "_part")
+
+    def __init__(self, where: str, generation: Generation, part: str) -> None:
+        self._where = where
+        self._gen, self._base, self._part = generation.gen, generation.base, part
+
+    def _unseal(self, key: str, value: object) -> bytes:
+        body = unseal(self._part, key, value)
+        if body is None:
+            raise self._gone("holds an entry that fails its check (the store was damaged or edited)")
+        return body
+
+    def _gone(self, why: str) -> SnapshotGone:
+        return SnapshotGone(f"{self._where}: the stored snapshot (generation {self._gen}) {why}")
+
+
 class EventStore(ABC):
     """The append-only, hash-chained event log of one ledger. Safe to share between threads."""
 

@@ -40,8 +40,8 @@ from ..clock import Micros
 from ..errors import Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable
 from ..errors import IncompatibleLedger
 from .contract import (
-    POSTGRES_SCHEMES, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, Snapshot, SnapshotGone, Store,
-    check_copied, seal, unseal,
+    POSTGRES_SCHEMES, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart, Snapshot, Store,
+    check_copied, seal,
 )
 
 FORMAT_VERSION = 2
@@ -286,8 +286,8 @@ class PostgresStore(Store):
         # statement's snapshot and its lock, the rows collide with its sequence numbers (a unique
         # key), and nothing is written.
         try:
-            landed = _one(self._conn, 
-                "WITH locked AS (SELECT pg_advisory_xact_lock(%s, %s)), "
+            landed = _one(
+                self._conn, "WITH locked AS (SELECT pg_advisory_xact_lock(%s, %s)), "
                 f"landed AS (INSERT INTO events ({_COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
                 "WHERE (SELECT coalesce(max(seq), 0) FROM events) = %s RETURNING seq), "
                 "noted AS (INSERT INTO attempts SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM landed)) "
@@ -462,8 +462,8 @@ class PostgresStore(Store):
         return None if row is None else Generation(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
 
     def chain_entries(self, generation: Generation) -> tuple[int, int]:
-        row = self._run(lambda c: _one(c, 
-            "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
+        row = self._run(lambda c: _one(
+            c, "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
             "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
             "WHERE gen BETWEEN %s AND %s", (generation.base, generation.gen)))
         return int(row[0]), int(row[1])
@@ -492,8 +492,8 @@ class PostgresStore(Store):
                     for part, key, value in entries:
                         copy.write_row((part, key, gen, None if value is None else seal(part, key, value)))
                 if extends is None and latest is not None:
-                    oldest_kept = _one(conn, 
-                        "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= %s AND written <= %s",
+                    oldest_kept = _one(
+                        conn, "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= %s AND written <= %s",
                         (latest[1], now - self.snapshot_grace))[0]
                     if oldest_kept is not None:
                         conn.execute("DELETE FROM snapshot_entries WHERE gen < %s", (oldest_kept,))
@@ -547,18 +547,18 @@ class PostgresStore(Store):
         return LedgerUnavailable(f"{where}: PostgreSQL error: {what}")
 
 
-class PostgresPart:
+class PostgresPart(SealedPart):
     """One part of one generation (``contract.StoredPart``)."""
 
-    __slots__ = ("_store", "_gen", "_base", "_part")
+    __slots__ = ("_store",)
 
     def __init__(self, store: PostgresStore, generation: Generation, part: str) -> None:
+        super().__init__(store.path, generation, part)
         self._store = store
-        self._gen, self._base, self._part = generation.gen, generation.base, part
 
     def get(self, key: str) -> bytes | None:
-        exists, value = self._store._run(lambda c: _one(c, 
-            "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %(gen)s), "
+        exists, value = self._store._run(lambda c: _one(
+            c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %(gen)s), "
             "(SELECT value FROM snapshot_entries WHERE part = %(part)s AND key = %(key)s "
             "AND gen BETWEEN %(base)s AND %(gen)s ORDER BY gen DESC LIMIT 1)",
             {"gen": self._gen, "base": self._base, "part": self._part, "key": key}))
@@ -570,7 +570,7 @@ class PostgresPart:
         def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, Any]]]:
             with c.transaction():  # one snapshot for both
                 exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
-                                   (self._gen,))[0]
+                              (self._gen,))[0]
                 found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
                                   "gen BETWEEN %s AND %s ORDER BY key, gen DESC",
                                   (self._part, self._base, self._gen)).fetchall()
@@ -581,15 +581,6 @@ class PostgresPart:
         for key, value in found:
             if value is not None:
                 yield key, self._unseal(key, value)
-
-    def _unseal(self, key: str, value: Any) -> bytes:
-        body = unseal(self._part, key, value)
-        if body is None:
-            raise self._gone("holds an entry that fails its check (the database was edited)")
-        return body
-
-    def _gone(self, why: str) -> SnapshotGone:
-        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[Any, ...]:

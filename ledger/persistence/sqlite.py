@@ -32,14 +32,14 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Iterator, Mapping, NamedTuple, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from ..chain import GENESIS, chain, event_hash
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
-    CHAIN_FORMAT, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SnapshotGone, Store, check_copied,
-    seal, unseal,
+    CHAIN_FORMAT, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
+    check_copied, seal,
 )
 
 FORMAT_VERSION = 2
@@ -642,16 +642,16 @@ class SQLiteStore(Store):
         return [] if rows == [("ok",)] else [r[0] for r in rows]
 
 
-class SQLitePart:
+class SQLitePart(SealedPart):
     """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
     the generation's chain up to it. Each read also checks that the generation is still stored
     and each entry its CRC; either failing is ``SnapshotGone``."""
 
-    __slots__ = ("_store", "_gen", "_base", "_part")
+    __slots__ = ("_store",)
 
     def __init__(self, store: SQLiteStore, generation: Generation, part: str) -> None:
+        super().__init__(store.path, generation, part)
         self._store = store
-        self._gen, self._base, self._part = generation.gen, generation.base, part
 
     def get(self, key: str) -> bytes | None:
         store = self._store
@@ -683,15 +683,6 @@ class SQLitePart:
             previous, last = key, value
         if previous is not None and last is not None:
             yield previous, unseal(previous, last)
-
-    def _unseal(self, key: str, value: bytes) -> bytes:
-        body = unseal(self._part, key, value)
-        if body is None:
-            raise self._gone("holds an entry that fails its check (the file was damaged or edited)")
-        return body
-
-    def _gone(self, why: str) -> SnapshotGone:
-        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
 
 
 def _latest(db: sqlite3.Connection) -> Generation | None:

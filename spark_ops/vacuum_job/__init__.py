@@ -6,7 +6,8 @@ bar's source), ``ship`` (the executors' code, and the pre-flight check). Executo
 ``spark_ops.executor``, which imports nothing of the ledger (R19).
 """
 
-from .driver import LISTING_THRESHOLD_DEFAULT, SHARES_PER_CORE, plan_of, sweep, vacuum
+from .budget import SHARES_PER_CORE
+from .driver import LISTING_THRESHOLD_DEFAULT, plan_of, sweep, vacuum
 from .progress import Progress
 from .report import (
     ExpiryReport, InstanceReport, StragglerReport, SweepReport, VacuumReport, build_report,

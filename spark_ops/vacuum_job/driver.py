@@ -37,7 +37,7 @@ from ledger import Ledger, VacuumOrder
 from ..executor import fs, tasks
 from ..executor.work import EXPIRE, FOREIGN, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Work
 from ..heartbeat import Heartbeat
-from . import listing as listings, ship
+from . import budget, listing as listings, ship
 from .progress import Progress, ProgressWatcher
 from .report import VacuumReport, build_report
 
@@ -45,8 +45,6 @@ LISTING_THRESHOLD_DEFAULT = 10_000
 """A dry run listing more files than this (by default) leaves its listing in a Parquet dataset
 (``report.listing``) rather than in the report."""
 
-SHARES_PER_CORE = 4
-"""Tasks per core that big tables' sub-folders are shared out over, all tables together."""
 
 
 def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, database: str | None = None,
@@ -210,7 +208,8 @@ def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool, progress
     purges = [] if dry_run else [k for k in keys if plan.items[k].kind == PURGE and not plan.items[k].manifests]
     others = sorted(set(keys) - set(purges))
     # Known up front, except the second purge job's, which starts only if a big table is found.
-    total = (max(1, min(len(others), slices)) if others else 0) + _first_purge_tasks(context, len(purges))
+    total = (max(1, min(len(others), slices)) if others else 0) + \
+        budget.first_purge_tasks(context.defaultParallelism, len(purges))
     if progress is not None:
         progress(0, total)
     group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
@@ -241,42 +240,16 @@ def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: Progr
     job, never a path."""
     cores = context.defaultParallelism
     if len(keys) <= cores:
-        return _share_out(context, plan, _shares(context, dict.fromkeys(keys)))
-    first = dict(context.parallelize(keys, _first_purge_tasks(context, len(keys)))
+        return _share_out(context, plan, budget.shares(cores, dict.fromkeys(keys)))
+    first = dict(context.parallelize(keys, budget.first_purge_tasks(cores, len(keys)))
                  .mapPartitions(functools.partial(tasks.look_or_purge, plan)).collect())
     rows = [Outcome(key, done.files, done.bytes, done.error) for key, (done, _) in first.items() if done.finished]
-    big = _shares(context, {key: pieces for key, (done, pieces) in first.items() if not done.finished})
+    big = budget.shares(cores, {key: pieces for key, (done, pieces) in first.items() if not done.finished})
     if not big:
         return rows
     if watcher is not None:
-        watcher.expect(_share_tasks(context, big))
+        watcher.expect(budget.share_tasks(cores, big))
     return rows + _share_out(context, plan, big)
-
-
-def _shares(context: Any, tables: dict[Any, int | None]) -> dict[Any, int]:
-    """How many tasks each table is shared out over: ``SHARES_PER_CORE`` a core split between the
-    tables, and no more than a table has sub-folders (None: not counted yet)."""
-    each = max(1, context.defaultParallelism * SHARES_PER_CORE // max(1, len(tables)))
-    return {key: each if pieces is None else max(1, min(pieces, each)) for key, pieces in tables.items()}
-
-
-def _first_purge_tasks(context: Any, tables: int) -> int:
-    """Tasks of the first purge job: for fewer tables than cores, the share-out's; else a few per
-    core (each costs a Python worker round trip)."""
-    cores = context.defaultParallelism
-    if not tables:
-        return 0
-    if tables <= cores:
-        return _share_tasks(context, _shares(context, dict.fromkeys(range(tables))))
-    return min(tables, cores * 4)
-
-
-def _share_tasks(context: Any, shares: dict[Any, int]) -> int:
-    return sum(shares.values()) + _finishing_tasks(context, shares)
-
-
-def _finishing_tasks(context: Any, shares: dict[Any, int]) -> int:
-    return max(1, min(len(shares), context.defaultParallelism))
 
 
 def _share_out(context: Any, plan: Any, shares: dict[str, int]) -> list[Outcome]:
@@ -287,6 +260,6 @@ def _share_out(context: Any, plan: Any, shares: dict[str, int]) -> list[Outcome]
     work = [(key, j, k) for key, k in sorted(shares.items()) for j in range(k)]
     return (context.parallelize(work, len(work))
             .map(functools.partial(tasks.share_task, plan))
-            .reduceByKey(tasks.add_shares, numPartitions=_finishing_tasks(context, shares))
+            .reduceByKey(tasks.add_shares, numPartitions=budget.finishing_tasks(context.defaultParallelism, shares))
             .map(functools.partial(tasks.finish_purge, plan))
             .collect())
