@@ -307,6 +307,7 @@ class StateCache:
         written = store.write_generation(state.seq, snapshot.KEYED_FORMAT, stored.head, stored.rows,
                                          extends=extends if stored.delta else None, replace=replace)
         if written is not None:
+            self._healed.clear()  # what healed is stored again: a later heal folds the log afresh
             self._state = snapshot.rebased(stored, lambda part: store.generation_part(written, part), written.gen,
                                            self._heal_for(written))
             self._generation, self.snapshot_seq = written, written.seq
