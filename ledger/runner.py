@@ -30,6 +30,7 @@ from .core.model import Command, State, decide
 from .core.upkeep import LEDGER_STREAM, LedgerUpgraded
 from .errors import Conflict, InvalidArgument, LedgerError, LedgerUnavailable
 from .persistence.cache import HISTORY_EVERY, StateCache
+from .persistence.apart import APART_FROM
 from .persistence.contract import CHAIN_FORMAT, NewEvent, Store
 
 CommandOrBuilder = Union[Command, Callable[[Micros], Command]]
@@ -56,7 +57,7 @@ class Runner:
 
     def __init__(self, store: Store, *, clock: Clock, actor: str, max_attempts: int = 30,
                  optimistic_attempts: int = 8, snapshot_every: int = 20_000,
-                 history_every: int = HISTORY_EVERY) -> None:
+                 history_every: int = HISTORY_EVERY, apart_from: int | None = APART_FROM) -> None:
         self.store = store
         self.clock = clock
         self.actor = actor
@@ -64,11 +65,18 @@ class Runner:
         self.optimistic_attempts = optimistic_attempts
         if not isinstance(history_every, int) or isinstance(history_every, bool) or history_every < 1:
             raise InvalidArgument(f"history_every must be a whole number of events >= 1, got {history_every!r}")
+        if apart_from is not None and (not isinstance(apart_from, int) or isinstance(apart_from, bool)
+                                       or apart_from < 1):
+            raise InvalidArgument(f"apart_from must be a whole number of events >= 1 or None, got {apart_from!r}")
         self.retries = 0
         """How many appends were refused and retried since opening (for benchmarks and tests)."""
         self._lock = threading.RLock()
         self._upgrade()
-        self.cache = StateCache(store, snapshot_every=snapshot_every, history_every=history_every)
+        self.apart_from = apart_from
+        """Logs this long have a first open's snapshots and verify's chain walk done by processes of
+        their own (None: never)."""
+        self.cache = StateCache(store, snapshot_every=snapshot_every, history_every=history_every,
+                                apart_from=apart_from)
 
     def _upgrade(self) -> None:
         """Chain a ledger written before the hash chain, once, recording it as an event (R16).

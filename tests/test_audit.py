@@ -33,6 +33,7 @@ from ledger.chain import (
     consistency_proof, inclusion_proof, merkle_root, root_from_inclusion, verify_consistency,
 )
 from ledger.persistence import snapshot
+from ledger.persistence.sqlite import SQLiteStore
 from ledger.core.model import State, fold_rows
 from ledger.errors import (
     CheckpointInvalid, IncompatibleLedger, InvalidArgument, InvalidTime, LedgerCorrupt, LedgerError, TableNotFound,
@@ -268,6 +269,98 @@ def test_r16_a_flipped_hash_names_the_first_bad_event_and_why(small_db: Path, tm
     found = detected(path)
     assert found is not None
     assert "#2" in str(found) and "hash" in str(found)
+
+
+def test_r16_a_chain_walked_by_another_process_proves_what_one_walked_in_line_does(small_db: Path,
+                                                                                   tmp_path: Path) -> None:
+    """A long log's chain is walked beside the fold by a process of its own (``apart_from``): the
+    same report for a whole log, the same finding, naming the same event, for an edited one."""
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False, apart_from=1) as led:  # no snapshot yet: one is written apart
+        assert led.runner.cache.background is not None and led.runner.cache.background.wait(timeout=60) == 0
+    with Ledger.open(path, create=False, apart_from=None) as led:
+        in_line = led.verify()
+    with Ledger.open(path, create=False, apart_from=1) as led:
+        assert led.verify() == in_line
+    with raw(path) as conn:
+        conn.execute("UPDATE events SET payload = replace(payload, 'sales.orders', 'sales.ordurs') WHERE seq = 2")
+    findings = []
+    for apart_from in (None, 1):
+        with Ledger.open(path, create=False, apart_from=apart_from) as led, \
+                pytest.raises(LedgerCorrupt, match=r"event #2 does not match its hash") as found:
+            led.verify()
+        findings.append(str(found.value))
+    assert findings[0] == findings[1]
+
+
+def test_r16_an_edit_that_also_breaks_a_rule_is_named_as_the_edit_when_walked_apart(small_db: Path,
+                                                                                 tmp_path: Path) -> None:
+    """The fold meets the edited event before the walker reports: what ``verify`` names is still
+    the edit (the event no longer matches its hash), not the rule it then seems to break."""
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False, apart_from=None) as led:
+        led.runner.cache.save_snapshot()  # so that opening it does not fold the edit: verify must
+    with raw(path) as conn:
+        seq = conn.execute("SELECT min(seq) FROM events WHERE type = 'TableUndropped'").fetchone()[0]
+        conn.execute("UPDATE events SET payload = '{}' WHERE seq = ?", (seq,))
+    with Ledger.open(path, create=False, apart_from=None) as led:
+        with pytest.raises(LedgerCorrupt, match=f"event #{seq} does not match its hash"):
+            led.verify()
+    with Ledger.open(path, create=False, apart_from=1) as led:
+        with pytest.raises(LedgerCorrupt, match=f"event #{seq} does not match its hash"):
+            led.verify()
+
+
+def test_r16_a_walker_that_cannot_report_is_no_pass_the_chain_is_walked_in_line(small_db: Path,
+                                                                               tmp_path: Path) -> None:
+    """A store whose location leads nowhere (its walker cannot open it): verify walks the chain
+    itself, and still finds an edit."""
+    path = copy_of(small_db, tmp_path / "l.db")
+    with raw(path) as conn:
+        conn.execute("UPDATE events SET payload = replace(payload, 'sales.orders', 'sales.ordurs') WHERE seq = 2")
+    store = SQLiteStore(str(path))
+    store.location = str(tmp_path / "nowhere.db")
+    with Ledger(store, apart_from=1) as led, pytest.raises(LedgerCorrupt, match=r"event #2 does not match its hash"):
+        led.verify()
+    assert not (tmp_path / "nowhere.db").exists()
+
+
+def test_r16_a_long_first_open_leaves_its_snapshots_to_another_process(tmp_path: Path) -> None:
+    """Nothing stored to start from and a long log: the open folds it and answers at once; a process
+    of its own writes the snapshots, which the next open and as_of use, and verify finds true."""
+    path = tmp_path / "l.db"
+    build_small(path, history_every=5)
+    with Ledger.open(path, create=False) as led:
+        truth, head, past = answers(led), led.event_count(), answers(led.as_of(seq=12))
+    with sqlite3.connect(path) as conn:
+        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+            conn.execute(f"DELETE FROM {table}")
+    with Ledger.open(path, create=False, history_every=5, apart_from=1) as led:
+        writer = led.runner.cache.background
+        assert writer is not None
+        assert answers(led) == truth
+        assert writer.wait(timeout=60) == 0
+    with sqlite3.connect(path) as conn:
+        stored = [at for (at,) in conn.execute("SELECT seq FROM snapshots WHERE name LIKE 'history:%' ORDER BY seq")]
+        latest = conn.execute("SELECT max(seq) FROM snapshot_generations").fetchone()[0]
+    assert stored == list(range(5, head + 1, 5)) and latest == head
+    with Ledger.open(path, create=False, history_every=5, apart_from=1) as led:
+        assert led.runner.cache.background is None and led.runner.cache.snapshot_seq == head
+        assert answers(led) == truth and answers(led.as_of(seq=12)) == past
+        report = led.verify()
+        assert (report.history_discarded, report.snapshot_discarded) == (0, False)
+
+
+@pytest.mark.parametrize("apart_from", [0, -1, 1.5, True, "10"])
+def test_r16_a_bad_apart_from_is_invalid_argument_and_records_nothing(small_db: Path, tmp_path: Path,
+                                                                     apart_from: object) -> None:
+    path = copy_of(small_db, tmp_path / "l.db")
+    with Ledger.open(path, create=False) as led:
+        before = fingerprint(led)
+    with pytest.raises(InvalidArgument, match="apart_from must be a whole number of events"):
+        Ledger.open(path, create=False, apart_from=apart_from)
+    with Ledger.open(path, create=False) as led:
+        assert fingerprint(led) == before
 
 
 def test_r16_an_inserted_row_is_detected(small_db: Path, tmp_path: Path) -> None:

@@ -21,14 +21,15 @@ import hashlib
 
 import attrs
 
-from ..chain import ChainCheck, consistency_proof, root_of_leaves, leaf, verify_consistency
+from ..chain import consistency_proof, root_of_leaves, leaf, verify_consistency
 from ..core.model import State, fold_rows
 from ..core.versions import manifest_problem, parse_manifest
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
 from ..persistence import snapshot
 from ..persistence.cache import HISTORY_PREFIX
-from ..persistence.contract import EventStore
+from ..persistence.contract import EventStore, Generation
 from ..runner import Runner
+from .chainwalk import ChainWalk
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 
 
@@ -80,21 +81,38 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
         raise LedgerCorrupt(f"{store.path}: SQLite integrity check failed: {found}; "
                             "restore the ledger file from a backup")
     head = store.head()[0]
-    check = ChainCheck(store.path, keep_hashes=against is not None) if store.chained else None
-    if against is not None and check is None:
+    if against is not None and not store.chained:
         raise LedgerCorrupt(f"{store.path} predates the hash chain (format {store.format}), so it cannot be "
                             "checked against a checkpoint; open it writable once to upgrade it")
-    fresh, history_discarded = _fold_checking_history(runner, check, head)
+    walk = ChainWalk(store, head, keep_hashes=against is not None, apart_from=runner.apart_from) \
+        if store.chained else None
+    try:
+        fresh, stale = _fold_comparing_snapshots(runner, walk, head)
+    except LedgerCorrupt:
+        if walk is not None:
+            walk.finish()  # an edited event is the cause of any rule it then seems to break: name it
+        raise
+    except BaseException:
+        if walk is not None:
+            walk.abandon()
+        raise
+    check = walk.finish() if walk is not None else None
     _check_manifests(store, fresh)
     extension: dict[str, object] = {}
     if against is not None:
         assert check is not None and check.hashes is not None
         extension = _prove_extension(store, against, check.hashes)
         extension["signature_checked"] = public_key is not None
-    discarded = _check_snapshot(runner, fresh)
-    held = runner.refresh(force=True)
-    if held.seq == fresh.seq and held != fresh:
-        discarded = True  # what we held came from a snapshot that lied
+    # Only now, with the chain proven, is a disagreement the snapshot's fault and not the log's.
+    for name in stale.history:
+        store.delete_snapshot(name)
+    discarded = stale.generation
+    if discarded:
+        store.delete_generations()
+    if not runner.cache.held_checked_by(stale.compared):
+        held = runner.refresh(force=True)
+        if held.seq == fresh.seq and held != fresh:
+            discarded = True  # what we held came from a snapshot that lied
     if discarded:
         runner.cache.rebuild(fresh)
     instances = list(fresh.tables.all_instances())
@@ -105,29 +123,51 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
         purged=sum(i.purged_at is not None for i in instances),
         snapshot_seq=None if snap is None else snap.seq, snapshot_discarded=discarded,
         head=check.head.hex() if check is not None and check.seq else None, chained=check is not None,
-        hashed_by_upgrade=fresh.upkeep.hashed_by_upgrade, history_discarded=history_discarded,
+        hashed_by_upgrade=fresh.upkeep.hashed_by_upgrade, history_discarded=stale.history_discarded,
         **extension,  # type: ignore[arg-type]
     )
 
 
-def _fold_checking_history(runner: Runner, check: ChainCheck | None, head: int) -> tuple[State, int]:
-    """Fold the whole log from nothing (checking the chain row by row), stopping at each history
-    snapshot to compare it with the fold there; one that disagrees is deleted (``as_of`` would
-    otherwise trust it). Returns the fold and how many were deleted."""
-    store = runner.store
-    stops = {at: name for name, at in store.snapshots(HISTORY_PREFIX) if at <= head}
+@attrs.define
+class _Stale:
+    """What the fold found the snapshots to disagree with it in (deleted once the chain is proven)."""
+    history: list[str] = attrs.Factory(list)
+    history_discarded: int = 0
+    """History snapshots that disagreed or could not be read (those already deleted as unreadable too)."""
+    generation: bool = False
+    """Whether the stored generation disagreed."""
+    compared: Generation | None = None
+    """The stored generation that was compared."""
+
+
+def _fold_comparing_snapshots(runner: Runner, walk: ChainWalk | None, head: int) -> tuple[State, _Stale]:
+    """Fold the whole log from nothing (its rows going past the chain walk), stopping at each
+    history snapshot and at the stored generation to compare it with the fold there; returns the
+    fold and what disagreed. One fold's snapshots share their encodings, so each comparison costs
+    what changed since the last."""
+    store, cache = runner.store, runner.cache
+    history = {at: name for name, at in store.snapshots(HISTORY_PREFIX) if at <= head}
+    stale = _Stale(compared=store.latest_generation())
+    generation = stale.compared
+    stops = set(history) | ({generation.seq} if generation is not None and generation.seq <= head else set())
     present = runner.refresh()
-    fresh, discarded = State(), 0
-    for stop in [*sorted(stops), head]:
-        rows = store.read(fresh.seq, upto=stop, with_hash=check is not None)
-        fresh = fold_rows(fresh, check.rows(rows) if check is not None else rows)
-        if stop in stops and stop == fresh.seq:
-            kept = runner.cache.load_history(stops[stop], present)
-            if kept is None or not snapshot.history_equal(kept, fresh):
-                discarded += 1
-                if kept is not None:
-                    store.delete_snapshot(stops.pop(stop))
-    return fresh, discarded
+    fresh, encodings = State(), snapshot.Encodings()
+    for stop in sorted(stops | {head}):
+        rows = store.read(fresh.seq, upto=stop, with_hash=walk is not None and walk.with_hash)
+        fresh = fold_rows(fresh, walk.rows(rows) if walk is not None else rows)
+        if fresh.seq != stop:
+            continue
+        if stop in history and not cache.history_agrees(history[stop], fresh, present, encodings):
+            stale.history_discarded += 1
+            if store.load_snapshot(history[stop]) is not None:
+                stale.history.append(history[stop])
+        if generation is not None and stop == generation.seq:
+            stale.generation = not cache.generation_agrees(generation, fresh, encodings)
+        encodings.next_round()
+    if generation is not None and generation.seq > head:  # written since verify began
+        stale.generation = not cache.generation_agrees(
+            generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encodings)
+    return fresh, stale
 
 
 def _prove_extension(store: EventStore, cp: Checkpoint, hashes: list[bytes]) -> dict[str, object]:
@@ -175,27 +215,3 @@ def _check_manifests(store: EventStore, state: State) -> None:
         if problem is not None:
             raise LedgerCorrupt(f"{where} is not one its commit could have made: {problem} (R14); restore the "
                                 "ledger file from a backup")
-
-
-def _check_snapshot(runner: Runner, fresh: State) -> bool:
-    """Compare the stored snapshot (its newest generation, read in full, strictly: an entry that
-    fails its check is not healed here but counted against it) with a fold of the log
-    up to the same event; discard every generation if it disagrees (whatever its entries' checks
-    say). Returns whether it was discarded."""
-    store = runner.store
-    generation = store.latest_generation()
-    if generation is None:
-        return False
-    try:
-        agrees = runner.cache.read_generation(generation, strict=True) == _fold_upto(store, fresh, generation.seq)
-    except (snapshot.SnapshotMismatch, LedgerCorrupt):
-        agrees = False
-    if not agrees:
-        store.delete_generations()
-    return not agrees
-
-
-def _fold_upto(store: EventStore, fresh: State, seq: int) -> State:
-    if seq == fresh.seq:
-        return fresh
-    return fold_rows(State(), store.read(0, upto=seq))

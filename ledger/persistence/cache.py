@@ -21,15 +21,18 @@ place such a failure is handled; nothing above this package meets it.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import threading
 import time
 from typing import Any, Callable, Iterable
 
 from ..core.events import Recorded
+from ..core.fold import gc_paused
 from ..core.model import State, fold, fold_rows
 from ..errors import Conflict, LedgerCorrupt
 from . import snapshot
-from .contract import Generation, Snapshot, Store
+from .apart import APART_FROM, start_with_store
+from .contract import Generation, Snapshot, SnapshotGone, Store
 from .lazy import Heal
 
 LEGACY_SNAPSHOT = "catalog"
@@ -38,6 +41,8 @@ HISTORY_PREFIX = "history:"
 HISTORY_EVERY = 25_000
 """By default, a history snapshot at every multiple of this many events: ``state_at`` folds at
 most this many (``history_every=`` changes it)."""
+BACKFILL_ENV = "RETENTION_LEDGER_BACKFILL"
+"""How ``backfill`` is told the ledger's location (never on its command line: a URL may hold a password)."""
 RECHECK = 60.0
 """Seconds after which a held state asks the store whether its generation was superseded,
 even if nothing else made it look: far inside the store's grace period (15 minutes)."""
@@ -46,10 +51,16 @@ even if nothing else made it look: far inside the store's grace period (15 minut
 class StateCache:
     """The folded state of one store's log, and its snapshots. Thread-safe."""
 
-    def __init__(self, store: Store, *, snapshot_every: int, history_every: int) -> None:
+    def __init__(self, store: Store, *, snapshot_every: int, history_every: int,
+                 apart_from: int | None = APART_FROM) -> None:
         self.store = store
         self.snapshot_every = snapshot_every
         self.history_every = history_every
+        self.apart_from = apart_from
+        """Fold at least this many events from nothing on open and the snapshots are written by
+        another process (None: always by this one)."""
+        self.background: subprocess.Popen[bytes] | None = None
+        """The process writing this open's snapshots, if one was started."""
         self.snapshot_seq = 0
         """The sequence number of the snapshot the held state started from or last wrote (0: none)."""
         self._lock = threading.RLock()
@@ -58,6 +69,8 @@ class StateCache:
         """The stored generation the held state reads from (None: held in full, in memory)."""
         self._damaged = False
         """A part of the held generation could not be read and healed from the log: replace it."""
+        self._legacy = False
+        """The held state was read from an earlier release's one-document snapshot (not checked)."""
         self._healed: dict[int, dict[str, dict[str, Any]]] = {}
         self._looked = time.monotonic()
         self.load()
@@ -69,16 +82,36 @@ class StateCache:
         the end; a stored one that could not be used is replaced once the log is folded."""
         with self._lock:
             self._state, self._generation, self.snapshot_seq, self._damaged = State(), None, 0, False
+            self._legacy = False
             state = self._load_stored() if trust_stored else None
             unused = state is None and self.store.latest_generation() is not None
             if state is None and trust_stored:
                 state = self._load_legacy()
+                self._legacy = state is not None
             if state is not None:
                 self._state = state
+            elif self._fold_handing_over():
+                return self._state
             self.refresh(force=True)
             if unused:
                 self.save_snapshot(replace=True)
             return self._state
+
+    def _fold_handing_over(self) -> bool:
+        """A long log and nothing stored to start from: fold all of it here, holding it in memory,
+        and leave its snapshots to ``backfill`` on another core. False if this open writes them
+        itself (a short log, or a store no other process can reach)."""
+        location = self.store.location
+        if self.apart_from is None or location is None or self.store.head()[0] < self.apart_from:
+            return False
+        self._state = fold_rows(State(), self.store.read(0))
+        self.snapshot_seq = self._state.seq  # the next one is due ``snapshot_every`` events from here
+        self.background = start_with_store("ledger.persistence.backfill",
+                                           [str(self.snapshot_every), str(self.history_every)],
+                                           location, BACKFILL_ENV)
+        if self.background is not None:  # reaped when it ends, whether or not anyone waits for it
+            threading.Thread(target=self.background.wait, name="retention-ledger-backfill", daemon=True).start()
+        return True
 
     def read_generation(self, generation: Generation, *, strict: bool = False) -> State:
         """The state a stored generation holds, read lazily; ``SnapshotMismatch`` if it does not fit
@@ -195,24 +228,26 @@ class StateCache:
     def fold_to(self, state: State, upto: int | None) -> State:
         """Fold the log after ``state`` up to event ``upto`` (None: the end), keeping a history
         snapshot at each multiple of ``history_every`` passed on the way."""
-        every = self.history_every
+        every, encodings = self.history_every, snapshot.Encodings()  # one fold's snapshots share encodings
         while True:
             boundary = (state.seq // every + 1) * every
             stop = boundary if upto is None or upto > boundary else upto
             state = fold_rows(state, self.store.read(state.seq, upto=stop))
             if state.seq == boundary:
-                self._save_history(state)
+                self._save_history(state, encodings)
             if state.seq < stop or state.seq == upto:
                 return state
 
     # --- the past (R17) -----------------------------------------------------------------------
 
-    def _save_history(self, state: State) -> None:
+    def _save_history(self, state: State, encodings: snapshot.Encodings | None = None) -> None:
         name = f"{HISTORY_PREFIX}{state.seq:012d}"
         if self.store.load_snapshot(name) is not None:
             return
         try:
-            data = snapshot.dump(state, self.store.hash_at(state.seq))
+            data = snapshot.dump(state, self.store.hash_at(state.seq), encodings=encodings)
+            if encodings is not None:
+                encodings.next_round()
             self.store.save_snapshot(name, Snapshot(state.seq, snapshot.FORMAT, data))
         except (Conflict, OSError):
             pass  # a cache: a busy or read-only store goes without
@@ -257,6 +292,41 @@ class StateCache:
                 self.store.delete_snapshot(name)
             return None
 
+    # --- checking the snapshots against a fold (verify) ----------------------------------------
+
+    def history_agrees(self, name: str, fresh: State, present: State, encodings: snapshot.Encodings) -> bool:
+        """Whether history snapshot ``name`` holds ``fresh`` (a fold of the log to its event): by its
+        bytes, else (an earlier release's layout, or a lie) by its decoded state. One that cannot
+        be read or trusted at all is deleted here; one that disagrees is the caller's to delete."""
+        snap = self.store.load_snapshot(name)
+        if snap is None:
+            return True  # deleted meanwhile: nothing is left to lie
+        if snap.format == snapshot.FORMAT and snap.seq == fresh.seq and \
+                snapshot.history_matches(snap.data, fresh, self.store.hash_at(fresh.seq), encodings):
+            return True
+        kept = self.load_history(name, present)
+        return kept is not None and snapshot.history_equal(kept, fresh)
+
+    def generation_agrees(self, generation: Generation, fresh: State, encodings: snapshot.Encodings) -> bool:
+        """Whether stored ``generation`` holds ``fresh`` (a fold of the log to its event), read
+        strictly: an entry that fails its check counts against it. By bytes, entry for entry,
+        else by decoded states."""
+        stored = snapshot.keyed(fresh, self.store.hash_at(fresh.seq), encodings=encodings)
+        try:
+            if stored.head == generation.head and snapshot.entries_match(
+                    stored, lambda part: self.store.generation_part(generation, part).scan()):
+                return True
+            return self.read_generation(generation, strict=True) == fresh
+        except (snapshot.SnapshotMismatch, SnapshotGone, LedgerCorrupt):
+            return False
+
+    def held_checked_by(self, generation: Generation | None) -> bool:
+        """Whether the held state is the log's own fold, or read from ``generation``: then checking
+        that generation checks it too, and comparing it with a fold again would prove nothing more."""
+        if self._generation is None:
+            return not self._legacy
+        return generation is not None and self._generation.gen == generation.gen
+
     # --- writing the stored snapshot ------------------------------------------------------------
 
     def _maybe_snapshot(self) -> None:
@@ -274,6 +344,7 @@ class StateCache:
         write a fresh, full snapshot: for when the state we held came from a snapshot that lied."""
         with self._lock:
             self._state, self._generation, self._damaged = self.fold_to(base, None), None, False
+            self._legacy = False
             if self._state.seq:
                 self.save_snapshot()
 
@@ -285,7 +356,8 @@ class StateCache:
             if self.store.in_exclusive:
                 return  # inside a command's write transaction: the next refresh writes it
             try:
-                self._save_generation(replace)
+                with gc_paused():  # sealing and inserting a row per entry make no cycles
+                    self._save_generation(replace)
             except (Conflict, OSError):
                 pass  # a snapshot is only a cache; a busy or read-only store just goes without
 
@@ -310,4 +382,4 @@ class StateCache:
             self._healed.clear()  # what healed is stored again: a later heal folds the log afresh
             self._state = snapshot.rebased(stored, lambda part: store.generation_part(written, part), written.gen,
                                            self._heal_for(written))
-            self._generation, self.snapshot_seq = written, written.seq
+            self._generation, self.snapshot_seq, self._legacy = written, written.seq, False

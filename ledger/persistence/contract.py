@@ -158,6 +158,9 @@ class EventStore(ABC):
 
     path: str
     """Where the log is, for messages: a file path, or a database URL without its password."""
+    location: str | None = None
+    """What ``open_store`` takes to reach this same log from another process (None: nothing can,
+    as for an in-memory file). Never shown: a URL may carry a password."""
     format: int
     """The log's format version."""
 

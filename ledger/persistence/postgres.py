@@ -84,6 +84,7 @@ class PostgresStore(Store):
                  connect_timeout: float = 10.0, reconnect_for: float = 30.0,
                  snapshot_grace: int = SNAPSHOT_GRACE) -> None:
         self._conninfo, self.schema, self.path = _parse(url)
+        self.location = url
         self.busy_timeout = busy_timeout
         self.connect_timeout = connect_timeout
         self.reconnect_for = reconnect_for

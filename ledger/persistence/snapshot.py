@@ -25,8 +25,9 @@ reads the one-document catalog snapshot of earlier releases, once, on upgrade.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import zlib
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 
 import attrs
@@ -52,6 +53,44 @@ _STREAMS = MapOf(PLAIN)
 
 class SnapshotMismatch(ValueError):
     """The bytes are not a snapshot this release wrote, or were changed since."""
+
+
+class Encodings:
+    """Each entry's JSON, kept from one snapshot to the next by the entry's identity.
+
+    Between two snapshots a fold changes few entries and leaves the others the very same
+    objects, so a snapshot encoded with the previous one's ``Encodings`` costs what changed,
+    not the whole state: that is what lets a first open (or ``backfill``) write a history
+    snapshot every ``history_every`` events, and ``verify`` re-encode the fold at each one to
+    compare bytes. ``next_round`` forgets what the last snapshot did not use, so it holds at
+    most two states' worth.
+    """
+
+    def __init__(self) -> None:
+        self._old: dict[str, dict[int, tuple[Any, bytes]]] = {}
+        self._new: dict[str, dict[int, tuple[Any, bytes]]] = {}
+
+    def next_round(self) -> None:
+        self._old, self._new = self._new, {}
+
+    def all_of(self, part: str, items: Iterable[tuple[str | None, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
+        """``orjson.dumps(encode(item))`` for every ``(key, item)`` of one part, in order: from the last
+        round or this one where the item was there, so an unchanged entry costs a lookup."""
+        old, new = self._old.get(part, {}), self._new.setdefault(part, {})
+        dumps, out = orjson.dumps, []
+        for _, item in items:
+            ident = id(item)
+            kept = new.get(ident) or old.get(ident)
+            if kept is None or kept[0] is not item:  # an id reused by another object is not a hit
+                kept = (item, dumps(encode(item)))
+            new[ident] = kept  # holding the item keeps its id from being reused this round
+            out.append(kept[1])
+        return out
+
+
+def _no_memo(part: str, items: Iterable[tuple[str | None, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
+    dumps = orjson.dumps
+    return [dumps(encode(item)) for _, item in items]
 
 
 # --- the stored snapshot: one entry per key, read lazily --------------------------------------
@@ -100,28 +139,42 @@ def entries_of(state: State) -> dict[str, dict[str, Any]]:
     return {part: dict(codec.entries(value).items()) for part, codec, value in _fields(compacted(state))}
 
 
-def keyed(state: State, tip: str | None, *, delta_of: object = None) -> Stored:
+def keyed(state: State, tip: str | None, *, delta_of: object = None, encodings: Encodings | None = None) -> Stored:
     """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
     part was read from it, else all of it."""
-    state = compacted(state)
+    with gc_paused():  # compacting and encoding allocate per entry and make no cycles
+        return _keyed(compacted(state), tip, delta_of, _no_memo if encodings is None else encodings.all_of)
+
+
+def _keyed(state: State, tip: str | None, delta_of: object,
+           encoded: Callable[[str, Iterable[tuple[str | None, Any]], Any], list[bytes]]) -> Stored:
     parts = [(part, codec, codec.entries(value)) for part, codec, value in _fields(state)]
     delta = delta_of is not None and all(
         isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries)
         and entries.base.stamp == delta_of for _, _, entries in parts)
     rows: list[Row] = []
     counts: dict[str, int] = {}
-    with gc_paused():
-        for part, codec, entries in parts:
-            encode = codec.encode_item
-            if delta and isinstance(entries, OverlayMap):
-                rows.extend((part, key, None if item is GONE else orjson.dumps(encode(item)))
-                            for key, item in entries.changes.items())
-            else:
-                rows.extend((part, key, orjson.dumps(encode(item))) for key, item in entries.items())
-            counts[part] = len(entries)
+    for part, codec, entries in parts:
+        encode = codec.encode_item
+        if delta and isinstance(entries, OverlayMap):
+            changed = [(key, item) for key, item in entries.changes.items() if item is not GONE]
+            rows.extend((part, key, None) for key, item in entries.changes.items() if item is GONE)
+        else:
+            changed = list(entries.items())
+        rows.extend(zip(itertools.repeat(part), (key for key, _ in changed), encoded(part, changed, encode)))
+        counts[part] = len(entries)
     head = orjson.dumps({"format": KEYED_FORMAT, "seq": state.seq, "last_time": state.last_time,
                          "tip": tip, "counts": counts})
     return Stored(head, rows, delta, state)
+
+
+def entries_match(stored: Stored, scan: Callable[[str], Iterator[tuple[str, bytes]]]) -> bool:
+    """Whether every part ``scan`` gives (each stored part's entries, as bytes) holds exactly the
+    entries of ``stored``, a full stored snapshot just encoded: no more, no fewer, no other bytes."""
+    wanted: dict[str, dict[str, bytes | None]] = {part: {} for part, _, _ in _fields(stored.state)}
+    for part, key, entry in stored.rows:
+        wanted[part][key] = entry
+    return all(dict(scan(part)) == entries for part, entries in wanted.items())
 
 
 def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stamp: object,
@@ -177,9 +230,19 @@ def rebased(written: Stored, part: Callable[[str], Source], stamp: object, heal:
 # --- history snapshots: one document each -----------------------------------------------------
 
 
-def dump(state: State, tip: str | None) -> bytes:
+def dump(state: State, tip: str | None, *, encodings: Encodings | None = None) -> bytes:
     """A history snapshot of ``state``; ``tip`` is the chain hash of event ``state.seq`` (None for a
-    log without the chain)."""
+    log without the chain). ``encodings``: those of the previous snapshot of the same fold."""
+    with gc_paused():  # on a big heap the collector's rescans cost twice the encoding
+        body = _body(state, tip, _no_memo if encodings is None else encodings.all_of)
+    return zlib.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 1)
+
+
+def _body(state: State, tip: str | None,
+          encoded: Callable[[str, Iterable[tuple[str | None, Any]], Any], list[bytes]]) -> bytes:
+    """A history snapshot's contents, the same bytes for equal states whichever process folded them
+    (keys sorted: a map's order depends on its history and the process's string hashing), so
+    that ``verify`` can compare bytes rather than decode."""
     slices: dict[str, dict[str, Any]] = {}
     raw_index: list[list[str]] = []
     raw_parts: list[bytes] = []
@@ -187,22 +250,38 @@ def dump(state: State, tip: str | None) -> bytes:
         part = getattr(state, name)
         if name == "tables":
             part = archive.for_history(part)
-        encoded: dict[str, Any] = {}
+        fields: dict[str, Any] = {}
         for field in attrs.fields(type(part)):
-            codec = codec_of(field)
-            value = codec.encode(getattr(part, field.name))
-            if codec.raw:
+            codec, value, where = codec_of(field), getattr(part, field.name), f"{name}.{field.name}"
+            if isinstance(codec, MapOf):
+                items = value.items()
+                fields[field.name] = dict(zip((key for key, _ in items),
+                                              map(orjson.Fragment, encoded(where, items, codec.encode_item))))
+            elif codec.raw:
                 raw_index.append([name, field.name])
-                raw_parts.append(value)
+                raw_parts.append(codec.encode(value))
             else:
-                encoded[field.name] = value
-        slices[name] = encoded
+                fields[field.name] = codec.encode(value)
+        slices[name] = fields
     head = orjson.dumps({"format": FORMAT, "seq": state.seq, "last_time": state.last_time, "tip": tip,
                          "history": True, "streams": dict(state.streams), "slices": slices,
-                         "raw": raw_index})
-    body = b"\n".join([head, *raw_parts])
-    data = hashlib.sha256(body).hexdigest().encode() + b"\n" + body
-    return zlib.compress(data, 1)
+                         "raw": raw_index}, option=orjson.OPT_SORT_KEYS)
+    return b"\n".join([head, *raw_parts])
+
+
+def history_matches(data: bytes, state: State, tip: str | None, encodings: Encodings) -> bool:
+    """Whether the stored history snapshot ``data`` is intact and holds exactly the bytes a snapshot
+    of ``state`` would: proof it agrees with the fold, without decoding it. False proves nothing
+    (a snapshot of an earlier release is laid out otherwise): compare decoded states then."""
+    try:
+        plain = zlib.decompress(data)
+    except zlib.error:
+        return False
+    start = plain.find(b"\n") + 1
+    with gc_paused():
+        fresh = _body(state, tip, encodings.all_of)
+    return bool(start) and plain[:start - 1] == hashlib.sha256(fresh).hexdigest().encode() and \
+        memoryview(plain)[start:] == fresh
 
 
 def load(data: bytes, tip: str | None, *, present: State | None = None) -> State:

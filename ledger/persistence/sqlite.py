@@ -80,6 +80,7 @@ class SQLiteStore(Store):
             raise InvalidArgument(
                 f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
         self.path = path
+        self.location = None if path == ":memory:" else os.path.abspath(path)
         self.synchronous = level
         self.snapshot_grace = snapshot_grace
         self._lock = threading.RLock()

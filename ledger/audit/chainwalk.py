@@ -1,0 +1,106 @@
+"""``verify``'s walk of the hash chain: in line with the fold, or on the second core beside it.
+
+The chain check and the refold read the same rows and need nothing of each other until
+the end, so for a long log that another process can reach, the chain is walked by a
+process of its own while this one folds: ``verify`` then costs about the fold, not the fold
+plus the chain. What it proves is the same: every row from the first up to the head
+``verify`` started from, hashed over the documented encoding and chained (R16). A short
+log, an in-memory one, or a walk that must keep every hash (for a checkpoint's proof)
+is checked in line, as the fold reads it; so is any log whose walker could not report.
+
+    RETENTION_LEDGER_CHAINWALK=<location> python -m ledger.audit.chainwalk UPTO WHERE
+
+prints one JSON line: ``{"seq": n, "head": hex}``, or ``{"corrupt": message}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Iterable, Iterator
+
+from ..chain import ChainCheck
+from ..errors import LedgerCorrupt
+from ..persistence.contract import EventStore
+from ..persistence.apart import start_with_store
+from ..persistence.stores import open_store
+
+ENV = "RETENTION_LEDGER_CHAINWALK"
+
+
+class ChainWalk:
+    """The chain check of one ``verify``: ``rows`` sees the fold's rows go past, ``finish`` gives
+    the check's result or raises its ``LedgerCorrupt``."""
+
+    def __init__(self, store: EventStore, upto: int, *, keep_hashes: bool, apart_from: int | None) -> None:
+        self._store, self._upto = store, upto
+        self._check = ChainCheck(store.path, keep_hashes=keep_hashes)
+        self._process: subprocess.Popen[bytes] | None = None
+        location = store.location
+        if not keep_hashes and location is not None and apart_from is not None and upto >= apart_from:
+            self._process = _start(location, upto, store.path)
+
+    @property
+    def with_hash(self) -> bool:
+        """Whether the fold's rows must carry their hashes (they are checked as they go past)."""
+        return self._process is None
+
+    def rows(self, rows: Iterable[tuple]) -> Iterator[tuple] | Iterable[tuple]:
+        return rows if self._process is not None else self._check.rows(rows)
+
+    def finish(self) -> ChainCheck:
+        """The check over every row up to ``upto``; ``LedgerCorrupt`` naming the first that breaks it."""
+        process, self._process = self._process, None
+        if process is None:
+            return self._check
+        out, _ = process.communicate()
+        try:
+            found = json.loads(out.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            found = None
+        if process.returncode != 0 or not isinstance(found, dict):
+            return self._walk_here()  # the walker could not report: no answer is not a pass
+        if "corrupt" in found:
+            raise LedgerCorrupt(found["corrupt"])
+        self._check.seq, self._check.head = found["seq"], bytes.fromhex(found["head"])
+        return self._check
+
+    def abandon(self) -> None:
+        """Stop the walker (the fold failed for a reason of its own)."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def _walk_here(self) -> ChainCheck:
+        check = self._check
+        for row in self._store.read(0, upto=self._upto, with_hash=True):
+            check.check(row)
+        return check
+
+
+def _start(location: str, upto: int, where: str) -> subprocess.Popen[bytes] | None:
+    return start_with_store("ledger.audit.chainwalk", [str(upto), where], location, ENV, stdout=subprocess.PIPE)
+
+
+def main(argv: list[str]) -> int:
+    upto, where = int(argv[0]), argv[1]
+    store = open_store(os.environ[ENV], create=False)
+    try:
+        check = ChainCheck(where)
+        try:
+            for row in store.read(0, upto=upto, with_hash=True):
+                check.check(row)
+        except LedgerCorrupt as exc:
+            print(json.dumps({"corrupt": str(exc)}))
+            return 0
+        print(json.dumps({"seq": check.seq, "head": check.head.hex()}))
+        return 0
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
