@@ -26,11 +26,11 @@ from .errors import (
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
-from .views import HistoryEntry, TableInstance, VacuumOrder, VacuumTarget
+from .views import History, HistoryEntry, TableInstance, VacuumOrder, VacuumTarget
 
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance",
-    "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
+    "History", "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
     "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",

@@ -70,6 +70,9 @@ class Catalog(ABC):
     # --- watermarks and retention -------------------------------------------------------------
 
     def watermark(self, scope: Scope | str | None = LEDGER) -> datetime | None:
+        """The watermark set at exactly ``scope`` (``"ledger"``, ``"database:<name>"``, ``"table:<id>"``),
+        or None if none was ever set there. What blocks an instance is the latest of the ones that
+        cover it (``TableInstance.effective_watermark``)."""
         found = self._current().guard.watermark(self._known_scope(scope))
         return None if found is None else from_micros(found)
 
@@ -84,7 +87,9 @@ class Catalog(ABC):
         where = self._known_scope(scope)
         state = self._current()
         if where.kind == "table":
-            source, seconds = state.guard.retention_source(state.tables.instance(where.key))
+            instance = state.tables.instance(where.key)
+            assert instance is not None  # _known_scope refused a table scope of no instance
+            source, seconds = state.guard.retention_source(instance)
         elif where.kind == "database" and str(where) in state.guard.retentions:
             source, seconds = str(where), state.guard.retentions[str(where)]
         else:
@@ -126,6 +131,8 @@ class Catalog(ABC):
         return TableVersion.of(state, chosen, self._files_of(state))
 
     def retention_mark(self, name: str) -> datetime | None:
+        """The live table's retention mark (R12): versions committed at or before it are expired.
+        None if it never moved."""
         state = self._current()
         found = state.data.mark(require_live(state, name).id)
         return None if found is None else from_micros(found)

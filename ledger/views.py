@@ -8,9 +8,11 @@ them (is it blocked? until when is it restorable?) was made by the core.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 from datetime import datetime, timedelta
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, overload
 
 import attrs
 
@@ -20,6 +22,7 @@ from .core.model import State
 from .core.tables import Instance
 from .core.vacuums import VacuumPlan
 from .core.versions import Version, Write
+from .errors import InvalidArgument
 
 
 def join_location(root: str, path: str) -> str:
@@ -198,6 +201,56 @@ class WriteView:
                 "began_at": iso_utc(self.began_at), "expires_at": iso_utc(self.expires_at),
                 "lease": format_duration(int(self.lease.total_seconds())), "status": self.status,
                 "version": self.version}
+
+
+class History:
+    """The events a ``Ledger.history`` query matches, oldest first.
+
+    Iterate it to stream them: the log is read in batches as you go, never held whole, and
+    each iteration reads it again (up to the last event there was when the query was made).
+    The common questions have answers that hold at most what they return: ``len(h)`` counts,
+    ``h.last(10)`` (or ``h[-10:]``) gives the ten latest, ``h[-1]`` the latest, ``h[0]`` the
+    first. Other slices read the matches into a list first.
+    """
+
+    def __init__(self, entries: Callable[[], Iterator[HistoryEntry]], count: Callable[[], int]) -> None:
+        self._entries, self._count = entries, count
+
+    def __iter__(self) -> Iterator[HistoryEntry]:
+        return self._entries()
+
+    def __len__(self) -> int:
+        return self._count()
+
+    def last(self, n: int) -> list[HistoryEntry]:
+        """The ``n`` latest matches, oldest first (fewer if there are fewer)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InvalidArgument(f"last(n) takes a whole number of events >= 0, got {n!r}")
+        return list(collections.deque(self, maxlen=n)) if n else []
+
+    @overload
+    def __getitem__(self, index: int) -> HistoryEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[HistoryEntry]: ...
+
+    def __getitem__(self, index: int | slice) -> HistoryEntry | list[HistoryEntry]:
+        if isinstance(index, slice):
+            start, stop, step = index.start, index.stop, index.step
+            if start is not None and start < 0 and stop is None and step in (None, 1):
+                return self.last(-start)
+            if all(v is None or v >= 0 for v in (start, stop)) and (step is None or step > 0):
+                return list(itertools.islice(self, start, stop, step))
+            return list(self)[index]
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"history indices are whole numbers or slices, not {type(index).__name__}")
+        found = self.last(-index) if index < 0 else list(itertools.islice(self, index, index + 1))
+        if len(found) < (-index if index < 0 else 1):
+            raise IndexError(f"history index {index} is out of range: {len(self)} events match")
+        return found[0]
+
+    def __repr__(self) -> str:
+        return "<History: iterate it, or ask len(), [-1], last(n)>"
 
 
 @attrs.frozen

@@ -21,16 +21,17 @@ import shutil
 import signal
 import sys
 import tempfile
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import attrs
 import click
 import rich.console
 
-from ledger import Ledger, LedgerError, Scope, TableInstance, copy_ledger
+from ledger import HistoryEntry, Ledger, LedgerError, Scope, TableInstance, copy_ledger
 from ledger.audit import Checkpoint, generate_key, outputs
 from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
+from ledger.views import format_bytes
 
 DEFAULT_LEDGER = "ledger.db"
 
@@ -205,14 +206,6 @@ def _text_table(header: Sequence[str], rows: list[Sequence[Any]]) -> str:
     return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]) for row in cells)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 # --- tables ----------------------------------------------------------------------------------
 
 @command(cli, "create", short_help="Create a table.", creates=True)
@@ -290,7 +283,7 @@ def show_dropped(ctx: Context, database: str | None, name: str | None) -> None:
              lambda: _text_table(
                  ("ID", "NAME", "STATE", "DROPPED_AT", "RESTORABLE_UNTIL", "FILES", "SIZE", "LOCATION"),
                  [(t.id, t.name, t.state, iso_utc(t.dropped_at), iso_utc(t.restorable_until),
-                   sizes[t.id][0], _size(sizes[t.id][1]), t.location) for t in found])
+                   sizes[t.id][0], format_bytes(sizes[t.id][1]), t.location) for t in found])
              if found else "no dropped tables")
 
 
@@ -314,7 +307,7 @@ def versions(ctx: Context, name: str | None, table_id: str | None, with_files: b
     ctx.emit([v.to_dict(with_files=with_files) for v in found], lambda: _text_table(
         ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
         [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",
-          v.file_count, _size(v.bytes), "current" if v.current else "expired" if v.expired else "readable")
+          v.file_count, format_bytes(v.bytes), "current" if v.current else "expired" if v.expired else "readable")
          for v in found]) if found else f"{name} has no versions yet")
 
 
@@ -440,14 +433,22 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
 @click.option("--until", default=None, metavar="TIME", help="Only events at or before this ISO 8601 time.")
 @click.option("--type", "types", multiple=True, metavar="TYPE",
               help="Only events of this type (e.g. TableDropped); repeat for several.")
+@click.option("--last", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the N latest of the events that match.")
+@click.option("--count", "count_only", is_flag=True, help="Print how many events match, not the events.")
 def history(ctx: Context, name: str | None, table_id: str | None, actor: str | None, since: str | None,
-            until: str | None, types: tuple[str, ...]) -> None:
+            until: str | None, types: tuple[str, ...], last: int | None, count_only: bool) -> None:
     """Every event, or those that match every filter given: one table (by NAME across renames, or
     --id), an actor, a time window, event types. Each says in words what happened. Printed as
     it is read, so a long log starts at once and never sits in memory."""
-    entries = ctx.ledger.history(name, table_id=table_id, actor=actor,
-                                 since=None if since is None else parse_time(since),
-                                 until=None if until is None else parse_time(until), type=types or None)
+    found = ctx.ledger.history(name, table_id=table_id, actor=actor,
+                               since=None if since is None else parse_time(since),
+                               until=None if until is None else parse_time(until), type=types or None)
+    if count_only:
+        n = len(found) if last is None else len(found.last(last))
+        click.echo(json.dumps({"count": n}) if ctx.as_json else f"{n} event{'' if n == 1 else 's'}")
+        return
+    entries: Iterable[HistoryEntry] = found if last is None else found.last(last)
     if ctx.as_json:
         click.echo("[", nl=False)
         for i, e in enumerate(entries):
@@ -596,8 +597,9 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         raise click.UsageError("--only-uncommitted sweeps only uncommitted data; it cannot be combined with "
                                "--no-uncommitted, which turns that sweep off")
     led = ctx.ledger
-    options = dict(retention=retention, database=database, limit=limit, override_floor=override_floor,
-                   uncommitted=uncommitted, only_uncommitted=only_uncommitted, grace=grace)
+    options: dict[str, Any] = dict(retention=retention, database=database, limit=limit,
+                                   override_floor=override_floor, uncommitted=uncommitted,
+                                   only_uncommitted=only_uncommitted, grace=grace)
     # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
     order = led.plan_vacuum(**options)
     if order.empty and not (dry_run and order.written):  # a dry run also lists foreign files

@@ -905,20 +905,56 @@ def test_history_filters_by_name_across_renames_id_actor_time_and_type(tmp_path:
         dropped = [e.text for e in led.history(type="TableDropped")]
         assert dropped[0] == f"alice@etl-3 dropped sales.orders (id {orders.id})"
         assert dropped[1] == f"bob@laptop dropped sales.orders_old (id {orders.id})"
-        assert "undropped sales.orders" in next(led.history(type="TableUndropped")).text
+        assert "undropped sales.orders" in led.history(type="TableUndropped")[0].text
 
 
 def test_history_streams_rather_than_loading_the_log(tmp_path: Path) -> None:
-    """The first entry of a long log arrives before the rest is read: a generator over batches."""
+    """The first entry of a long log arrives before the rest is read; each iteration reads the log
+    again, up to the last event there was when the query was made."""
     path = tmp_path / "l.db"
     with Ledger.open(path, clock=ManualClock(T0)) as led:
         for i in range(30):
             led.create_table(f"s.t{i}")
         entries = led.history()
-        assert iter(entries) is entries
-        first = next(entries)
+        walk = iter(entries)
+        first = next(walk)
         led.create_table("s.late")  # appended while the caller iterates: not in this history
-        assert first.seq == 1 and [e.seq for e in entries] == list(range(2, 31))
+        assert first.seq == 1 and [e.seq for e in walk] == list(range(2, 31))
+        assert [e.seq for e in entries] == list(range(1, 31))  # again, and the same
+
+
+def test_history_counts_and_gives_the_latest_without_a_list(tmp_path: Path) -> None:
+    """What users of delta-rs's history() reach for first: len(), [-1], the last N; and the first."""
+    path = tmp_path / "l.db"
+    with Ledger.open(path, clock=ManualClock(T0)) as led:
+        for i in range(12):
+            led.create_table(f"s.t{i}")
+            if i % 3 == 0:
+                led.drop_table(f"s.t{i}")
+        everything, drops = led.history(), led.history(type="TableDropped")
+        assert len(everything) == 16 and len(drops) == 4 and len(led.history("s.t3")) == 2
+        assert everything[-1].seq == 16 and everything[0].seq == 1 and everything[5].seq == 6
+        assert [e.seq for e in everything.last(3)] == [14, 15, 16] == [e.seq for e in everything[-3:]]
+        assert [e.seq for e in drops.last(10)] == [e.seq for e in drops]  # fewer than asked: all of them
+        assert drops.last(0) == [] and [e.seq for e in everything[2:4]] == [3, 4]
+        assert [e.seq for e in everything[::-5]] == [16, 11, 6, 1]
+        for index in (16, -17):
+            with pytest.raises(IndexError, match="out of range: 16 events match"):
+                everything[index]
+        for bad in (-1, 1.5, True, "3"):
+            with pytest.raises(InvalidArgument, match=r"last\(n\) takes a whole number"):
+                everything.last(bad)  # type: ignore[arg-type]
+
+
+def test_history_gives_sizes_in_the_units_versions_use(tmp_path: Path) -> None:
+    """One unit system (binary) wherever a size is shown: history's words and versions alike."""
+    from ledger.views import format_bytes
+    with Ledger.open(tmp_path / "l.db", clock=ManualClock(T0)) as led:
+        led.create_table("s.t")
+        w = led.begin_write("s.t")
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 104_448)])
+        assert format_bytes(104_448) == "102.0 KiB"
+        assert led.history(type="VersionCommitted")[-1].text.endswith("1 file, 102.0 KiB")
 
 
 def test_every_event_type_is_described_in_words(small_db: Path) -> None:

@@ -86,6 +86,15 @@ def test_history_filters_on_the_command_line_and_says_what_happened_in_words(db:
     refused(db, "history", "--since", "not-a-time", error="InvalidTime")
 
 
+def test_history_on_the_command_line_counts_and_gives_the_last_n(db: Path) -> None:
+    assert ok(db, "history", "--count").stdout == "4 events\n"
+    assert ok_json(db, "history", "--count", "--type", "TableDropped") == {"count": 1}
+    assert [e["seq"] for e in ok_json(db, "history", "--last", "2")] == [3, 4]
+    assert len(ok(db, "history", "--last", "1").stdout.splitlines()) == 1
+    assert ok(db, "history", "--last", "3", "--count").stdout == "3 events\n"
+    usage_error(db, "history", "--last", "0")
+
+
 # --- R16: checkpoints, proofs, export, keys ------------------------------------------------
 
 def test_r16_checkpoint_keygen_and_verify_against_a_signed_checkpoint(db: Path, tmp_path: Path) -> None:

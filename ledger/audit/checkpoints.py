@@ -52,7 +52,7 @@ def _hex64(name: str) -> Any:
     return check
 
 
-def _seq(_instance: object, _attribute: object, value: object) -> None:
+def _seq(_instance: object, _attribute: object, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise CheckpointInvalid(f"a checkpoint's seq must be a whole number >= 0, got {value!r}")
 

@@ -16,13 +16,13 @@ from ..core.events import Recorded, decode, registered
 from ..errors import InvalidArgument, InvalidTime, TableNotFound
 from ..names import table_id as valid_table_id, table_name
 from ..runner import Runner
-from ..views import HistoryEntry
+from ..views import History, HistoryEntry
 from .words import describe
 
 
 def history(runner: Runner, name: str | None = None, *, table_id: str | None = None,
             actor: str | None = None, since: datetime | None = None, until: datetime | None = None,
-            type: str | Iterable[str] | None = None) -> Iterator[HistoryEntry]:
+            type: str | Iterable[str] | None = None) -> History:
     """The events that match every filter given, oldest first (``since`` and ``until`` inclusive).
 
     Arguments are checked now, before the first entry is asked for: a bad one is a typed
@@ -45,19 +45,28 @@ def history(runner: Runner, name: str | None = None, *, table_id: str | None = N
         if not named and ids is None:
             raise TableNotFound(f"no table {table_name(name)} has ever existed in this ledger")
         ids = named if ids is None else ids & named
-    rows = store.read(first, upto=last, actor=actor, types=types,
-                      containing=None if ids is None else sorted(ids))
+    containing = None if ids is None else sorted(ids)
+
+    def matching() -> Iterator[tuple[tuple, Recorded]]:
+        for row in store.read(first, upto=last, actor=actor, types=types, containing=containing):
+            rec = decode(*row[:8])
+            if ids is None or _concerns(rec, ids):
+                yield row, rec
 
     def name_of(id_: str) -> str | None:
         inst = state.tables.instance(id_)
         return None if inst is None else inst.name
 
     def entries() -> Iterator[HistoryEntry]:
-        for row in rows:
-            rec = decode(*row[:8])
-            if ids is None or _concerns(rec, ids):
-                yield HistoryEntry.of(rec, describe(row[3], rec.actor, rec.event, name_of))
-    return entries()
+        for row, rec in matching():
+            yield HistoryEntry.of(rec, describe(row[3], rec.actor, rec.event, name_of))
+
+    def count() -> int:
+        if ids is None:  # every row the store's filters let through matches: no need to decode them
+            return sum(1 for _ in store.read(first, upto=last, actor=actor, types=types))
+        return sum(1 for _ in matching())
+
+    return History(entries, count)
 
 
 def _types(type_: str | Iterable[str] | None) -> list[str] | None:

@@ -9,17 +9,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..clock import format_duration, iso
+from ..views import format_bytes
 
 NameOf = Callable[[str], str | None]
-
-
-def size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"  # not reached
 
 
 def _plural(n: int, word: str) -> str:
@@ -52,7 +44,7 @@ def _retention(e: Any, n: NameOf) -> str:
 
 def _commit(e: Any, n: NameOf) -> str:
     how = "adopted the existing files of" if e.mode == "adopt" else f"committed ({e.mode})"
-    return (f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {size(e.bytes)}")
+    return (f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {format_bytes(e.bytes)}")
 
 
 def _vacuum_started(e: Any, n: NameOf) -> str:
@@ -64,7 +56,7 @@ def _vacuum_started(e: Any, n: NameOf) -> str:
 
 def _vacuum_finished(e: Any, n: NameOf) -> str:
     text = (f"finished vacuum run {e.run_id}: {_plural(e.purged, 'table')} purged, "
-            f"{_plural(e.files, 'file')} and {size(e.bytes)} deleted")
+            f"{_plural(e.files, 'file')} and {format_bytes(e.bytes)} deleted")
     return text + (f", {e.failed} failed" if e.failed else "")
 
 
@@ -74,7 +66,7 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "TableUndropped": lambda e, n: f"undropped {_table(e, n)}",
     "DatabaseDropped": lambda e, n: f"dropped database {e.database} ({_plural(len(e.table_ids), 'table')})",
     "DatabaseUndropped": lambda e, n: f"undropped database {e.database} ({_plural(len(e.table_ids), 'table')})",
-    "TablePurged": lambda e, n: f"purged {_table(e, n)}: {_plural(e.files, 'file')}, {size(e.bytes)}{_run(e)}",
+    "TablePurged": lambda e, n: f"purged {_table(e, n)}: {_plural(e.files, 'file')}, {format_bytes(e.bytes)}{_run(e)}",
     "WatermarkAdvanced": lambda e, n: f"advanced the watermark of {_scope(e.scope, n)} to {iso(e.to)}{_run(e)}",
     "RetentionSet": _retention,
     "LedgerUpgraded": lambda e, n: (f"upgraded the ledger file from format {e.from_format} to {e.to_format} "
@@ -86,10 +78,10 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "VersionRestored": lambda e, n: f"restored {_table(e, n)} to version {e.restored}, as version {e.number}",
     "RetentionMarkAdvanced": lambda e, n: f"advanced the retention mark of {_table(e, n)} to {iso(e.to)}{_run(e)}",
     "WritesSwept": lambda e, n: f"swept {_plural(len(e.write_ids), 'uncommitted write')} of {_table(e, n)}{_run(e)}",
-    "StragglersDeleted": lambda e, n: (f"deleted {_plural(e.files, 'straggler file')} ({size(e.bytes)}) from "
+    "StragglersDeleted": lambda e, n: (f"deleted {_plural(e.files, 'straggler file')} ({format_bytes(e.bytes)}) from "
                                        f"{_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}{_run(e)}"),
     "WriteFoldersDeleted": lambda e, n: (f"deleted {_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}: "
-                                         f"{_plural(e.files, 'file')}, {size(e.bytes)}{_run(e)}"),
+                                         f"{_plural(e.files, 'file')}, {format_bytes(e.bytes)}{_run(e)}"),
     "VacuumStarted": _vacuum_started,
     "VacuumLeased": lambda e, n: f"extended vacuum run {e.run_id}'s lease to {iso(e.until)}",
     "VacuumFinished": _vacuum_finished,

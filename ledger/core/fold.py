@@ -29,7 +29,7 @@ from .concern import Handler, corrupt
 from .events import Recorded, decode_event
 from .maps import OverlayMap, OverlayMutation
 
-_MUTATION = type(Map().mutate())
+_MUTATION: Any = type(Map().mutate())
 
 HOLD_AT = 4096
 """A map built as a dict with at least this many entries (a replay from nothing) is frozen as a
@@ -88,7 +88,7 @@ class Builder:
 
     def finish(self) -> Any:
         before = self.before
-        values = {name: getattr(before, name) for name in _names(type(before))}
+        values = {name: getattr(before, name) for name in _names(before.__class__)}
         values.update((name, _freeze(self.__dict__[name])) for name in self._touched)
         values["seq"], values["last_time"] = self.seq, self.last_time
         if self._streams:
@@ -144,7 +144,7 @@ def _names(cls: type) -> tuple[str, ...]:
 def _thaw(part: Any) -> Any:
     """A copy of a slice whose maps can be changed in place."""
     values = {}
-    for name in _names(type(part)):
+    for name in _names(part.__class__):
         value = getattr(part, name)
         if isinstance(value, Map):
             value = value.mutate() if len(value) else {}
@@ -156,7 +156,7 @@ def _thaw(part: Any) -> Any:
 
 def _freeze(view: Any) -> Any:
     values = {}
-    for name in _names(type(view)):
+    for name in _names(view.__class__):
         value = getattr(view, name)
         if isinstance(value, dict):
             value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)

@@ -64,11 +64,19 @@ class RetentionSet:
 # --- state ---------------------------------------------------------------------------------
 
 class Guarded(Protocol):
-    """What the guard needs to know of an instance."""
-    id: str
-    database: str
-    dropped_at: Micros | None
-    purged_at: Micros | None
+    """What the guard needs to know of an instance (read only: instances are frozen)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def database(self) -> str: ...
+
+    @property
+    def dropped_at(self) -> Micros | None: ...
+
+    @property
+    def purged_at(self) -> Micros | None: ...
 
 
 @attrs.frozen

@@ -313,6 +313,7 @@ class Data:
         found: list[tuple[str | None, str]] = []
         while True:
             if v.mode == "restore":
+                assert v.base is not None  # a restore always names the version it restores
                 v = self.versions[_key(v.table_id, v.base)]
                 continue
             assert v.manifest is not None

@@ -436,7 +436,7 @@ def pieces(root: str, location: str, depth: int = 2) -> list[str]:
                 return []
             level = [real]
             for _ in range(depth):
-                below = []
+                below: list[str] = []
                 for folder in level:
                     try:
                         with os.scandir(folder) as listing:

@@ -37,8 +37,11 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:  # obstore is imported where a store is reached, not by every executor
+    from obstore.store import ClientConfig, RetryConfig
 
 BATCH = 1_000
 """Keys a DeleteObjects request takes at most (S3's limit)."""
@@ -58,8 +61,8 @@ ATTEMPTS = 4
 """Tries of one batch before its keys are reported as not deleted. Inside each, the client retries
 what it knows to be passing (throttling, 5xx answers, dropped connections: ``RETRIES``)."""
 
-RETRIES = {"max_retries": 4, "retry_timeout": timedelta(seconds=60),
-           "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2)}}
+RETRIES: RetryConfig = {"max_retries": 4, "retry_timeout": timedelta(seconds=60),
+                        "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2)}}
 """The client's own retries of one request: 4, from 50 ms apart to 2 s (its default, 10 up to 15 s
 apart, keeps a vacuum waiting minutes on a key the store will never delete)."""
 
@@ -214,7 +217,7 @@ def _client(scheme: str, name: str) -> Any:
     from obstore.store import S3Store, from_url
     if scheme in ("s3", "s3a"):
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        options = {"timeout": _timeout(), "connect_timeout": "10s"}
+        options: ClientConfig = {"timeout": _timeout(), "connect_timeout": "10s"}
         if endpoint is None:
             return S3Store(name, client_options=options, retry_config=RETRIES)
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
@@ -323,7 +326,7 @@ def each(call: Callable[[T], Any], items: Iterable[T]) -> list[Any]:
     return list(_pool("list").map(call, items))
 
 
-def purge(root: str, locations: list[str], *, named: list[list[bytes]] | None = None,
+def purge(root: str, locations: list[str], *, named: list[list[bytes | None]] | None = None,
           verify: bool = True, siblings: int | None = None) -> list[tuple[int, int, str | None]]:
     """Delete every object under each location (all in one bucket, inside the warehouse root),
     their keys sharing batches. ``named``: for each location, the stored file lists of what the
