@@ -17,7 +17,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from .audit import copy as copies, export as exports, history as histories, outputs, proofs, verify as verifier
 from .audit.copy import CopyReport
@@ -43,7 +43,7 @@ from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence.contract import NoLedgerYet, Store
 from .persistence.stores import is_url, open_store
-from .views import HistoryEntry, TableInstance, TableVersion, VacuumOrder, WriteView
+from .views import History, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -107,6 +107,7 @@ class Ledger(Catalog):
             raise
 
     def close(self) -> None:
+        """Close the store (the file, or the connection to the server); a ``with`` block does it for you."""
         self.store.close()
 
     def __enter__(self) -> Ledger:
@@ -380,20 +381,25 @@ class Ledger(Catalog):
     def _view(self, table_id: str) -> TableInstance:
         """An instance as of the state we hold (a command's result: that state includes it)."""
         state = self.runner.held
-        return TableInstance.of(state, state.tables.instance(table_id), self._root(state))
+        instance = state.tables.instance(table_id)
+        assert instance is not None  # the command that named it was decided on this state
+        return TableInstance.of(state, instance, self._root(state))
 
     def event_count(self) -> int:
+        """How many events the log holds now."""
         return self.store.count()
 
     def history(self, name: str | None = None, *, table_id: str | None = None, actor: str | None = None,
                 since: datetime | None = None, until: datetime | None = None,
-                type: str | Iterable[str] | None = None) -> Iterator[HistoryEntry]:
+                type: str | Iterable[str] | None = None) -> History:
         """The events that match every filter given, oldest first, each with what happened in words
         (``entry.text``): by table name (every instance that ever bore it, across renames) or id,
         by actor, within ``since``..``until`` (inclusive), of an event type (or several).
 
-        Streamed: the log is read in batches as you iterate, never held whole. Arguments are
-        checked when called, so a bad filter fails here rather than in your loop.
+        Streamed: iterating reads the log in batches, never whole. ``len()`` counts the matches,
+        ``.last(n)`` (or ``[-n:]``) gives the latest ``n`` and ``[-1]`` the latest, each holding
+        no more than it returns. Arguments are checked when called, so a bad filter fails here
+        rather than in your loop.
         """
         return histories.history(self.runner, name, table_id=table_id, actor=actor, since=since, until=until,
                                type=type)
