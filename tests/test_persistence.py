@@ -159,3 +159,44 @@ def test_r16_a_snapshot_deleted_under_a_reader_heals_from_the_log_inside_the_dec
     finally:
         a.close()
         b.close()
+
+
+def test_r16_r17_history_snapshots_are_the_same_bytes_whichever_process_folded_them(tmp_path: Path) -> None:
+    """What lets verify compare history snapshots by their bytes: written by another process (its
+    own string hashing, its own map orders) as a first open's backfill, each is exactly what an
+    encoder here makes of a fold to its event, incrementally, from stop to stop, and from nothing.
+    The catalog is big enough (over HOLD_AT instances) for maps held in buckets."""
+    from ledger.core.fold import HOLD_AT
+    from ledger.persistence import snapshot
+    from ledger.persistence.history import HistoryEncoder
+
+    path, clock = tmp_path / "l.db", ManualClock(T0)
+    with Ledger.open(path, clock=clock, synchronous="OFF") as led:
+        for i in range(HOLD_AT + 300):
+            led.create_table(f"db{i % 7}.t{i}")
+            if i % 5 == 0:
+                led.drop_table(f"db{i % 7}.t{i}")
+            if i % 50 == 0:
+                clock.advance(timedelta(seconds=1))
+        led.undrop_table("db0.t0")
+    with sqlite3.connect(path) as conn:
+        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+            conn.execute(f"DELETE FROM {table}")
+    with Ledger.open(path, create=False, history_every=1000, apart_from=1) as led:
+        assert led.runner.cache.background is not None and led.runner.cache.background.wait(timeout=120) == 0
+    store = SQLiteStore(str(path))
+    try:
+        stored = store.snapshots("history:")
+        assert len(stored) >= 5
+        encoder, fresh = HistoryEncoder(), State()
+        for name, at in stored:
+            fresh = fold_rows(fresh, store.read(fresh.seq, upto=at))
+            data = store.load_snapshot(name)
+            assert data is not None
+            tip = store.hash_at(at)
+            assert snapshot.history_matches(data.data, fresh, tip, encoder), name
+            assert encoder.body(fresh, tip) == HistoryEncoder().body(fresh, tip)
+            fresh = encoder.settled(fresh)
+        assert len(fresh.tables.instances) > HOLD_AT
+    finally:
+        store.close()

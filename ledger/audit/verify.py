@@ -25,8 +25,8 @@ from ..chain import consistency_proof, root_of_leaves, leaf, verify_consistency
 from ..core.model import State, fold_rows
 from ..core.versions import manifest_problem, parse_manifest
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
-from ..persistence import snapshot
 from ..persistence.cache import HISTORY_PREFIX
+from ..persistence.history import HistoryEncoder
 from ..persistence.contract import EventStore, Generation
 from ..runner import Runner
 from .chainwalk import ChainWalk
@@ -151,22 +151,22 @@ def _fold_comparing_snapshots(runner: Runner, walk: ChainWalk | None, head: int)
     generation = stale.compared
     stops = set(history) | ({generation.seq} if generation is not None and generation.seq <= head else set())
     present = runner.refresh()
-    fresh, encodings = State(), snapshot.Encodings()
+    fresh, encoder = State(), HistoryEncoder()
     for stop in sorted(stops | {head}):
         rows = store.read(fresh.seq, upto=stop, with_hash=walk is not None and walk.with_hash)
         fresh = fold_rows(fresh, walk.rows(rows) if walk is not None else rows)
         if fresh.seq != stop:
             continue
-        if stop in history and not cache.history_agrees(history[stop], fresh, present, encodings):
+        if stop in history and not cache.history_agrees(history[stop], fresh, present, encoder):
             stale.history_discarded += 1
             if store.load_snapshot(history[stop]) is not None:
                 stale.history.append(history[stop])
         if generation is not None and stop == generation.seq:
-            stale.generation = not cache.generation_agrees(generation, fresh, encodings)
-        encodings.next_round()
+            stale.generation = not cache.generation_agrees(generation, fresh, encoder)
+        fresh = encoder.settled(fresh)  # the next stop's changes are only what moved in between
     if generation is not None and generation.seq > head:  # written since verify began
         stale.generation = not cache.generation_agrees(
-            generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encodings)
+            generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encoder)
     return fresh, stale
 
 

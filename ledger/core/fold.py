@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import gc
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -27,7 +28,7 @@ from ..clock import Micros
 from ..errors import LedgerCorrupt
 from .concern import Handler, corrupt
 from .events import Recorded, decode_event
-from .maps import OverlayMap, OverlayMutation
+from .maps import Held, OverlayMap, OverlayMutation
 
 _MUTATION: Any = type(Map().mutate())
 
@@ -35,6 +36,10 @@ HOLD_AT = 4096
 """A map built as a dict with at least this many entries (a replay from nothing) is frozen as a
 ``OverlayMap`` over the dict itself (``OverlayMap.held``), not copied into a persistent map: the copy
 cost about a tenth of a million-event replay. Smaller ones become ``Map``, which read a little faster."""
+BULK = 1000
+"""A batch of at least this many rows thaws a big map held in memory into a dict of its own (a
+copy, in C) and folds into that, as a replay from nothing does: three times faster per event than
+changes on top of the held entries, which a command's few events keep (a copy would cost more)."""
 
 
 class Builder:
@@ -47,8 +52,10 @@ class Builder:
     end, because every event moves one and only the last value matters.
     """
 
-    def __init__(self, state: Any, slices: frozenset[str], handlers: Mapping[type, Handler]) -> None:
+    def __init__(self, state: Any, slices: frozenset[str], handlers: Mapping[type, Handler], *,
+                 bulk: bool = False) -> None:
         self.before = state
+        self._bulk = bulk
         """The state before this batch (read-only)."""
         self.seq: int = state.seq
         self.last_time: Micros = state.last_time
@@ -60,7 +67,7 @@ class Builder:
     def __getattr__(self, name: str) -> Any:
         if name not in self._slices:
             raise AttributeError(name)
-        view = _thaw(getattr(self.before, name))
+        view = _thaw(getattr(self.before, name), self._bulk)
         setattr(self, name, view)
         self._touched.append(name)
         return view
@@ -113,16 +120,22 @@ class Folder:
                 raise _malformed(r.seq, exc) from None
         return builder.finish()
 
-    def fold_rows(self, state: Any, rows: Iterable[tuple]) -> Any:
+    def fold_rows(self, state: Any, rows: Iterable[tuple], *, bulk: bool | None = None) -> Any:
         """``fold`` straight from stored rows ``(seq, stream, version, type, schema_version,
         time, actor, payload, ...)``, without building a ``Recorded`` envelope for each, and
-        with the cyclic garbage collector paused: replay is the hot path."""
-        builder = Builder(state, self.slices, self.handlers)
+        with the cyclic garbage collector paused: replay is the hot path.
+
+        ``bulk`` (None: a batch of ``BULK`` rows or more) folds big in-memory maps as dicts of
+        their own; False keeps them as changes on top of what they held, which is what a caller
+        that encodes only the changes between two folds wants."""
+        rows = iter(rows)
+        first = list(itertools.islice(rows, BULK))
+        builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
         apply = builder.apply
         seq = state.seq
         with gc_paused():
             try:
-                for row in rows:
+                for row in itertools.chain(first, rows):
                     seq = row[0]
                     apply(seq, row[1], row[2], row[5], decode_event(seq, row[3], row[4], row[7]))
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
@@ -141,15 +154,15 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(field.name for field in attrs.fields(cls))
 
 
-def _thaw(part: Any) -> Any:
-    """A copy of a slice whose maps can be changed in place."""
+def _thaw(part: Any, bulk: bool) -> Any:
+    """A copy of a slice whose maps can be changed in place (``bulk``: a long batch, see ``BULK``)."""
     values = {}
     for name in _names(part.__class__):
         value = getattr(part, name)
         if isinstance(value, Map):
             value = value.mutate() if len(value) else {}
         elif isinstance(value, OverlayMap):
-            value = value.mutate()
+            value = dict(value.items()) if bulk and isinstance(value.base, Held) else value.mutate()
         values[name] = value
     return type(part)(**values)
 

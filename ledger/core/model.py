@@ -85,6 +85,6 @@ def fold(state: State, records: Iterable[Recorded]) -> State:
     return _FOLDER.fold(state, records)
 
 
-def fold_rows(state: State, rows: Iterable[tuple]) -> State:
-    """``fold`` straight from stored rows (the replay path)."""
-    return _FOLDER.fold_rows(state, rows)
+def fold_rows(state: State, rows: Iterable[tuple], *, bulk: bool | None = None) -> State:
+    """``fold`` straight from stored rows (the replay path); ``bulk``: see ``fold.BULK``."""
+    return _FOLDER.fold_rows(state, rows, bulk=bulk)

@@ -33,6 +33,7 @@ from ..errors import Conflict, LedgerCorrupt
 from . import snapshot
 from .apart import APART_FROM, start_with_store
 from .contract import Generation, Snapshot, SnapshotGone, Store
+from .history import HistoryEncoder
 from .lazy import Heal
 
 LEGACY_SNAPSHOT = "catalog"
@@ -228,26 +229,25 @@ class StateCache:
     def fold_to(self, state: State, upto: int | None) -> State:
         """Fold the log after ``state`` up to event ``upto`` (None: the end), keeping a history
         snapshot at each multiple of ``history_every`` passed on the way."""
-        every, encodings = self.history_every, snapshot.Encodings()  # one fold's snapshots share encodings
+        every, encoder = self.history_every, HistoryEncoder()  # one fold's snapshots, each from the last
         while True:
             boundary = (state.seq // every + 1) * every
             stop = boundary if upto is None or upto > boundary else upto
             state = fold_rows(state, self.store.read(state.seq, upto=stop))
             if state.seq == boundary:
-                self._save_history(state, encodings)
+                self._save_history(state, encoder)
+                state = encoder.settled(state)
             if state.seq < stop or state.seq == upto:
                 return state
 
     # --- the past (R17) -----------------------------------------------------------------------
 
-    def _save_history(self, state: State, encodings: snapshot.Encodings | None = None) -> None:
+    def _save_history(self, state: State, encoder: HistoryEncoder | None = None) -> None:
         name = f"{HISTORY_PREFIX}{state.seq:012d}"
         if self.store.load_snapshot(name) is not None:
             return
         try:
-            data = snapshot.dump(state, self.store.hash_at(state.seq), encodings=encodings)
-            if encodings is not None:
-                encodings.next_round()
+            data = snapshot.dump(state, self.store.hash_at(state.seq), encoder=encoder)
             self.store.save_snapshot(name, Snapshot(state.seq, snapshot.FORMAT, data))
         except (Conflict, OSError):
             pass  # a cache: a busy or read-only store goes without
@@ -294,7 +294,7 @@ class StateCache:
 
     # --- checking the snapshots against a fold (verify) ----------------------------------------
 
-    def history_agrees(self, name: str, fresh: State, present: State, encodings: snapshot.Encodings) -> bool:
+    def history_agrees(self, name: str, fresh: State, present: State, encoder: HistoryEncoder) -> bool:
         """Whether history snapshot ``name`` holds ``fresh`` (a fold of the log to its event): by its
         bytes, else (an earlier release's layout, or a lie) by its decoded state. One that cannot
         be read or trusted at all is deleted here; one that disagrees is the caller's to delete."""
@@ -302,16 +302,16 @@ class StateCache:
         if snap is None:
             return True  # deleted meanwhile: nothing is left to lie
         if snap.format == snapshot.FORMAT and snap.seq == fresh.seq and \
-                snapshot.history_matches(snap.data, fresh, self.store.hash_at(fresh.seq), encodings):
+                snapshot.history_matches(snap.data, fresh, self.store.hash_at(fresh.seq), encoder):
             return True
         kept = self.load_history(name, present)
         return kept is not None and snapshot.history_equal(kept, fresh)
 
-    def generation_agrees(self, generation: Generation, fresh: State, encodings: snapshot.Encodings) -> bool:
+    def generation_agrees(self, generation: Generation, fresh: State, encoder: HistoryEncoder) -> bool:
         """Whether stored ``generation`` holds ``fresh`` (a fold of the log to its event), read
         strictly: an entry that fails its check counts against it. By bytes, entry for entry,
         else by decoded states."""
-        stored = snapshot.keyed(fresh, self.store.hash_at(fresh.seq), encodings=encodings)
+        stored = snapshot.keyed(fresh, self.store.hash_at(fresh.seq), encoder=encoder)
         try:
             if stored.head == generation.head and snapshot.entries_match(
                     stored, lambda part: self.store.generation_part(generation, part).scan()):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Protocol
 import attrs
 from immutables import Map
 
+from ..core.fold import HOLD_AT
 from ..core.maps import OverlayMap
 from .archive import ARCHIVE_CODEC
 
@@ -101,9 +102,12 @@ class MapOf:
         encode = self.values.encode
         return {key: encode(item) for key, item in value.items()}
 
-    def decode(self, data: Any) -> Map:
+    def decode(self, data: Any) -> Map | OverlayMap:
         decode = self.values.decode
-        return Map({key: decode(item) for key, item in data.items()})
+        found = {key: decode(item) for key, item in data.items()}
+        # As a replay freezes what it built: a big map is held as the dict (building a persistent
+        # map of it costs more than the as_of fold that follows), a small one becomes a Map.
+        return OverlayMap.held(found) if len(found) >= HOLD_AT else Map(found)
 
     # As a keyed part of a stored snapshot (one entry per key, read when asked for: see ``lazy``).
 

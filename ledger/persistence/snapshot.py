@@ -37,13 +37,13 @@ from immutables import Map
 from ..core.fold import gc_paused
 from ..core.maps import GONE, OverlayMap
 from ..core.model import CONCERNS, State
-from . import archive
+from . import archive, history
 from .codecs import PLAIN, KeyedCodec, MapOf, codec_of
+from .history import HistoryEncoder
 from .lazy import Heal, Source, StoredEntries
 
-FORMAT = 10
-"""Of history snapshots (one document each). A state's shape changed means a new format: a
-snapshot of the old shape is ignored and rebuilt from the log (10: versions' schemas)."""
+FORMAT = history.FORMAT
+"""Of history snapshots (one document each: ``history``)."""
 KEYED_FORMAT = 11
 """Of the stored, keyed snapshot of the present (11: versions' schemas)."""
 STREAMS = "streams"
@@ -55,40 +55,7 @@ class SnapshotMismatch(ValueError):
     """The bytes are not a snapshot this release wrote, or were changed since."""
 
 
-class Encodings:
-    """Each entry's JSON, kept from one snapshot to the next by the entry's identity.
-
-    Between two snapshots a fold changes few entries and leaves the others the very same
-    objects, so a snapshot encoded with the previous one's ``Encodings`` costs what changed,
-    not the whole state: that is what lets a first open (or ``backfill``) write a history
-    snapshot every ``history_every`` events, and ``verify`` re-encode the fold at each one to
-    compare bytes. ``next_round`` forgets what the last snapshot did not use, so it holds at
-    most two states' worth.
-    """
-
-    def __init__(self) -> None:
-        self._old: dict[str, dict[int, tuple[Any, bytes]]] = {}
-        self._new: dict[str, dict[int, tuple[Any, bytes]]] = {}
-
-    def next_round(self) -> None:
-        self._old, self._new = self._new, {}
-
-    def all_of(self, part: str, items: Iterable[tuple[str | None, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
-        """``orjson.dumps(encode(item))`` for every ``(key, item)`` of one part, in order: from the last
-        round or this one where the item was there, so an unchanged entry costs a lookup."""
-        old, new = self._old.get(part, {}), self._new.setdefault(part, {})
-        dumps, out = orjson.dumps, []
-        for _, item in items:
-            ident = id(item)
-            kept = new.get(ident) or old.get(ident)
-            if kept is None or kept[0] is not item:  # an id reused by another object is not a hit
-                kept = (item, dumps(encode(item)))
-            new[ident] = kept  # holding the item keeps its id from being reused this round
-            out.append(kept[1])
-        return out
-
-
-def _no_memo(part: str, items: Iterable[tuple[str | None, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
+def _no_memo(part: str, items: Iterable[tuple[str, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
     dumps = orjson.dumps
     return [dumps(encode(item)) for _, item in items]
 
@@ -139,15 +106,15 @@ def entries_of(state: State) -> dict[str, dict[str, Any]]:
     return {part: dict(codec.entries(value).items()) for part, codec, value in _fields(compacted(state))}
 
 
-def keyed(state: State, tip: str | None, *, delta_of: object = None, encodings: Encodings | None = None) -> Stored:
+def keyed(state: State, tip: str | None, *, delta_of: object = None, encoder: HistoryEncoder | None = None) -> Stored:
     """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
     part was read from it, else all of it."""
     with gc_paused():  # compacting and encoding allocate per entry and make no cycles
-        return _keyed(compacted(state), tip, delta_of, _no_memo if encodings is None else encodings.all_of)
+        return _keyed(compacted(state), tip, delta_of, _no_memo if encoder is None else encoder.all_of)
 
 
 def _keyed(state: State, tip: str | None, delta_of: object,
-           encoded: Callable[[str, Iterable[tuple[str | None, Any]], Any], list[bytes]]) -> Stored:
+           encoded: Callable[[str, Iterable[tuple[str, Any]], Any], list[bytes]]) -> Stored:
     parts = [(part, codec, codec.entries(value)) for part, codec, value in _fields(state)]
     delta = delta_of is not None and all(
         isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries)
@@ -230,46 +197,15 @@ def rebased(written: Stored, part: Callable[[str], Source], stamp: object, heal:
 # --- history snapshots: one document each -----------------------------------------------------
 
 
-def dump(state: State, tip: str | None, *, encodings: Encodings | None = None) -> bytes:
+def dump(state: State, tip: str | None, *, encoder: HistoryEncoder | None = None) -> bytes:
     """A history snapshot of ``state``; ``tip`` is the chain hash of event ``state.seq`` (None for a
-    log without the chain). ``encodings``: those of the previous snapshot of the same fold."""
+    log without the chain). ``encoder``: the one that encoded this fold's previous snapshots."""
     with gc_paused():  # on a big heap the collector's rescans cost twice the encoding
-        body = _body(state, tip, _no_memo if encodings is None else encodings.all_of)
+        body = (encoder or HistoryEncoder()).body(state, tip)
     return zlib.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 1)
 
 
-def _body(state: State, tip: str | None,
-          encoded: Callable[[str, Iterable[tuple[str | None, Any]], Any], list[bytes]]) -> bytes:
-    """A history snapshot's contents, the same bytes for equal states whichever process folded them
-    (keys sorted: a map's order depends on its history and the process's string hashing), so
-    that ``verify`` can compare bytes rather than decode."""
-    slices: dict[str, dict[str, Any]] = {}
-    raw_index: list[list[str]] = []
-    raw_parts: list[bytes] = []
-    for name in CONCERNS:
-        part = getattr(state, name)
-        if name == "tables":
-            part = archive.for_history(part)
-        fields: dict[str, Any] = {}
-        for field in attrs.fields(type(part)):
-            codec, value, where = codec_of(field), getattr(part, field.name), f"{name}.{field.name}"
-            if isinstance(codec, MapOf):
-                items = value.items()
-                fields[field.name] = dict(zip((key for key, _ in items),
-                                              map(orjson.Fragment, encoded(where, items, codec.encode_item))))
-            elif codec.raw:
-                raw_index.append([name, field.name])
-                raw_parts.append(codec.encode(value))
-            else:
-                fields[field.name] = codec.encode(value)
-        slices[name] = fields
-    head = orjson.dumps({"format": FORMAT, "seq": state.seq, "last_time": state.last_time, "tip": tip,
-                         "history": True, "streams": dict(state.streams), "slices": slices,
-                         "raw": raw_index}, option=orjson.OPT_SORT_KEYS)
-    return b"\n".join([head, *raw_parts])
-
-
-def history_matches(data: bytes, state: State, tip: str | None, encodings: Encodings) -> bool:
+def history_matches(data: bytes, state: State, tip: str | None, encoder: HistoryEncoder) -> bool:
     """Whether the stored history snapshot ``data`` is intact and holds exactly the bytes a snapshot
     of ``state`` would: proof it agrees with the fold, without decoding it. False proves nothing
     (a snapshot of an earlier release is laid out otherwise): compare decoded states then."""
@@ -279,7 +215,7 @@ def history_matches(data: bytes, state: State, tip: str | None, encodings: Encod
         return False
     start = plain.find(b"\n") + 1
     with gc_paused():
-        fresh = _body(state, tip, encodings.all_of)
+        fresh = encoder.body(state, tip)
     return bool(start) and plain[:start - 1] == hashlib.sha256(fresh).hexdigest().encode() and \
         memoryview(plain)[start:] == fresh
 
