@@ -5,7 +5,7 @@ snapshots keep them apart from the live catalog (``core.tables.Archive``):
 
 * the stored snapshot of the present moves every purged instance to the archive
   (``for_snapshot``), one entry each, read when asked for (``StoredArchive``);
-* a history snapshot leaves them out altogether (``for_history``): the present state
+* a history snapshot leaves them out altogether (``left_to_the_present``): the present state
   holds every one of them exactly, and gives back those purged by the snapshot's time
   (``from_history``, ``PurgedBy``);
 * a history snapshot of an earlier release kept them as one document (``HeldArchive``).
@@ -18,7 +18,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 import orjson
-from immutables import Map
 
 from ..clock import Micros
 from ..core.maps import GONE, OverlayMap
@@ -273,16 +272,14 @@ def for_snapshot(tables: Tables) -> Tables:
     return attrs.evolve(tables, instances=mutation.finish(), archive=plus(tables.archive, purged))
 
 
-def for_history(tables: Tables) -> Tables:
-    """The same catalog without its purged instances: a history snapshot leaves them to the
-    present state, which holds every one of them (``from_history``)."""
-    # Built afresh from the survivors: cheaper than deleting the (usually many more) purged.
-    kept = Map({id_: i for id_, i in tables.instances.items() if i.purged_at is None})
-    return attrs.evolve(tables, instances=kept, archive=NO_ARCHIVE)
+def left_to_the_present(instance: Instance) -> bool:
+    """Whether a history snapshot leaves ``instance`` out (with the whole archive): a purged one,
+    which the present state holds exactly as it was (``from_history``)."""
+    return instance.purged_at is not None
 
 
 def history_equal(a: Tables, b: Tables) -> bool:
-    """Equal in what a history snapshot keeps (``for_history``), without building that copy of
+    """Equal in what a history snapshot keeps (``left_to_the_present``), without building that copy of
     a big catalog: the unpurged instances and the name maps."""
     if (a.bindings, a.dropped, a.database_drops) != (b.bindings, b.dropped, b.database_drops):
         return False

@@ -24,6 +24,7 @@ import orjson
 from ..core.maps import GONE, Held, OverlayMap
 from ..core.model import CONCERNS, State
 from ..core.tables import NO_ARCHIVE
+from .archive import left_to_the_present
 from .codecs import MapOf, codec_of
 
 FORMAT = 10
@@ -109,7 +110,7 @@ class HistoryEncoder:
                     if encoded is None:
                         encoded = self._maps[where] = _Map()
                     encoded.sync(getattr(part, field.name), codec.encode_item,
-                                 _purged if where == INSTANCES else None)
+                                 left_to_the_present if where == INSTANCES else None)
                     fields[field.name] = orjson.Fragment(encoded.document())
                 elif codec.raw:  # the purged instances' archive: left to the present state
                     raw_index.append([name, field.name])
@@ -150,7 +151,3 @@ class HistoryEncoder:
         known_values = {} if found is None else found.values
         dumps = orjson.dumps
         return [known_values[key] if known_items.get(key) is item else dumps(encode(item)) for key, item in items]
-
-
-def _purged(item: Any) -> bool:
-    return item.purged_at is not None
