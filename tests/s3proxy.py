@@ -129,7 +129,8 @@ class FaultProxy:
         with self.lock:
             return [k for seen in self.requests for k in seen.keys]
 
-    def _take(self, method: str, target: str) -> Fault | None:
+    def take_fault(self, method: str, target: str) -> Fault | None:
+        """The next armed fault that matches this request, counted as used (None: pass it on)."""
         with self.lock:
             for fault in self.faults:
                 if fault.hits < fault.times and (fault.match is None or fault.match(method, target)):
@@ -137,7 +138,8 @@ class FaultProxy:
                     return fault
         return None
 
-    def _seen(self, seen: Seen) -> None:
+    def record(self, seen: Seen) -> None:
+        """Note a request the proxy answered or passed on."""
         with self.lock:
             self.requests.append(seen)
 
@@ -196,9 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP]
         keys = [unescape(k.decode()) for k in re.findall(rb"<Key>(.*?)</Key>", body, re.S)] \
             if DELETES(method, target) else []
-        fault = proxy._take(method, target)
+        fault = proxy.take_fault(method, target)
         if fault is not None and fault.kind == "status":
-            proxy._seen(Seen(method, target, fault.status, "status", keys))
+            proxy.record(Seen(method, target, fault.status, "status", keys))
             xml = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{fault.code}</Code>'
                    "<Message>injected by the test proxy</Message></Error>").encode()
             self._answer(fault.status, "Injected", [("Content-Type", "application/xml")], xml)
@@ -213,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "reset":
             if fault.forward:
                 self._forward(body, headers)
-            proxy._seen(Seen(method, target, None, "reset", keys))
+            proxy.record(Seen(method, target, None, "reset", keys))
             self._reset()
             return
         self._pass(body, headers, keys, fault)
@@ -241,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
             contents = "".join(f"<Contents><Key>{escape(k)}</Key><Size>1</Size>"
                                "<LastModified>2020-01-01T00:00:00.000Z</LastModified></Contents>" for k in extra)
             data = data.replace(b"</ListBucketResult>", contents.encode() + b"</ListBucketResult>")
-        proxy._seen(Seen(method, target, status, None if fault is None else fault.kind, keys))
+        proxy.record(Seen(method, target, status, None if fault is None else fault.kind, keys))
         self._answer(status, reason, answer_headers, data)
 
     def _guarded(self) -> None:

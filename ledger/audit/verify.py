@@ -163,7 +163,6 @@ def _fold_comparing_snapshots(runner: Runner, walk: ChainWalk | None, head: int)
                 stale.history.append(history[stop])
         if generation is not None and stop == generation.seq:
             stale.generation = not cache.generation_agrees(generation, fresh, encoder)
-        fresh = encoder.settled(fresh)  # the next stop's changes are only what moved in between
     if generation is not None and generation.seq > head:  # written since verify began
         stale.generation = not cache.generation_agrees(
             generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encoder)

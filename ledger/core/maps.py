@@ -134,11 +134,6 @@ class OverlayMap(_Reads, Mapping[str, Any]):
 
     __hash__ = None  # type: ignore[assignment]
 
-    def settled(self) -> OverlayMap:
-        """The same entries, held afresh with no changes on top (only for entries held in memory:
-        it reads every one)."""
-        return OverlayMap.held(self._merged()) if self.changes else self
-
     def update(self, more: Mapping[str, Any]) -> OverlayMap:
         return OverlayMap(self.base, self.changes.update(more))
 

@@ -236,7 +236,6 @@ class StateCache:
             state = fold_rows(state, self.store.read(state.seq, upto=stop))
             if state.seq == boundary:
                 self._save_history(state, encoder)
-                state = encoder.settled(state)
             if state.seq < stop or state.seq == upto:
                 return state
 

@@ -5,8 +5,8 @@ from which ``as_of`` folds a short way (R17). A fold passes many of them (a firs
 backfill writes them all; ``verify`` compares each with the fold), and encoding the whole
 state at each costs the fold several times over. ``HistoryEncoder`` keeps one fold's
 encoding from stop to stop and redoes only the entries that changed: in an ``OverlayMap``
-those are its ``changes`` (``settled`` starts them afresh at each stop), and an entry that
-is the very same object as last time is not encoded again.
+still over the entries last seen, those are its ``changes``; in a map of its own (a long fold
+copies big maps: ``fold.BULK``), the entries that are not the very objects encoded last time.
 
 The layout is fixed by the state alone, whatever process folded it and in what order: every
 map is a JSON object with its keys sorted, as is everything else. So ``verify`` compares
@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 import attrs
 import orjson
 
-from ..core.maps import GONE, Held, OverlayMap
+from ..core.maps import GONE, OverlayMap
 from ..core.model import CONCERNS, State
 from ..core.tables import NO_ARCHIVE
 from .archive import left_to_the_present
@@ -122,26 +122,6 @@ class HistoryEncoder:
                              "history": True, "streams": dict(state.streams), "slices": slices,
                              "raw": raw_index}, option=orjson.OPT_SORT_KEYS)
         return b"\n".join([head, *raw_parts])
-
-    def settled(self, state: State) -> State:
-        """``state``, just encoded, with every big map a fold built in memory held afresh, its changes
-        folded in: the next snapshot's changes are then only what moves in between. A map read
-        from a stored snapshot is left as it is (settling it would read every entry)."""
-        slices = {}
-        for name in CONCERNS:
-            part = getattr(state, name)
-            values = {}
-            for field in attrs.fields(type(part)):
-                value = getattr(part, field.name)
-                if isinstance(value, OverlayMap) and isinstance(value.base, Held) and value.changes:
-                    encoded = self._maps.get(f"{name}.{field.name}")
-                    before, value = value, value.settled()
-                    if encoded is not None and encoded.base is before.base and encoded.changes is before.changes:
-                        # what was encoded is this very content: only where it is held has moved
-                        encoded.base, encoded.changes = value.base, value.changes
-                values[field.name] = value
-            slices[name] = type(part)(**values)
-        return attrs.evolve(state, **slices)
 
     def all_of(self, part: str, items: Iterable[tuple[str, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
         """Each item's JSON, taken from this encoding where the item is the one last encoded: so a

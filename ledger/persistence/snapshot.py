@@ -55,7 +55,7 @@ class SnapshotMismatch(ValueError):
     """The bytes are not a snapshot this release wrote, or were changed since."""
 
 
-def _no_memo(part: str, items: Iterable[tuple[str, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
+def _encoded_afresh(part: str, items: Iterable[tuple[str, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
     dumps = orjson.dumps
     return [dumps(encode(item)) for _, item in items]
 
@@ -110,7 +110,7 @@ def keyed(state: State, tip: str | None, *, delta_of: object = None, encoder: Hi
     """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
     part was read from it, else all of it."""
     with gc_paused():  # compacting and encoding allocate per entry and make no cycles
-        return _keyed(compacted(state), tip, delta_of, _no_memo if encoder is None else encoder.all_of)
+        return _keyed(compacted(state), tip, delta_of, _encoded_afresh if encoder is None else encoder.all_of)
 
 
 def _keyed(state: State, tip: str | None, delta_of: object,
