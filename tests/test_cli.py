@@ -726,9 +726,12 @@ def test_the_guide_lists_every_command_and_every_error_a_user_can_meet() -> None
     kinds = {cls for module in (ledger.errors, spark_ops.session, cli_module, retention_ledger.demo)
              for cls in vars(module).values()
              if inspect.isclass(cls) and issubclass(cls, ledger.errors.LedgerError)}
-    missing = sorted(cls.__name__ for cls in kinds
-                     if cls is not ledger.errors.LedgerError and f"`{cls.__name__}`" not in errors_table)
-    assert not missing, f"the errors page does not explain {missing}"
+    readme = (DOCS.parent / "README.md").read_text()
+    short = readme[readme.index("## When it refuses"):readme.index("## Guarantees")]
+    for where, text in (("the errors page", errors_table), ("README's short table", short)):
+        missing = sorted(cls.__name__ for cls in kinds
+                         if cls is not ledger.errors.LedgerError and f"`{cls.__name__}`" not in text)
+        assert not missing, f"{where} does not explain {missing}"
 
 
 def test_the_built_reference_documents_every_command_and_the_python_api(tmp_path: Path) -> None:
