@@ -351,6 +351,32 @@ def test_r16_a_long_first_open_leaves_its_snapshots_to_another_process(tmp_path:
         assert (report.history_discarded, report.snapshot_discarded) == (0, False)
 
 
+def test_r16_a_first_open_reads_from_the_generation_its_backfill_stored_once_it_is_there(tmp_path: Path) -> None:
+    """The state a long first open folded is held in full only until its backfill has stored the
+    generation: the next look at the store reads from that one, as every later open does (so a
+    big state stops costing memory and collector time), and answers and commands go on the same."""
+    path = tmp_path / "l.db"
+    clock = build_small(path, history_every=5)
+    with Ledger.open(path, create=False) as led:
+        truth = answers(led)
+    with sqlite3.connect(path) as conn:
+        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+            conn.execute(f"DELETE FROM {table}")
+    with Ledger.open(path, create=False, clock=clock, history_every=5, apart_from=1) as led:
+        cache = led.runner.cache
+        assert cache.background is not None and cache.background.wait(timeout=60) == 0
+        stored = led.runner.store.latest_generation()
+        assert stored is not None and stored.seq == led.event_count()
+        assert cache.generation is None  # held in full, as the open folded it
+        assert answers(led) == truth
+        assert cache.generation == stored and cache.held_checked_by(stored)
+        led.create_table("sales.later")
+        assert led.table("sales.later").state == "live"
+        assert {k: v for k, v in answers(led).items() if k not in ("tables", "versions", "marks")} == \
+            {k: v for k, v in truth.items() if k not in ("tables", "versions", "marks")}
+        assert led.verify().snapshot_discarded is False
+
+
 @pytest.mark.parametrize("apart_from", [0, -1, 1.5, True, "10"])
 def test_r16_a_bad_apart_from_is_invalid_argument_and_records_nothing(small_db: Path, tmp_path: Path,
                                                                      apart_from: object) -> None:

@@ -129,18 +129,18 @@ class Folder:
         their own; False keeps them as changes on top of what they held, which is what a caller
         that encodes only the changes between two folds wants."""
         rows = iter(rows)
-        first = list(itertools.islice(rows, BULK))
-        builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
-        apply = builder.apply
         seq = state.seq
-        with gc_paused():
+        with gc_paused():  # from the first page of rows read to the state frozen: all of it allocates
+            first = list(itertools.islice(rows, BULK))
+            builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
+            apply = builder.apply
             try:
                 for row in itertools.chain(first, rows):
                     seq = row[0]
                     apply(seq, row[1], row[2], row[5], decode_event(seq, row[3], row[4], row[7]))
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
                 raise _malformed(seq, exc) from None
-        return builder.finish()
+            return builder.finish()
 
 
 def _malformed(seq: int, exc: Exception) -> LedgerCorrupt:

@@ -62,6 +62,8 @@ class StateCache:
         another process (None: always by this one)."""
         self.background: subprocess.Popen[bytes] | None = None
         """The process writing this open's snapshots, if one was started."""
+        self._handed = False
+        """Whether the held state was offered the generation ``background`` stored (``_handed_back``)."""
         self.snapshot_seq = 0
         """The sequence number of the snapshot the held state started from or last wrote (0: none)."""
         self._lock = threading.RLock()
@@ -186,6 +188,11 @@ class StateCache:
         return self._state
 
     @property
+    def generation(self) -> Generation | None:
+        """The stored generation the held state reads from (None: held in full, in memory)."""
+        return self._generation
+
+    @property
     def due(self) -> bool:
         """Whether the held state has gone ``RECHECK`` seconds without looking at the store."""
         return time.monotonic() - self._looked > RECHECK
@@ -197,9 +204,26 @@ class StateCache:
             if self.store.changed_elsewhere() or force or self._damaged:
                 if self._generation is not None and self._superseded():
                     return self.load()
+                if self._handed_back():
+                    return self._state
                 self._state = self.fold_to(self._state, None)
                 self._maybe_snapshot()
             return self._state
+
+    def _handed_back(self) -> bool:
+        """Once the backfill a first open started (``_fold_handing_over``) has ended, read the held
+        state from the generation it stored, as every later open does, and fold on from there;
+        True if that was done. A big state held in full costs memory and, on each full pass of
+        the cyclic collector, time (hundreds of thousands of objects rescanned: about 0.4 s at a
+        million events). A generation that cannot be used leaves the state held as it is."""
+        if self._generation is not None or self._handed or self.background is None or self.background.poll() is None:
+            return False
+        self._handed = True
+        stored = self._load_stored()
+        if stored is None:
+            return False
+        self._state = self.fold_to(stored, None)
+        return True
 
     def _superseded(self) -> bool:
         """Whether another process started a newer chain of generations (or all were discarded):
@@ -260,6 +284,10 @@ class StateCache:
         present = self.refresh()
         if seq >= present.seq:
             return present
+        with gc_paused():  # a past state is a million young objects: a collection between its load
+            return self._state_at(seq, present)  # and its fold rescans them all, and the present
+
+    def _state_at(self, seq: int, present: State) -> State:
         for name, at in reversed(self.store.snapshots(HISTORY_PREFIX)):
             if at > seq:
                 continue
