@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ledger.errors import Conflict, LedgerError
-from ledger.persistence.contract import EventStore, Generation, NewEvent, Snapshot, SnapshotGone, Store
+from ledger.persistence.contract import MANY, EventStore, Generation, NewEvent, Snapshot, SnapshotGone, Store
 
 ACTOR = "tester"
 T = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds: an arbitrary "now"
@@ -306,6 +306,26 @@ class EventStoreContract:
         assert store.generation_part(delta, "p").get("b") is None
         assert self._entries(store, full, "p") == {"a": b"1", "b": b"2"}
         assert store.chain_entries(delta) == (2, 3)
+
+    def test_many_keys_read_at_once_as_each_reads_alone(self, store: EventStore) -> None:
+        """``get_many``: the newest entry of each key asked for along the chain, none for a key deleted
+        or never stored, across more keys than one statement asks for."""
+        keys = [f"k{i:05d}" for i in range(MANY * 2 + 7)]
+        full = store.write_generation(10, 8, b"h1", [("p", k, k.encode()) for k in keys[::2]] + [("q", "k00000", b"q")],
+                                      extends=None)
+        delta = store.write_generation(20, 8, b"h2", [("p", keys[0], None), ("p", keys[1], b"new"),
+                                                      ("p", keys[2], b"changed")], extends=full)
+        assert full is not None and delta is not None
+        part = store.generation_part(delta, "p")
+        asked = [*keys, "absent", keys[2]]
+        found = part.get_many(asked)
+        assert found == {k: v for k in asked if (v := part.get(k)) is not None}
+        assert found[keys[1]] == b"new" and found[keys[2]] == b"changed" and keys[0] not in found
+        assert store.generation_part(full, "p").get_many([keys[0], keys[1]]) == {keys[0]: keys[0].encode()}
+        assert part.get_many([]) == {}
+        store.delete_generations()
+        with pytest.raises(SnapshotGone):
+            part.get_many([keys[4]])
 
     def test_a_generation_not_newer_or_off_its_chain_is_not_written(self, store: EventStore) -> None:
         full = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)

@@ -21,7 +21,8 @@ import orjson
 
 from ..clock import Micros
 from ..core.maps import GONE, OverlayMap
-from ..core.tables import NO_ARCHIVE, Archive, Instance, Tables
+from ..core.tables import NO_ARCHIVE, Archive, Instance, Tables, ids_created
+from ..errors import LedgerError
 from .lazy import StoredEntries
 
 
@@ -219,6 +220,14 @@ class PurgedBy(Archive):
     def get(self, id_: str) -> Instance | None:
         return self._present.instance(id_) if self.purged_at(id_) is not None else None
 
+    def prefetch(self, ids: list[str]) -> None:
+        """Read what the later state holds of ``ids`` in a few statements, where ``purged_at`` would
+        read it one id at a time (two reads each, from a state read lazily)."""
+        present = self._present
+        _prefetch(present.instances, ids)
+        if isinstance(present.archive, StoredArchive):
+            _prefetch(present.archive.entries(), [id_ for id_ in ids if present.instances.get(id_) is None])
+
     def values(self) -> Iterable[Instance]:
         return self._details().values()
 
@@ -242,6 +251,27 @@ class _PurgedIds(AbstractSet[str]):
 
     def __len__(self) -> int:
         return len(self._archive.purge_times())
+
+
+def _prefetch(entries: Any, keys: list[str]) -> None:
+    if isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries):
+        changes = entries.changes
+        entries.base.prefetch(key for key in keys if key not in changes)
+
+
+def prefetch_created(tables: Tables, rows: Iterable[tuple]) -> None:
+    """Before a fold of stored ``rows`` on top of ``tables`` (a history snapshot's, completed from
+    the present: ``from_history``): read what the present holds of each instance they create,
+    for the fold asks of every one whether its id was taken before (on a present read lazily,
+    those reads one by one were most of an ``as_of``). ``rows`` need only be the creations
+    (``core.tables.CREATES``)."""
+    archive = tables.archive
+    if isinstance(archive, PurgedBy):
+        try:
+            ids = ids_created(rows)
+        except (LedgerError, TypeError, ValueError, KeyError, AttributeError):
+            return  # only a saving: the fold that follows finds, and names, what is wrong with the rows
+        archive.prefetch(ids)
 
 
 # --- the tables slice as each snapshot keeps it -----------------------------------------------

@@ -29,8 +29,9 @@ from typing import Any, Callable, Iterable
 from ..core.events import Recorded
 from ..core.fold import gc_paused
 from ..core.model import State, fold, fold_rows
+from ..core.tables import CREATES
 from ..errors import Conflict, LedgerCorrupt
-from . import snapshot
+from . import archive, snapshot
 from .apart import APART_FROM, start_with_store
 from .contract import Generation, Snapshot, SnapshotGone, Store
 from .history import HistoryEncoder
@@ -294,6 +295,7 @@ class StateCache:
             base = self.load_history(name, present)
             if base is None:
                 continue
+            archive.prefetch_created(base.tables, self.store.read(base.seq, upto=seq, types=CREATES))
             try:
                 return self.fold_to(base, seq)
             except LedgerCorrupt:  # the log does not follow on from it: the cache lied, not the log

@@ -129,7 +129,13 @@ class StoredPart(Protocol):
 
     def get(self, key: str) -> bytes | None: ...
 
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]: ...
+
     def scan(self) -> Iterator[tuple[str, bytes]]: ...
+
+
+MANY = 500
+"""Keys asked for in one statement by ``get_many`` (well inside every backend's limit on parameters)."""
 
 
 class SealedPart:

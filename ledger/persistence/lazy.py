@@ -19,7 +19,7 @@ damaged snapshot). The log is the truth (R16); a snapshot only saves time.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from ..core.maps import GONE
 from .contract import SnapshotGone
@@ -33,6 +33,9 @@ class Source(Protocol):
     its check."""
 
     def get(self, key: str) -> bytes | None: ...
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """Those of ``keys`` that are stored (one round trip for many: ``prefetch``)."""
 
     def scan(self) -> Iterator[tuple[str, bytes]]: ...
 
@@ -74,6 +77,25 @@ class StoredEntries:
             found = GONE if data is None else self.decode(key, data)
             self.found[key] = found
         return found
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """Read and decode those of ``keys`` not read yet, many to a statement: for a caller that knows
+        the keys it is about to ask for one at a time (``archive.PurgedBy.prefetch``)."""
+        if self.complete:
+            return
+        found = self.found
+        wanted = [key for key in dict.fromkeys(keys) if key not in found]
+        if not wanted:
+            return
+        try:
+            stored = self.source.get_many(wanted)
+        except SnapshotGone:
+            self._healed()
+            return
+        decode = self.decode
+        for key in wanted:
+            data = stored.get(key)
+            found[key] = GONE if data is None else decode(key, data)
 
     def everything(self) -> dict[str, Any]:
         """Every entry, decoded (read in one pass the first time)."""

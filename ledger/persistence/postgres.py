@@ -40,8 +40,8 @@ from ..clock import Micros
 from ..errors import Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable
 from ..errors import IncompatibleLedger
 from .contract import (
-    POSTGRES_SCHEMES, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart, Snapshot, Store,
-    check_copied, seal,
+    MANY, POSTGRES_SCHEMES, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart,
+    Snapshot, Store, check_copied, seal,
 )
 
 FORMAT_VERSION = 2
@@ -566,6 +566,24 @@ class PostgresPart(SealedPart):
         if not exists:
             raise self._gone("is no longer stored")
         return None if value is None else self._unseal(key, value)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        def rows(c: psycopg.Connection[Any], chunk: Sequence[str]) -> tuple[bool, list[tuple[str, Any]]]:
+            with c.transaction():  # one snapshot for both
+                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
+                              (self._gen,))[0]
+                found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
+                                  "key = ANY(%s) AND gen BETWEEN %s AND %s ORDER BY key, gen DESC",
+                                  (self._part, list(chunk), self._base, self._gen)).fetchall()
+            return exists, found
+        found: dict[str, bytes] = {}
+        for start in range(0, len(keys), MANY):
+            chunk = keys[start:start + MANY]
+            exists, got = self._store._run(lambda c: rows(c, chunk))
+            if not exists:
+                raise self._gone("is no longer stored")
+            found.update((key, self._unseal(key, value)) for key, value in got if value is not None)
+        return found
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
         def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, Any]]]:

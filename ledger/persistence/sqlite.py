@@ -38,7 +38,7 @@ from ..chain import GENESIS, chain, event_hash
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
-    CHAIN_FORMAT, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
+    CHAIN_FORMAT, MANY, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
     check_copied, seal,
 )
 
@@ -665,6 +665,21 @@ class SQLitePart(SealedPart):
         if not exists:
             raise self._gone("is no longer stored")
         return None if value is None else self._unseal(key, value)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
+        store, found = self._store, dict[str, object]()
+        for start in range(0, len(keys), MANY):
+            chunk = keys[start:start + MANY]
+            with store._lock, translate_errors(store.path):
+                rows = store._db.execute(
+                    "SELECT key, value FROM snapshot_entries WHERE part = ? AND gen BETWEEN ? AND ? AND key IN "
+                    f"({', '.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) "
+                    "ORDER BY key, gen", (self._part, self._base, self._gen, *chunk, self._gen)).fetchall()
+                if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
+                                                  (self._gen,)).fetchone() is None:
+                    raise self._gone("is no longer stored")
+            found.update(rows)  # by key, then generation: the newest of each key is the one kept
+        return {key: self._unseal(key, value) for key, value in found.items() if value is not None}
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
         store = self._store
