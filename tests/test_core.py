@@ -176,3 +176,40 @@ def test_r16_a_replay_of_thousands_of_tables_leaves_every_purge_archived_for_its
     assert set(kept.instances) == {ids[-1]}
     assert sorted(i.id for i in kept.archive.values()) == ids[:-1]
     assert all(i.purged_at is not None for i in kept.archive.values())
+
+
+def test_r16_a_fold_in_steps_is_the_fold_at_every_pause_and_tells_what_changed_since_the_last() -> None:
+    """``fold_in_steps`` keeps its maps from pause to pause (the replay that writes, or ``verify``
+    that checks, history snapshots): at each pause its state is the fold of the log so far, and a
+    big map tells exactly the keys that changed since it was last asked (what an encoder re-encodes)."""
+    from ledger.core.fold import HOLD_AT, Tracked
+    from ledger.core.maps import Held
+    from ledger.core.model import fold_in_steps
+    from ledger.core.vacuums import FinishVacuum, StartVacuum
+
+    ids = ["%016x" % i for i in range(HOLD_AT + 50)]
+    commands = [CreateTable(f"db.t{n}", i) for n, i in enumerate(ids)]
+    commands += [DropTable(f"db.t{n}") for n in range(0, len(ids), 3)]
+    state, log = State(), []
+    for command in commands:
+        records = _decided(state, command)
+        state, log = fold(state, records), log + records
+    for command in (StartVacuum("run", state.last_time + 7 * 86_400 * 1_000_000),
+                    FinishVacuum("run", tuple((i, 1, 10) for i in ids[:30:3]), failed=0)):
+        records = _decided(state, command)
+        state, log = fold(state, records), log + records
+    rows = [(r.seq, r.stream, r.version, *type_of(r.event), r.time, r.actor, encode(r.event)) for r in log]
+
+    steps, previous = fold_in_steps(State()), {}
+    for start, stop in itertools.pairwise([0, 5, HOLD_AT - 1, HOLD_AT + 20, len(rows) - 3, len(rows) - 1, len(rows)]):
+        paused = steps.fold_rows(rows[start:stop])
+        assert paused == fold(State(), log[:stop]) and paused.seq == stop
+        instances = paused.tables.instances
+        if len(instances) >= HOLD_AT:
+            held = instances.base
+            assert isinstance(held, Held) and isinstance(held.found, Tracked)
+            now = dict(held.found)
+            changed = {k for k in now.keys() | previous.keys() if now.get(k) is not previous.get(k)}
+            assert held.found.take_changed() == (changed if previous else set(now))
+            previous = now
+    assert steps.fold_rows([]) is paused  # nothing more: the same state

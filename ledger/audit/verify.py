@@ -22,7 +22,7 @@ import hashlib
 import attrs
 
 from ..chain import consistency_proof, root_of_leaves, leaf, verify_consistency
-from ..core.model import State, fold_rows
+from ..core.model import State, fold_in_steps, fold_rows
 from ..core.versions import manifest_problem, parse_manifest
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
 from ..persistence.cache import HISTORY_PREFIX
@@ -151,10 +151,11 @@ def _fold_comparing_snapshots(runner: Runner, walk: ChainWalk | None, head: int)
     generation = stale.compared
     stops = set(history) | ({generation.seq} if generation is not None and generation.seq <= head else set())
     present = runner.refresh()
-    fresh, encoder = State(), HistoryEncoder()
+    steps, encoder = fold_in_steps(State()), HistoryEncoder()
+    fresh = steps.state
     for stop in sorted(stops | {head}):
         rows = store.read(fresh.seq, upto=stop, with_hash=walk is not None and walk.with_hash)
-        fresh = fold_rows(fresh, walk.rows(rows) if walk is not None else rows)
+        fresh = steps.fold_rows(walk.rows(rows) if walk is not None else rows)
         if fresh.seq != stop:
             continue
         if stop in history and not cache.history_agrees(history[stop], fresh, present, encoder):
@@ -163,8 +164,8 @@ def _fold_comparing_snapshots(runner: Runner, walk: ChainWalk | None, head: int)
                 stale.history.append(history[stop])
         if generation is not None and stop == generation.seq:
             stale.generation = not cache.generation_agrees(generation, fresh, encoder)
-    if generation is not None and generation.seq > head:  # written since verify began
-        stale.generation = not cache.generation_agrees(
+    if generation is not None and generation.seq > head:  # written since verify began (folded apart: the
+        stale.generation = not cache.generation_agrees(  # steps' last state is the one returned)
             generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encoder)
     return fresh, stale
 

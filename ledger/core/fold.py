@@ -19,7 +19,7 @@ import contextlib
 import functools
 import itertools
 import gc
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import attrs
 from immutables import Map
@@ -53,10 +53,12 @@ class Builder:
     """
 
     def __init__(self, state: Any, slices: frozenset[str], handlers: Mapping[type, Handler], *,
-                 bulk: bool = False) -> None:
+                 bulk: bool = False, tracked: bool = False) -> None:
         self.before = state
-        self._bulk = bulk
         """The state before this batch (read-only)."""
+        self._bulk = bulk
+        self._tracked = tracked
+        """Every map a ``Tracked`` dict of its own (``Steps``)."""
         self.seq: int = state.seq
         self.last_time: Micros = state.last_time
         self._slices = slices
@@ -67,7 +69,7 @@ class Builder:
     def __getattr__(self, name: str) -> Any:
         if name not in self._slices:
             raise AttributeError(name)
-        view = _thaw(getattr(self.before, name), self._bulk)
+        view = _thaw(getattr(self.before, name), self._bulk, self._tracked)
         setattr(self, name, view)
         self._touched.append(name)
         return view
@@ -93,10 +95,17 @@ class Builder:
         self.last_time = time
         self._streams[stream] = version
 
+    def pause(self) -> Any:
+        """The state so far, the fold going on afterwards (tracked maps only: see ``Steps``)."""
+        return self._state(_frozen_copy)
+
     def finish(self) -> Any:
+        return self._state(_freeze)
+
+    def _state(self, freeze: Callable[[Any], Any]) -> Any:
         before = self.before
         values = {name: getattr(before, name) for name in _names(before.__class__)}
-        values.update((name, _freeze(self.__dict__[name])) for name in self._touched)
+        values.update((name, freeze(self.__dict__[name])) for name in self._touched)
         values["seq"], values["last_time"] = self.seq, self.last_time
         if self._streams:
             values["streams"] = before.streams.update(self._streams)
@@ -143,6 +152,61 @@ class Folder:
             return builder.finish()
 
 
+class Steps:
+    """One long fold from nothing, paused at chosen events, as a replay that keeps history
+    snapshots (or ``verify``, comparing them) makes it.
+
+    Folded batch by batch, a long fold copied its big maps at the start of every batch (a frozen
+    state's dict may never change), and whoever encoded the state at each pause had to compare
+    every entry to find what changed: both cost the whole state at every pause. Here every map
+    stays one ``Tracked`` dict from the first pause to the last, and tells what changed since it
+    was last asked. The state given at a pause shares those dicts: it is good until the fold goes
+    on, and the last one for good."""
+
+    def __init__(self, folder: Folder, state: Any) -> None:
+        self._builder = Builder(state, folder.slices, folder.handlers, bulk=True, tracked=True)
+        self.state = state
+
+    def fold_rows(self, rows: Iterable[tuple]) -> Any:
+        """Fold on through stored ``rows`` (as ``Folder.fold_rows``); returns the state there."""
+        apply = self._builder.apply
+        seq = self._builder.seq
+        with gc_paused():
+            try:
+                for row in rows:
+                    seq = row[0]
+                    apply(seq, row[1], row[2], row[5], decode_event(seq, row[3], row[4], row[7]))
+            except (TypeError, ValueError, KeyError, AttributeError) as exc:
+                raise _malformed(seq, exc) from None
+            if self._builder.seq != self.state.seq:
+                self.state = self._builder.pause()
+        return self.state
+
+
+class Tracked(dict):  # type: ignore[type-arg]
+    """A map of a fold in ``Steps``: a dict that remembers the keys set or deleted since
+    ``take_changed`` was last called (the fold's handlers only ever set and delete keys)."""
+
+    __slots__ = ("_changed",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._changed: set[str] = set(self)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._changed.add(key)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self._changed.add(key)
+        dict.__delitem__(self, key)
+
+    def take_changed(self) -> set[str]:
+        """The keys changed since the last call (every key, the first time), and start again."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+
 def _malformed(seq: int, exc: Exception) -> LedgerCorrupt:
     """A field of the wrong type (a time stored as text, an id that is a list): the fold does
     not check every field's type on its hot path, but it never lets such a row through."""
@@ -154,12 +218,15 @@ def _names(cls: type) -> tuple[str, ...]:
     return tuple(field.name for field in attrs.fields(cls))
 
 
-def _thaw(part: Any, bulk: bool) -> Any:
-    """A copy of a slice whose maps can be changed in place (``bulk``: a long batch, see ``BULK``)."""
+def _thaw(part: Any, bulk: bool, tracked: bool = False) -> Any:
+    """A copy of a slice whose maps can be changed in place (``bulk``: a long batch, see ``BULK``;
+    ``tracked``: every map a ``Tracked`` dict, see ``Steps``)."""
     values = {}
     for name in _names(part.__class__):
         value = getattr(part, name)
-        if isinstance(value, Map):
+        if tracked and isinstance(value, (Map, OverlayMap)):
+            value = Tracked(value.items())
+        elif isinstance(value, Map):
             value = value.mutate() if len(value) else {}
         elif isinstance(value, OverlayMap):
             value = dict(value.items()) if bulk and isinstance(value.base, Held) else value.mutate()
@@ -175,6 +242,18 @@ def _freeze(view: Any) -> Any:
             value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
         elif isinstance(value, (_MUTATION, OverlayMutation)):
             value = value.finish()
+        values[name] = value
+    return type(view)(**values)
+
+
+def _frozen_copy(view: Any) -> Any:
+    """``_freeze`` that leaves ``view`` to go on: a big dict is held as it is (it changes with the
+    fold afterwards: ``Steps``), a small one copied into a ``Map``."""
+    values = {}
+    for name in _names(view.__class__):
+        value = getattr(view, name)
+        if isinstance(value, dict):
+            value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
         values[name] = value
     return type(view)(**values)
 

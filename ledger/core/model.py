@@ -21,7 +21,7 @@ from ..clock import Micros
 from . import guard, tables, upkeep, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
 from .events import Recorded
-from .fold import Folder
+from .fold import Folder, Steps
 
 
 def _concern(concern: Concern) -> Any:
@@ -83,6 +83,12 @@ def evolve(state: State, record: Recorded) -> State:
 def fold(state: State, records: Iterable[Recorded]) -> State:
     """The state after a batch of recorded events, in sequence order."""
     return _FOLDER.fold(state, records)
+
+
+def fold_in_steps(state: State) -> Steps:
+    """A long fold from ``state`` (typically nothing), paused wherever its caller needs the state
+    (``fold.Steps``): for a replay that writes, or checks, history snapshots on its way."""
+    return Steps(_FOLDER, state)
 
 
 def fold_rows(state: State, rows: Iterable[tuple], *, bulk: bool | None = None) -> State:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 from ..core.events import Recorded
 from ..core.fold import gc_paused
-from ..core.model import State, fold, fold_rows
+from ..core.model import State, fold, fold_in_steps, fold_rows
 from ..core.tables import CREATES
 from ..errors import Conflict, LedgerCorrupt
 from . import archive, snapshot
@@ -255,10 +255,12 @@ class StateCache:
         """Fold the log after ``state`` up to event ``upto`` (None: the end), keeping a history
         snapshot at each multiple of ``history_every`` passed on the way."""
         every, encoder = self.history_every, HistoryEncoder()  # one fold's snapshots, each from the last
+        steps = fold_in_steps(state) if not state.seq else None  # from nothing: its maps kept from stop to stop
         while True:
             boundary = (state.seq // every + 1) * every
             stop = boundary if upto is None or upto > boundary else upto
-            state = fold_rows(state, self.store.read(state.seq, upto=stop))
+            rows = self.store.read(state.seq, upto=stop)
+            state = steps.fold_rows(rows) if steps is not None else fold_rows(state, rows)
             if state.seq == boundary:
                 self._save_history(state, encoder)
             if state.seq < stop or state.seq == upto:

@@ -21,7 +21,8 @@ from typing import Any, Callable, Iterable
 import attrs
 import orjson
 
-from ..core.maps import GONE, OverlayMap
+from ..core.fold import Tracked
+from ..core.maps import GONE, Held, OverlayMap
 from ..core.model import CONCERNS, State
 from ..core.tables import NO_ARCHIVE
 from .archive import left_to_the_present
@@ -37,7 +38,7 @@ INSTANCES = "tables.instances"
 class _Map:
     """One map field's encoding: each entry's ``"key":value`` bytes, by key."""
 
-    __slots__ = ("seen", "items", "values", "pairs", "base", "changes")
+    __slots__ = ("seen", "items", "values", "pairs", "base", "changes", "tracked")
 
     def __init__(self) -> None:
         self.seen: dict[str, Any] = {}
@@ -50,9 +51,21 @@ class _Map:
         self.base: object = None
         """The entries under the ``OverlayMap`` last seen (its changes are what moved since)."""
         self.changes: object = None
+        self.tracked: Tracked | None = None
+        """The dict of a fold in steps last seen (it tells which keys changed since)."""
 
     def sync(self, value: Any, encode: Any, leave_out: Any) -> None:
         """Bring the encoding up to ``value`` (a map), encoding only entries not seen as they are."""
+        held = value.base.found if isinstance(value, OverlayMap) and isinstance(value.base, Held) else None
+        if isinstance(held, Tracked) and not value.changes:
+            if held is self.tracked:  # the same fold, paused again: it knows what changed
+                for key in held.take_changed():
+                    self._put(key, held.get(key, GONE), encode, leave_out)
+                return
+            held.take_changed()  # from here on, what changes is told; this once, compare all
+            self.tracked = held
+        else:
+            self.tracked = None
         if isinstance(value, OverlayMap) and value.base is self.base:
             if value.changes is not self.changes:
                 for key, item in value.changes.items():
