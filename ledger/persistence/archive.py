@@ -18,8 +18,10 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 import orjson
+from immutables import Map
 
 from ..clock import Micros
+from ..core.fold import HOLD_AT
 from ..core.maps import GONE, OverlayMap
 from ..core.tables import NO_ARCHIVE, Archive, Instance, Tables, ids_created
 from ..errors import LedgerError
@@ -296,10 +298,15 @@ def for_snapshot(tables: Tables) -> Tables:
     purged = [i for i in changed if i is not GONE and i.purged_at is not None]
     if not purged:
         return tables
-    mutation = instances.mutate()
-    for i in purged:
-        del mutation[i.id]
-    return attrs.evolve(tables, instances=mutation.finish(), archive=plus(tables.archive, purged))
+    if stored:
+        mutation = instances.mutate()
+        for i in purged:
+            del mutation[i.id]
+        kept = mutation.finish()
+    else:  # all in memory: a new map is one pass, where deleting each purged one is a change of a persistent map
+        left = {id_: i for id_, i in instances.items() if i.purged_at is None}
+        kept = OverlayMap.held(left) if len(left) >= HOLD_AT else Map(left)
+    return attrs.evolve(tables, instances=kept, archive=plus(tables.archive, purged))
 
 
 def left_to_the_present(instance: Instance) -> bool:
