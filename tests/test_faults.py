@@ -494,6 +494,20 @@ def test_r10_garbage_in_the_index_is_corrupt_on_verify(tmp_path: Path) -> None:
     assert str(path) in str(exc) and "integrity" in str(exc)
 
 
+def test_r10_garbage_in_the_index_is_found_by_a_chain_walked_apart_too(tmp_path: Path) -> None:
+    """A long log's chain is walked by a process of its own, which checks the file's pages first:
+    the same finding, in the same words, as in line."""
+    path = tmp_path / "ledger.db"
+    build(path, tables=150)
+    _garble_page(path, _pages_of(path, "idx_events_stream_version")[0])
+    found = []
+    for apart_from in (None, 1):
+        with Ledger.open(path, apart_from=apart_from) as led, pytest.raises(LedgerCorrupt) as caught:
+            led.verify()
+        found.append(str(caught.value))
+    assert found[0] == found[1] and "integrity" in found[0] and str(path) in found[0]
+
+
 def test_r10_integrity_failure_message_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     build(path, tables=150)

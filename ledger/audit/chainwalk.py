@@ -3,8 +3,9 @@
 The chain check and the refold read the same rows and need nothing of each other until
 the end, so for a long log that another process can reach, the chain is walked by a
 process of its own while this one folds: ``verify`` then costs about the fold, not the fold
-plus the chain. What it proves is the same: every row from the first up to the head
-``verify`` started from, hashed over the documented encoding and chained (R16). A short
+plus the chain. What it proves is the same: the file's pages sound (SQLite's own check, which
+the walker runs first), and every row from the first up to the head ``verify`` started from,
+hashed over the documented encoding and chained (R16). A short
 log, an in-memory one, or a walk that must keep every hash (for a checkpoint's proof)
 is checked in line, as the fold reads it; so is any log whose walker could not report.
 
@@ -30,6 +31,15 @@ from ..persistence.stores import open_store
 ENV = "RETENTION_LEDGER_CHAINWALK"
 
 
+def damage(store: EventStore) -> LedgerCorrupt | None:
+    """What SQLite's own page check finds wrong with the file (None: nothing), as ``verify`` says it."""
+    problems = store.integrity_problems()
+    if not problems:
+        return None
+    found = "; ".join(" ".join(p.split()) for p in problems[:5])
+    return LedgerCorrupt(f"{store.path}: SQLite integrity check failed: {found}; restore the ledger file from a backup")
+
+
 class ChainWalk:
     """The chain check of one ``verify``: ``rows`` sees the fold's rows go past, ``finish`` gives
     the check's result or raises its ``LedgerCorrupt``."""
@@ -41,6 +51,11 @@ class ChainWalk:
         location = store.location
         if not keep_hashes and location is not None and apart_from is not None and upto >= apart_from:
             self._process = _start(location, upto, store.path)
+
+    @property
+    def apart(self) -> bool:
+        """Whether the walk (and the file's page check before it) runs in a process of its own."""
+        return self._process is not None
 
     @property
     def with_hash(self) -> bool:
@@ -89,6 +104,10 @@ def main(argv: list[str]) -> int:
     upto, where = int(argv[0]), argv[1]
     store = open_store(os.environ[ENV], create=False)
     try:
+        damaged = damage(store)
+        if damaged is not None:
+            print(json.dumps({"corrupt": str(damaged)}))
+            return 0
         check = ChainCheck(where)
         try:
             for row in store.read(0, upto=upto, with_hash=True):

@@ -29,7 +29,7 @@ from ..persistence.cache import HISTORY_PREFIX
 from ..persistence.history import HistoryEncoder
 from ..persistence.contract import EventStore, Generation
 from ..runner import Runner
-from .chainwalk import ChainWalk
+from .chainwalk import ChainWalk, damage
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 
 
@@ -75,17 +75,18 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
             raise InvalidArgument("public_key checks a checkpoint's signature: pass the checkpoint as against=")
         against.check_signature(public_key)
     store = runner.store
-    problems = store.integrity_problems()
-    if problems:
-        found = "; ".join(" ".join(p.split()) for p in problems[:5])
-        raise LedgerCorrupt(f"{store.path}: SQLite integrity check failed: {found}; "
-                            "restore the ledger file from a backup")
     head = store.head()[0]
     if against is not None and not store.chained:
         raise LedgerCorrupt(f"{store.path} predates the hash chain (format {store.format}), so it cannot be "
                             "checked against a checkpoint; open it writable once to upgrade it")
     walk = ChainWalk(store, head, keep_hashes=against is not None, apart_from=runner.apart_from) \
         if store.chained else None
+    if walk is None or not walk.apart:  # else the walker checks the pages first, beside the fold
+        damaged = damage(store)
+        if damaged is not None:
+            if walk is not None:
+                walk.abandon()
+            raise damaged
     try:
         fresh, stale = _fold_comparing_snapshots(runner, walk, head)
     except LedgerCorrupt:
