@@ -40,9 +40,11 @@ from .lazy import Heal
 LEGACY_SNAPSHOT = "catalog"
 """Where releases before the keyed snapshot kept theirs (one JSON document): read once, then dropped."""
 HISTORY_PREFIX = "history:"
-HISTORY_EVERY = 25_000
+HISTORY_EVERY = 15_000
 """By default, a history snapshot at every multiple of this many events: ``state_at`` folds at
-most this many (``history_every=`` changes it)."""
+most this many (``history_every=`` changes it). Denser costs disk and the backfill's time; at a
+million events, 15,000 against 25,000: ``as_of`` at the worst of 20 points 0.37 s against 0.51 s,
+82 MB of history snapshots against 50 MB, the backfill 33 s against 27 s, ``verify`` the same."""
 BACKFILL_ENV = "RETENTION_LEDGER_BACKFILL"
 """How ``backfill`` is told the ledger's location (never on its command line: a URL may hold a password)."""
 RECHECK = 60.0
