@@ -868,10 +868,14 @@ def _edit_snapshot(path: Path, part: str, key: str, edit: Callable[[list], None]
     raw.close()
 
 
-def _blocked_ledger_with_snapshot(path: Path) -> tuple[str, object]:
+def _blocked_ledger_with_snapshot(path: Path, *, padding: int = 0) -> tuple[str, object]:
+    """``padding``: events that add no entry to the state (advances of one other watermark)."""
     with Ledger.open(path, snapshot_every=5) as led:
         for i in range(6):
             led.create_table(f"db0.t{i}")
+        start = led.event_count()
+        while led.event_count() < start + padding:
+            led.advance_watermark(led.now(), scope="database:padding")
         table = led.drop_table("db0.t0")
         mark = led.now()
         led.advance_watermark(mark)
@@ -943,22 +947,25 @@ def test_r16_a_changed_entry_count_is_rebuilt_not_read_forever(tmp_path: Path) -
         assert led.store.latest_generation().gen > gen
 
 
-def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("apart_from", [None, 1], ids=["walked in line", "walked apart"])
+def test_r16_verify_discards_a_forged_snapshot_whose_digest_was_recomputed(tmp_path: Path,
+                                                                          apart_from: int | None) -> None:
     """A forger who also recomputes the digest gets past open (a digest is no secret), but not
     past verify: it refolds the log, sees the snapshot disagree, discards it and rebuilds it,
     so that the next open is right again (it used to say "reopen to rebuild", and reopening
-    trusted the same snapshot)."""
+    trusted the same snapshot). With the chain walked apart, on a log of many events to each entry
+    of its state, the walker folds it and compares the generation: the same finding."""
     path = tmp_path / "ledger.db"
-    table_id, mark = _blocked_ledger_with_snapshot(path)
+    table_id, mark = _blocked_ledger_with_snapshot(path, padding=0 if apart_from is None else 200)
     _zero_the_ledger_watermark(path, fix_digest=True)
-    with Ledger.open(path) as led:
+    with Ledger.open(path, apart_from=apart_from) as led:
         assert led.watermark() is not None and led.watermark() < mark  # the forgery was believed
         report = led.verify()
         assert report.snapshot_discarded
         assert led.watermark() == mark  # what it holds now is the fold of the log
         with pytest.raises(UndropBlocked, match=table_id):
             led.undrop_table("db0.t0")
-    with Ledger.open(path) as led:
+    with Ledger.open(path, apart_from=apart_from) as led:
         assert led.runner.cache.snapshot_seq > 0 and led.watermark() == mark
         assert not led.verify().snapshot_discarded
 

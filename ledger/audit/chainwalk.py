@@ -9,13 +9,19 @@ hashed over the documented encoding and chained (R16). A short
 log, an in-memory one, or a walk that must keep every hash (for a checkpoint's proof)
 is checked in line, as the fold reads it; so is any log whose walker could not report.
 
-    RETENTION_LEDGER_CHAINWALK=<location> python -m ledger.audit.chainwalk UPTO WHERE
+Given the number of the stored generation ``verify`` found, the walker also folds the rows it
+walks up to that generation's event and compares the generation with that fold, so that this
+process compares only the history snapshots: the two sides then cost about the same.
 
-prints one JSON line: ``{"seq": n, "head": hex}``, or ``{"corrupt": message}``.
+    RETENTION_LEDGER_CHAINWALK=<location> python -m ledger.audit.chainwalk UPTO WHERE [GENERATION]
+
+prints one JSON line: ``{"seq": n, "head": hex, "generation": true | false | null}`` (null: not
+compared, as when a newer generation was written meanwhile), or ``{"corrupt": message}``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -23,8 +29,10 @@ import sys
 from typing import Iterable, Iterator
 
 from ..chain import ChainCheck
+from ..core.model import State, fold_rows
 from ..errors import LedgerCorrupt
-from ..persistence.contract import EventStore
+from ..persistence.cache import generation_agrees
+from ..persistence.contract import EventStore, Generation
 from ..persistence.apart import start_with_store
 from ..persistence.stores import open_store
 
@@ -44,13 +52,20 @@ class ChainWalk:
     """The chain check of one ``verify``: ``rows`` sees the fold's rows go past, ``finish`` gives
     the check's result or raises its ``LedgerCorrupt``."""
 
-    def __init__(self, store: EventStore, upto: int, *, keep_hashes: bool, apart_from: int | None) -> None:
+    def __init__(self, store: EventStore, upto: int, *, keep_hashes: bool, apart_from: int | None,
+                 generation: Generation | None = None) -> None:
+        """``generation``: a stored generation at or before ``upto`` for a walker apart to compare."""
         self._store, self._upto = store, upto
         self._check = ChainCheck(store.path, keep_hashes=keep_hashes)
         self._process: subprocess.Popen[bytes] | None = None
+        self.generation: Generation | None = None
+        """The generation the walker compares (None: none; this process compares it)."""
+        self.generation_agrees: bool | None = None
+        """What the walker found of ``generation`` (None: it could not say; compare it here)."""
         location = store.location
         if not keep_hashes and location is not None and apart_from is not None and upto >= apart_from:
-            self._process = _start(location, upto, store.path)
+            self.generation = generation if generation is not None and generation.seq <= upto else None
+            self._process = _start(location, upto, store.path, self.generation)
 
     @property
     def apart(self) -> bool:
@@ -80,6 +95,8 @@ class ChainWalk:
         if "corrupt" in found:
             raise LedgerCorrupt(found["corrupt"])
         self._check.seq, self._check.head = found["seq"], bytes.fromhex(found["head"])
+        agrees = found.get("generation")
+        self.generation_agrees = agrees if isinstance(agrees, bool) else None
         return self._check
 
     def abandon(self) -> None:
@@ -96,8 +113,10 @@ class ChainWalk:
         return check
 
 
-def _start(location: str, upto: int, where: str) -> subprocess.Popen[bytes] | None:
-    return start_with_store("ledger.audit.chainwalk", [str(upto), where], location, ENV, stdout=subprocess.PIPE)
+def _start(location: str, upto: int, where: str, generation: Generation | None) -> subprocess.Popen[bytes] | None:
+    gen = [] if generation is None else [str(generation.gen)]
+    return start_with_store("ledger.audit.chainwalk", [str(upto), where, *gen], location, ENV,
+                            stdout=subprocess.PIPE)
 
 
 def main(argv: list[str]) -> int:
@@ -109,13 +128,19 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"corrupt": str(damaged)}))
             return 0
         check = ChainCheck(where)
+        latest = store.latest_generation() if len(argv) > 2 else None
+        compared = latest if latest is not None and str(latest.gen) == argv[2] and latest.seq <= upto else None
+        agrees = None
         try:
-            for row in store.read(0, upto=upto, with_hash=True):
-                check.check(row)
+            rows = check.rows(store.read(0, upto=upto, with_hash=True))
+            if compared is not None:  # each row checked before the fold sees it: an edit is named as one
+                agrees = generation_agrees(store, compared, fold_rows(State(), itertools.islice(rows, compared.seq)))
+            for _ in rows:
+                pass
         except LedgerCorrupt as exc:
             print(json.dumps({"corrupt": str(exc)}))
             return 0
-        print(json.dumps({"seq": check.seq, "head": check.head.hex()}))
+        print(json.dumps({"seq": check.seq, "head": check.head.hex(), "generation": agrees}))
         return 0
     finally:
         store.close()

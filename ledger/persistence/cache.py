@@ -123,12 +123,7 @@ class StateCache:
         """The state a stored generation holds, read lazily; ``SnapshotMismatch`` if it does not fit
         this release or this log. ``strict`` (for ``verify``): an entry that cannot be read is
         ``SnapshotMismatch`` too, instead of healing from the log."""
-        heal = self._strict if strict else self._heal_for(generation)
-        state = snapshot.load_keyed(generation.head, self.store.hash_at(generation.seq),
-                                    lambda part: self.store.generation_part(generation, part), generation.gen, heal)
-        if state.seq != generation.seq or self.store.event_time(generation.seq) != state.last_time:
-            raise snapshot.SnapshotMismatch("its head does not match the event it claims to end at")
-        return state
+        return _read_generation(self.store, generation, _strict if strict else self._heal_for(generation))
 
     def _load_stored(self) -> State | None:
         """The newest generation, read lazily, if it fits this release and this log."""
@@ -176,12 +171,6 @@ class StateCache:
                 self._healed[generation.gen] = entries
             return entries[part]
 
-    @staticmethod
-    def _strict(part: str) -> Heal:
-        def refuse() -> dict[str, Any]:
-            raise snapshot.SnapshotMismatch(f"its part {part} cannot be read (an entry fails its check, or "
-                                            "the generation is gone)")
-        return refuse
 
     # --- the held state ---------------------------------------------------------------------
 
@@ -341,17 +330,7 @@ class StateCache:
         return kept is not None and snapshot.history_equal(kept, fresh)
 
     def generation_agrees(self, generation: Generation, fresh: State, encoder: HistoryEncoder) -> bool:
-        """Whether stored ``generation`` holds ``fresh`` (a fold of the log to its event), read
-        strictly: an entry that fails its check counts against it. By bytes, entry for entry,
-        else by decoded states."""
-        stored = snapshot.keyed(fresh, self.store.hash_at(fresh.seq), encoder=encoder)
-        try:
-            if stored.head == generation.head and snapshot.entries_match(
-                    stored, lambda part: self.store.generation_part(generation, part).scan()):
-                return True
-            return self.read_generation(generation, strict=True) == fresh
-        except (snapshot.SnapshotMismatch, SnapshotGone, LedgerCorrupt):
-            return False
+        return generation_agrees(self.store, generation, fresh, encoder)
 
     def held_checked_by(self, generation: Generation | None) -> bool:
         """Whether the held state is the log's own fold, or read from ``generation``: then checking
@@ -416,3 +395,35 @@ class StateCache:
             self._state = snapshot.rebased(stored, lambda part: store.generation_part(written, part), written.gen,
                                            self._heal_for(written))
             self._generation, self.snapshot_seq, self._legacy = written, written.seq, False
+
+
+# --- checking a stored generation against a fold (verify, here or in its chain walker) -----------
+
+def generation_agrees(store: Store, generation: Generation, fresh: State,
+                      encoder: HistoryEncoder | None = None) -> bool:
+    """Whether stored ``generation`` holds ``fresh`` (a fold of the log to its event), read
+    strictly: an entry that fails its check counts against it. By bytes, entry for entry,
+    else by decoded states. ``encoder``: the one that encoded this fold's history snapshots."""
+    stored = snapshot.keyed(fresh, store.hash_at(fresh.seq), encoder=encoder)
+    try:
+        if stored.head == generation.head and snapshot.entries_match(
+                stored, lambda part: store.generation_part(generation, part).scan()):
+            return True
+        return _read_generation(store, generation, _strict) == fresh
+    except (snapshot.SnapshotMismatch, SnapshotGone, LedgerCorrupt):
+        return False
+
+
+def _read_generation(store: Store, generation: Generation, heal: Callable[[str], Heal]) -> State:
+    state = snapshot.load_keyed(generation.head, store.hash_at(generation.seq),
+                                lambda part: store.generation_part(generation, part), generation.gen, heal)
+    if state.seq != generation.seq or store.event_time(generation.seq) != state.last_time:
+        raise snapshot.SnapshotMismatch("its head does not match the event it claims to end at")
+    return state
+
+
+def _strict(part: str) -> Heal:
+    def refuse() -> dict[str, Any]:
+        raise snapshot.SnapshotMismatch(f"its part {part} cannot be read (an entry fails its check, or "
+                                        "the generation is gone)")
+    return refuse
