@@ -19,7 +19,7 @@ import contextlib
 import functools
 import itertools
 import gc
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import attrs
 from immutables import Map
@@ -95,17 +95,12 @@ class Builder:
         self.last_time = time
         self._streams[stream] = version
 
-    def pause(self) -> Any:
-        """The state so far, the fold going on afterwards (tracked maps only: see ``Steps``)."""
-        return self._state(_frozen_copy)
-
     def finish(self) -> Any:
-        return self._state(_freeze)
-
-    def _state(self, freeze: Callable[[Any], Any]) -> Any:
+        """The state after the batch. A builder whose maps are all ``Tracked`` dicts (``Steps``) may
+        go on folding afterwards: the state shares those dicts, and changes with them."""
         before = self.before
         values = {name: getattr(before, name) for name in _names(before.__class__)}
-        values.update((name, freeze(self.__dict__[name])) for name in self._touched)
+        values.update((name, _freeze(self.__dict__[name])) for name in self._touched)
         values["seq"], values["last_time"] = self.seq, self.last_time
         if self._streams:
             values["streams"] = before.streams.update(self._streams)
@@ -138,17 +133,10 @@ class Folder:
         their own; False keeps them as changes on top of what they held, which is what a caller
         that encodes only the changes between two folds wants."""
         rows = iter(rows)
-        seq = state.seq
         with gc_paused():  # from the first page of rows read to the state frozen: all of it allocates
             first = list(itertools.islice(rows, BULK))
             builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
-            apply = builder.apply
-            try:
-                for row in itertools.chain(first, rows):
-                    seq = row[0]
-                    apply(seq, row[1], row[2], row[5], decode_event(seq, row[3], row[4], row[7]))
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                raise _malformed(seq, exc) from None
+            _apply_rows(builder, itertools.chain(first, rows))
             return builder.finish()
 
 
@@ -169,17 +157,10 @@ class Steps:
 
     def fold_rows(self, rows: Iterable[tuple]) -> Any:
         """Fold on through stored ``rows`` (as ``Folder.fold_rows``); returns the state there."""
-        apply = self._builder.apply
-        seq = self._builder.seq
         with gc_paused():
-            try:
-                for row in rows:
-                    seq = row[0]
-                    apply(seq, row[1], row[2], row[5], decode_event(seq, row[3], row[4], row[7]))
-            except (TypeError, ValueError, KeyError, AttributeError) as exc:
-                raise _malformed(seq, exc) from None
+            _apply_rows(self._builder, rows)
             if self._builder.seq != self.state.seq:
-                self.state = self._builder.pause()
+                self.state = self._builder.finish()
         return self.state
 
 
@@ -205,6 +186,19 @@ class Tracked(dict):  # type: ignore[type-arg]
         """The keys changed since the last call (every key, the first time), and start again."""
         changed, self._changed = self._changed, set()
         return changed
+
+
+def _apply_rows(builder: Builder, rows: Iterable[tuple]) -> None:
+    """Stored rows ``(seq, stream, version, type, schema_version, time, actor, payload, ...)`` into
+    ``builder``, without building a ``Recorded`` envelope for each: replay's hot loop."""
+    apply = builder.apply
+    seq = builder.seq
+    try:
+        for row in rows:
+            seq = row[0]
+            apply(seq, row[1], row[2], row[5], decode_event(seq, row[3], row[4], row[7]))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise _malformed(seq, exc) from None
 
 
 def _malformed(seq: int, exc: Exception) -> LedgerCorrupt:
@@ -242,18 +236,6 @@ def _freeze(view: Any) -> Any:
             value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
         elif isinstance(value, (_MUTATION, OverlayMutation)):
             value = value.finish()
-        values[name] = value
-    return type(view)(**values)
-
-
-def _frozen_copy(view: Any) -> Any:
-    """``_freeze`` that leaves ``view`` to go on: a big dict is held as it is (it changes with the
-    fold afterwards: ``Steps``), a small one copied into a ``Map``."""
-    values = {}
-    for name in _names(view.__class__):
-        value = getattr(view, name)
-        if isinstance(value, dict):
-            value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
         values[name] = value
     return type(view)(**values)
 
