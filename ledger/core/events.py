@@ -13,14 +13,21 @@ know was written by a newer release; reading it is refused instead of guessed.
 
 Events carry no validators: they are checked once, by a decision, before they are
 written, and replay should not pay for checking them again (the fold re-checks the
-rules that matter on the state instead).
+rules that matter on the state instead). Reading one back is typed decoding (``msgspec``):
+the JSON goes straight into the frozen class, each field checked against its annotation on
+the way, and a field of the wrong type is named where the fold would have tripped over it
+later. msgspec cannot make an attrs class refuse a field it does not have, so a struct of the
+same fields (``_shape``), which can, reads the payload first: both passes in C cost less
+than half of parsing to a dict and calling the class (a quarter of a replay was that).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+import typing
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import attrs
+import msgspec
 import orjson
 
 from ..clock import Micros
@@ -28,7 +35,18 @@ from ..errors import IncompatibleLedger, LedgerCorrupt
 
 E = TypeVar("E", bound=type)
 
-_TYPES: dict[str, tuple[type, int]] = {}
+
+
+class _Known(NamedTuple):
+    cls: type
+    version: int
+    decoder: msgspec.json.Decoder[Any]
+    """Straight into the event class."""
+    shape: msgspec.json.Decoder[Any]
+    """Into a struct of the same fields that refuses any other (``_shape``)."""
+
+
+_TYPES: dict[str, _Known] = {}
 _NAMES: dict[type, tuple[str, int]] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
@@ -43,7 +61,7 @@ def event(name: str, version: int = 1) -> Callable[[E], E]:
     def register(cls: E) -> E:
         if name in _TYPES:
             raise ValueError(f"event type {name!r} is registered twice")
-        _TYPES[name] = (cls, version)
+        _TYPES[name] = _Known(cls, version, msgspec.json.Decoder(cls), msgspec.json.Decoder(_shape(name, cls)))
         _NAMES[cls] = (name, version)
         _FIELDS[cls] = tuple(f.name for f in attrs.fields(cls))
         return cls
@@ -52,7 +70,21 @@ def event(name: str, version: int = 1) -> Callable[[E], E]:
 
 def registered() -> dict[str, type]:
     """Every known event type by its stored name (for tests and tools)."""
-    return {name: cls for name, (cls, _) in _TYPES.items()}
+    return {name: known.cls for name, known in _TYPES.items()}
+
+
+def _shape(name: str, cls: type) -> type:
+    """A struct with ``cls``'s fields, types and defaults that refuses unknown fields."""
+    hints = typing.get_type_hints(cls)
+    fields: list[Any] = []
+    for f in attrs.fields(cls):
+        if f.default is attrs.NOTHING:
+            fields.append((f.name, hints[f.name]))
+        elif isinstance(f.default, attrs.Factory):  # type: ignore[arg-type]
+            fields.append((f.name, hints[f.name], msgspec.field(default_factory=f.default.factory)))
+        else:
+            fields.append((f.name, hints[f.name], f.default))
+    return msgspec.defstruct(f"{name}Payload", fields, forbid_unknown_fields=True)
 
 
 def as_ids(value: Any) -> tuple[str, ...]:
@@ -94,7 +126,16 @@ def decode_event(seq: int, type_name: str, schema_version: int, payload: str | b
             f"event #{seq} has type {type_name!r}, which this release of retention-ledger "
             "does not know; it was written by a newer release: upgrade to read this ledger"
         )
-    cls, current = known
+    cls, current = known.cls, known.version
+    if schema_version == current:  # the hot path: typed decoding, no dict in between
+        try:
+            known.shape.decode(payload)
+            return known.decoder.decode(payload)
+        except msgspec.ValidationError as exc:
+            raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that does not fit: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise LedgerCorrupt(f"event #{seq} ({type_name}) has an unreadable payload: {exc}; "
+                                "restore the ledger file from a backup") from None
     try:
         data = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
@@ -102,13 +143,11 @@ def decode_event(seq: int, type_name: str, schema_version: int, payload: str | b
                             "restore the ledger file from a backup") from None
     if not isinstance(data, dict):
         raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that is not an object")
-    if schema_version != current:
-        if not isinstance(schema_version, int):
-            raise LedgerCorrupt(f"event #{seq} ({type_name}) has schema version {schema_version!r}")
-        data = _upcast(seq, type_name, schema_version, current, data)
+    if not isinstance(schema_version, int):
+        raise LedgerCorrupt(f"event #{seq} ({type_name}) has schema version {schema_version!r}")
     try:
-        return cls(**data)
-    except TypeError as exc:
+        return msgspec.convert(_upcast(seq, type_name, schema_version, current, data), cls)
+    except msgspec.ValidationError as exc:
         raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that does not fit: {exc}") from None
 
 
