@@ -53,6 +53,24 @@ def test_old_schema_versions_are_upcast(monkeypatch) -> None:
     assert old.event == TableDropped("x", "db.t")
 
 
+@pytest.mark.parametrize("schema_version, payload, named", [
+    (1, '{"table_id": "x", "name": "db.t", "colour": "blue"}', "unknown field `colour`"),
+    (1, '{"table_id": ["x"], "name": "db.t"}', "Expected `str`, got `array` - at `$.table_id`"),
+    (1, '{"table_id": "x"}', "missing required field `name`"),
+    (0, '{"id": "x", "table": "db.t", "colour": "blue"}', "unknown field `colour`"),
+    (0, '{"id": 7, "table": "db.t"}', "Expected `str`, got `int` - at `$.table_id`"),
+], ids=["extra", "wrong-type", "missing", "upcast-extra", "upcast-wrong-type"])
+def test_r10_a_payload_that_does_not_fit_its_event_is_corrupt_naming_the_field(
+        monkeypatch, schema_version: int, payload: str, named: str) -> None:
+    def upcast(old: dict) -> dict:  # renames two fields and passes the rest on, as an upcaster may
+        rest = {key: value for key, value in old.items() if key not in ("id", "table")}
+        return {"table_id": old["id"], "name": old["table"], **rest}
+    monkeypatch.setitem(UPCASTERS, ("TableDropped", 0), upcast)
+    with pytest.raises(LedgerCorrupt, match="event #4 \\(TableDropped\\) has a payload that does not fit") as caught:
+        decode(4, "catalog", 1, "TableDropped", schema_version, 5, "me", payload)
+    assert named in str(caught.value)
+
+
 def test_newer_schema_version_is_refused() -> None:
     with pytest.raises(IncompatibleLedger, match="schema version 2.*upgrade"):
         decode(1, "catalog", 1, "TableDropped", 2, 5, "me", '{"table_id": "x", "name": "db.t"}')

@@ -36,14 +36,14 @@ from ..errors import IncompatibleLedger, LedgerCorrupt
 E = TypeVar("E", bound=type)
 
 
-
 class _Known(NamedTuple):
     cls: type
     version: int
     decoder: msgspec.json.Decoder[Any]
     """Straight into the event class."""
-    shape: msgspec.json.Decoder[Any]
-    """Into a struct of the same fields that refuses any other (``_shape``)."""
+    shape: type
+    """A struct of the same fields that refuses any other (``_shape``)."""
+    shape_decoder: msgspec.json.Decoder[Any]
 
 
 _TYPES: dict[str, _Known] = {}
@@ -61,7 +61,8 @@ def event(name: str, version: int = 1) -> Callable[[E], E]:
     def register(cls: E) -> E:
         if name in _TYPES:
             raise ValueError(f"event type {name!r} is registered twice")
-        _TYPES[name] = _Known(cls, version, msgspec.json.Decoder(cls), msgspec.json.Decoder(_shape(name, cls)))
+        shape = _shape(name, cls)
+        _TYPES[name] = _Known(cls, version, msgspec.json.Decoder(cls), shape, msgspec.json.Decoder(shape))
         _NAMES[cls] = (name, version)
         _FIELDS[cls] = tuple(f.name for f in attrs.fields(cls))
         return cls
@@ -129,7 +130,7 @@ def decode_event(seq: int, type_name: str, schema_version: int, payload: str | b
     cls, current = known.cls, known.version
     if schema_version == current:  # the hot path: typed decoding, no dict in between
         try:
-            known.shape.decode(payload)
+            known.shape_decoder.decode(payload)
             return known.decoder.decode(payload)
         except msgspec.ValidationError as exc:
             raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that does not fit: {exc}") from None
@@ -145,8 +146,10 @@ def decode_event(seq: int, type_name: str, schema_version: int, payload: str | b
         raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that is not an object")
     if not isinstance(schema_version, int):
         raise LedgerCorrupt(f"event #{seq} ({type_name}) has schema version {schema_version!r}")
+    data = _upcast(seq, type_name, schema_version, current, data)
     try:
-        return msgspec.convert(_upcast(seq, type_name, schema_version, current, data), cls)
+        msgspec.convert(data, known.shape)
+        return msgspec.convert(data, cls)
     except msgspec.ValidationError as exc:
         raise LedgerCorrupt(f"event #{seq} ({type_name}) has a payload that does not fit: {exc}") from None
 
