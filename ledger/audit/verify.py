@@ -170,10 +170,10 @@ def _fold_comparing_snapshots(runner: Runner, walk: ChainWalk | None, head: int,
             if store.load_snapshot(history[stop]) is not None:
                 stale.history.append(history[stop])
         if generation is not None and stop == generation.seq:
-            stale.generation = not cache.generation_agrees(generation, fresh, encoder)
+            stale.generation = not generation_agrees(store, generation, fresh, encoder)
     if generation is not None and generation.seq > head:  # written since verify began (folded apart: the
-        stale.generation = not cache.generation_agrees(  # steps' last state is the one returned)
-            generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encoder)
+        stale.generation = not generation_agrees(  # steps' last state is the one returned)
+            store, generation, fold_rows(fresh, store.read(fresh.seq, upto=generation.seq)), encoder)
     return fresh, stale
 
 

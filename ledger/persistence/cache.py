@@ -119,11 +119,11 @@ class StateCache:
             threading.Thread(target=self.background.wait, name="retention-ledger-backfill", daemon=True).start()
         return True
 
-    def read_generation(self, generation: Generation, *, strict: bool = False) -> State:
-        """The state a stored generation holds, read lazily; ``SnapshotMismatch`` if it does not fit
-        this release or this log. ``strict`` (for ``verify``): an entry that cannot be read is
-        ``SnapshotMismatch`` too, instead of healing from the log."""
-        return _read_generation(self.store, generation, _strict if strict else self._heal_for(generation))
+    def read_generation(self, generation: Generation) -> State:
+        """The state a stored generation holds, read lazily (an entry that cannot be read heals from
+        the log); ``SnapshotMismatch`` if it does not fit this release or this log. ``verify`` reads
+        one strictly instead (``generation_agrees``)."""
+        return _read_generation(self.store, generation, self._heal_for(generation))
 
     def _load_stored(self) -> State | None:
         """The newest generation, read lazily, if it fits this release and this log."""
@@ -170,7 +170,6 @@ class StateCache:
                 entries = snapshot.entries_of(fold_rows(State(), self.store.read(0, upto=generation.seq)))
                 self._healed[generation.gen] = entries
             return entries[part]
-
 
     # --- the held state ---------------------------------------------------------------------
 
@@ -328,9 +327,6 @@ class StateCache:
             return True
         kept = self.load_history(name, present)
         return kept is not None and snapshot.history_equal(kept, fresh)
-
-    def generation_agrees(self, generation: Generation, fresh: State, encoder: HistoryEncoder) -> bool:
-        return generation_agrees(self.store, generation, fresh, encoder)
 
     def held_checked_by(self, generation: Generation | None) -> bool:
         """Whether the held state is the log's own fold, or read from ``generation``: then checking
