@@ -12,22 +12,35 @@ import math
 import re
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from typing import Annotated, Callable
+
+import msgspec
 
 from .errors import InvalidArgument, InvalidRetention, InvalidTime, LedgerError
 
-Micros = int
-"""Microseconds since 1970-01-01T00:00:00Z."""
+MIN_MICROS = -62_135_596_800_000_000
+"""0001-01-01T00:00:00Z, the first instant a ``datetime`` can show."""
+MAX_MICROS = 253_402_300_799_999_999
+"""9999-12-31T23:59:59.999999Z, the last instant a ``datetime`` can show: a time the ledger
+would record past it (a lease from a clock near the end of time) is refused before it is
+written, or every later read of it would fail."""
+
+Micros = Annotated[int, msgspec.Meta(ge=MIN_MICROS, le=MAX_MICROS)]
+"""Microseconds since 1970-01-01T00:00:00Z. An event's time field is decoded against this
+range (``core.events``): a stored time no ``datetime`` can show is a corrupt event, named when it
+is read, never an ``OverflowError`` in whoever shows it later."""
+
+LONGEST_SECONDS = 100 * 366 * 86_400
+"""A retention or lease past a century is a typo, not a policy (``parse_duration``)."""
+
+Seconds = Annotated[int, msgspec.Meta(ge=0, le=LONGEST_SECONDS)]
+"""A duration an event records (a retention, a lease), in whole seconds: decoded against this
+range, as a time is, so that a time computed from it can always be shown."""
 
 Clock = Callable[[], datetime]
 """Any zero-argument callable returning an aware UTC datetime."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-MAX_MICROS: Micros = 253_402_300_799_999_999
-"""9999-12-31T23:59:59.999999Z, the last instant a ``datetime`` can show: a time the ledger
-would record past it (a lease from a clock near the end of time) is refused before it is
-written, or every later read of it would fail."""
 
 
 def system_clock() -> datetime:
@@ -109,7 +122,7 @@ class ManualClock:
 
 
 _DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(w|d|h|m|s)?\s*$", re.IGNORECASE)
-_LONGEST = timedelta(days=100 * 366)  # a retention past a century is a typo, not a policy
+_LONGEST = timedelta(seconds=LONGEST_SECONDS)
 _UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 

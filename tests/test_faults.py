@@ -658,6 +658,39 @@ def test_r10_watermark_payload_of_the_wrong_type_is_caught_by_open_or_verify(tmp
     raise AssertionError("a watermark of the wrong type went unnoticed")
 
 
+@pytest.mark.parametrize("stream,type_,payload", [
+    ("watermark:ledger", "WatermarkAdvanced", {"scope": "ledger", "to": 2 ** 70}),
+    ("watermark:ledger", "WatermarkAdvanced", {"scope": "ledger", "to": 2 ** 63 - 1}),
+    ("retention:ledger", "RetentionSet", {"scope": "ledger", "seconds": 2 ** 62}),
+    ("write", "WriteBegun", {"write_id": "w1", "table_id": "{id}", "folder": "_writes/w1", "lease_seconds": 60,
+                             "expires_at": -(2 ** 63)}),
+], ids=["2**70", "2**63-1", "retention-2**62", "-2**63"])
+def test_r16_a_time_no_date_can_show_is_a_corrupt_event_named_at_decode(
+        tmp_path: Path, stream: str, type_: str, payload: dict) -> None:
+    """A validly chained payload whose time (or duration) no ``datetime`` can show: refused when
+    the log is read, naming the event, never a raw OverflowError from whoever shows it later."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        led.create_table("db0.t")
+        table = led.create_table("db0.live")
+        led.drop_table("db0.t")
+    payload = {key: table.id if value == "{id}" else value for key, value in payload.items()}
+    seq = raw_insert(path, stream=stream.replace("write", f"data:{table.id}"), type=type_, payload=json.dumps(payload))
+    exc = open_and_verify(path)
+    assert isinstance(exc, LedgerCorrupt), f"{type(exc).__name__}: {exc}"
+    assert exc.raised_by == "open"
+    assert_clear(exc, names=f"event #{seq}")
+
+
+def test_r16_a_row_timed_past_the_last_date_is_corrupt_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    build(path)
+    seq = raw_insert(path, time=2 ** 63 - 1, payload='{"table_id": "late1", "name": "db9.t", "path": "late1"}')
+    exc = open_and_verify(path)
+    assert isinstance(exc, LedgerCorrupt) and exc.raised_by == "open"
+    assert_clear(exc, names=f"event #{seq}")
+
+
 # --- (h) a tampered log ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("statement", [

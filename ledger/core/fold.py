@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import attrs
 from immutables import Map
 
-from ..clock import Micros
+from ..clock import MAX_MICROS, Micros
 from ..errors import LedgerCorrupt
 from .concern import Handler, corrupt
 from .events import Recorded, decode_event
@@ -82,6 +82,9 @@ class Builder:
             raise TypeError(f"time {time!r} is not whole microseconds")
         if time <= self.last_time:
             raise corrupt(f"event #{seq} is timed at or before the event before it; event times must increase")
+        if time > MAX_MICROS:
+            raise corrupt(f"event #{seq} is timed {time} microseconds after 1970, past the last time a date can "
+                          "show (9999-12-31)")
         current = self._streams.get(stream)
         if current is None:
             current = self.before.streams.get(stream, 0)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 
 import attrs
 
-from ..clock import Micros, format_duration, iso
+from ..clock import Micros, Seconds, format_duration, iso
 from ..errors import InvalidArgument, InvalidRetention, InvalidTime, TableNotFound, UndropBlocked
 from ..names import Scope
 from .concern import Concern, Decision, corrupt, mapping
@@ -58,7 +58,7 @@ UPCASTERS[("WatermarkAdvanced", 1)] = lambda data: {**data, "run_id": None}
 class RetentionSet:
     """``seconds`` None removes a database or table override (the ledger's falls back to the default)."""
     scope: str
-    seconds: int | None
+    seconds: Seconds | None
 
 
 # --- state ---------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def check_retention(seconds: int, override_floor: bool, where: str = "",
     if seconds < floor and not override_floor:
         raise InvalidRetention(
             f"{what} {format_duration(seconds)} {where} is below the {format_duration(floor)} floor: "
-            f"{consequence}; pass override_floor=True (CLI: --override-floor) if that is what you mean"
+            f"{consequence}; pass override_floor=True if that is what you mean"
         )
     return seconds
 

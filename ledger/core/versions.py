@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Union
 import attrs
 import orjson
 
-from ..clock import MAX_MICROS, Micros, iso
+from ..clock import MAX_MICROS, Micros, Seconds, iso
 from ..errors import (
     InvalidArgument, InvalidTime, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound, WriteClosed,
     WriteExpired,
@@ -114,7 +114,7 @@ class WriteBegun:
     write_id: str
     table_id: str
     folder: str
-    lease_seconds: int
+    lease_seconds: Seconds
     expires_at: Micros
 
 
