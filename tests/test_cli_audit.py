@@ -92,7 +92,10 @@ def test_history_on_the_command_line_counts_and_gives_the_last_n(db: Path) -> No
     assert [e["seq"] for e in ok_json(db, "history", "--last", "2")] == [3, 4]
     assert len(ok(db, "history", "--last", "1").stdout.splitlines()) == 1
     assert ok(db, "history", "--last", "3", "--count").stdout == "3 events\n"
-    usage_error(db, "history", "--last", "0")
+    # One answer with Python's history().last(0): nothing, not a usage error.
+    assert ok_json(db, "history", "--last", "0") == [] and ok(db, "history", "--last", "0").stdout == "no events\n"
+    assert ok(db, "history", "--last", "0", "--count").stdout == "0 events\n"
+    usage_error(db, "history", "--last", "-1")
 
 
 # --- R16: checkpoints, proofs, export, keys ------------------------------------------------
@@ -195,7 +198,8 @@ def test_r10_cli_checkpoint_and_export_never_replace_the_ledger_nor_the_key(db: 
     assert out.read_text() == signed
     ok(db, "checkpoint", "--out", str(out), "--overwrite")
     assert Checkpoint.read(out).signature is None
-    assert "exists" in refused(db, "export", str(out), error="InvalidArgument")
+    line = refused(db, "export", str(out), error="InvalidArgument")
+    assert "exists" in line and "pass --overwrite if" in line and "overwrite=True" not in line  # the CLI's words
     ok(db, "export", str(out), "--overwrite")
 
 
@@ -228,3 +232,29 @@ def test_r16_the_offline_verifier_says_a_missing_file_is_missing(db: Path, tmp_p
         assert done.returncode == 1 and done.stdout == "", done
         assert done.stderr.startswith("error: InvalidArgument: ") and says in done.stderr and done.stderr.count("\n") == 1
         assert "LedgerCorrupt" not in done.stderr and "No such file" in done.stderr
+
+
+def test_r16_the_offline_verifier_names_a_field_edited_into_another_type(
+        db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every field of every line of an export, edited into a value of another type (text for a
+    number, a number for text, a list, null), is "the export is not valid: line N, <field> ..." and
+    exit 1, never a raw TypeError from inside the check."""
+    from ledger.audit.__main__ import main
+    from ledger.audit.export import COLUMNS
+    out, exported = tmp_path / "cp.json", tmp_path / "log.jsonl"
+    ok(db, "checkpoint", "--out", str(out))
+    ok(db, "export", str(exported))
+    lines = exported.read_text().splitlines()
+    edited = tmp_path / "edited.jsonl"
+    for number, line in enumerate(lines, 1):
+        for name in COLUMNS:
+            record = json.loads(line)
+            for wrong in (str(record[name]) if isinstance(record[name], int) else 5, [record[name]], None):
+                record[name] = wrong
+                edited.write_text("\n".join([*lines[:number - 1], json.dumps(record), *lines[number:]]) + "\n")
+                assert main(["verify", str(edited), str(out)]) == 1
+                said = capsys.readouterr()
+                assert said.out == "" and said.err.count("\n") == 1, said
+                assert said.err.startswith(f"error: LedgerCorrupt: {edited}: the export is not valid: line {number}, "
+                                           f"{name} is not "), said.err
+    assert main(["verify", str(exported), str(out)]) == 0

@@ -27,6 +27,8 @@ from ..errors import InvalidArgument, LedgerCorrupt
 FORMATS = ("jsonl", "parquet")
 COLUMNS = ("seq", "stream", "version", "type", "schema_version", "time", "actor", "payload", "hash")
 """The stored row's fields, in the order the chain hashes them (``hash`` last)."""
+WHOLE = frozenset({"seq", "version", "schema_version", "time"})
+"""The columns that hold whole numbers; every other one holds text."""
 
 _BATCH = 50_000
 
@@ -130,10 +132,31 @@ def _read_jsonl(path: Path) -> Iterator[tuple]:
                 continue
             try:
                 record = orjson.loads(line)
-                yield tuple(record[name] for name in COLUMNS)
-            except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-                raise LedgerCorrupt(f"{path}, line {number}: not an exported event ({exc}); the export "
-                                    "was damaged or edited") from None
+            except orjson.JSONDecodeError as exc:
+                raise _invalid(path, number, f"not JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise _invalid(path, number, f"not an object but {type(record).__name__}")
+            yield tuple(_field(path, number, record, name) for name in COLUMNS)
+
+
+def _field(path: Path, number: int, record: dict[str, Any], name: str) -> Any:
+    """One column of one exported event, of the type the chain hashes (an edited export must be
+    told as such, never fail inside the check with a ``TypeError``)."""
+    if name not in record:
+        raise _invalid(path, number, f"{name} is missing")
+    value = record[name]
+    if name in WHOLE:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _invalid(path, number, f"{name} is not an integer ({value!r})")
+        if not -(2 ** 63) <= value < 2 ** 63:
+            raise _invalid(path, number, f"{name} {value} is out of range")
+    elif not isinstance(value, str):
+        raise _invalid(path, number, f"{name} is not text ({value!r})")
+    return value
+
+
+def _invalid(path: Path, number: int, why: str) -> LedgerCorrupt:
+    return LedgerCorrupt(f"{path}: the export is not valid: line {number}, {why}; it was damaged or edited")
 
 
 def _read_parquet(path: Path) -> Iterator[tuple]:
@@ -144,6 +167,11 @@ def _read_parquet(path: Path) -> Iterator[tuple]:
         missing = set(COLUMNS) - set(source.schema_arrow.names)
         if missing:
             raise LedgerCorrupt(f"{path}: not an export of a ledger (no column(s) {', '.join(sorted(missing))})")
+        for name in COLUMNS:
+            found = source.schema_arrow.field(name).type
+            if not (pa.types.is_integer(found) if name in WHOLE else pa.types.is_string(found)):
+                raise LedgerCorrupt(f"{path}: the export is not valid: column {name} holds {found}, not "
+                                    f"{'integers' if name in WHOLE else 'text'}; it was damaged or edited")
         for batch in source.iter_batches(batch_size=_BATCH, columns=list(COLUMNS)):
             yield from zip(*(batch.column(name).to_pylist() for name in COLUMNS))
     except (pa.ArrowException, OSError) as exc:
