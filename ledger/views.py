@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import sys
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, NamedTuple, overload
 
@@ -160,12 +161,12 @@ class TableVersion:
     def to_dict(self, *, with_files: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
             "table": self.table, "table_id": self.table_id, "number": self.number,
-            "committed_at": iso_utc(self.committed_at), "mode": self.mode, "files": self.file_count,
+            "committed_at": iso_utc(self.committed_at), "mode": self.mode, "file_count": self.file_count,
             "bytes": self.bytes, "expired": self.expired, "current": self.current, "write_id": self.write_id,
             "restored_from": self.restored_from, "superseded_at": iso_utc(self.superseded_at),
             "schema": None if self.schema is None else json.loads(self.schema)}
-        if with_files:
-            data["file_list"] = [{"path": f.path, "size": f.size} for f in self.files]
+        if with_files:  # the names Python uses: ``file_count``, and ``files`` for the list
+            data["files"] = [{"path": f.path, "size": f.size} for f in self.files]
         return data
 
 
@@ -226,7 +227,8 @@ class History:
         """The ``n`` latest matches, oldest first (fewer if there are fewer)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise InvalidArgument(f"last(n) takes a whole number of events >= 0, got {n!r}")
-        return list(collections.deque(self, maxlen=n)) if n else []
+        # No log holds more than sys.maxsize events: a larger n asks for all of them.
+        return list(collections.deque(self, maxlen=min(n, sys.maxsize))) if n else []
 
     @overload
     def __getitem__(self, index: int) -> HistoryEntry: ...
@@ -240,10 +242,13 @@ class History:
             if start is not None and start < 0 and stop is None and step in (None, 1):
                 return self.last(-start)
             if all(v is None or v >= 0 for v in (start, stop)) and (step is None or step > 0):
-                return list(itertools.islice(self, start, stop, step))
+                return list(itertools.islice(self, *(None if v is None else min(v, sys.maxsize)
+                                                     for v in (start, stop, step))))
             return list(self)[index]
         if not isinstance(index, int) or isinstance(index, bool):
             raise TypeError(f"history indices are whole numbers or slices, not {type(index).__name__}")
+        if index >= sys.maxsize:
+            raise IndexError(f"history index {index} is out of range: {len(self)} events match")
         found = self.last(-index) if index < 0 else list(itertools.islice(self, index, index + 1))
         if len(found) < (-index if index < 0 else 1):
             raise IndexError(f"history index {index} is out of range: {len(self)} events match")

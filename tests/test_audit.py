@@ -988,9 +988,11 @@ def test_history_counts_and_gives_the_latest_without_a_list(tmp_path: Path) -> N
         assert [e.seq for e in drops.last(10)] == [e.seq for e in drops]  # fewer than asked: all of them
         assert drops.last(0) == [] and [e.seq for e in everything[2:4]] == [3, 4]
         assert [e.seq for e in everything[::-5]] == [16, 11, 6, 1]
-        for index in (16, -17):
+        for index in (16, -17, 2 ** 70, -(2 ** 70)):  # beyond any size: as a list says it
             with pytest.raises(IndexError, match="out of range: 16 events match"):
                 everything[index]
+        assert [e.seq for e in everything.last(2 ** 70)] == list(range(1, 17))  # past its length: all of it
+        assert everything[2 ** 70:] == [] and [e.seq for e in everything[14:2 ** 70]] == [15, 16]
         for bad in (-1, 1.5, True, "3"):
             with pytest.raises(InvalidArgument, match=r"last\(n\) takes a whole number"):
                 everything.last(bad)  # type: ignore[arg-type]
