@@ -53,26 +53,41 @@ def simple(text: str) -> str:
     return struct(text).simpleString()
 
 
-def _columns(text: str) -> dict[str, Any]:
-    return {field["name"]: field["type"] for field in json.loads(text)["fields"]}
+def _columns(text: str, case_sensitive: bool) -> dict[str, tuple[str, Any]]:
+    """Each top-level column by the name Spark resolves it by (lowercased unless
+    ``spark.sql.caseSensitive``): its spelling and its type."""
+    return {(field["name"] if case_sensitive else field["name"].lower()): (field["name"], field["type"])
+            for field in json.loads(text)["fields"]}
 
 
-def same_columns(table: str, new: str) -> bool:
-    """The same columns with the same types, in any order (files are read by name)."""
-    return _columns(table) == _columns(new)
+def same_columns(table: str, new: str, *, case_sensitive: bool = False) -> bool:
+    """The same columns with the same types, in any order (files are read by name, and by Spark's
+    rule for case: ``ID`` is ``id`` unless ``spark.sql.caseSensitive``)."""
+    ours, theirs = _columns(table, case_sensitive), _columns(new, case_sensitive)
+    return ours.keys() == theirs.keys() and all(ours[k][1] == theirs[k][1] for k in ours)
 
 
-def merge(table: str, new: str, name: str) -> str:
-    """The table's columns, then the new ones; a column both have must have one type."""
+def merge(table: str, new: str, name: str, *, case_sensitive: bool = False) -> str:
+    """The table's columns, then the new ones; a column both have must have one type. A column
+    Spark would take for one of the table's (``ID`` for ``id``, unless ``spark.sql.caseSensitive``)
+    is that column, never a second one: a schema holding both could never be read."""
     fields = json.loads(table)["fields"]
-    known = {field["name"]: field["type"] for field in fields}
+    known = _columns(table, case_sensitive)
     for field in json.loads(new)["fields"]:
-        if field["name"] not in known:
+        key = field["name"] if case_sensitive else field["name"].lower()
+        if key not in known:
             fields.append(field)
-        elif known[field["name"]] != field["type"]:
-            was, now = (StructType.fromJson({"type": "struct", "fields": [dict(field, type=t)]}).fields[0]
-                        .dataType.simpleString() for t in (known[field["name"]], field["type"]))
-            raise SchemaMismatch(f"cannot merge the schema of {name}: column {field['name']} is {was} in the "
-                                 f"table and {now} in this write; a merge adds columns, it never changes a type "
-                                 "(cast the column, or overwrite the table)")
+            known[key] = (field["name"], field["type"])
+        elif known[key][1] != field["type"]:
+            spelled, was_type = known[key]
+            was, now = (_type_text(t) for t in (was_type, field["type"]))
+            same = spelled if spelled == field["name"] else f"{spelled} (written {field['name']} here)"
+            raise SchemaMismatch(f"cannot merge the schema of {name}: column {same} is {was} in the table and "
+                                 f"{now} in this write; a merge adds columns, it never changes a type (cast the "
+                                 "column, or overwrite the table)")
     return json.dumps({"type": "struct", "fields": fields}, separators=(",", ":"))
+
+
+def _type_text(node: Any) -> str:
+    return StructType.fromJson({"type": "struct", "fields": [{"name": "c", "type": node, "nullable": True,
+                                                              "metadata": {}}]}).fields[0].dataType.simpleString()

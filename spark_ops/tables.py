@@ -33,6 +33,7 @@ from ledger.views import TableInstance, TableVersion
 from . import schemas
 from .executor import fs
 from .heartbeat import Heartbeat
+from .session import SparkUnavailable
 
 WRITE_MODES = ("append", "overwrite")
 
@@ -51,17 +52,21 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
     if mode not in WRITE_MODES:
         raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
     columns = _partition_columns(partition_by)
+    if not isinstance(merge_schema, bool):
+        raise InvalidArgument(f"merge_schema must be True or False, got {merge_schema!r}")
     try:
-        table = ledger.table(name)
+        table: TableInstance | None = ledger.table(name)
     except TableNotFound:
         if not create:
             raise
+        table = None
+    check_filesystem(df.sparkSession, ledger.warehouse)  # bad input is refused before Spark is asked
+    if table is None:
         table = ledger.create_table(name)
-    if not isinstance(merge_schema, bool):
-        raise InvalidArgument(f"merge_schema must be True or False, got {merge_schema!r}")
     if table.current_version is None:
         _adopt_unversioned_files(ledger, table)
-    schema, merged_from = _schema_for(ledger, name, schemas.canonical(df.schema), mode, merge_schema)
+    case_sensitive = (df.sparkSession.conf.get("spark.sql.caseSensitive", "false") or "").lower() == "true"
+    schema, merged_from = _schema_for(ledger, name, schemas.canonical(df.schema), mode, merge_schema, case_sensitive)
     write = ledger.begin_write(name)
     try:
         renew = Heartbeat(f"lease-{write.id}", write.lease.total_seconds() / 3, lambda: ledger.renew_write(write.id))
@@ -80,21 +85,28 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
                                merged_from=merged_from)
 
 
-def _schema_for(ledger: Ledger, name: str, schema: str, mode: str, merge: bool) -> tuple[str, str | None]:
+def _schema_for(ledger: Ledger, name: str, schema: str, mode: str, merge: bool,
+                case_sensitive: bool) -> tuple[str, str | None]:
     """The schema the new version records, and the table's it was merged from (None: no merge).
-    Checked here, before Spark writes a file, and again by the ledger when it commits."""
+    Checked here, before Spark writes a file, and again by the ledger when it commits. Columns
+    are matched as Spark's reader will match them (``spark.sql.caseSensitive``)."""
     table = ledger.table(name)
     if mode != "append" or table.current_version is None:
         return schema, None
     current = ledger.version(name).schema
-    if current is None or schemas.same_columns(current, schema):
+    if current is None or schemas.same_columns(current, schema, case_sensitive=case_sensitive):
         return current or schema, None
     if merge:
-        return schemas.merge(current, schema, name), current
+        return schemas.merge(current, schema, name, case_sensitive=case_sensitive), current
+    try:  # suggest a merge only where one would be accepted
+        schemas.merge(current, schema, name, case_sensitive=case_sensitive)
+        remedy = "Pass merge_schema=True to add the new columns (old rows read them as null), or"
+    except SchemaMismatch as exc:
+        remedy = f"A merge would not do either ({str(exc).split('; ', 1)[0].split(': ', 1)[1]}):"
     raise SchemaMismatch(
         f"cannot append to {name}: its columns are not the table's. The table (version {table.current_version}) "
-        f"has {schemas.simple(current)}; this DataFrame has {schemas.simple(schema)}. Pass merge_schema=True to "
-        "add the new columns (old rows read them as null), or mode='overwrite' to replace the table's columns")
+        f"has {schemas.simple(current)}; this DataFrame has {schemas.simple(schema)}. {remedy} "
+        "mode='overwrite' to replace the table's columns")
 
 
 def read_table(spark: SparkSession, ledger: Ledger, name: str, *, version: int | None = None,
@@ -102,6 +114,7 @@ def read_table(spark: SparkSession, ledger: Ledger, name: str, *, version: int |
     """Read the current version of ``name``, or version ``version``, or the version current at
     ``as_of``. An expired version is ``VersionExpired`` before any file is read."""
     table = ledger.table(name)
+    check_filesystem(spark, ledger.warehouse)
     if table.current_version is None and version is None and as_of is None:
         return _read_unversioned(spark, table)
     chosen = ledger.version(name, version=version, as_of=as_of)
@@ -170,6 +183,27 @@ def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str]:
     if not all(isinstance(c, str) and c for c in columns):
         raise InvalidArgument(f"partition_by must be column names, got {partition_by!r}")
     return columns
+
+
+def check_filesystem(spark: SparkSession, root: str) -> None:
+    """That Spark can write and read under the warehouse ``root``: a scheme it has no Hadoop file
+    system for (``s3://`` without the hadoop-aws connector) is said in one line before anything
+    is recorded, not as a Py4J error after the table was created."""
+    scheme = root.split("://", 1)[0].lower() if "://" in root else "file"
+    jvm = getattr(spark, "_jvm", None)
+    if scheme == "file" or jvm is None:  # Spark Connect: the server resolves paths itself
+        return
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
+    except Exception as exc:  # py4j's error, which holds the Java one
+        java = getattr(exc, "java_exception", None)
+        said = str(java.toString()) if java is not None else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        cause = said.split(": ", 1)[-1] if "Exception: " in said else said
+        connector = (" (for S3: the hadoop-aws connector, e.g. --packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop "
+                     f"version>, and spark.hadoop.fs.{scheme}.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)"
+                     if scheme.startswith("s3") else "")
+        raise SparkUnavailable(f"Spark has no file system for the warehouse {root} ({cause}): add the Hadoop connector "
+                               f"for {scheme}://{connector}; nothing was recorded") from None
 
 
 def _uri(location: str) -> str:

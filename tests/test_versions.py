@@ -18,7 +18,7 @@ from ledger.errors import (
     InvalidArgument, InvalidTime, LedgerCorrupt, TableDataMissing, TableNotFound, VersionExpired,
     SchemaMismatch, VersionNotFound, WriteClosed, WriteExpired,
 )
-from spark_ops import read_table, vacuum, write_table
+from spark_ops import read_table, schemas, vacuum, write_table
 from tests.conftest import T0
 from tests.stores import FaultyStore
 
@@ -504,6 +504,7 @@ def test_r10_the_warehouse_does_not_move_under_open_writes(tmp_path: Path, clock
         led.create_table("sales.orders")
         w = led.begin_write("sales.orders")
         count = led.event_count()
+        (tmp_path / "moved").mkdir()
         with pytest.raises(InvalidArgument, match=rf"while 1 write\(s\) are open: {w.id} \(sales.orders\)"):
             led.move_warehouse(tmp_path / "moved")
         assert led.event_count() == count and led.warehouse == str(tmp_path / "warehouse")
@@ -559,6 +560,49 @@ def test_r11_merge_schema_records_the_union_and_every_version_reads_whole(spark,
     assert "price" in v2.schema and led.versions("sales.orders")[1].schema != v2.schema
     with pytest.raises(SchemaMismatch, match="column id is bigint in the table and string in this write"):
         write_table(frame(spark, 4, 1).selectExpr("cast(id AS string) AS id"), led, "sales.orders", merge_schema=True)
+
+
+@pytest.mark.spark
+def test_r11_merge_schema_matches_columns_as_spark_resolves_them(spark, led) -> None:
+    """Spark resolves column names without regard to case by default: ``ID`` is ``id``. A merge
+    that recorded both made every read of the table fail (COLUMN_ALREADY_EXISTS)."""
+    write_table(spark.createDataFrame([(1, "a")], "id long, name string"), led, "sales.orders")
+    wider = spark.createDataFrame([(2, "b", 2.5)], "ID long, Name string, price double")
+    v2 = write_table(wider, led, "sales.orders", merge_schema=True)
+    assert [f.name for f in schemas.struct(v2.schema).fields] == ["id", "name", "price"]
+    rows = sorted(read_table(spark, led, "sales.orders").collect(), key=lambda r: r["id"])
+    assert [tuple(r) for r in rows] == [(1, "a", None), (2, "b", 2.5)]
+    # the same columns spelled otherwise are the same columns: no merge needed
+    write_table(spark.createDataFrame([(3, "c", 1.0)], "Id long, NAME string, Price double"), led, "sales.orders")
+    assert sorted(r["id"] for r in read_table(spark, led, "sales.orders").collect()) == [1, 2, 3]
+    count = led.event_count()
+    clash = spark.createDataFrame([("4", "d")], "ID string, name string")
+    with pytest.raises(SchemaMismatch, match=r"column id \(written ID here\) is bigint in the table and string"):
+        write_table(clash, led, "sales.orders", merge_schema=True)
+    with pytest.raises(SchemaMismatch) as refused:
+        write_table(clash, led, "sales.orders")
+    assert "merge_schema=True" not in str(refused.value) and "A merge would not do either" in str(refused.value)
+    assert led.event_count() == count
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:  # where Spark tells names apart by case, ID is another column, and readable beside id
+        v4 = write_table(spark.createDataFrame([(5, 6)], "id long, ID long"), led, "sales.orders", merge_schema=True)
+        assert [f.name for f in schemas.struct(v4.schema).fields] == ["id", "name", "price", "ID"]
+        assert read_table(spark, led, "sales.orders").count() == 4
+    finally:
+        spark.conf.unset("spark.sql.caseSensitive")
+
+
+@pytest.mark.spark
+def test_r11_a_warehouse_spark_cannot_write_to_is_said_before_anything_is_recorded(spark, tmp_path: Path) -> None:
+    """``s3://`` with no s3a connector used to create the table, then fail with a raw Py4J
+    "No FileSystem for scheme s3"."""
+    from spark_ops import SparkUnavailable
+    with Ledger.open(tmp_path / "l.db", warehouse="s3://lake-bucket/prod") as led:
+        with pytest.raises(SparkUnavailable, match=r"Spark has no file system for the warehouse s3://lake-bucket/prod "
+                                                   r"\(No FileSystem for scheme \"s3\"\): add the Hadoop connector "
+                                                   r"for s3:// \(for S3: the hadoop-aws connector.*nothing was recorded"):
+            write_table(spark.range(3), led, "sales.orders")
+        assert led.event_count() == 0 and led.tables() == []
 
 
 @pytest.mark.spark
