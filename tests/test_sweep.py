@@ -127,6 +127,28 @@ def test_r15_stragglers_older_than_the_grace_period_are_deleted_and_recorded(spa
 
 
 @pytest.mark.spark
+def test_r15_a_folder_holding_only_its_named_files_is_not_reported_cleaned(spark, led, clock) -> None:
+    """Past the grace period, a committed folder with nothing unnamed in it: no vacuum says it
+    cleaned (or would clean) it; the check is recorded in words that say nothing was found, once."""
+    w, files = begin_with_files(led)
+    led.commit_write(w.id, files)
+    for name in os.listdir(w.folder):
+        os.utime(Path(w.folder, name), (clock().timestamp(),) * 2)
+    clock.advance(7 * HOUR)
+
+    dry = vacuum(spark, led, dry_run=True)
+    assert dry.stragglers == () and "clean" not in dry.summary()
+    report = vacuum(spark, led)
+    assert report.stragglers == () and "clean" not in report.summary() and report.files == 0
+    assert report.to_dict()["stragglers"] == [] and "None" not in str(report)
+    [checked] = led.history(type="StragglersDeleted")
+    assert "found no stragglers in 1 write folder of sales.orders" in checked.text
+    again = vacuum(spark, led)
+    assert again.run_id is None and str(again).startswith("nothing to vacuum") and "None" not in str(again)
+    assert sorted(os.listdir(w.folder)) == ["part-0.parquet", "part-1.parquet"]
+
+
+@pytest.mark.spark
 def test_r15_foreign_files_are_never_swept_and_the_dry_run_reports_them(spark, led, clock) -> None:
     """lakeFS: "not responsible for data outside the repository path". Files in a table's location
     outside every write folder were not written through the ledger: reported, never swept."""

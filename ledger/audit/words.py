@@ -79,7 +79,10 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "RetentionMarkAdvanced": lambda e, n: f"advanced the retention mark of {_table(e, n)} to {iso(e.to)}{_run(e)}",
     "WritesSwept": lambda e, n: f"swept {_plural(len(e.write_ids), 'uncommitted write')} of {_table(e, n)}{_run(e)}",
     "StragglersDeleted": lambda e, n: (f"deleted {_plural(e.files, 'straggler file')} ({format_bytes(e.bytes)}) from "
-                                       f"{_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}{_run(e)}"),
+                                       f"{_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}{_run(e)}"
+                                       if e.files else
+                                       f"found no stragglers in {_plural(len(e.write_ids), 'write folder')} of "
+                                       f"{_table(e, n)}{_run(e)}"),
     "WriteFoldersDeleted": lambda e, n: (f"deleted {_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}: "
                                          f"{_plural(e.files, 'file')}, {format_bytes(e.bytes)}{_run(e)}"),
     "VacuumStarted": _vacuum_started,

@@ -93,7 +93,7 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     timings["delete"] = time.monotonic() - started - timings["plan"]
     report = attrs.evolve(build_report(order, dry_run, outcomes, started, timings), listing=kept)
     if not dry_run:
-        _record(ledger, order, report)
+        _record(ledger, order, report, outcomes)
     timings["record"] = time.monotonic() - started - timings["plan"] - timings["delete"]
     return attrs.evolve(report, duration=time.monotonic() - started, timings=timings)
 
@@ -103,17 +103,21 @@ def sweep(spark: SparkSession, ledger: Ledger, **options: Any) -> VacuumReport:
     return vacuum(spark, ledger, only_uncommitted=True, **options)
 
 
-def _record(ledger: Ledger, order: VacuumOrder, report: VacuumReport) -> None:
+def _record(ledger: Ledger, order: VacuumOrder, report: VacuumReport, outcomes: dict[str, Outcome]) -> None:
     """The run's end: what was purged, which write folders went, which were cleaned (R10: what
-    failed is not recorded, and the next vacuum finishes it)."""
+    failed is not recorded, and the next vacuum finishes it). A committed folder found to hold
+    only what its version names is recorded checked as well (with nothing deleted, and so not in
+    the report): no later vacuum need list it again."""
     assert order.run_id is not None
     folders = {e.id: tuple(w for w, _ in e.folders) for e in order.expiries}
+    scanned = [(c, outcomes.get(f"{STRAGGLERS}:{c.write_id}")) for c in order.stragglers]
     ledger.finish_vacuum(
         order.run_id, [(r.id, r.files, r.bytes) for r in report.instances if r.ok],
         failed=len(report.failures),
         expired=[(r.id, folders[r.id], r.files, r.bytes) for r in report.expired if r.ok and folders[r.id]]
         + [(r.id, tuple(w for w, _ in r.writes), r.files, r.bytes) for r in report.swept if r.ok],
-        stragglers=[(r.id, (r.write_id,), r.files, r.bytes) for r in report.stragglers if r.ok and not r.left])
+        stragglers=[(c.id, (c.write_id,), o.files, o.bytes) for c, o in scanned
+                    if o is not None and o.error is None and not o.left])
 
 
 def _lease_keeper(ledger: Ledger, order: VacuumOrder) -> Heartbeat:

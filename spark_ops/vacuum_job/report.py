@@ -140,6 +140,8 @@ class VacuumReport:
     """Tables whose old versions this run expired, and the write folders it deleted."""
     swept: tuple[SweepReport, ...] = ()
     stragglers: tuple[StragglerReport, ...] = ()
+    """Committed write folders this run cleaned of files their versions do not name (only those
+    where there was something to delete, or something failed or was left)."""
     foreign: tuple[tuple[str, str, tuple[FileEntry, ...]], ...] = ()
     """For a dry run: (table, location, files) outside every write folder that no version names.
     No vacuum deletes them (only a purge of the whole table does)."""
@@ -172,10 +174,15 @@ class VacuumReport:
         """What the run did (or, for a dry run, would do), in a few lines a person reads."""
         def said(would: str, did: str) -> str:
             return would if self.dry_run else did
-        head = "dry run" if self.dry_run else f"vacuum {self.run_id}"
         ok = [i for i in self.instances if i.ok]
-        lines = [f"{head}: {said('would purge', 'purged')} {len(ok)} table(s), {said('would delete', 'deleted')} "
-                 f"{self.files} file(s) ({format_bytes(self.bytes)}) in {self.duration:.1f}s"]
+        if self.run_id is None and not self.dry_run:  # nothing was due: no run was recorded
+            lines = ["nothing to vacuum: no dropped table is past its retention, no old version is due to expire "
+                     "and no write is due to be swept"]
+        else:
+            head = "dry run" if self.dry_run else f"vacuum {self.run_id}"
+            lines = [f"{head}: {said('would purge', 'purged')} {len(ok)} table(s), "
+                     f"{said('would delete', 'deleted')} {self.files} file(s) ({format_bytes(self.bytes)}) in "
+                     f"{self.duration:.1f}s"]
         expired = [e for e in self.expired if e.ok]
         if expired:
             lines.append(f"  {said('would expire', 'expired')} {sum(len(e.versions) for e in expired)} old "
@@ -257,10 +264,12 @@ def build_report(order: VacuumOrder, dry_run: bool, outcomes: dict[str, Outcome]
         swept=tuple(SweepReport(w.id, w.name, w.location, tuple((i, why) for i, _, why in w.writes),
                                 swept[w.id].files, swept[w.id].bytes, swept[w.id].error,
                                 would_delete=files(swept[w.id])) for w in order.sweeps),
+        # A folder that held only what its version names had nothing cleaned: not reported.
         stragglers=tuple(StragglerReport(c.id, c.name, c.write_id, c.folder, cleaned[c.write_id].files,
                                          cleaned[c.write_id].bytes, left=cleaned[c.write_id].left,
                                          error=cleaned[c.write_id].error, would_delete=files(cleaned[c.write_id]))
-                         for c in order.stragglers),
+                         for c in order.stragglers
+                         if cleaned[c.write_id].files or cleaned[c.write_id].error or cleaned[c.write_id].left),
         foreign=tuple((name, location, files(foreign[i])) for i, name, location, _ in order.written
                       if dry_run and foreign[i].listing),
     )
