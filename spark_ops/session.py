@@ -15,10 +15,11 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from importlib import resources
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -37,46 +38,97 @@ class JavaNotFound(SparkUnavailable):
 
 def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]",
                   shuffle_partitions: int = 4, jvm_log: str | None = None,
-                  scratch: str | None = None) -> SparkSession:
+                  scratch: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """The process's local SparkSession, started if need be. With ``jvm_log``, the JVM's own
     output (its start-up banner, and anything it prints later) goes to that file instead of
     this process's stderr, which a command line keeps for its one-line answers. With
     ``scratch``, Spark's own temporary files (block manager, shipped files, native libraries)
-    go in that folder instead of the system's, for the caller to remove afterwards."""
+    go in that folder instead of the system's, for the caller to remove afterwards. ``conf``:
+    Spark settings as ``spark-submit --conf`` takes them (``spark.executorEnv.AWS_REGION``...);
+    the user's ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``) is read as Spark reads it."""
     active = SparkSession.getActiveSession()
     if active is None:
         check_java()
+        check_master(master)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Spark reads log4j2.properties from its conf dir when the JVM starts; ours keeps it quiet.
-    os.environ.setdefault("SPARK_CONF_DIR", str(resources.files("spark_ops").joinpath("conf")))
-    java_options = "-Duser.timezone=UTC" + (f" -Djava.io.tmpdir={scratch}" if scratch else "")
     try:
         with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext():
-            spark = _build(app_name, master, shuffle_partitions, java_options, scratch)
+            spark = _build(app_name, master, shuffle_partitions, scratch, dict(conf or {}))
     except Exception as exc:  # py4j and PySpark raise their own types; the caller needs one line
         where = f"; the JVM's output is in {jvm_log}" if jvm_log else ""
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = _cause_in(jvm_log) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise SparkUnavailable(f"Spark did not start: {first}{where}") from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
-def _build(app_name: str, master: str, shuffle_partitions: int, java_options: str,
-           scratch: str | None = None) -> SparkSession:
+def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | None,
+           conf: dict[str, str]) -> SparkSession:
     builder = SparkSession.builder if scratch is None else SparkSession.builder.config("spark.local.dir", scratch)
-    return (
+    builder = (
         builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", java_options)
         .config("spark.sql.sources.partitionOverwriteMode", "static")
-        .getOrCreate()
     )
+    # Ours go in the *default* Java options, which Spark puts before the extra ones: a user's
+    # spark.driver.extraJavaOptions (here or in spark-defaults.conf) is left as it is.
+    ours = ["-Duser.timezone=UTC", *([f"-Djava.io.tmpdir={scratch}"] if scratch else [])]
+    for side, options in (("driver", [*ours, *_quiet_logs()]), ("executor", ours)):
+        key = f"spark.{side}.defaultJavaOptions"
+        conf[key] = " ".join([*options, *([conf[key]] if conf.get(key) else [])])
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _quiet_logs() -> list[str]:
+    """Our quiet log4j2 settings, unless the user's Spark configuration folder has its own
+    (which Spark then reads, as it reads the folder's spark-defaults.conf: never hidden)."""
+    folder = os.environ.get("SPARK_CONF_DIR") or \
+        (os.path.join(os.environ["SPARK_HOME"], "conf") if os.environ.get("SPARK_HOME") else None)
+    if folder and os.path.exists(os.path.join(folder, "log4j2.properties")):
+        return []
+    return [f"-Dlog4j2.configurationFile=file:{resources.files('spark_ops').joinpath('conf', 'log4j2.properties')}"]
+
+
+def check_master(master: str) -> None:
+    """A standalone master (``spark://host:port[,host:port...]``) that no address answers is said
+    at once, in one line: Spark itself retries for about a minute and then names no cause."""
+    if not master.startswith("spark://"):
+        return
+    reasons = []
+    for where in master[len("spark://"):].split(","):
+        host, _, port = where.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=MASTER_TIMEOUT).close()
+            return
+        except (OSError, ValueError) as exc:
+            reasons.append(f"{where}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+    raise SparkUnavailable(f"cannot reach the Spark master {master} ({'; '.join(reasons)}): check the host and "
+                           "port, and that the master runs; nothing was recorded")
+
+
+MASTER_TIMEOUT = 10.0
+"""Seconds to wait for a standalone master to accept a connection before saying it cannot be reached."""
+
+_CAUSES = ("All masters are unresponsive", "Failed to connect to master", "Could not connect to",
+           "Connection refused", "UnknownHostException")
+
+
+def _cause_in(log: str | None) -> str | None:
+    """The first line of the JVM's log that says why Spark did not start, if it names one we know."""
+    if not log or not os.path.exists(log):
+        return None
+    with open(log, errors="replace") as handle:
+        for line in handle:
+            if any(cause in line for cause in _CAUSES):
+                return line.strip()
+    return None
 
 
 @contextlib.contextmanager

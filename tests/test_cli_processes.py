@@ -143,3 +143,40 @@ def test_a_cli_vacuum_leaves_nothing_in_the_temporary_folder(tmp_path: Path) -> 
     assert done.returncode == 0, err
     assert "purged 1 table(s), deleted 3 file(s)" in out and not os.path.exists(locations[0])
     assert sorted(os.listdir(temporary)) == []
+
+
+def test_an_unreachable_master_is_said_at_once_in_one_line_and_nothing_is_recorded(tmp_path: Path) -> None:
+    """``vacuum --master spark://nosuchhost:7077`` was silent for about 70 s, then named no cause."""
+    import socket
+    path = tmp_path / "ledger.db"
+    aged(path, tables=1, files=2)
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = cli("--ledger", str(path), "vacuum", "--master", f"spark://127.0.0.1:{port}")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and out == "", (out, err)
+    [line] = err.splitlines()
+    assert line.startswith(f"error: SparkUnavailable: cannot reach the Spark master spark://127.0.0.1:{port} "
+                           f"(127.0.0.1:{port}: Connection refused)"), line
+    assert not vacuum_started(path)
+
+
+def test_spark_settings_are_taken_as_spark_submit_takes_them_and_spark_defaults_is_read(tmp_path: Path) -> None:
+    """``--conf KEY=VALUE`` reaches the session; the user's spark-defaults.conf is no longer hidden
+    (the library used to point SPARK_CONF_DIR at its own folder)."""
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.retention.fromdefaults  yes\n")
+    script = ("from spark_ops import local_session; "
+              "s = local_session(conf={'spark.retention.probe': '7'}); "
+              "print(s.conf.get('spark.retention.probe'), s.conf.get('spark.retention.fromdefaults'), "
+              "s.conf.get('spark.sql.session.timeZone'))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPARK_CONF_DIR": str(conf_dir)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["7", "yes", "UTC"]
+    assert " INFO " not in done.stderr  # our quiet logs still apply: the folder has no log4j2.properties
+    bad = cli("--ledger", str(tmp_path / "l.db"), "vacuum", "--conf", "no-equals-sign")
+    out, err = bad.communicate(timeout=60)
+    assert bad.returncode == 2 and "is not KEY=VALUE" in err
