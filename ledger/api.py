@@ -220,6 +220,9 @@ class Ledger(Catalog):
         if self.path == ":memory:":
             raise InvalidArgument("an in-memory ledger has no recorded warehouse to move")
         target = _normalise_root(_root_argument(to) or "")
+        if "://" not in target and not os.path.isdir(target):
+            raise InvalidArgument(f"the new warehouse root {target} does not exist: copy the warehouse's files there "
+                                  f"first (from {self.warehouse}), then record the move; nothing was recorded")
         self.runner.run(MoveWarehouse(self.warehouse, target))
         return self.warehouse
 

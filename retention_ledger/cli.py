@@ -96,7 +96,7 @@ def command(group: click.Group, name: str, *, short_help: str, creates: bool = F
             try:
                 fn(ctx, **params)
             except LedgerError as exc:
-                click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+                click.echo(f"error: {type(exc).__name__}: {in_cli_terms(str(exc))}", err=True)
                 sys.exit(1)
             except KeyboardInterrupt:
                 _stop_spark()
@@ -110,6 +110,17 @@ def command(group: click.Group, name: str, *, short_help: str, creates: bool = F
                               "event number.")(run)
         return run
     return wrap
+
+
+_CLI_TERMS = {"overwrite=True": "--overwrite", "override_floor=True": "--override-floor"}
+"""The Python arguments the ledger's messages name, as a command line spells them."""
+
+
+def in_cli_terms(message: str) -> str:
+    """A refusal as the command line's user acts on it: ``--overwrite``, not ``overwrite=True``."""
+    for python, flag in _CLI_TERMS.items():
+        message = message.replace(f"pass {python}", f"pass {flag}")
+    return message
 
 
 def jvm_log() -> str:
@@ -184,7 +195,7 @@ class _SparkGuard:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="retention-ledger", prog_name="retention-ledger")
 @click.option("--ledger", "path", envvar="RETENTION_LEDGER", default=DEFAULT_LEDGER, show_default=True,
-              help="Ledger file (env RETENTION_LEDGER).")
+              help="Ledger file, or a postgresql:// URL for one shared by several hosts (env RETENTION_LEDGER).")
 @click.option("--warehouse", envvar="RETENTION_WAREHOUSE", default=None,
               help="Warehouse root for a new ledger; an existing ledger must be given its recorded root "
                    "or none (env RETENTION_WAREHOUSE).")
@@ -224,14 +235,15 @@ def drop(ctx: Context, name: str) -> None:
     ctx.emit(t.to_dict(), f"dropped {t.name} (id {t.id}) at {iso_utc(t.dropped_at)}")
 
 
-@command(cli, "undrop", short_help="Restore a dropped table.")
+@command(cli, "undrop", short_help="Undrop a dropped table (restore is for versions).")
 @click.argument("name")
-@click.option("--id", "table_id", help="Restore this instance instead of the newest dropped one.")
-@click.option("--as", "new_name", help="Restore under this name instead.")
+@click.option("--id", "table_id", help="Undrop this instance instead of the newest dropped one.")
+@click.option("--as", "new_name", help="Undrop under this name instead.")
 def undrop(ctx: Context, name: str, table_id: str | None, new_name: str | None) -> None:
-    """Restore the newest dropped instance of NAME (or --id), under NAME or --as."""
+    """Undrop the newest dropped instance of NAME (or --id), under NAME or --as: same id, same
+    files, same versions."""
     t = ctx.ledger.undrop_table(name, table_id=table_id, new_name=new_name)
-    ctx.emit(t.to_dict(), f"restored {t.name} (id {t.id})")
+    ctx.emit(t.to_dict(), f"undropped {t.name} (id {t.id})")
 
 
 @command(cli, "drop-database", short_help="Drop every live table of a database.")
@@ -242,12 +254,12 @@ def drop_database(ctx: Context, database: str) -> None:
     ctx.emit([t.to_dict() for t in tables], f"dropped database {database}: {len(tables)} table(s)")
 
 
-@command(cli, "undrop-database", short_help="Restore what a database drop took, all or none.")
+@command(cli, "undrop-database", short_help="Undrop what a database drop took, all or none.")
 @click.argument("database")
 def undrop_database(ctx: Context, database: str) -> None:
-    """Restore exactly the tables the latest drop of DATABASE took, all of them or none."""
+    """Undrop exactly the tables the latest drop of DATABASE took, all of them or none."""
     tables = ctx.ledger.undrop_database(database)
-    ctx.emit([t.to_dict() for t in tables], f"restored database {database}: {len(tables)} table(s)")
+    ctx.emit([t.to_dict() for t in tables], f"undropped database {database}: {len(tables)} table(s)")
 
 
 @command(cli, "show", short_help="Show one live table.", as_of=True)
@@ -323,7 +335,7 @@ def restore(ctx: Context, name: str, number: int | None, as_of: str | None) -> N
         raise click.UsageError("give exactly one of --version and --as-of")
     v = ctx.ledger.restore_table(name, version=number, as_of=None if as_of is None else parse_time(as_of))
     ctx.emit(v.to_dict(), f"restored {v.table} to version {v.restored_from}: now version {v.number} "
-                          f"({v.file_count} files, {v.bytes} bytes)")
+                          f"({_files(v.file_count, v.bytes)})")
 
 
 @command(cli, "mark", short_help="Show or advance a table's retention mark.", as_of=True)
@@ -433,7 +445,7 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
 @click.option("--until", default=None, metavar="TIME", help="Only events at or before this ISO 8601 time.")
 @click.option("--type", "types", multiple=True, metavar="TYPE",
               help="Only events of this type (e.g. TableDropped); repeat for several.")
-@click.option("--last", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--last", type=click.IntRange(min=0), default=None, metavar="N",
               help="Only the N latest of the events that match.")
 @click.option("--count", "count_only", is_flag=True, help="Print how many events match, not the events.")
 def history(ctx: Context, name: str | None, table_id: str | None, actor: str | None, since: str | None,
@@ -588,9 +600,12 @@ def move_warehouse(ctx: Context, root: str) -> None:
 @click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
               help="The Spark master to run on (a cluster's, e.g. spark://host:7077); the executors need "
                    "PySpark's Python and pyarrow only: the vacuum ships the rest.")
+@click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=lambda c, p, v: _spark_conf(v),
+              help="A Spark setting, as spark-submit takes it (e.g. spark.executorEnv.AWS_REGION=eu-west-1); "
+                   "repeat for several. spark-defaults.conf in SPARK_CONF_DIR is read as Spark reads it.")
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
                    dry_run: bool, override_floor: bool, uncommitted: bool, only_uncommitted: bool,
-                   grace: str | None, master: str) -> None:
+                   grace: str | None, master: str, spark_conf: dict[str, str]) -> None:
     """Purge dropped tables past their retention, expire old versions, and sweep abandoned writes:
     marks and watermarks first, then delete on Spark, then record."""
     if only_uncommitted and not uncommitted:
@@ -612,7 +627,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
     with _SparkGuard("vacuum", led.path) as guard:
-        spark = local_session(master=master, jvm_log=jvm_log(), scratch=guard.scratch)
+        spark = local_session(master=master, jvm_log=jvm_log(), scratch=guard.scratch, conf=spark_conf)
         guard.started()
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
         guard.run = None if dry_run else Ledger.new_run_id()
@@ -624,6 +639,17 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         raise VacuumIncomplete(
             f"{len(report.failures)} table(s) could not be purged and stay blocked; first: "
             f"{first.name} (id {first.id}): {first.error}")
+
+
+def _spark_conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not key.strip().startswith("spark."):
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE with a Spark key (spark.something=value)",
+                                     param_hint="--conf")
+        conf[key.strip()] = value
+    return conf
 
 
 class VacuumIncomplete(LedgerError):
@@ -640,34 +666,44 @@ def _nothing_text(order: Any) -> str:
     return "\n".join(lines)
 
 
+def _files(count: int, size: int) -> str:
+    """A count of files and their size, in the one unit system every size is shown in."""
+    return f"{count} file{'' if count == 1 else 's'}, {format_bytes(size)}"
+
+
+def _file_line(entry: Any) -> str:
+    return f"      {entry.path}  {format_bytes(entry.size)}"
+
+
 def _vacuum_text(report: Any) -> str:
     lines = [report.summary().splitlines()[0]]  # what was done (a failed purge is not counted purged)
     lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
     for item in report.instances:
-        status = "FAILED " + str(item.error) if item.error else f"{item.files} files, {item.bytes} bytes"
+        status = "FAILED " + str(item.error) if item.error else _files(item.files, item.bytes)
         lines.append(f"  {item.id}  {item.name:<32} {status}{'  (resumed)' if item.resumed else ''}")
-        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+        lines += [_file_line(f) for f in item.would_delete]
     for item in report.expired:
         status = "FAILED " + str(item.error) if item.error else \
-            f"{len(item.folders)} write folder(s), {item.files} files, {item.bytes} bytes"
+            f"{len(item.folders)} write folder(s), {_files(item.files, item.bytes)}"
         mark = f"mark -> {iso_utc(item.mark)}, expired version(s) {', '.join(map(str, item.versions))}; " \
             if item.mark else ""
         lines.append(f"  {item.id}  {item.name:<32} {mark}{status}")
-        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+        lines += [_file_line(f) for f in item.would_delete]
     for swept in report.swept:
-        status = "FAILED " + str(swept.error) if swept.error else f"{swept.files} files, {swept.bytes} bytes"
+        status = "FAILED " + str(swept.error) if swept.error else _files(swept.files, swept.bytes)
         writes = ", ".join(f"{w} ({why})" for w, why in swept.writes)
         lines.append(f"  {swept.id}  {swept.name:<32} swept write(s) {writes}: {status}")
-        lines += [f"      {f.path}  {f.size}" for f in swept.would_delete]
+        lines += [_file_line(f) for f in swept.would_delete]
     for item in report.stragglers:
-        status = "FAILED " + str(item.error) if item.error else f"{item.files} straggler file(s), {item.bytes} bytes"
+        status = "FAILED " + str(item.error) if item.error else \
+            f"{item.files} straggler file(s), {format_bytes(item.bytes)}"
         left = f", {item.left} younger than the grace period left" if item.left else ""
         lines.append(f"  {item.id}  {item.name:<32} write {item.write_id}: {status}{left}")
-        lines += [f"      {f.path}  {f.size}" for f in item.would_delete]
+        lines += [_file_line(f) for f in item.would_delete]
     for name, location, files in report.foreign:
         lines.append(f"  {name}: {len(files)} foreign file(s) in {location} outside every write folder "
                      "(never swept; they go only if the table is purged)")
-        lines += [f"      {f.path}  {f.size}" for f in files]
+        lines += [_file_line(f) for f in files]
     if report.listing:
         lines.append(f"  the full listing ({report.files} files) is the Parquet dataset {report.listing}; "
                      "each item above shows its first files only")

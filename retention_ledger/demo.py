@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ledger import Ledger, LedgerError, ManualClock, UndropBlocked
 from ledger.errors import VersionExpired
 from ledger.clock import iso_utc
+from ledger.views import format_bytes
 from spark_ops import local_session, read_table, vacuum, write_table
 
 MARKER = ".retention-ledger-demo"
@@ -64,7 +65,7 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
 
         report = vacuum(spark, led)
         for item in report.purged:
-            say(f"vacuum purged {item.name:<16} {item.files} files, {item.bytes} bytes")
+            say(f"vacuum purged {item.name:<16} {item.files} files, {format_bytes(item.bytes)}")
         for scope, at in report.watermarks.items():
             say(f"vacuum set watermark {scope} to {iso_utc(at)} (the newest purged drop time)")
         for expiry in report.expired:

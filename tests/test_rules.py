@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ledger import (
-    Conflict, DatabaseChanged, DatabaseNotFound, InvalidTime, Ledger, LedgerNotFound, ManualClock,
+    Conflict, DatabaseChanged, DatabaseNotFound, InvalidArgument, InvalidTime, Ledger, LedgerNotFound, ManualClock,
     TableExists, TableNotFound, UndropBlocked, WarehouseMismatch,
 )
 from ledger.clock import iso, to_micros
@@ -485,6 +485,11 @@ def test_r10_another_warehouse_is_refused_and_a_move_is_a_recorded_command(tmp_p
         Ledger.open(path, warehouse=other, clock=clock)
     assert not other.exists()
 
+    with Ledger.open(path, clock=clock, actor="ops") as led:  # not yet copied: refused, nothing recorded
+        with pytest.raises(InvalidArgument, match=rf"the new warehouse root {other} does not exist: copy the "
+                                                  rf"warehouse's files there first \(from {tmp_path}/warehouse\)"):
+            led.move_warehouse(other)
+        assert led.event_count() == count and led.warehouse == str(tmp_path / "warehouse")
     shutil.copytree(tmp_path / "warehouse", other)  # the files are copied, then the move recorded
     with Ledger.open(path, clock=clock, actor="ops") as led:
         assert led.event_count() == count

@@ -49,8 +49,7 @@ def target(path: object, what: str, *, overwrite: bool = False, protected: Itera
             raise InvalidArgument(f"refusing to write the {what} to {out}: that is {guarded}, which it would "
                                   "destroy; choose another file")
     if out.exists() and not overwrite:
-        raise InvalidArgument(f"{out} exists; refusing to replace it (pass overwrite=True, or --overwrite on the "
-                              "command line, if that is what you mean)")
+        raise InvalidArgument(f"{out} exists; refusing to replace it (pass overwrite=True if that is what you mean)")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
