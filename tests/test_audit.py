@@ -437,7 +437,9 @@ def test_r16_two_swapped_rows_are_detected(small_db: Path, tmp_path: Path) -> No
         conn.execute("UPDATE events SET seq = 3 WHERE seq = 4")
         conn.execute("UPDATE events SET seq = 4 WHERE seq = -1")
     found = detected(path)
-    assert found is not None and "#3" in str(found)
+    # One of the two swapped rows is named: the fold meets the swap at #4 (timed before #3, now
+    # that the two events sit on streams of their own databases), the chain walk at #3.
+    assert found is not None and ("event #3 " in str(found) or "event #4 " in str(found)), found
 
 
 def test_r16_a_row_appended_with_a_wrong_hash_is_detected(small_db: Path, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from ledger.core.events import UPCASTERS, Recorded, decode, encode, type_of
 from ledger.core.guard import AdvanceWatermark, RetentionSet, WatermarkAdvanced
 from ledger.core.model import State, decide, evolve, fold
 from ledger.core.tables import (
-    CATALOG_STREAM, CreateTable, DatabaseDropped, DatabaseUndropped, DropTable, TableCreated,
+    CATALOG_STREAM, CreateTable, DatabaseDropped, DropDatabase, DatabaseUndropped, DropTable, TableCreated,
     TableDropped, TablePurged, TableUndropped, UndropTable,
 )
 from ledger.core.vacuums import VacuumFinished, VacuumStarted
@@ -102,12 +102,28 @@ def test_fold_refuses_an_inconsistent_log(mangle, message) -> None:
         fold(State(), mangle(log))
 
 
-def test_decide_undrop_reads_catalog_and_all_three_watermark_scopes() -> None:
+def test_r4_decide_undrop_reads_its_database_catalog_and_all_three_watermark_scopes() -> None:
     state = fold(State(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
     decision = decide(state, UndropTable("db.t"))
-    assert decision.events == ((CATALOG_STREAM, TableUndropped(ID_A, "db.t")),)
-    assert decision.reads == {CATALOG_STREAM, "watermark:ledger", "watermark:database:db",
+    assert decision.events == (("catalog:db", TableUndropped(ID_A, "db.t")),)
+    assert decision.reads == {CATALOG_STREAM, "catalog:db", "watermark:ledger", "watermark:database:db",
                               f"watermark:table:{ID_A}"}
+    # Into another database: the ledger-wide stream, which every catalog decision reads (R4, R7).
+    across = decide(state, UndropTable("db.t", None, "other.t"))
+    assert across.events == ((CATALOG_STREAM, TableUndropped(ID_A, "other.t")),)
+    assert {"catalog:db", "catalog:other", CATALOG_STREAM} <= across.reads
+
+
+def test_r18_catalog_decisions_in_different_databases_read_nothing_the_other_writes() -> None:
+    """Hosts working in different databases never make each other retry: a create, drop or
+    write in one database neither reads nor writes another's stream."""
+    state = fold(State(), recorded(TableCreated(ID_A, "a.t", ID_A), TableCreated(ID_B, "b.t", ID_B)))
+    decisions = [decide(state, CreateTable("a.new", "c" * 16)), decide(state, DropTable("a.t")),
+                 decide(state, DropDatabase("a"))]
+    others = [decide(state, CreateTable("b.new", "d" * 16)), decide(state, DropTable("b.t"))]
+    for one in decisions:
+        for other in others:
+            assert not {s for s, _ in one.events} & other.reads and not {s for s, _ in other.events} & one.reads
 
 
 def test_decide_guard_and_names_without_any_storage() -> None:

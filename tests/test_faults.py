@@ -622,7 +622,7 @@ def test_r10_payload_that_is_not_utf8_is_corrupt(tmp_path: Path) -> None:
     build(path)
     raw = sqlite3.connect(path)
     last_seq, last_time, version = raw.execute(
-        "SELECT max(seq), max(time), (SELECT max(version) FROM events WHERE stream = 'catalog') "
+        "SELECT max(seq), max(time), (SELECT coalesce(max(version), 0) FROM events WHERE stream = 'catalog') "
         "FROM events").fetchone()
     raw.execute("INSERT INTO events VALUES (?, 'catalog', ?, 'TableDropped', 1, ?, 'x', "
                 "CAST(x'7b22ff22' AS TEXT), ?)", (last_seq + 1, version + 1, last_time + 1, "0" * 64))
@@ -727,9 +727,10 @@ def test_r10_stream_version_gap_is_corrupt_naming_the_event(tmp_path: Path) -> N
     path = tmp_path / "ledger.db"
     build(path)
     raw = sqlite3.connect(path)
-    version = raw.execute("SELECT max(version) FROM events WHERE stream = 'catalog'").fetchone()[0]
+    version = raw.execute("SELECT max(version) FROM events WHERE stream = 'catalog:db0'").fetchone()[0]
     raw.close()
-    seq = raw_insert(path, version=version + 2, payload='{"table_id": "gap1", "name": "db9.t", "path": "gap1"}')
+    seq = raw_insert(path, stream="catalog:db0", version=version + 2,
+                     payload='{"table_id": "gap1", "name": "db0.gap", "path": "gap1"}')
     exc = open_and_verify(path)
     assert isinstance(exc, LedgerCorrupt) and exc.raised_by == "open"
     assert_clear(exc, names=f"event #{seq}")

@@ -9,7 +9,9 @@ names sit here, below every concern, and each concern imports the ones it reads.
 from __future__ import annotations
 
 CATALOG_STREAM = "catalog"
-"""Names and instances: creates, drops, undrops and purges."""
+"""The ledger-wide catalog: an undrop that moves a table to another database (and, in logs
+written before 0.4, every create, drop, undrop and purge). Every catalog decision reads it, so
+the rare command that touches two databases has one order with everything else."""
 
 VACUUM_STREAM = "vacuums"
 """Every run's start, renewals and finish: one stream, because a run can be taken over by
@@ -20,6 +22,18 @@ WAREHOUSE_STREAM = "warehouse"
 
 LEDGER_STREAM = "ledger"
 """Facts about the ledger itself (its upgrades)."""
+
+
+def catalog_stream(database: str) -> str:
+    """One stream per database orders its names and instances (creates, drops, undrops, database
+    drops, purges): hosts working in different databases never make each other retry (R18)."""
+    return f"catalog:{database}"
+
+
+def catalog_streams(*databases: str) -> frozenset[str]:
+    """What a decision that read the catalog of ``databases`` conditions on (R4): their streams,
+    and the ledger-wide one, which a cross-database undrop moves."""
+    return frozenset({CATALOG_STREAM, *map(catalog_stream, databases)})
 
 
 def data_stream(table_id: str) -> str:

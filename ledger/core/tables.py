@@ -7,12 +7,14 @@ lifecycle half of **R8** (a purge happens only to a dropped instance behind its
 watermark; purged is final). Whether an undrop is *allowed* is the guard's rule
 (``guard.Guard.check_undroppable``), asked here and re-checked on replay.
 
-Streams. Table and database lifecycle events share one ``catalog`` stream. One
-stream makes a database drop, a rename on undrop or a name reuse a single event
-on a single stream, so no command ever keeps two catalog streams in step. Its
-cost is that two unrelated catalog commands racing each other retry once; SQLite
-admits one writer at a time anyway, so that cost is small. An undrop also reads
-the three watermark streams that guard the instance (R4).
+Streams. Each database's names and instances have a stream of their own
+(``catalog:<database>``): a create, drop, undrop, database drop or purge goes to its
+database's, and conditions on the streams of the databases it read and on the ledger-wide
+``catalog`` stream (R4). So hosts working in different databases never make each other retry
+(R18), while a database drop still has one order with every create and undrop in it (R7). An
+undrop that moves a table to another database touches two: its event goes to the ledger-wide
+stream, which every catalog decision reads. An undrop also reads the three watermark streams
+that guard the instance.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..names import database_name, database_of, table_id, table_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import as_ids, decode_event, event
 from .fold import set_or_delete
-from .streams import CATALOG_STREAM
+from .streams import CATALOG_STREAM, catalog_stream, catalog_streams
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -296,8 +298,9 @@ def location_path(id_: str) -> str:
 
 
 def guard_streams(state: State, inst: Instance) -> frozenset[str]:
-    """The streams an undrop (or a purge) of ``inst`` depends on: the catalog and its watermarks."""
-    return frozenset({CATALOG_STREAM}) | state.guard.watermark_streams(inst)
+    """The streams an undrop (or a purge) of ``inst`` depends on: its database's catalog, the
+    ledger-wide one, and its watermarks."""
+    return catalog_streams(inst.database) | state.guard.watermark_streams(inst)
 
 
 def require_live(state: State, name: str, doing: str | None = None) -> Instance:
@@ -324,7 +327,8 @@ def _create(state: State, cmd: CreateTable) -> Decision:
     if state.tables.has_id(cmd.table_id):
         raise TableExists(f"cannot create {name}: table id {cmd.table_id} is already taken")
     event_ = TableCreated(cmd.table_id, name, location_path(cmd.table_id))
-    return Decision(((CATALOG_STREAM, event_),), frozenset({CATALOG_STREAM}), cmd.table_id)
+    db = database_of(name)
+    return Decision(((catalog_stream(db), event_),), catalog_streams(db), cmd.table_id)
 
 
 def _drop(state: State, cmd: DropTable) -> Decision:
@@ -333,7 +337,8 @@ def _drop(state: State, cmd: DropTable) -> Decision:
     if inst is None:
         hint = " (it is dropped; see show-dropped)" if name in state.tables.dropped else ""
         raise TableNotFound(f"cannot drop {name}: there is no live table by that name{hint}")
-    return Decision(((CATALOG_STREAM, TableDropped(inst.id, name)),), frozenset({CATALOG_STREAM}), inst.id)
+    db = database_of(name)
+    return Decision(((catalog_stream(db), TableDropped(inst.id, name)),), catalog_streams(db), inst.id)
 
 
 def _undrop(state: State, cmd: UndropTable) -> Decision:
@@ -345,7 +350,11 @@ def _undrop(state: State, cmd: UndropTable) -> Decision:
     target = target or inst.name
     _require_unbound(state, target, f"cannot undrop {name} (id {inst.id}) as {target}")
     state.guard.check_undroppable(inst, inst.name)
-    return Decision(((CATALOG_STREAM, TableUndropped(inst.id, target)),), guard_streams(state, inst), inst.id)
+    into = database_of(target)
+    # Within its database, on its database's stream; into another, on the ledger-wide one (both read it).
+    stream = catalog_stream(into) if into == inst.database else CATALOG_STREAM
+    return Decision(((stream, TableUndropped(inst.id, target)),), guard_streams(state, inst) | catalog_streams(into),
+                    inst.id)
 
 
 def _instance_to_undrop(state: State, name: str, id_: str | None) -> Instance:
@@ -377,7 +386,7 @@ def _drop_database(state: State, cmd: DropDatabase) -> Decision:
     ids = tuple(id_ for name, id_ in sorted(state.tables.bindings.items()) if name.startswith(prefix))
     if not ids:
         raise DatabaseNotFound(f"cannot drop database {db}: it has no live tables")
-    return Decision(((CATALOG_STREAM, DatabaseDropped(db, ids)),), frozenset({CATALOG_STREAM}), ids)
+    return Decision(((catalog_stream(db), DatabaseDropped(db, ids)),), catalog_streams(db), ids)
 
 
 def _undrop_database(state: State, cmd: UndropDatabase) -> Decision:
@@ -390,13 +399,13 @@ def _undrop_database(state: State, cmd: UndropDatabase) -> Decision:
     changed = [i for i in instances if i is not None and i.purged_at is None and i.dropped_at != drop.time]
     if changed:
         raise DatabaseChanged(_changed_message(db, drop, changed, instances))
-    reads: set[str] = set()
+    reads: set[str] = set(catalog_streams(db))
     for inst in instances:
         assert inst is not None, drop
         state.guard.check_undroppable(inst, inst.name)
         _require_unbound(state, inst.name, f"cannot undrop database {db}")
         reads |= guard_streams(state, inst)
-    return Decision(((CATALOG_STREAM, DatabaseUndropped(db, drop.table_ids)),), frozenset(reads),
+    return Decision(((catalog_stream(db), DatabaseUndropped(db, drop.table_ids)),), frozenset(reads),
                     drop.table_ids)
 
 
@@ -436,7 +445,7 @@ def purge(state: State, id_: str, run_id: object, files: object, size: object) -
         raise PurgeRefused(
             f"cannot record purge of {inst.name} (id {inst.id}): it is not behind a watermark, "
             "so it is still restorable")
-    return CATALOG_STREAM, TablePurged(inst.id, run_id, files, size)  # type: ignore[arg-type]
+    return catalog_stream(inst.database), TablePurged(inst.id, run_id, files, size)  # type: ignore[arg-type]
 
 
 def _purge(state: State, cmd: RecordPurge) -> Decision:

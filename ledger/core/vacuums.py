@@ -35,7 +35,9 @@ from ..names import database_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .guard import advance, check_retention
-from .streams import CATALOG_STREAM, VACUUM_STREAM, data_stream, retention_stream, watermark_stream
+from .streams import (
+    CATALOG_STREAM, VACUUM_STREAM, catalog_streams, data_stream, retention_stream, watermark_stream,
+)
 from .tables import Instance, check_counts, guard_streams, purge
 from .versions import advance_mark, folders_deleted, stragglers_deleted, sweep
 
@@ -448,7 +450,7 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
     for expiry in plan.expiries:
         inst = state.tables.instances[expiry.id]
         # A commit, restore or mark of the table since the plan was made must stop it (R4).
-        reads |= {data_stream(expiry.id), CATALOG_STREAM}
+        reads |= {data_stream(expiry.id)} | catalog_streams(inst.database)
         reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
     for planned in plan.instances:
         inst = state.tables.instances[planned.id]

@@ -38,7 +38,7 @@ from ..errors import (
 )
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
-from .streams import CATALOG_STREAM, WAREHOUSE_STREAM, data_stream
+from .streams import WAREHOUSE_STREAM, catalog_streams, data_stream
 from .tables import Instance, require_live
 
 if TYPE_CHECKING:
@@ -502,7 +502,7 @@ def _begin(state: State, cmd: BeginWrite) -> Decision:
     stream = data_stream(inst.id)
     # The warehouse's stream too: a move and a begin have one order, so the folder handed out is
     # under the root the write will be committed against (a move refuses open writes).
-    return Decision(((stream, began),), frozenset({CATALOG_STREAM, stream, WAREHOUSE_STREAM}), cmd.write_id)
+    return Decision(((stream, began),), catalog_streams(inst.database) | {stream, WAREHOUSE_STREAM}, cmd.write_id)
 
 
 def _renew(state: State, cmd: RenewWrite) -> Decision:
@@ -592,7 +592,7 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
     committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema)
     stream = data_stream(w.table_id)
     # The warehouse stream too: a move racing the commit lands first (and the commit is refused) or after.
-    reads = frozenset({CATALOG_STREAM, stream, WAREHOUSE_STREAM})
+    reads = catalog_streams(state.tables.instances[w.table_id].database) | {stream, WAREHOUSE_STREAM}
     return Decision(((stream, committed),), reads, number, ((digest, data),))
 
 
@@ -640,7 +640,7 @@ def _adopt(state: State, cmd: AdoptFiles) -> Decision:
     digest, data = manifest(files)
     adopted = VersionCommitted(inst.id, 1, "adopt", None, digest, len(files), _total((s for _, s in files), what))
     stream = data_stream(inst.id)
-    return Decision(((stream, adopted),), frozenset({CATALOG_STREAM, stream}), 1, ((digest, data),))
+    return Decision(((stream, adopted),), catalog_streams(inst.database) | {stream}, 1, ((digest, data),))
 
 
 def choose(state: State, inst: Instance, version: int | None = None, as_of: Micros | None = None) -> Version:
@@ -697,7 +697,7 @@ def _restore(state: State, cmd: RestoreVersion) -> Decision:
         raise InvalidArgument(f"{inst.name} version {head} is the current version already; nothing to restore")
     stream = data_stream(inst.id)
     restored = VersionRestored(inst.id, head + 1, chosen.number)
-    return Decision(((stream, restored),), frozenset({CATALOG_STREAM, stream}), head + 1)
+    return Decision(((stream, restored),), catalog_streams(inst.database) | {stream}, head + 1)
 
 
 def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
