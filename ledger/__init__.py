@@ -19,7 +19,7 @@ from .audit import Checkpoint, InclusionProof, VerifyReport
 from .catalog import AsOf
 from .clock import ManualClock
 from .errors import (
-    CheckpointInvalid, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
+    CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
     LedgerUnavailable, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
     VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
@@ -29,7 +29,7 @@ from .runner import Prepared
 from .views import History, HistoryEntry, TableInstance, VacuumOrder, VacuumTarget
 
 __all__ = [
-    "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance",
+    "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance", "ClockSkew",
     "History", "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
     "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",

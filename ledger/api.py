@@ -41,8 +41,8 @@ from . import names
 from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
-from .persistence.contract import NoLedgerYet, Store
-from .persistence.stores import is_url, open_store
+from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
+from .persistence.stores import is_url, open_store, shown
 from .views import History, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
@@ -80,25 +80,35 @@ class Ledger(Catalog):
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, warehouse: str | os.PathLike[str] | None = None,
              clock: Clock | None = None, actor: str | None = None, create: bool = True,
-             synchronous: str = "FULL", busy_timeout: float = 10.0, **options: Any) -> Ledger:
+             synchronous: str = "FULL", busy_timeout: float = 10.0,
+             max_clock_skew: Duration | None = timedelta(microseconds=MAX_CLOCK_SKEW), **options: Any) -> Ledger:
         """Open the ledger at ``path`` (creating it unless ``create=False``); ``":memory:"`` for a
-        throw-away one; a ``postgresql://user@host:port/database`` URL (``?schema=name`` for a
-        schema of its own) for one in PostgreSQL that several hosts share (R18).
+        throw-away one; a PostgreSQL address (``postgresql://user@host:port/database``, with
+        ``?schema=name`` for a schema of its own; any form libpq reads) for one that several hosts
+        share (R18).
 
         ``warehouse`` is the root under which table data lives. A new ledger records it
         (default: ``warehouse/`` beside the ledger file; a fresh temporary folder for an
         in-memory ledger); every later open uses the recorded root, and naming another
         one is refused with ``WarehouseMismatch`` (see ``move_warehouse``).
+
+        On PostgreSQL every host is held to the server's clock: a command decided on a clock
+        further from it than ``max_clock_skew`` (default one minute) is refused with ``ClockSkew``
+        before it records anything. ``None`` lets any clock through: for a test that drives its
+        own (``ManualClock``), never for hosts that share a ledger.
         """
         path = _path_argument(path)
+        skew = None if max_clock_skew is None else \
+            int(parse_duration(max_clock_skew, "max_clock_skew", InvalidArgument) / timedelta(microseconds=1))
         try:
             # A shared ledger is made only with its warehouse root (``_record_root``): refused before
             # anything is made.
             must_exist = not create or (warehouse is None and is_url(path))
-            store = open_store(path, create=not must_exist, synchronous=synchronous, busy_timeout=busy_timeout)
+            store = open_store(path, create=not must_exist, synchronous=synchronous, busy_timeout=busy_timeout,
+                               max_skew=skew)
         except NoLedgerYet as exc:
             if create:
-                _record_root_missing(path)
+                _record_root_missing(shown(path))
             raise LedgerNotFound(str(exc)) from None
         try:
             return cls(store, warehouse=warehouse, clock=clock, actor=actor, **options)

@@ -131,6 +131,12 @@ class LedgerNotFound(LedgerError, FileNotFoundError):
     the CLI's read-only commands): a mistyped path must not answer "0 events"."""
 
 
+class ClockSkew(LedgerError):
+    """This host's clock (or the clock given to ``Ledger.open``) is further from the shared store's
+    than ``max_clock_skew`` allows: on a ledger that several hosts share, one host's clock must not
+    move the others' time (R6, R18). The message names both times; nothing was recorded."""
+
+
 class WarehouseMismatch(LedgerError, ValueError):
     """A warehouse root other than the one the ledger recorded: tables written there would be
     invisible to every vacuum. Moving a warehouse is its own command (``move_warehouse``)."""

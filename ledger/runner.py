@@ -50,6 +50,9 @@ class Prepared:
     now: Micros
     seq: int
     """The last sequence number of the state it was decided on."""
+    reading: Micros | None = None
+    """What the clock said (``now`` is that, held to the log's time): the store gets the reading, so a
+    shared store can hold each host's clock to its own (R18); an event's time is never before ``now``."""
 
 
 class Runner:
@@ -121,11 +124,12 @@ class Runner:
             return self._decide(self.refresh(), command)
 
     def _decide(self, state: State, command: CommandOrBuilder) -> Prepared:
-        now = self.now_micros(state)
+        reading = read_clock(self.clock)
+        now = max(reading, state.last_time)  # the log's time never goes back, so neither does now
         if callable(command):
             command = command(now)
         decision = decide(state, command)
-        return Prepared(decision, {s: state.version(s) for s in decision.reads}, now, state.seq)
+        return Prepared(decision, {s: state.version(s) for s in decision.reads}, now, state.seq, reading)
 
     def commit(self, prepared: Prepared) -> None:
         """Append a prepared decision; raises ``Conflict`` if a stream it read has moved.
@@ -135,9 +139,11 @@ class Runner:
         decided = prepared.decision.events
         if not decided:
             return
+        # The store times the events after its last one, so at or after ``now`` either way.
         appended = self.store.append(
             [NewEvent(stream, *type_of(event), encode(event)) for stream, event in decided],
-            prepared.conditions, prepared.now, self.actor, expected_head=prepared.seq,
+            prepared.conditions, prepared.now if prepared.reading is None else prepared.reading, self.actor,
+            expected_head=prepared.seq,
             blobs=dict(prepared.decision.attachments))
         with self._lock:
             self.cache.extend((Recorded(seq, stream, version, time_, self.actor, event)

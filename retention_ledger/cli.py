@@ -206,6 +206,21 @@ def cli(click_ctx: click.Context, path: str, warehouse: str | None, actor: str |
     """Record what a pipeline destroys (drops, undrops, watermarks), refuse unsafe undrops,
     and vacuum what is past its retention."""
     click_ctx.obj = Context(path, warehouse, actor, as_json)
+    _LedgerWarnings.install()
+
+
+class _LedgerWarnings(logging.Handler):
+    """The ledger's warnings (a lost connection to the server, and how long it retries) on stderr,
+    one line each: a command that waits says why."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"warning: {record.getMessage()}", err=True)
+
+    @classmethod
+    def install(cls) -> None:
+        logger = logging.getLogger("ledger")
+        if not any(isinstance(h, cls) for h in logger.handlers):
+            logger.addHandler(cls(logging.WARNING))
 
 
 # --- text output ---------------------------------------------------------------------------

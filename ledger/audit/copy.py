@@ -53,10 +53,12 @@ def copy_ledger(source: Store, destination: Store) -> CopyReport:
     for row in source.read(0, with_hash=True):
         batch.append(row)
         if len(batch) == BATCH:
-            destination.copy_in(batch, {})
+            # Each batch goes on after exactly what this copy put there: a copy racing this one into
+            # the same destination is refused, whichever batch it meets.
+            destination.copy_in(batch, {}, after=(events, head))
             events, head, batch = events + len(batch), batch[-1][8], []
     if batch:
-        destination.copy_in(batch, {})
+        destination.copy_in(batch, {}, after=(events, head))
         events, head = events + len(batch), batch[-1][8]
     return CopyReport(source.path, destination.path, events, len(digests), head, root)
 

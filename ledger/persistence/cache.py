@@ -192,7 +192,7 @@ class StateCache:
         """Fold whatever other writers appended since we last looked; returns the state."""
         with self._lock:
             self._looked = time.monotonic()
-            if self.store.changed_elsewhere() or force or self._damaged:
+            if force or self._damaged or self.store.changed_elsewhere():
                 if self._generation is not None and self._superseded():
                     return self.load()
                 if self._handed_back():

@@ -21,6 +21,7 @@ only what is here.
 
 from __future__ import annotations
 
+import re
 import zlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
@@ -28,7 +29,7 @@ from typing import Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from ..chain import GENESIS, event_hash
 from ..clock import Micros
-from ..errors import LedgerCorrupt, LedgerNotFound
+from ..errors import InvalidArgument, LedgerCorrupt, LedgerNotFound
 
 CHAIN_FORMAT = 2
 """The first log format whose rows carry the hash chain (format 1: a SQLite file of an early release)."""
@@ -36,17 +37,39 @@ CHAIN_FORMAT = 2
 Row = tuple
 """A stored event: ``(seq, stream, version, type, schema_version, time, actor, payload[, hash])``."""
 
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-"""A ledger address with one of these schemes is a PostgreSQL database (``stores``); any other, a SQLite file."""
+_POSTGRES_URL = re.compile(r"^\s*(postgresql|postgres)(\+[A-Za-z0-9_.-]+)?://", re.IGNORECASE)
+_POSTGRES_DSN = re.compile(r"^\s*(host|hostaddr|port|dbname|user|password|service|sslmode|schema)\s*=", re.IGNORECASE)
+
+
+def is_postgres(where: str) -> bool:
+    """Whether ``where`` names a PostgreSQL ledger: a ``postgresql://`` or ``postgres://`` URL, a
+    driver-style one (``postgresql+psycopg://``), or a libpq ``key=value`` connection string. Anything
+    else is a SQLite file (a driver-style URL is never taken for a file name)."""
+    return bool(_POSTGRES_URL.match(where) or _POSTGRES_DSN.match(where))
+
+
+def postgres_scheme(where: str) -> re.Match[str] | None:
+    """The scheme of a PostgreSQL URL (group 1: ``postgresql`` or ``postgres``), or None."""
+    return _POSTGRES_URL.match(where)
+
+MAX_CLOCK_SKEW = 60 * 1_000_000
+"""How far (microseconds) a host's clock may be from a shared store's before its appends are refused
+(``ClockSkew``): every host of a PostgreSQL ledger is held to the server's clock (R6, R18). A minute
+is far more than NTP leaves between hosts, and far less than any retention."""
 
 SNAPSHOT_GRACE = 15 * 60 * 1_000_000
 """How long (microseconds) a superseded chain of generations stays readable: a ledger holding
 a state read from it moves to the newest well within this (``cache.RECHECK``)."""
 
 
-def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str) -> None:
-    """That copied rows follow on from a log whose last event is ``head`` (its seq and hash) and
+def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,
+                 after: tuple[int, str | None]) -> None:
+    """That the log's last event is ``head`` (its seq and hash), the one the copy last put there
+    (``after``; ``(0, None)`` for its first batch), and that the copied rows follow on from it and
     chain on from one another, each hash as ``chain.event_hash`` computes it (``copy_in``)."""
+    if tuple(head) != tuple(after):
+        raise InvalidArgument(f"{where} is not empty: another copy (or a writer) put events in it while this copy "
+                              "ran; nothing more was copied: copy into a new ledger")
     last_seq, last_hash = head
     previous = GENESIS if last_hash is None else bytes.fromhex(last_hash)
     for row in rows:
@@ -190,11 +213,14 @@ class EventStore(ABC):
         transaction. Events get times strictly after the log's last (``now`` unless it is behind)."""
 
     @abstractmethod
-    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes]) -> None:
+    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes], *,
+                after: tuple[int, str | None] = (0, None)) -> None:
         """Append rows copied from another ledger as they are (``read(with_hash=True)``: seq, time,
-        actor and hash unchanged), with the attachments they name, in one transaction: the first
-        must follow this log's head, and each must chain on from the one before (else
-        ``LedgerCorrupt``, nothing written). How ``copy_ledger`` moves a ledger between stores (R18)."""
+        actor and hash unchanged), with the attachments they name, in one transaction: the log's
+        last event must be ``after`` (the seq and hash the copy last put in; ``InvalidArgument``
+        if another copy or a writer got there first), and each row must chain on from the one
+        before (else ``LedgerCorrupt``); either way nothing is written. How ``copy_ledger`` moves
+        a ledger between stores (R18)."""
 
     @abstractmethod
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,

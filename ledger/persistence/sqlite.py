@@ -383,10 +383,11 @@ class SQLiteStore(Store):
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
         return rows
 
-    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes]) -> None:
+    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes], *,
+                after: tuple[int, str | None] = (0, None)) -> None:
         with self.transaction() as db:
             head = db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            check_copied(rows, head or (0, None), self.path)
+            check_copied(rows, head or (0, None), self.path, after)
             self.insert_rows(db, [tuple(r[:9]) for r in rows])
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
 

@@ -5,23 +5,33 @@ R18). The PostgreSQL driver is imported only for a URL."""
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
 
-from .contract import POSTGRES_SCHEMES, NoLedgerYet, Store
+from .contract import MAX_CLOCK_SKEW, NoLedgerYet, Store, is_postgres
 
 
 def is_url(where: str) -> bool:
     """Whether ``where`` names a PostgreSQL ledger (else it is a SQLite path)."""
-    return "://" in where and urlsplit(where).scheme in POSTGRES_SCHEMES
+    return is_postgres(where)
 
 
-def open_store(where: str, *, create: bool = True, synchronous: str = "FULL", busy_timeout: float = 10.0) -> Store:
+def shown(where: str) -> str:
+    """``where`` as a message may show it: a PostgreSQL address without its password (R23); a
+    path as it is. An address that cannot be read is refused here, showing nothing of it."""
+    if not is_url(where):
+        return where
+    from .pgaddress import parse
+    return parse(where).shown
+
+
+def open_store(where: str, *, create: bool = True, synchronous: str = "FULL", busy_timeout: float = 10.0,
+               max_skew: int | None = MAX_CLOCK_SKEW) -> Store:
     """The store at ``where``, created there unless ``create=False`` (then ``LedgerNotFound``).
     ``synchronous`` is SQLite's; a PostgreSQL ledger is as durable as its server's
-    ``synchronous_commit``."""
+    ``synchronous_commit``, and holds every host to its clock within ``max_skew`` microseconds
+    (None: any clock; one SQLite file has one host's)."""
     if is_url(where):
         from .postgres import PostgresStore
-        return PostgresStore(where, create=create, busy_timeout=busy_timeout)
+        return PostgresStore(where, create=create, busy_timeout=busy_timeout, max_skew=max_skew)
     if not create and where != ":memory:" and not os.path.exists(where):
         raise NoLedgerYet(f"there is no ledger at {where}: check the path (nothing was created)")
     from .sqlite import SQLiteStore
