@@ -14,15 +14,18 @@ Three measurements, each against a baseline measured in the same run on the same
   and reading the same rows (the log's head, the snapshot's head, the dozen entries the
   decision reads). Target: <= 20x the floor.
 * **Hosts.** Commands per second with 1 and with 4 processes (each its own connection) creating
-  tables in one ledger, and how many appends were refused and retried.
+  tables in one ledger, each in a database of its own and all in one, and how many appends were
+  refused and retried; on PostgreSQL and on a SQLite file. Target: 4 processes in different
+  databases >= 1.0x the single process's rate in all (R18).
 
-    python benchmarks/postgres.py [-n 3000] [--block 100] [--events 1000000] [--seconds 8]
+    python benchmarks/postgres.py [-n 3000] [--block 100] [--events 1000000] [--seconds 8] [--only hosts]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -162,25 +165,57 @@ _HOST = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from ledger import Ledger
-url, host, seconds = sys.argv[2], sys.argv[3], float(sys.argv[4])
-led = Ledger.open(url, actor="host" + host)
-led.create_table(f"h{host}.warm")
+where, host, seconds, database = sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+led = Ledger.open(where, actor="host" + host)
+led.create_table(f"{database}.h{host}_warm")
 print("ready", flush=True)
 sys.stdin.readline()
 done, end = 0, time.monotonic() + seconds
 while time.monotonic() < end:
-    led.create_table(f"h{host}.t{done}")
+    led.create_table(f"{database}.h{host}_t{done}")
     done += 1
 print(json.dumps({"done": done, "retries": led.retries}), flush=True)
 led.close()
 """
 
 
-def hosts(server: PostgresServer, count: int, seconds: float, folder: Path) -> tuple[float, int]:
-    url = server.database(f"hosts{count}_{uuid.uuid4().hex[:4]}")
-    Ledger.open(url, warehouse=folder / "warehouse").close()
-    procs = [subprocess.Popen([sys.executable, "-c", _HOST, str(REPO_ROOT), url, str(n), str(seconds)], text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE) for n in range(count)]
+_LOCKED = r"""
+import json, sys, time
+import psycopg
+url, host, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+db = psycopg.connect(url, autocommit=True)
+print("ready", flush=True)
+sys.stdin.readline()
+done, end = 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    db.execute("SELECT floor_append(%s)", (f"h{host}",))
+    done += 1
+print(json.dumps({"done": done, "retries": 0}), flush=True)
+"""
+
+
+_LOCKED_SQLITE = r"""
+import json, sqlite3, sys, time
+path, host, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+db = sqlite3.connect(path, isolation_level=None, timeout=10)
+db.execute("PRAGMA journal_mode = WAL")
+db.execute("PRAGMA synchronous = FULL")
+print("ready", flush=True)
+sys.stdin.readline()
+done, end = 0, time.monotonic() + seconds
+while time.monotonic() < end:
+    db.execute("BEGIN IMMEDIATE")  # the file's one write lock, as the ledger takes it
+    db.execute("INSERT INTO events SELECT coalesce(max(seq), 0) + 1, ?, coalesce(max(seq), 0) + 1, 'T', 1, 1, "
+               "'bench', '{}', '' FROM events", (f"h{host}",))
+    db.execute("COMMIT")
+    done += 1
+print(json.dumps({"done": done, "retries": 0}), flush=True)
+"""
+
+
+def _run_hosts(script: str, args: list[list[str]], seconds: float) -> tuple[float, int]:
+    procs = [subprocess.Popen([sys.executable, "-c", script, *a], text=True, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE) for a in args]
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     for p in procs:
@@ -191,6 +226,64 @@ def hosts(server: PostgresServer, count: int, seconds: float, folder: Path) -> t
     return sum(r["done"] for r in results) / seconds, sum(r["retries"] for r in results)
 
 
+def floor(server: PostgresServer | Path, count: int, seconds: float) -> float:
+    """Appends per second in all of ``count`` processes through the one lock, with nothing but the
+    insert under it (the floor of a chain in one store: measured beside the ledger). ``server`` a
+    folder: the same on a SQLite file there."""
+    if isinstance(server, Path):
+        path = server / f"floor-{count}-{uuid.uuid4().hex[:4]}.db"
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute(_RAW_DDL.replace("UNIQUE (stream, version)", "UNIQUE (seq)"))
+        return _run_hosts(_LOCKED_SQLITE, [[str(path), str(n), str(seconds)] for n in range(count)], seconds)[0]
+    url = server.database("floor")
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(_RAW_DDL.replace("UNIQUE (stream, version)", "UNIQUE (seq)"))
+        # The floor of any chained log on one server: each append takes the one lock, reads the head
+        # and inserts one row after it, and commits (fsync on), in one round trip; nothing else.
+        db.execute("CREATE FUNCTION floor_append(s text) RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+                   "PERFORM pg_advisory_xact_lock(1, 1); INSERT INTO events SELECT coalesce(max(seq), 0) + 1, s, "
+                   "coalesce(max(seq), 0) + 1, 'T', 1, 1, 'bench', '{}', '' FROM events; END $$")
+    return _run_hosts(_LOCKED, [[url, str(n), str(seconds)] for n in range(count)], seconds)[0]
+
+
+def hosts(where: str, count: int, seconds: float, shared_database: bool) -> tuple[float, int]:
+    """Commands per second in all, and appends refused and retried, with ``count`` processes creating
+    tables in the ledger at ``where``: each in a database of its own, or all in one."""
+    return _run_hosts(_HOST, [[str(REPO_ROOT), where, str(n), str(seconds), "shared" if shared_database else f"h{n}"]
+                              for n in range(count)], seconds)
+
+
+def fleet(server: PostgresServer, seconds: float, folder: Path) -> bool:
+    """1 and 4 processes, in different databases and in one, on PostgreSQL and on SQLite; the
+    verdict: 4 processes in different databases reach the single process's rate in all (R18: they
+    condition on nothing the others write; the store's one lock for the chain is the floor)."""
+    ok, rows = True, []
+    for store in ("postgresql", "sqlite"):
+        raw = {count: floor(server if store == "postgresql" else folder, count, seconds) for count in (1, 4)}
+        rows += [(f"{store}: the floor (raw lock + insert)", count, "-", rate, 0, rate / raw[1])
+                 for count, rate in raw.items()]
+        single = None
+        for count, shared in ((1, False), (4, False), (4, True)):
+            if store == "postgresql":
+                where = server.database(f"hosts{count}_{uuid.uuid4().hex[:4]}")
+                Ledger.open(where, warehouse=folder / "warehouse").close()
+            else:
+                where = str(folder / f"hosts-{count}-{uuid.uuid4().hex[:4]}.db")
+                Ledger.open(where).close()
+            rate, retries = hosts(where, count, seconds, shared)
+            single = single or rate
+            rows.append((store, count, "one" if shared else "one each", rate, retries, rate / single))
+            if count == 4 and not shared:
+                ok &= verdict(f"{store}: 4 processes in different databases / 1 process (commands/s in all)",
+                              rate / single, 1.0, higher_is_better=True, unit="x")
+                print(f"      beside it, the floor's own 4 processes / 1 process: {raw[4] / raw[1]:.2f}x; "
+                      f"the ledger's 4 processes / the floor's 4: {rate / raw[4]:.2f}x")
+    print_table(("store", "processes", "databases", "commands/s in all", "appends refused and retried",
+                 "x 1 process"), rows)
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=3000, help="appends per contender")
@@ -199,25 +292,25 @@ def main() -> int:
     parser.add_argument("--opens", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=8.0, help="per hosts run")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--only", choices=("append", "open", "hosts"), default=None, help="one measurement")
     args = parser.parse_args()
     print(environment())
     server = PostgresServer(fsync=True)
     ok = True
     try:
         with scratch_dir(args.dir) as folder:
-            print(f"\nappend: {args.n:,} single-event commands each, in blocks of {args.block}, fsync on")
-            ok &= verdict("ledger advance_watermark / raw psycopg 1-row txn (median paired ratio)",
-                          append(server, args.n, args.block, folder), 0.8, higher_is_better=True, unit="x")
-            print(f"\nopen: a {args.events:,}-event ledger")
-            ok &= verdict(f"open {args.events:,}-event PostgreSQL ledger + decide undrop / floor (median)",
-                          open_ledger(server, args.events, folder, args.opens), 20.0, higher_is_better=False,
-                          unit="x")
-            print(f"\nhosts: processes creating tables in one ledger for {args.seconds:.0f} s each")
-            rows = []
-            for count in (1, 4):
-                rate, retries = hosts(server, count, args.seconds, folder)
-                rows.append((f"{count} process{'es' if count > 1 else ''}", rate, retries))
-            print_table(("hosts", "commands/s", "appends refused and retried"), rows)
+            if args.only in (None, "append"):
+                print(f"\nappend: {args.n:,} single-event commands each, in blocks of {args.block}, fsync on")
+                ok &= verdict("ledger advance_watermark / raw psycopg 1-row txn (median paired ratio)",
+                              append(server, args.n, args.block, folder), 0.8, higher_is_better=True, unit="x")
+            if args.only in (None, "open"):
+                print(f"\nopen: a {args.events:,}-event ledger")
+                ok &= verdict(f"open {args.events:,}-event PostgreSQL ledger + decide undrop / floor (median)",
+                              open_ledger(server, args.events, folder, args.opens), 20.0, higher_is_better=False,
+                              unit="x")
+            if args.only in (None, "hosts"):
+                print(f"\nhosts: processes creating tables in one ledger for {args.seconds:.0f} s each")
+                ok &= fleet(server, args.seconds, folder)
     finally:
         server.close()
     print(f"finished; {load()}")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 from ledger import Ledger, ManualClock
 
-from .pg import PostgresServer, ledger_location, shared
+from .pg import MANUAL, PostgresServer, ledger_location, shared
 
 settings.register_profile("dev", max_examples=60, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -70,6 +70,6 @@ def ledger_path(tmp_path: Path, store_kind: str) -> Path | str:
 @pytest.fixture
 def ledger(ledger_path: Path, clock: ManualClock):
     """A ledger on a real SQLite file with a clock that moves only when told."""
-    with Ledger.open(ledger_path, clock=clock, actor="tester") as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, actor="tester") as led:
         yield led
 

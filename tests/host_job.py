@@ -2,7 +2,10 @@
 ledger, issuing random commands for a while and writing one JSON line per command the ledger
 acknowledged (flushed at once, so a SIGKILL loses only the command in flight).
 
-    python -m tests.host_job URL HOST SEED SECONDS OUT
+    python -m tests.host_job URL HOST SEED SECONDS OUT [WAREHOUSE]
+
+With WAREHOUSE, the host makes the ledger if it is not there yet (every host at once, in the
+test of a new schema that all of them make).
 
 Its own tables are ``h<HOST>.t<n>``; the vacuums it runs (through the ledger's API, no Spark:
 the files are not the point here) purge anyone's, so undrops race vacuums, commits race
@@ -21,10 +24,11 @@ from ledger import Ledger, LedgerError
 
 def main() -> None:
     url, host, seed, seconds, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+    warehouse = sys.argv[6] if len(sys.argv) > 6 else None
     rng = random.Random(seed)
     mine: dict[str, str] = {}  # name -> id of my tables, live or dropped
     made = 0
-    with open(out, "a") as log, Ledger.open(url, actor=f"host{host}") as led:
+    with open(out, "a") as log, Ledger.open(url, warehouse=warehouse, actor=f"host{host}") as led:
         def ack(**fact: object) -> None:
             log.write(json.dumps(fact) + "\n")
             log.flush()

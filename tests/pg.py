@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+import psycopg.sql
 
 
 def _bin(tool: str) -> str:
@@ -27,6 +28,10 @@ def _bin(tool: str) -> str:
         raise RuntimeError(f"PostgreSQL's {tool} is not installed (Debian: apt-get install postgresql); "
                            ".ci/run installs it")
     return found
+
+
+PASSWORD_ROLE = "ledger_pw"
+"""The one role of the tests' server that must give its password (``PostgresServer.password_role``)."""
 
 
 def _free_port() -> int:
@@ -54,6 +59,10 @@ class PostgresServer:
                     "full_page_writes = off" if not fsync else "full_page_writes = on"]
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write("\n".join(settings) + "\n")
+        # Every role logs in without a password (trust), but PASSWORD_ROLE, which needs its password:
+        # the tests of a login refused, and of a password never shown (R23).
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
         self.start()
 
     def _run(self, *args: str) -> None:
@@ -74,6 +83,15 @@ class PostgresServer:
         self.stop(mode)
         self.start()
 
+    def password_role(self, password: str) -> str:
+        """Make ``PASSWORD_ROLE`` (a superuser) log in with ``password`` from now on; its name."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (PASSWORD_ROLE,)).fetchone() is None:
+                conn.execute(f"CREATE ROLE {PASSWORD_ROLE} LOGIN SUPERUSER")
+            conn.execute(psycopg.sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                psycopg.sql.Identifier(PASSWORD_ROLE), psycopg.sql.Literal(password)))
+        return PASSWORD_ROLE
+
     def database(self, prefix: str = "t") -> str:
         """A new, empty database; its URL."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
@@ -93,6 +111,10 @@ class PostgresServer:
             except OSError:
                 time.sleep(0.1)
 
+
+MANUAL = None
+"""``max_clock_skew`` for a ledger that a test drives with its own clock (``ManualClock``): on
+PostgreSQL every host is held to the server's clock (R18), so such a test says so, with this."""
 
 _shared: PostgresServer | None = None
 _ledgers_db: str | None = None

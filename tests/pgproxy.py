@@ -5,6 +5,9 @@ attempt id) to the server, waits until the server says its transaction is over (
 idle: committed), and then drops the connection instead of passing the answer on: the client
 committed and never heard back, as when a network fails at the worst moment. Armed with
 ``lose_commit``, it drops the connection with that message unsent: nothing is committed.
+Armed with ``cut_in_flight``, it forwards the next append and cuts the client at once, leaving the
+server's side open: the append is still running (and holding the ledger's lock) when the client
+reconnects and looks it up, as when a relay fails mid-flight.
 Everything else passes through untouched.
 """
 
@@ -12,8 +15,9 @@ from __future__ import annotations
 
 import socket
 import threading
-_APPEND = b"INSERT INTO attempts"
-"""In the message that appends (its attempt id is recorded in the same transaction)."""
+_APPENDS = (b"* FROM ledger_append_v1(", b"INSERT INTO attempts SELECT")
+"""In the message that appends (the store's append function, or its one statement on its own tip;
+either records its attempt id too)."""
 _COMMIT = b"COMMIT\x00"
 _IDLE = b"Z\x00\x00\x00\x05I"
 _IN_TRANSACTION = b"Z\x00\x00\x00\x05T"
@@ -39,6 +43,9 @@ class PostgresProxy:
 
     def lose_commit(self) -> None:
         self._armed = "commit"
+
+    def cut_in_flight(self) -> None:
+        self._armed = "in flight"
 
     def _take(self) -> str | None:
         with self._lock:
@@ -67,8 +74,16 @@ class PostgresProxy:
                 return
             if state.get("at_commit") and _COMMIT in data:
                 state["at_commit"], state["mute"] = False, True
-            elif _APPEND in data and self._armed is not None:
+            elif any(a in data for a in _APPENDS) and self._armed is not None:
                 armed = self._take()
+                if armed == "in flight":
+                    self.fired += 1
+                    state["late"] = True  # the server's side stays open: the append runs on
+                    try:
+                        server.sendall(data)
+                    finally:
+                        _close(client)
+                    return
                 if armed == "commit":
                     self.fired += 1
                     cut()
@@ -102,7 +117,8 @@ class PostgresProxy:
             try:
                 client.sendall(data)
             except OSError:
-                _close(server)
+                if not state.get("late"):  # a late delivery still needs the server's side open
+                    _close(server)
                 return
 
     def close(self) -> None:

@@ -43,11 +43,12 @@ class FaultyStore(Faults, SQLiteStore):
 
 
 def faulty_store(where: str | Path, **options: Any) -> Store:
-    """A store with faults for ``where``: a SQLite file, or a PostgreSQL URL."""
+    """A store with faults for ``where``: a SQLite file, or a PostgreSQL URL (whose clock check is
+    off, ``max_skew=None``: the tests that inject faults drive a ManualClock)."""
     if is_url(str(where)):
         from ledger.persistence.postgres import PostgresStore
 
         class FaultyPostgresStore(Faults, PostgresStore):
             """A PostgreSQL ledger with faults."""
-        return FaultyPostgresStore(str(where), **options)
+        return FaultyPostgresStore(str(where), **{"max_skew": None, **options})
     return FaultyStore(where, **options)

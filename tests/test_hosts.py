@@ -28,9 +28,10 @@ REPO = Path(__file__).resolve().parent.parent
 HOSTS, SECONDS = 4, 12.0
 
 
-def _host(url: str, n: int, out: Path) -> subprocess.Popen[str]:
+def _host(url: str, n: int, out: Path, warehouse: Path | None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "tests.host_job", url, str(n), str(1000 + n), str(SECONDS),
-                             str(out)], cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             str(out), *([str(warehouse)] if warehouse else [])], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _acks(out: Path) -> list[dict[str, Any]]:
@@ -38,14 +39,20 @@ def _acks(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.endswith("}")]  # a line cut by SIGKILL is no ack
 
 
+@pytest.mark.parametrize("made_by", ["beforehand", "every host"])
 def test_r4_r10_r18_hosts_racing_a_killed_host_and_a_crashed_server_leave_every_acknowledged_command_once(
-        tmp_path: Path) -> None:
+        tmp_path: Path, made_by: str) -> None:
+    """``every host``: the ledger is a new schema, which all the hosts make as they start."""
     server = PostgresServer(fsync=True)
     try:
         url = server.database("hosts")
-        Ledger.open(url, warehouse=tmp_path / "warehouse").close()
+        warehouse = tmp_path / "warehouse"
+        if made_by == "beforehand":
+            Ledger.open(url, warehouse=warehouse).close()
+        else:
+            url += "?schema=made_by_all"
         outs = [tmp_path / f"host{n}.jsonl" for n in range(HOSTS)]
-        hosts = [_host(url, n, outs[n]) for n in range(HOSTS)]
+        hosts = [_host(url, n, outs[n], None if made_by == "beforehand" else warehouse) for n in range(HOSTS)]
         for host in hosts:
             assert host.stdout is not None and host.stdout.readline().strip() == "ready", host.stderr.read()
         time.sleep(SECONDS / 4)

@@ -17,6 +17,7 @@ import sys
 import textwrap
 from datetime import timedelta
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -26,6 +27,7 @@ from ledger import (
 )
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
+from tests.pg import MANUAL
 from tests.forge import forge
 from tests.stores import Faults, faulty_store
 
@@ -128,7 +130,7 @@ def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
     and decided, before it appends: the append is refused, refolded, and refused again
     by the guard, and the undrop never commits."""
     undropper = Ledger(faulty_store(ledger_path), clock=clock, actor="undropper")
-    vacuum = Ledger.open(ledger_path, clock=clock, actor="vacuum")
+    vacuum = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, actor="vacuum")
     dropped = drop_at(undropper, clock, "sales.orders", 100)
     clock.set(at(200))
 
@@ -148,25 +150,34 @@ def test_r4_undrop_redecided_when_watermark_moves_between_read_and_append(
     vacuum.close()
 
 
-def test_r4_conflict_on_unrelated_write_is_retried_and_succeeds(ledger_path: Path, clock: ManualClock) -> None:
+def test_r4_r18_a_create_racing_one_in_its_database_retries_and_one_in_another_does_not(
+        ledger_path: Path, clock: ManualClock) -> None:
+    """A create conditions on its database's catalog (and the ledger-wide one, which only a
+    cross-database undrop moves): another database's create is no conflict at all."""
     first = Ledger(faulty_store(ledger_path), clock=clock)
-    second = Ledger.open(ledger_path, clock=clock)
-    calls = []
+    second = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
 
-    def interleave(store: Faults) -> None:
-        if not calls:
-            calls.append(second.create_table("other.t"))
+    def raced_once_by(name: str) -> Callable[[Faults], None]:
+        names = [name]
+        return lambda store: names and second.create_table(names.pop())
 
-    first.store.before_append = interleave
-    first.create_table("sales.orders")
+    first.store.before_append = raced_once_by("other.t")
+    first.create_table("other.mine")  # raced in its database: retried once
     assert first.retries == 1
-    assert {t.name for t in first.tables()} == {"other.t", "sales.orders"}
+    first.store.before_append = raced_once_by("sales.items")
+    first.create_table("sales.orders")  # likewise
+    assert first.retries == 2
+    first.store.before_append = lambda store: second.create_table(f"elsewhere.t{second.event_count()}")
+    first.create_table("sales.customers")  # raced in another database at every attempt: no retry
+    assert first.retries == 2
+    assert {t.name for t in first.tables()} >= {"other.t", "other.mine", "sales.items", "sales.orders",
+                                                "sales.customers"}
 
 
 def test_r4_gives_up_with_conflict_after_retry_budget(ledger_path: Path, clock: ManualClock) -> None:
     stubborn = Ledger(faulty_store(ledger_path), clock=clock, max_attempts=3)
-    other = Ledger.open(ledger_path, clock=clock)
-    names = iter(f"db.t{i}" for i in range(100))
+    other = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
+    names = iter(f"sales.t{i}" for i in range(100))  # its database's: each one moves what it read
     stubborn.store.before_append = lambda store: other.create_table(next(names))
     before = stubborn.event_count()
     with pytest.raises(Conflict, match="gave up after 3 attempts"):
@@ -180,8 +191,8 @@ def test_r4_a_writer_that_keeps_losing_decides_under_the_write_lock_and_wins(
     """Liveness: after ``optimistic_attempts`` lost races a command reads, decides and
     appends inside one write transaction, where nobody can move what it read."""
     stubborn = Ledger(faulty_store(ledger_path), clock=clock, optimistic_attempts=3)
-    other = Ledger.open(ledger_path, clock=clock)
-    names = iter(f"db.t{i}" for i in range(100))
+    other = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
+    names = iter(f"sales.t{i}" for i in range(100))
 
     def beaten_unless_locked(store: Faults) -> None:
         if not store.in_exclusive:  # under the lock the other writer would just wait
@@ -348,7 +359,7 @@ def test_r10_event_durable_when_call_returns_even_if_process_dies(tmp_path: Path
 
 
 def test_r10_other_processes_appends_are_folded_incrementally(ledger_path: Path, clock: ManualClock) -> None:
-    reader = Ledger.open(ledger_path, clock=clock)
+    reader = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
     reader.create_table("a.one")
     ctx = multiprocessing.get_context("spawn")
     proc = ctx.Process(target=_create_tables, args=(str(ledger_path), ["a.two", "a.three"]))
@@ -367,7 +378,7 @@ def _create_tables(path: str, names: list[str]) -> None:
 
 @pytest.mark.sqlite_only
 def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path, clock: ManualClock) -> None:
-    with Ledger.open(ledger_path, clock=clock, snapshot_every=5) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, snapshot_every=5) as led:
         for i in range(12):
             led.create_table(f"a.t{i}")
         snap_seq = led.store.latest_generation().seq
@@ -378,7 +389,7 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
     raw.execute("UPDATE snapshot_entries SET value = CAST(x'00000000' || substr(value, 5) AS BLOB) WHERE value IS NOT NULL")
     raw.commit()
     raw.close()
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         assert led.table("a.t3").name == "a.t3"
         assert led.runner.cache.snapshot_seq == 12  # rebuilt from the log, and stored afresh
         assert led.state == expected
@@ -388,23 +399,23 @@ def test_r10_stale_or_damaged_snapshot_is_rebuilt_from_the_log(ledger_path: Path
     foreign = raw.execute("SELECT max(gen) FROM snapshot_generations").fetchone()[0]
     raw.commit()
     raw.close()
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         # A head this release did not write is not trusted: the log is folded, and the snapshot
         # stored afresh in its place (it used to stay, and every open folded the whole log).
         assert led.store.latest_generation().gen > foreign
         assert led.runner.cache.snapshot_seq == 12
         assert led.state == expected
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         assert led.runner.cache.snapshot_seq == 12 and led.state == expected
 
 
 def test_r10_snapshot_speeds_open_and_matches_fold(ledger_path: Path, clock: ManualClock) -> None:
-    with Ledger.open(ledger_path, clock=clock, snapshot_every=10) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, snapshot_every=10) as led:
         for i in range(25):
             led.create_table(f"a.t{i}")
             if i % 3 == 0:
                 led.drop_table(f"a.t{i}")
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         assert led.runner.cache.snapshot_seq > 0
         report = led.verify()
         assert report.snapshot_seq == led.runner.cache.snapshot_seq
@@ -435,26 +446,26 @@ def test_r10_crash_leaves_no_partial_command(tmp_path: Path) -> None:
 
 def test_unknown_event_type_is_refused_as_newer_release(ledger_path: Path, clock: ManualClock) -> None:
     from ledger import IncompatibleLedger
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         led.create_table("a.t")
     forge(ledger_path, stream="catalog", version=2, type="TableTeleported", time=9999999999999999,
           actor="future", payload="{}")
     with pytest.raises(IncompatibleLedger, match="TableTeleported.*upgrade"):
-        Ledger.open(ledger_path, clock=clock)
+        Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
 
 
 
 def test_r8_r10_purged_instances_archived_by_a_snapshot_stay_final(ledger_path: Path, clock: ManualClock) -> None:
     """After a snapshot moves purged instances to the archive, a reopened ledger still
     refuses their undrop with the full message, knows their ids, and equals a fresh fold."""
-    with Ledger.open(ledger_path, clock=clock, snapshot_every=1) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, snapshot_every=1) as led:
         purged = drop_at(led, clock, "sales.orders", 10)
         drop_at(led, clock, "sales.orders", 20)
         clock.set(at(100))
         led.advance_watermark(purged.dropped_at)
         led.record_purge(purged.id, run_id="r1", files=1, bytes=10)
         led.create_table("sales.more")  # one more event, so a snapshot lands after the purge
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         state = led.state
         assert purged.id in state.tables.archive.ids and purged.id not in state.tables.instances
         with pytest.raises(UndropBlocked, match=f"{purged.id}.*purged at"):
@@ -541,8 +552,8 @@ def test_r4_a_vacuum_never_takes_over_a_live_run_and_each_run_records_what_it_de
     was still deleting; the first then printed "deleted 3315 files" and the log recorded 0.
     Now a run holds a lease it renews: a second vacuum leaves it alone, and takes over only
     a run whose lease has run out."""
-    a = Ledger.open(ledger_path, clock=clock, actor="vacuum-a")
-    b = Ledger.open(ledger_path, clock=clock, actor="vacuum-b")
+    a = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, actor="vacuum-a")
+    b = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, actor="vacuum-b")
     files = 0
     for t in range(3):
         folder = Path(a.create_table(f"sales.t{t}").location)
@@ -572,7 +583,7 @@ def test_r4_a_vacuum_never_takes_over_a_live_run_and_each_run_records_what_it_de
 
 
 def test_r4_a_run_whose_lease_ran_out_is_taken_over(ledger_path: Path, clock: ManualClock) -> None:
-    a = Ledger.open(ledger_path, clock=clock, actor="vacuum-a")
+    a = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, actor="vacuum-a")
     a.create_table("sales.t")
     a.drop_table("sales.t")
     clock.advance(timedelta(days=8))
@@ -591,7 +602,7 @@ def test_r10_a_vacuum_run_id_chosen_before_the_start_can_release_its_lease(
     it lands, the release frees the run's tables for the next vacuum at once. An id on record,
     running or finished, is never given to another run."""
     from ledger import InvalidArgument
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         table = led.create_table("sales.orders")
         led.drop_table("sales.orders")
         run_id = Ledger.new_run_id()
@@ -620,16 +631,16 @@ def test_r16_a_second_run_under_an_id_on_record_is_a_corrupt_log(ledger_path: Pa
     """The fold re-checks that a run id is used once: a forged start under a finished run's id
     would make that run's purges and history ambiguous."""
     from ledger import LedgerCorrupt
-    with Ledger.open(ledger_path, clock=clock) as led:
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         led.create_table("sales.orders")
         led.drop_table("sales.orders")
         order = led.start_vacuum(retention="0s", override_floor=True, run_id="nightly")
         led.finish_vacuum(order.run_id, [(order.targets[0].id, 0, 0)])
-        reader = Ledger.open(ledger_path, clock=clock)
+        reader = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
     seq = forge(ledger_path, stream="vacuums", type="VacuumStarted", schema_version=2,
                 payload='{"run_id": "nightly", "table_ids": []}')
     with pytest.raises(LedgerCorrupt, match=f"event #{seq} starts vacuum nightly, an id an earlier run already has"):
-        Ledger.open(ledger_path, clock=clock)
+        Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
     with pytest.raises(LedgerCorrupt, match=f"event #{seq} starts vacuum nightly"):
         reader.verify()
     reader.close()

@@ -52,7 +52,7 @@ from hypothesis.stateful import (
 )
 
 from ledger import Ledger, ManualClock
-from tests.pg import ledger_location
+from tests.pg import MANUAL, ledger_location
 from ledger.errors import PurgeRefused  # the error type only; the model decides for itself
 from ledger.errors import InvalidArgument as BadArgument
 from ledger.errors import (
@@ -578,7 +578,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.path = ledger_location(self.STORE, self.dir)
         self.clock = ManualClock(T0)
         self.model = Model(us(T0))
-        self.led = Ledger.open(self.path, clock=self.clock, actor="sm")
+        self.led = Ledger.open(self.path, clock=self.clock, max_clock_skew=MANUAL, actor="sm")
         self.last = ""
         """The outcome of the latest command: "ok" or the error's type name (for scenario tests)."""
         self.last_result: Any = None
@@ -902,7 +902,8 @@ class LedgerMachine(RuleBasedStateMachine):
     def reopen(self, snapshot_every: int) -> None:
         """Close and open the file again, sometimes from a snapshot: nothing is lost (R10)."""
         self.led.close()
-        self.led = Ledger.open(self.path, clock=self.clock, actor="sm", snapshot_every=snapshot_every)
+        self.led = Ledger.open(self.path, clock=self.clock, max_clock_skew=MANUAL, actor="sm",
+                               snapshot_every=snapshot_every)
         _record("reopen: from a snapshot" if self.led.runner.cache.snapshot_seq else "reopen: from the log")
         self.last = "ok"
 
