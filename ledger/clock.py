@@ -16,7 +16,7 @@ from typing import Annotated, Callable
 
 import msgspec
 
-from .errors import InvalidArgument, InvalidRetention, InvalidTime, LedgerError
+from .errors import InvalidRetention, InvalidTime, LedgerError
 
 MIN_MICROS = -62_135_596_800_000_000
 """0001-01-01T00:00:00Z, the first instant a ``datetime`` can show."""
