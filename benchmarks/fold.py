@@ -350,6 +350,19 @@ class Churn:
                               VacuumFinished(run_id, len(eligible), 0, files, bytes_), actor))
         return rows
 
+    def _watermark_only(self, database: str | None) -> list[tuple]:
+        """A watermark advanced by hand to the newest drop older than a week, with no vacuum to
+        purge what it blocks: the state keeps every instance (``LargeState``)."""
+        cutoff, newest = self.t - RETENTION, 0
+        while self.drop_order and self.drop_order[0][0] <= cutoff:
+            at, id_ = self.drop_order.popleft()
+            if self.dropped.get(id_) == at:
+                newest = at
+        if newest <= self.ledger_wm:
+            return []
+        self.ledger_wm = newest
+        return [self._row(watermark_stream("ledger"), WatermarkAdvanced("ledger", newest), self.VACUUM_ACTOR)]
+
     def restorable_name(self) -> str:
         """The name of the newest dropped instance an undrop would bring back right now."""
         for at, id_ in reversed(self.drop_order):
@@ -378,10 +391,23 @@ class Built:
         return cls(**{**raw, "mix": [tuple(m) for m in raw["mix"]]})
 
 
-def build(path: Path, n: int) -> Built:
+class LargeState(Churn):
+    """The churn of creates, drops, undrops and watermark advances over many tables in 50
+    databases, about one table every three events, and no vacuum: the state grows with the log
+    (every instance stays), the hardest case for whoever compares snapshots with a fold."""
+
+    def __init__(self) -> None:
+        super().__init__(databases=50, names_per_db=100_000, target_live=1 << 30)
+        self._vacuum = self._watermark_only  # type: ignore[method-assign]
+
+
+SHAPES = {"churn": Churn, "large-state": LargeState}
+
+
+def build(path: Path, n: int, shape: str = "churn") -> Built:
     with Ledger.open(path, actor="bench@localhost") as led:
         assert led.event_count() == 0, f"{path} already holds events"
-    churn = Churn()
+    churn = SHAPES[shape]()
     db = sqlite3.connect(path, isolation_level=None)
     try:
         db.execute("PRAGMA synchronous = OFF")

@@ -17,7 +17,7 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .audit import copy as copies, export as exports, history as histories, outputs, proofs, verify as verifier
 from .audit.copy import CopyReport
@@ -41,7 +41,9 @@ from . import names
 from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
+from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
+from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
 from .views import History, TableInstance, TableVersion, VacuumOrder, WriteView
 
@@ -416,6 +418,17 @@ class Ledger(Catalog):
         """
         return histories.history(self.runner, name, table_id=table_id, actor=actor, since=since, until=until,
                                type=type)
+
+    def maintain(self, *, progress: Callable[[int, int], None] | None = None) -> MaintainReport:
+        """Store the snapshots no command needs (R22): a history snapshot every ``history_every``
+        events (``as_of`` folds from the nearest), from the newest one stored; then the stored state
+        at the log's head, so that the next open reads it. In this process, to the end of the
+        call, and once at a time across processes and hosts: a second caller meanwhile is told
+        who holds it (``done`` False) and does nothing. Killed, it leaves each snapshot whole or
+        absent. ``progress(events folded, events to fold)`` is called as it goes."""
+        return maintenance.maintain(self.runner.store, self.runner.cache, history_every=self.runner.history_every,
+                                    holder=f"{self.actor} (pid {os.getpid()})", now=self.runner.now_micros,
+                                    progress=progress)
 
     def verify(self, *, against: Checkpoint | None = None, public_key: KeyLike | None = None) -> VerifyReport:
         """Check the file, recompute the hash chain, refold the whole log from nothing, and compare

@@ -8,9 +8,9 @@ refolded from the log, and the command is decided again. After
 the write lock, where it cannot lose; only a lock that is never free ends in
 ``Conflict``. Refusals are always decided on the latest state.
 
-Keeping the folded state in step with the log, and the snapshots that make opening
-fast, is the state cache's work (``persistence.cache``); the loop only asks it for
-the state and tells it what was appended.
+Keeping the folded state in step with the log, and the snapshot that makes opening
+fast, is the held state's work (``persistence.held``); the loop only asks it for the
+state and tells it what was appended.
 """
 
 from __future__ import annotations
@@ -29,9 +29,14 @@ from .core.events import Recorded, encode, type_of
 from .core.model import Command, State, decide
 from .core.upkeep import LEDGER_STREAM, LedgerUpgraded
 from .errors import Conflict, InvalidArgument, LedgerError, LedgerUnavailable
-from .persistence.cache import HISTORY_EVERY, StateCache
-from .persistence.apart import APART_FROM
 from .persistence.contract import CHAIN_FORMAT, NewEvent, Store
+from .persistence.held import HeldState
+
+HISTORY_EVERY = 15_000
+"""By default, ``maintain`` stores a history snapshot at every multiple of this many events:
+``as_of`` folds at most this many (``history_every=`` changes it). Denser costs disk and
+``maintain``'s time; at a million events, 15,000 against 25,000: ``as_of`` at the worst of 20 points
+0.37 s against 0.51 s, 82 MB of history snapshots against 50 MB."""
 
 CommandOrBuilder = Union[Command, Callable[[Micros], Command]]
 """A command, or a function of the ledger's now that makes one (for commands that need the time)."""
@@ -60,7 +65,7 @@ class Runner:
 
     def __init__(self, store: Store, *, clock: Clock, actor: str, max_attempts: int = 30,
                  optimistic_attempts: int = 8, snapshot_every: int = 20_000,
-                 history_every: int = HISTORY_EVERY, apart_from: int | None = APART_FROM) -> None:
+                 history_every: int = HISTORY_EVERY) -> None:
         self.store = store
         self.clock = clock
         self.actor = actor
@@ -68,18 +73,13 @@ class Runner:
         self.optimistic_attempts = optimistic_attempts
         if not isinstance(history_every, int) or isinstance(history_every, bool) or history_every < 1:
             raise InvalidArgument(f"history_every must be a whole number of events >= 1, got {history_every!r}")
-        if apart_from is not None and (not isinstance(apart_from, int) or isinstance(apart_from, bool)
-                                       or apart_from < 1):
-            raise InvalidArgument(f"apart_from must be a whole number of events >= 1 or None, got {apart_from!r}")
         self.retries = 0
         """How many appends were refused and retried since opening (for benchmarks and tests)."""
         self._lock = threading.RLock()
+        self.history_every = history_every
+        """The spacing of the history snapshots ``maintain`` stores."""
         self._upgrade()
-        self.apart_from = apart_from
-        """Logs this long have a first open's snapshots and verify's chain walk done by processes of
-        their own (None: never)."""
-        self.cache = StateCache(store, snapshot_every=snapshot_every, history_every=history_every,
-                                apart_from=apart_from)
+        self.cache = HeldState(store, snapshot_every=snapshot_every)
 
     def _upgrade(self) -> None:
         """Chain a ledger written before the hash chain, once, recording it as an event (R16).

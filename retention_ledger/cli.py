@@ -522,6 +522,18 @@ def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None
                    f"{report.purged} purged" + "".join(f"; {n}" for n in notes))
 
 
+@command(cli, "maintain", short_help="Store the snapshots that keep opens and --as-of fast.")
+def maintain_command(ctx: Context) -> None:
+    """Store a history snapshot every 15,000 events (--as-of and as_of fold from the nearest)
+    and the state at the log's head (the next open reads it). Run it after a vacuum, or from a
+    scheduler: nothing else runs it. Once at a time: a second one meanwhile says which is running
+    and does nothing. Safe to kill: what it stored is whole, and the next run goes on."""
+    led = ctx.ledger
+    with _progress_bar("maintaining", quiet=ctx.as_json) as progress:
+        report = led.maintain(progress=progress)
+    ctx.emit(attrs.asdict(report), report.summary())
+
+
 @command(cli, "checkpoint", short_help="Print (or save) a checkpoint of the log's head.")
 @click.option("--key", default=None, metavar="FILE", help="Sign it with this Ed25519 private key (PEM).")
 @click.option("--out", default=None, metavar="FILE", help="Write it to FILE instead of printing it.")

@@ -379,3 +379,29 @@ class EventStoreContract:
         assert store.get_meta("colour") == "green"
         assert store.set_meta_once("root", "/a") == "/a" and store.set_meta_once("root", "/b") == "/a"
         assert store.get_meta("root") == "/a"
+
+    # --- leases (upkeep that runs once at a time: maintain, R22) -----------------------------------
+
+    def test_a_lease_is_had_by_one_holder_until_it_ends_or_is_released(self, tmp_path: Path) -> None:
+        store, other = self.make_store(tmp_path), None
+        try:
+            assert store.take_lease("maintain", "a", T + 100, T) is None
+            assert store.take_lease("maintain", "a", T + 200, T + 50) is None  # its holder renews it
+            assert store.take_lease("other", "b", T + 100, T) is None  # another lease is another thing
+            other = self.reopen(store, tmp_path)  # another process, on the same ledger
+            assert other.take_lease("maintain", "b", T + 300, T + 150) == "a"
+            assert other.take_lease("maintain", "b", T + 300, T + 200) is None  # a's ended at T + 200
+            store.release_lease("maintain", "a")  # not a's any more: nothing happens
+            assert store.take_lease("maintain", "a", T + 400, T + 250) == "b"
+            other.release_lease("maintain", "b")
+            assert store.take_lease("maintain", "a", T + 400, T + 250) is None
+        finally:
+            store.close()
+            if other is not None and other is not store:
+                other.close()
+
+    def reopen(self, store: Store, tmp_path: Path) -> Store:
+        """Another connection to ``store``'s ledger (a backend whose test has no other: override)."""
+        from ledger.persistence.stores import open_store
+        assert store.location is not None
+        return open_store(store.location, create=False)

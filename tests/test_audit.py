@@ -33,7 +33,6 @@ from ledger.chain import (
     consistency_proof, inclusion_proof, merkle_root, root_from_inclusion, verify_consistency,
 )
 from ledger.persistence import snapshot
-from ledger.persistence.sqlite import SQLiteStore
 from ledger.core.model import State, fold_rows
 from ledger.errors import (
     CheckpointInvalid, IncompatibleLedger, InvalidArgument, InvalidTime, LedgerCorrupt, LedgerError, TableNotFound,
@@ -72,6 +71,7 @@ def build_small(path: Path, *, clock: ManualClock | None = None, history_every: 
         order = led.start_vacuum()
         led.finish_vacuum(order.run_id, [(t.id, 1, 10) for t in order.targets])
         led.create_table("sales.items")
+        led.maintain()  # as a pipeline does after its vacuum: the snapshots as_of and opens start from
     return clock
 
 
@@ -271,122 +271,85 @@ def test_r16_a_flipped_hash_names_the_first_bad_event_and_why(small_db: Path, tm
     assert "#2" in str(found) and "hash" in str(found)
 
 
-def test_r16_a_chain_walked_by_another_process_proves_what_one_walked_in_line_does(small_db: Path,
-                                                                                   tmp_path: Path) -> None:
-    """A long log's chain is walked beside the fold by a process of its own (``apart_from``): the
-    same report for a whole log, the same finding, naming the same event, for an edited one."""
+def test_r16_an_edit_that_also_breaks_a_rule_is_named_as_the_edit(small_db: Path, tmp_path: Path) -> None:
+    """The chain is checked on each row before the fold meets it: what ``verify`` names is the edit
+    (the event no longer matches its hash), not the rule it then seems to break."""
     path = copy_of(small_db, tmp_path / "l.db")
-    with Ledger.open(path, create=False, apart_from=1) as led:  # no snapshot yet: one is written apart
-        assert led.runner.cache.background is not None and led.runner.cache.background.wait(timeout=60) == 0
-    with Ledger.open(path, create=False, apart_from=None) as led:
-        in_line = led.verify()
-    with Ledger.open(path, create=False, apart_from=1) as led:
-        assert led.verify() == in_line
-    with raw(path) as conn:
-        conn.execute("UPDATE events SET payload = replace(payload, 'sales.orders', 'sales.ordurs') WHERE seq = 2")
-    findings = []
-    for apart_from in (None, 1):
-        with Ledger.open(path, create=False, apart_from=apart_from) as led, \
-                pytest.raises(LedgerCorrupt, match=r"event #2 does not match its hash") as found:
-            led.verify()
-        findings.append(str(found.value))
-    assert findings[0] == findings[1]
-
-
-def test_r16_an_edit_that_also_breaks_a_rule_is_named_as_the_edit_when_walked_apart(small_db: Path,
-                                                                                 tmp_path: Path) -> None:
-    """The fold meets the edited event before the walker reports: what ``verify`` names is still
-    the edit (the event no longer matches its hash), not the rule it then seems to break."""
-    path = copy_of(small_db, tmp_path / "l.db")
-    with Ledger.open(path, create=False, apart_from=None) as led:
-        led.runner.cache.save_snapshot()  # so that opening it does not fold the edit: verify must
+    with Ledger.open(path, create=False) as led:
+        led.maintain()  # so that opening it does not fold the edit: verify must
     with raw(path) as conn:
         seq = conn.execute("SELECT min(seq) FROM events WHERE type = 'TableUndropped'").fetchone()[0]
         conn.execute("UPDATE events SET payload = '{}' WHERE seq = ?", (seq,))
-    with Ledger.open(path, create=False, apart_from=None) as led:
-        with pytest.raises(LedgerCorrupt, match=f"event #{seq} does not match its hash"):
-            led.verify()
-    with Ledger.open(path, create=False, apart_from=1) as led:
-        with pytest.raises(LedgerCorrupt, match=f"event #{seq} does not match its hash"):
-            led.verify()
-
-
-def test_r16_a_walker_that_cannot_report_is_no_pass_the_chain_is_walked_in_line(small_db: Path,
-                                                                               tmp_path: Path) -> None:
-    """A store whose location leads nowhere (its walker cannot open it): verify walks the chain
-    itself, and still finds an edit."""
-    path = copy_of(small_db, tmp_path / "l.db")
-    with raw(path) as conn:
-        conn.execute("UPDATE events SET payload = replace(payload, 'sales.orders', 'sales.ordurs') WHERE seq = 2")
-    store = SQLiteStore(str(path))
-    store.location = str(tmp_path / "nowhere.db")
-    with Ledger(store, apart_from=1) as led, pytest.raises(LedgerCorrupt, match=r"event #2 does not match its hash"):
-        led.verify()
-    assert not (tmp_path / "nowhere.db").exists()
-
-
-def test_r16_a_long_first_open_leaves_its_snapshots_to_another_process(tmp_path: Path) -> None:
-    """Nothing stored to start from and a long log: the open folds it and answers at once; a process
-    of its own writes the snapshots, which the next open and as_of use, and verify finds true."""
-    path = tmp_path / "l.db"
-    build_small(path, history_every=5)
     with Ledger.open(path, create=False) as led:
-        truth, head, past = answers(led), led.event_count(), answers(led.as_of(seq=12))
+        with pytest.raises(LedgerCorrupt, match=f"event #{seq} does not match its hash"):
+            led.verify()
+
+
+def _no_snapshots(path: Path) -> None:
     with sqlite3.connect(path) as conn:
         for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
             conn.execute(f"DELETE FROM {table}")
-    with Ledger.open(path, create=False, history_every=5, apart_from=1) as led:
-        writer = led.runner.cache.background
-        assert writer is not None
-        assert answers(led) == truth
-        assert writer.wait(timeout=60) == 0
-    with sqlite3.connect(path) as conn:
-        stored = [at for (at,) in conn.execute("SELECT seq FROM snapshots WHERE name LIKE 'history:%' ORDER BY seq")]
-        latest = conn.execute("SELECT max(seq) FROM snapshot_generations").fetchone()[0]
-    assert stored == list(range(5, head + 1, 5)) and latest == head
-    with Ledger.open(path, create=False, history_every=5, apart_from=1) as led:
-        assert led.runner.cache.background is None and led.runner.cache.snapshot_seq == head
-        assert answers(led) == truth and answers(led.as_of(seq=12)) == past
+
+
+def test_r22_a_first_open_folds_in_its_own_process_and_says_maintain_stores_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing stored to start from: the open folds the log itself (no process beside it), answers,
+    and says in one log record that ``maintain`` stores the state for the next opens (storing it
+    here would double the wait, and no answer needs it); ``maintain`` does, and the next open
+    reads it instead of folding."""
+    path = tmp_path / "l.db"
+    build_small(path)
+    with Ledger.open(path, create=False) as led:
+        truth, head = answers(led), led.event_count()
+    _no_snapshots(path)
+    before = children()
+    with caplog.at_level("WARNING", "ledger"), Ledger.open(path, create=False, snapshot_every=5) as led:
+        assert children() == before  # nothing started beside the open
+        assert answers(led) == truth and led.runner.cache.generation is None
+        [said] = [r.getMessage() for r in caplog.records if r.name.startswith("ledger")]
+        assert said == (f"{path}: no stored state fits this release and this log, so the open folded all {head} "
+                        "events; run `retention-ledger maintain` (or Ledger.maintain()) to store it, and later "
+                        "opens read it instead")
+        assert led.store.latest_generation() is None
+        assert led.maintain().generation == head
+    with Ledger.open(path, create=False) as led:
+        assert led.runner.cache.snapshot_seq == head and answers(led) == truth
+    assert children() == before
+
+
+def test_r17_r22_maintain_stores_the_history_snapshots_as_of_starts_from(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    build_small(path)
+    with Ledger.open(path, create=False) as led:
+        head, past = led.event_count(), answers(led.as_of(seq=12))
+    _no_snapshots(path)
+    with Ledger.open(path, create=False, history_every=5) as led:
+        done = led.maintain()
+        assert done.done and done.history_written == head // 5 == done.history and done.generation == head
+        again = led.maintain()  # nothing missing: nothing written
+        assert again.done and again.history_written == 0 and again.history == head // 5
+        assert answers(led.as_of(seq=12)) == past
         report = led.verify()
         assert (report.history_discarded, report.snapshot_discarded) == (0, False)
-
-
-def test_r16_a_first_open_reads_from_the_generation_its_backfill_stored_once_it_is_there(tmp_path: Path) -> None:
-    """The state a long first open folded is held in full only until its backfill has stored the
-    generation: the next look at the store reads from that one, as every later open does (so a
-    big state stops costing memory and collector time), and answers and commands go on the same."""
-    path = tmp_path / "l.db"
-    clock = build_small(path, history_every=5)
-    with Ledger.open(path, create=False) as led:
-        truth = answers(led)
     with sqlite3.connect(path) as conn:
-        for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
-            conn.execute(f"DELETE FROM {table}")
-    with Ledger.open(path, create=False, clock=clock, history_every=5, apart_from=1) as led:
-        cache = led.runner.cache
-        assert cache.background is not None and cache.background.wait(timeout=60) == 0
-        stored = led.runner.store.latest_generation()
-        assert stored is not None and stored.seq == led.event_count()
-        assert cache.generation is None  # held in full, as the open folded it
-        assert answers(led) == truth
-        assert cache.generation == stored and cache.held_checked_by(stored)
-        led.create_table("sales.later")
-        assert led.table("sales.later").state == "live"
-        assert {k: v for k, v in answers(led).items() if k not in ("tables", "versions", "marks")} == \
-            {k: v for k, v in truth.items() if k not in ("tables", "versions", "marks")}
-        assert led.verify().snapshot_discarded is False
+        stored = [at for (at,) in conn.execute("SELECT seq FROM snapshots WHERE name LIKE 'history:%' ORDER BY seq")]
+    assert stored == list(range(5, head + 1, 5))
 
 
-@pytest.mark.parametrize("apart_from", [0, -1, 1.5, True, "10"])
-def test_r16_a_bad_apart_from_is_invalid_argument_and_records_nothing(small_db: Path, tmp_path: Path,
-                                                                     apart_from: object) -> None:
-    path = copy_of(small_db, tmp_path / "l.db")
-    with Ledger.open(path, create=False) as led:
-        before = fingerprint(led)
-    with pytest.raises(InvalidArgument, match="apart_from must be a whole number of events"):
-        Ledger.open(path, create=False, apart_from=apart_from)
-    with Ledger.open(path, create=False) as led:
-        assert fingerprint(led) == before
+def children() -> set[int]:
+    """This process's living child processes (Linux: read from /proc)."""
+    me, found = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    stat = handle.read().decode(errors="replace")
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[1]) == me and fields[0] != "Z":
+                found.add(int(entry))
+    return found
 
 
 def test_r16_an_inserted_row_is_detected(small_db: Path, tmp_path: Path) -> None:
@@ -874,8 +837,10 @@ def test_r17_a_hand_edited_history_snapshot_is_ignored_and_verify_deletes_it(tmp
     conn.commit()
     with Ledger.open(path, create=False, history_every=5) as led:
         assert answers(led.as_of(seq=at + 2)) == truth
+        assert conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone() is None  # deleted
+        assert led.maintain().history_written == 1
     rebuilt = conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone()[0]
-    assert rebuilt == data  # deleted, and rebuilt from the log by the fold that passed its place
+    assert rebuilt == data  # and stored again from the log by maintain
     # A forger who recomputes the digest (here: the state at the same seq of another log, dumped
     # with this log's tip hash) gets past as_of, which trusts a cache that checks out; verify
     # refolds, finds it disagrees with the log, and deletes it.
@@ -896,6 +861,7 @@ def test_r17_a_hand_edited_history_snapshot_is_ignored_and_verify_deletes_it(tmp
             assert answers(led.as_of(seq=at + 2)) != truth
             assert led.verify().history_discarded == 1
             assert answers(led.as_of(seq=at + 2)) == truth
+            assert led.maintain().history_written == 1  # stored again, from the log
             assert led.verify().history_discarded == 0
     # another log's past at the same seq: the events after it do not follow on from it (unknown
     # writes, earlier times), so the fold refuses it and as_of drops the cache, not the log

@@ -212,12 +212,12 @@ def test_r16_a_replay_of_thousands_of_tables_leaves_every_purge_archived_for_its
     assert all(i.purged_at is not None for i in kept.archive.values())
 
 
-def test_r16_a_fold_in_steps_is_the_fold_at_every_pause_and_tells_what_changed_since_the_last() -> None:
-    """``fold_in_steps`` keeps its maps from pause to pause (the replay that writes, or ``verify``
-    that checks, history snapshots): at each pause its state is the fold of the log so far, and a
-    big map tells exactly the keys that changed since it was last asked (what an encoder re-encodes)."""
-    from ledger.core.fold import HOLD_AT, Tracked
-    from ledger.core.maps import Held
+def test_r16_a_fold_in_steps_is_the_fold_at_every_stop_and_tells_what_changed_since_the_last() -> None:
+    """``fold_in_steps`` keeps its maps from stop to stop (``maintain`` storing, or ``verify``
+    checking, history snapshots): at each look its state is the fold of the log so far, and it
+    tells exactly the keys of each map that changed since the last look (what an encoder
+    re-encodes): every key, the first time."""
+    from ledger.core.fold import HOLD_AT
     from ledger.core.model import fold_in_steps
     from ledger.core.vacuums import FinishVacuum, StartVacuum
 
@@ -236,14 +236,13 @@ def test_r16_a_fold_in_steps_is_the_fold_at_every_pause_and_tells_what_changed_s
 
     steps, previous = fold_in_steps(State()), {}
     for start, stop in itertools.pairwise([0, 5, HOLD_AT - 1, HOLD_AT + 20, len(rows) - 3, len(rows) - 1, len(rows)]):
-        paused = steps.fold_rows(rows[start:stop])
-        assert paused == fold(State(), log[:stop]) and paused.seq == stop
-        instances = paused.tables.instances
-        if len(instances) >= HOLD_AT:
-            held = instances.base
-            assert isinstance(held, Held) and isinstance(held.found, Tracked)
-            now = dict(held.found)
-            changed = {k for k in now.keys() | previous.keys() if now.get(k) is not previous.get(k)}
-            assert held.found.take_changed() == (changed if previous else set(now))
-            previous = now
-    assert steps.fold_rows([]) is paused  # nothing more: the same state
+        assert steps.fold_rows(rows[start:stop]) == stop
+        looked, changed = steps.look()
+        assert looked == fold(State(), log[:stop]) and looked.seq == stop
+        now = dict(looked.tables.instances.items())
+        expected = {k for k in now.keys() | previous.keys() if now.get(k) is not previous.get(k)}
+        assert changed.get("tables.instances", set()) == expected
+        previous = now
+    assert steps.fold_rows([]) == len(rows)
+    again, changed = steps.look()
+    assert again == looked and not any(changed.values())  # nothing more: nothing changed

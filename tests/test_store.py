@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt
-from ledger.persistence.contract import NewEvent, SnapshotGone
+from ledger.persistence.contract import NewEvent, SnapshotGone, Store
 from ledger.persistence.sqlite import FORMAT_VERSION, SQLiteStore
 
 from .store_contract import ACTOR, T, EventStoreContract, append_n, event, rows_of, seqs
@@ -342,6 +342,9 @@ class TestMemoryEventStore(SQLiteOnly, EventStoreContract):
 
     def make_store(self, tmp_path: Path, **options) -> SQLiteStore:
         return SQLiteStore(":memory:", **options)
+
+    def reopen(self, store: Store, tmp_path: Path) -> Store:
+        return store  # nothing else can reach an in-memory log: it is its own other process
 
     def test_memory_stores_have_no_file_and_no_wal(self, store: SQLiteStore, tmp_path: Path) -> None:
         assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "memory"

@@ -15,11 +15,9 @@ behind its watermark, a watermark that moves back): a log that breaks a rule is
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
-import gc
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import attrs
 from immutables import Map
@@ -63,7 +61,8 @@ class Builder:
         self.last_time: Micros = state.last_time
         self._slices = slices
         self._handlers = handlers
-        self._touched: list[str] = []
+        self.touched: list[str] = []
+        """The slices this batch thawed (changed, or about to be)."""
         self._streams: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -71,7 +70,7 @@ class Builder:
             raise AttributeError(name)
         view = _thaw(getattr(self.before, name), self._bulk, self._tracked)
         setattr(self, name, view)
-        self._touched.append(name)
+        self.touched.append(name)
         return view
 
     def apply(self, seq: int, stream: str, version: int, time: Micros, event: Any) -> None:
@@ -103,7 +102,7 @@ class Builder:
         go on folding afterwards: the state shares those dicts, and changes with them."""
         before = self.before
         values = {name: getattr(before, name) for name in _names(before.__class__)}
-        values.update((name, _freeze(self.__dict__[name])) for name in self._touched)
+        values.update((name, _freeze(self.__dict__[name])) for name in self.touched)
         values["seq"], values["last_time"] = self.seq, self.last_time
         if self._streams:
             values["streams"] = before.streams.update(self._streams)
@@ -129,42 +128,52 @@ class Folder:
 
     def fold_rows(self, state: Any, rows: Iterable[tuple], *, bulk: bool | None = None) -> Any:
         """``fold`` straight from stored rows ``(seq, stream, version, type, schema_version,
-        time, actor, payload, ...)``, without building a ``Recorded`` envelope for each, and
-        with the cyclic garbage collector paused: replay is the hot path.
+        time, actor, payload, ...)``, without building a ``Recorded`` envelope for each: replay
+        is the hot path.
 
         ``bulk`` (None: a batch of ``BULK`` rows or more) folds big in-memory maps as dicts of
-        their own; False keeps them as changes on top of what they held, which is what a caller
-        that encodes only the changes between two folds wants."""
+        their own; False keeps them as changes on top of what they held."""
         rows = iter(rows)
-        with gc_paused():  # from the first page of rows read to the state frozen: all of it allocates
-            first = list(itertools.islice(rows, BULK))
-            builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
-            _apply_rows(builder, itertools.chain(first, rows))
-            return builder.finish()
+        first = list(itertools.islice(rows, BULK))
+        builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
+        _apply_rows(builder, itertools.chain(first, rows))
+        return builder.finish()
 
 
 class Steps:
-    """One long fold from nothing, paused at chosen events, as a replay that keeps history
-    snapshots (or ``verify``, comparing them) makes it.
+    """One long fold from nothing, stopped at chosen events to look at the state there, as a
+    replay that writes history snapshots (or ``verify``, comparing them) makes it.
 
     Folded batch by batch, a long fold copied its big maps at the start of every batch (a frozen
-    state's dict may never change), and whoever encoded the state at each pause had to compare
-    every entry to find what changed: both cost the whole state at every pause. Here every map
-    stays one ``Tracked`` dict from the first pause to the last, and tells what changed since it
-    was last asked. The state given at a pause shares those dicts: it is good until the fold goes
-    on, and the last one for good."""
+    state's dict may never change), and whoever encoded the state at each stop had to compare
+    every entry to find what changed: both cost the whole state at every stop. Here every map
+    stays one dict from the first stop to the last, and the fold says which keys it changed
+    since the last stop (``look``). So what ``look`` gives is a view, good until the fold goes
+    on: encode or compare it then, and keep only the last one."""
 
     def __init__(self, folder: Folder, state: Any) -> None:
         self._builder = Builder(state, folder.slices, folder.handlers, bulk=True, tracked=True)
-        self.state = state
+        self._state = state
 
-    def fold_rows(self, rows: Iterable[tuple]) -> Any:
-        """Fold on through stored ``rows`` (as ``Folder.fold_rows``); returns the state there."""
-        with gc_paused():
-            _apply_rows(self._builder, rows)
-            if self._builder.seq != self.state.seq:
-                self.state = self._builder.finish()
-        return self.state
+    def fold_rows(self, rows: Iterable[tuple]) -> int:
+        """Fold on through stored ``rows`` (as ``Folder.fold_rows``); returns the seq reached."""
+        _apply_rows(self._builder, rows)
+        return self._builder.seq
+
+    def look(self) -> tuple[Any, dict[str, set[str]]]:
+        """The state where the fold stands (a view: see the class), and for each map field
+        (``"slice.field"``) the keys set or deleted since the last look (every key, the first time)."""
+        builder = self._builder
+        if builder.seq != self._state.seq:
+            self._state = builder.finish()
+        changed: dict[str, set[str]] = {}
+        for name in builder.touched:
+            view = builder.__dict__[name]
+            for field in _names(view.__class__):
+                value = getattr(view, field)
+                if isinstance(value, Tracked):
+                    changed[f"{name}.{field}"] = value.take_changed()
+        return self._state, changed
 
 
 class Tracked(dict):  # type: ignore[type-arg]
@@ -241,19 +250,6 @@ def _freeze(view: Any) -> Any:
             value = value.finish()
         values[name] = value
     return type(view)(**values)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """A fold allocates millions of small objects and makes no reference cycles, so the
-    cyclic collector would only rescan them again and again (it was 40% of replay time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def set_or_delete(mapping: Any, key: str, value: Any) -> None:

@@ -21,6 +21,7 @@ only what is here.
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from abc import ABC, abstractmethod
@@ -81,6 +82,32 @@ def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,
             raise LedgerCorrupt(f"{where}: copied event #{row[0]} does not carry the hash its content and the event "
                                 "before give; the source was edited (run verify on it); nothing was copied")
         last_seq = row[0]
+
+
+LEASE_PREFIX = "lease:"
+"""Leases are meta rows (``lease:<name>`` -> ``{"holder": ..., "until": micros}``), beside the log."""
+
+
+def lease_free(found: str | None, holder: str, now: Micros) -> bool:
+    """Whether a stored lease (its meta value, or None) lets ``holder`` take it at ``now``."""
+    if found is None:
+        return True
+    try:
+        held = json.loads(found)
+        return held["holder"] == holder or int(held["until"]) <= now
+    except (ValueError, KeyError, TypeError):
+        return True  # an unreadable lease holds nothing
+
+
+def lease_holder(found: str) -> str:
+    try:
+        return str(json.loads(found)["holder"])
+    except (ValueError, KeyError, TypeError):
+        return "?"
+
+
+def lease_value(holder: str, until: Micros) -> str:
+    return json.dumps({"holder": holder, "until": until})
 
 
 def seal(part: str, key: str, value: bytes) -> bytes:
@@ -332,6 +359,16 @@ class SnapshotStore(ABC):
 
     @abstractmethod
     def generation_part(self, generation: Generation, part: str) -> StoredPart: ...
+
+    @abstractmethod
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
+        """Hold lease ``name`` until ``until`` if nobody else holds it at ``now`` (free, ended, or
+        ``holder``'s already): None when taken, else the holder who has it. Atomic between processes
+        and hosts: upkeep that must run once at a time (``maintain``) takes one."""
+
+    @abstractmethod
+    def release_lease(self, name: str, holder: str) -> None:
+        """End ``holder``'s lease ``name`` now (nothing if another holds it)."""
 
 
 class Store(EventStore, SnapshotStore, ABC):

@@ -2,11 +2,11 @@
 
 A history snapshot is one document: the state at a multiple of ``history_every`` events,
 from which ``as_of`` folds a short way (R17). A fold passes many of them (a first open's
-backfill writes them all; ``verify`` compares each with the fold), and encoding the whole
+``maintain`` writes them all; ``verify`` compares each with the fold), and encoding the whole
 state at each costs the fold several times over. ``HistoryEncoder`` keeps one fold's
-encoding from stop to stop and redoes only the entries that changed: in an ``OverlayMap``
-still over the entries last seen, those are its ``changes``; in a map of its own (a long fold
-copies big maps: ``fold.BULK``), the entries that are not the very objects encoded last time.
+encoding from stop to stop and redoes only the entries that changed: those the fold says it
+changed (``core.fold.Steps.look``), or else the entries that are not the very objects encoded
+last time.
 
 The layout is fixed by the state alone, whatever process folded it and in what order: every
 map is a JSON object with its keys sorted, as is everything else. So ``verify`` compares
@@ -16,13 +16,12 @@ out, as the present state holds them (``archive.from_history`` gives them back).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 import orjson
 
-from ..core.fold import Tracked
-from ..core.maps import GONE, Held, OverlayMap
+from ..core.maps import GONE
 from ..core.model import CONCERNS, State
 from ..core.tables import NO_ARCHIVE
 from .archive import left_to_the_present
@@ -36,69 +35,94 @@ INSTANCES = "tables.instances"
 
 
 class _Map:
-    """One map field's encoding: each entry's ``"key":value`` bytes, by key."""
+    """One map field's encoding: each entry's ``"key":value`` bytes, by key, and their order."""
 
-    __slots__ = ("seen", "items", "values", "pairs", "base", "changes", "tracked")
+    __slots__ = ("seen", "items", "pairs", "order", "present", "added", "removed")
 
     def __init__(self) -> None:
-        self.seen: dict[str, Any] = {}
-        """Every item met under each key, left out or not (compared by identity)."""
+        self.seen: dict[str, Any] | None = {}
+        """Every item met under each key, left out or not (compared by identity); None once the fold
+        says what changes (``sync``)."""
         self.items: dict[str, Any] = {}
         """The item each key's bytes were made from."""
-        self.values: dict[str, bytes] = {}
-        """Each item's JSON (what a stored snapshot's entry holds)."""
         self.pairs: dict[str, bytes] = {}
-        self.base: object = None
-        """The entries under the ``OverlayMap`` last seen (its changes are what moved since)."""
-        self.changes: object = None
-        self.tracked: Tracked | None = None
-        """The dict of a fold in steps last seen (it tells which keys changed since)."""
+        """Each entry's bytes: the key's JSON, a colon, the item's JSON."""
+        self.order: list[str] | None = None
+        """The keys of ``pairs`` in order, as the last document laid them out (and as a set)."""
+        self.present: set[str] = set()
+        self.added: list[str] = []
+        """Keys given bytes since the last document that were not in it then (some perhaps gone again)."""
+        self.removed = False
 
-    def sync(self, value: Any, encode: Any, leave_out: Any) -> None:
-        """Bring the encoding up to ``value`` (a map), encoding only entries not seen as they are."""
-        held = value.base.found if isinstance(value, OverlayMap) and isinstance(value.base, Held) else None
-        if isinstance(held, Tracked) and not value.changes:
-            if held is self.tracked:  # the same fold, paused again: it knows what changed
-                for key in held.take_changed():
-                    self._put(key, held.get(key, GONE), encode, leave_out)
-                return
-            held.take_changed()  # from here on, what changes is told; this once, compare all
-            self.tracked = held
-        else:
-            self.tracked = None
-        if isinstance(value, OverlayMap) and value.base is self.base:
-            if value.changes is not self.changes:
-                for key, item in value.changes.items():
-                    self._put(key, item, encode, leave_out)
-        else:  # a map of its own (a long fold copies big maps): find what changed, in C where it can
-            known = self.seen.get
-            for key in self.seen.keys() - value.keys() if self.seen else ():
+    def sync(self, value: Mapping[str, Any], encode: Any, leave_out: Any, changed: Iterable[str] | None) -> None:
+        """Bring the encoding up to ``value`` (a map): only the keys in ``changed`` when the fold says
+        which changed since the last sync (``core.fold.Steps``), else every entry not seen as it is."""
+        if changed is not None:
+            self.seen = None  # the fold says what changes: what was seen need not be kept
+            get = value.get
+            for key in changed:
+                self._put(key, get(key, GONE), encode, leave_out)
+            return
+        seen = self.seen
+        if seen is None:  # after syncs the fold told: compare with what was encoded (left-out ones again)
+            items = self.items.get
+            for key in self.items.keys() - value.keys():
                 self._put(key, GONE, encode, leave_out)
-            for key, item in [(key, item) for key, item in value.items() if known(key) is not item]:
+            for key, item in [(key, item) for key, item in value.items() if items(key) is not item]:
                 self._put(key, item, encode, leave_out)
-        if isinstance(value, OverlayMap):
-            self.base, self.changes = value.base, value.changes
-        else:
-            self.base = self.changes = None
+            return
+        known = seen.get
+        for key in seen.keys() - value.keys() if seen else ():
+            self._put(key, GONE, encode, leave_out)
+        for key, item in [(key, item) for key, item in value.items() if known(key) is not item]:
+            self._put(key, item, encode, leave_out)
 
     def _put(self, key: str, item: Any, encode: Any, leave_out: Any) -> None:
+        seen = self.seen
+        if seen is not None:
+            if item is GONE:
+                seen.pop(key, None)
+            else:
+                seen[key] = item
+        if item is not GONE and leave_out is not None and leave_out(item):
+            item = GONE
+        items = self.items
         if item is GONE:
-            self.seen.pop(key, None)
-        else:
-            self.seen[key] = item
-            if leave_out is not None and leave_out(item):
-                item = GONE
-        if item is GONE:
-            if self.items.pop(key, None) is not None:
-                del self.values[key], self.pairs[key]
-        elif self.items.get(key) is not item:
-            self.items[key] = item
-            value = self.values[key] = orjson.dumps(encode(item))
-            self.pairs[key] = orjson.dumps(key) + b":" + value
+            if items.pop(key, None) is not None:
+                del self.pairs[key]
+                self.removed = True
+            return
+        was = items.get(key)
+        if was is not item:
+            items[key] = item
+            if was is None:
+                self.added.append(key)
+            self.pairs[key] = orjson.dumps(key) + b":" + orjson.dumps(encode(item))
+
+    def value(self, key: str) -> bytes:
+        """The item's JSON alone (what a stored generation's entry holds)."""
+        pair = self.pairs[key]
+        return pair[len(orjson.dumps(key)) + 1:]
 
     def document(self) -> bytes:
-        pairs = self.pairs
-        return b"{" + b",".join([pairs[key] for key in sorted(pairs)]) + b"}"
+        """The entries as one JSON object, keys in order: the last document's order, less the keys
+        gone since, merged with the keys added since (two sorted runs: a linear merge), rather
+        than every key sorted again at every snapshot."""
+        pairs, order = self.pairs, self.order
+        if order is None:
+            order = sorted(pairs)
+            self.present = set(order)
+        else:
+            if self.removed:
+                order = [key for key in order if key in pairs]
+                self.present = set(order)
+            new = sorted({key for key in self.added if key in pairs and key not in self.present})
+            if new:
+                order += new
+                order.sort()
+                self.present.update(new)
+        self.order, self.added, self.removed = order, [], False
+        return b"{" + b",".join([pairs[key] for key in order]) + b"}"
 
 
 class HistoryEncoder:
@@ -107,9 +131,25 @@ class HistoryEncoder:
     def __init__(self) -> None:
         self._maps: dict[str, _Map] = {}
 
-    def body(self, state: State, tip: str | None) -> bytes:
+    def sync(self, state: State, changed: Mapping[str, Iterable[str]] | None = None) -> None:
+        """Bring the encoding up to ``state``. ``changed``: the keys of each map field (``"slice.field"``)
+        the fold changed since the state this encoder last saw (``Steps.look``: every look's changes
+        must reach it); None: find them by comparing every entry."""
+        for where, codec, value in _map_fields(state):
+            encoded = self._maps.get(where)
+            keys = None if changed is None or encoded is None else changed.get(where, ())
+            if encoded is None:
+                encoded = self._maps[where] = _Map()
+            encoded.sync(value, codec.encode_item, left_to_the_present if where == INSTANCES else None, keys)
+
+    def body(self, state: State, tip: str | None, changed: Mapping[str, Iterable[str]] | None = None) -> bytes:
         """The document (before its digest and compression) of a history snapshot of ``state``;
-        ``tip`` is the chain hash of event ``state.seq``."""
+        ``tip`` is the chain hash of event ``state.seq``; ``changed`` as for ``sync``."""
+        self.sync(state, changed)
+        return self.document(state, tip)
+
+    def document(self, state: State, tip: str | None) -> bytes:
+        """The document of ``state``, which this encoder was last brought up to (``sync``)."""
         slices: dict[str, dict[str, Any]] = {}
         raw_index: list[list[str]] = []
         raw_parts: list[bytes] = []
@@ -119,12 +159,7 @@ class HistoryEncoder:
             for field in attrs.fields(type(part)):
                 codec, where = codec_of(field), f"{name}.{field.name}"
                 if isinstance(codec, MapOf):
-                    encoded = self._maps.get(where)
-                    if encoded is None:
-                        encoded = self._maps[where] = _Map()
-                    encoded.sync(getattr(part, field.name), codec.encode_item,
-                                 left_to_the_present if where == INSTANCES else None)
-                    fields[field.name] = orjson.Fragment(encoded.document())
+                    fields[field.name] = orjson.Fragment(self._maps[where].document())
                 elif codec.raw:  # the purged instances' archive: left to the present state
                     raw_index.append([name, field.name])
                     raw_parts.append(codec.encode(NO_ARCHIVE))
@@ -140,7 +175,16 @@ class HistoryEncoder:
         """Each item's JSON, taken from this encoding where the item is the one last encoded: so a
         stored snapshot of the state just encoded costs a lookup an entry (``snapshot.keyed``)."""
         found = self._maps.get(part)
-        known_items = {} if found is None else found.items
-        known_values = {} if found is None else found.values
-        dumps = orjson.dumps
-        return [known_values[key] if known_items.get(key) is item else dumps(encode(item)) for key, item in items]
+        if found is None:
+            return [orjson.dumps(encode(item)) for _, item in items]
+        known, value, dumps = found.items.get, found.value, orjson.dumps
+        return [value(key) if known(key) is item else dumps(encode(item)) for key, item in items]
+
+
+def _map_fields(state: State) -> Iterable[tuple[str, MapOf, Any]]:
+    for name in CONCERNS:
+        part = getattr(state, name)
+        for field in attrs.fields(type(part)):
+            codec = codec_of(field)
+            if isinstance(codec, MapOf):
+                yield f"{name}.{field.name}", codec, getattr(part, field.name)

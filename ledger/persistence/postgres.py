@@ -45,7 +45,7 @@ from ..errors import (
 from . import pgaddress
 from .contract import (
     MANY, MAX_CLOCK_SKEW, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart,
-    Snapshot, Store, check_copied, seal,
+    LEASE_PREFIX, Snapshot, Store, check_copied, lease_free, lease_holder, lease_value, seal,
 )
 
 FORMAT_VERSION = 2
@@ -663,6 +663,28 @@ class PostgresStore(Store):
 
     def generation_part(self, generation: Generation, part: str) -> PostgresPart:
         return PostgresPart(self, generation, part)
+
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
+        def take(conn: psycopg.Connection[Any]) -> str | None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 2, self._lock_key))
+                row = conn.execute("SELECT value FROM meta WHERE key = %s", (LEASE_PREFIX + name,)).fetchone()
+                found = None if row is None else row[0]
+                if found is not None and not lease_free(found, holder, now):
+                    return lease_holder(found)
+                conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                             (LEASE_PREFIX + name, lease_value(holder, until)))
+                return None
+        return self._run(take)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        def release(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 2, self._lock_key))
+                row = conn.execute("SELECT value FROM meta WHERE key = %s", (LEASE_PREFIX + name,)).fetchone()
+                if row is not None and lease_holder(row[0]) == holder:
+                    conn.execute("DELETE FROM meta WHERE key = %s", (LEASE_PREFIX + name,))
+        self._run(release)
 
     # --- errors -------------------------------------------------------------------------------
 

@@ -27,17 +27,16 @@ from __future__ import annotations
 import hashlib
 import itertools
 import zlib
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 
 import attrs
 import orjson
 from immutables import Map
 
-from ..core.fold import gc_paused
 from ..core.maps import GONE, OverlayMap
 from ..core.model import CONCERNS, State
-from . import archive, history
+from . import archive, collector, history
 from .codecs import PLAIN, KeyedCodec, MapOf, codec_of
 from .history import HistoryEncoder
 from .lazy import Heal, Source, StoredEntries
@@ -109,7 +108,7 @@ def entries_of(state: State) -> dict[str, dict[str, Any]]:
 def keyed(state: State, tip: str | None, *, delta_of: object = None, encoder: HistoryEncoder | None = None) -> Stored:
     """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
     part was read from it, else all of it."""
-    with gc_paused():  # compacting and encoding allocate per entry and make no cycles
+    with collector.paused():  # compacting and encoding allocate per entry and make no cycles
         return _keyed(compacted(state), tip, delta_of, _encoded_afresh if encoder is None else encoder.all_of)
 
 
@@ -197,25 +196,28 @@ def rebased(written: Stored, part: Callable[[str], Source], stamp: object, heal:
 # --- history snapshots: one document each -----------------------------------------------------
 
 
-def dump(state: State, tip: str | None, *, encoder: HistoryEncoder | None = None) -> bytes:
+def dump(state: State, tip: str | None, *, encoder: HistoryEncoder | None = None,
+         changed: Mapping[str, Iterable[str]] | None = None) -> bytes:
     """A history snapshot of ``state``; ``tip`` is the chain hash of event ``state.seq`` (None for a
-    log without the chain). ``encoder``: the one that encoded this fold's previous snapshots."""
-    with gc_paused():  # on a big heap the collector's rescans cost twice the encoding
-        body = (encoder or HistoryEncoder()).body(state, tip)
+    log without the chain). ``encoder``: the one that encoded this fold's previous snapshots, and
+    ``changed`` what the fold changed since (``HistoryEncoder.body``)."""
+    with collector.paused():  # on a big heap the collector's rescans cost twice the encoding
+        body = (encoder or HistoryEncoder()).body(state, tip, changed)
     return zlib.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 1)
 
 
 def history_matches(data: bytes, state: State, tip: str | None, encoder: HistoryEncoder) -> bool:
     """Whether the stored history snapshot ``data`` is intact and holds exactly the bytes a snapshot
-    of ``state`` would: proof it agrees with the fold, without decoding it. False proves nothing
-    (a snapshot of an earlier release is laid out otherwise): compare decoded states then."""
+    of ``state`` would (``encoder`` brought up to it: ``HistoryEncoder.sync``): proof it agrees with
+    the fold, without decoding it. False proves nothing (a snapshot of an earlier release is laid
+    out otherwise): compare decoded states then."""
     try:
         plain = zlib.decompress(data)
     except zlib.error:
         return False
     start = plain.find(b"\n") + 1
-    with gc_paused():
-        fresh = encoder.body(state, tip)
+    with collector.paused():
+        fresh = encoder.document(state, tip)
     return bool(start) and plain[:start - 1] == hashlib.sha256(fresh).hexdigest().encode() and \
         memoryview(plain)[start:] == fresh
 
@@ -233,7 +235,7 @@ def load(data: bytes, tip: str | None, *, present: State | None = None) -> State
     # Hashed and cut up in place: copying a snapshot of tens of MB costs as much as parsing its head.
     if not start or hashlib.sha256(memoryview(data)[start:]).hexdigest().encode() != data[:start - 1]:
         raise SnapshotMismatch("the snapshot's digest does not match its contents")
-    with gc_paused():  # like a replay: many small objects, no cycles
+    with collector.paused():  # like a replay: many small objects, no cycles
         try:
             return _load(_lines(data, start), tip, present)
         except (ValueError, KeyError, TypeError, IndexError) as exc:

@@ -39,7 +39,7 @@ from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
     CHAIN_FORMAT, MANY, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
-    check_copied, seal,
+    LEASE_PREFIX, check_copied, lease_free, lease_holder, lease_value, seal,
 )
 
 FORMAT_VERSION = 2
@@ -634,6 +634,22 @@ class SQLiteStore(Store):
 
     def generation_part(self, generation: Generation, part: str) -> SQLitePart:
         return SQLitePart(self, generation, part)
+
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,)).fetchone()
+            found = None if row is None else row[0]
+            if found is not None and not lease_free(found, holder, now):
+                return lease_holder(found)
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                       (LEASE_PREFIX + name, lease_value(holder, until)))
+            return None
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self.transaction() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,)).fetchone()
+            if row is not None and lease_holder(row[0]) == holder:
+                db.execute("DELETE FROM meta WHERE key = ?", (LEASE_PREFIX + name,))
 
     # --- health ----------------------------------------------------------------------------
 

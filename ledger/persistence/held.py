@@ -1,0 +1,276 @@
+"""The held state: the folded log, kept in step with it, read from the stored snapshot when it can.
+
+Opening a ledger reads the newest stored generation of the keyed snapshot lazily (``lazy``),
+one key at a time, when it fits this release and this log; else it folds the log from nothing,
+in this process, and stores a full generation so that the next open need not (a log shorter
+than ``snapshot_every`` events is folded every time: that costs less than a snapshot). After
+that the state follows the log: another writer's events are read and folded when it looks
+(``refresh``), the caller's own without reading them back (``extend``), and a delta generation
+(what changed since the last) is stored every ``snapshot_every`` events. History snapshots,
+which ``as_of`` starts from (``state_at``), are read here and written by ``maintain``, asked for:
+nothing here starts a process, or writes more than the next open needs.
+
+A state read lazily never fails a reader: the store keeps a superseded chain of generations
+for a grace period, and the held state moves to the newest well within it (``RECHECK``). If
+an entry cannot be read all the same (the store was damaged or edited, or a process slept
+past the grace period), its part *heals* from a fold of the log up to the generation's event,
+and a fresh generation replaces the damaged one at the next refresh (R16). That is the only
+place such a failure is handled; nothing above this package meets it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from ..core.events import Recorded
+from ..core.model import State, fold, fold_rows
+from ..core.tables import CREATES
+from ..errors import Conflict, LedgerCorrupt
+from . import archive, collector, snapshot, writing
+from .contract import Generation, Store
+from .lazy import Heal
+
+log = logging.getLogger(__name__)
+
+LEGACY_SNAPSHOT = "catalog"
+"""Where releases before the keyed snapshot kept theirs (one JSON document): read once, then dropped."""
+RECHECK = 60.0
+"""Seconds after which a held state asks the store whether its generation was superseded,
+even if nothing else made it look: far inside the store's grace period (15 minutes)."""
+BATCH = 50_000
+"""Events folded in one batch when catching up with the log."""
+
+
+class HeldState:
+    """The folded state of one store's log. Thread-safe."""
+
+    def __init__(self, store: Store, *, snapshot_every: int) -> None:
+        self.store = store
+        self.snapshot_every = snapshot_every
+        self.snapshot_seq = 0
+        """The sequence number of the generation the held state started from or last wrote (0: none)."""
+        self._lock = threading.RLock()
+        self._state = State()
+        self._generation: Generation | None = None
+        """The stored generation the held state reads from (None: held in full, in memory)."""
+        self._damaged = False
+        """A part of the held generation could not be read and healed from the log: replace it."""
+        self._legacy = False
+        """The held state was read from an earlier release's one-document snapshot (not checked)."""
+        self._healed: dict[int, dict[str, dict[str, Any]]] = {}
+        self._replace = False
+        """The newest stored generation could not be used: the next one stored replaces it."""
+        self._looked = time.monotonic()
+        self.load()
+
+    # --- loading ----------------------------------------------------------------------------
+
+    def load(self) -> State:
+        """Start from the stored snapshot when it can be trusted, else from nothing, and fold to
+        the end. A long fold from nothing is not stored here (that would double the wait, and no
+        answer needs it): the open says, once, that ``maintain`` stores it for the next opens."""
+        with self._lock:
+            self._state, self._generation, self.snapshot_seq, self._damaged = State(), None, 0, False
+            state = self._load_stored()
+            self._replace = state is None and self.store.latest_generation() is not None
+            self._legacy = False
+            if state is None:
+                state = self._load_legacy()
+                self._legacy = state is not None
+            if state is None:  # folded from nothing: stored by maintain, or after snapshot_every events more
+                self._state = self.fold_to(State(), None)
+                self.snapshot_seq = self._state.seq
+                if self._state.seq >= self.snapshot_every:
+                    log.warning("%s: no stored state fits this release and this log, so the open folded all %s "
+                                "events; run `retention-ledger maintain` (or Ledger.maintain()) to store it, and "
+                                "later opens read it instead", self.store.path, f"{self._state.seq:,}")
+                elif self._replace:  # a short log: storing it costs little, and the one stored did not fit
+                    self.save_snapshot()
+                return self._state
+            self._state = state
+            self.refresh(force=True)
+            return self._state
+
+    def _load_stored(self) -> State | None:
+        """The newest generation, read lazily, if it fits this release and this log."""
+        generation = self.store.latest_generation()
+        if generation is None or generation.format != snapshot.KEYED_FORMAT:
+            return None
+        try:
+            state = writing.read_generation(self.store, generation, self._heal_for(generation))
+        except snapshot.SnapshotMismatch:
+            return None
+        self._generation, self.snapshot_seq = generation, generation.seq
+        return state
+
+    def _load_legacy(self) -> State | None:
+        """A snapshot written by a release before the keyed one: used once, then replaced."""
+        snap = self.store.load_snapshot(LEGACY_SNAPSHOT)
+        if snap is None:
+            return None
+        with contextlib.suppress(Conflict, OSError):
+            self.store.delete_snapshot(LEGACY_SNAPSHOT)
+        if snap.format != snapshot.FORMAT:
+            return None
+        try:
+            state = snapshot.load(snap.data, self.store.hash_at(snap.seq))
+        except snapshot.SnapshotMismatch:
+            return None
+        if state.seq != snap.seq or self.store.event_time(snap.seq) != state.last_time:
+            return None
+        return state
+
+    # --- healing: a stored part that cannot be read is taken from the log ---------------------
+
+    def _heal_for(self, generation: Generation) -> Callable[[str], Heal]:
+        def heal_part(part: str) -> Heal:
+            return lambda: self._heal(generation, part)
+        return heal_part
+
+    def _heal(self, generation: Generation, part: str) -> dict[str, Any]:
+        with self._lock:
+            if self._generation is not None and self._generation.gen == generation.gen:
+                self._damaged = True
+            entries = self._healed.get(generation.gen)
+            if entries is None:
+                with collector.paused():
+                    entries = snapshot.entries_of(fold_rows(State(), self.store.read(0, upto=generation.seq)))
+                self._healed[generation.gen] = entries
+            return entries[part]
+
+    # --- the held state ---------------------------------------------------------------------
+
+    @property
+    def held(self) -> State:
+        """The state as last folded, without asking the store whether others wrote since."""
+        return self._state
+
+    @property
+    def generation(self) -> Generation | None:
+        """The stored generation the held state reads from (None: held in full, in memory)."""
+        return self._generation
+
+    @property
+    def due(self) -> bool:
+        """Whether the held state has gone ``RECHECK`` seconds without looking at the store."""
+        return time.monotonic() - self._looked > RECHECK
+
+    def refresh(self, *, force: bool = False) -> State:
+        """Fold whatever other writers appended since we last looked; returns the state."""
+        with self._lock:
+            self._looked = time.monotonic()
+            if force or self._damaged or self.store.changed_elsewhere():
+                if self._generation is not None and self._superseded():
+                    return self.load()
+                self._state = self.fold_to(self._state, None)
+                self._maybe_snapshot()
+            return self._state
+
+    def _superseded(self) -> bool:
+        """Whether another process started a newer chain of generations (or all were discarded):
+        the one we read from will go once its grace period ends, so move to the newest now."""
+        latest = self.store.latest_generation()
+        return latest is None or self._generation is None or latest.base != self._generation.base
+
+    def full_state(self) -> State:
+        """The folded state with every stored entry read (and checked) now, not when asked for:
+        for tools and tests that compare or walk whole states."""
+        state = self.refresh()
+        snapshot.read_all(state)
+        return state
+
+    def extend(self, records: Iterable[Recorded], previous_head: int) -> State:
+        """After our own append of ``records`` on top of event ``previous_head``: fold them without
+        reading them back if nobody else wrote in between, else refold from the log."""
+        with self._lock:
+            if previous_head != self._state.seq:
+                return self.refresh(force=True)
+            self._state = fold(self._state, records)
+            self._maybe_snapshot()
+            return self._state
+
+    def fold_to(self, state: State, upto: int | None) -> State:
+        """Fold the log after ``state`` up to event ``upto`` (None: the end)."""
+        with collector.paused():
+            while True:
+                stop = state.seq + BATCH if upto is None else min(upto, state.seq + BATCH)
+                state = fold_rows(state, self.store.read(state.seq, upto=stop))
+                if state.seq < stop or state.seq == upto:  # the log (or what was asked for) ends here
+                    return state
+
+    def checked_by(self, generation: Generation | None) -> bool:
+        """Whether the held state is the log's own fold, or read from ``generation``: then checking
+        that generation checks it too, and comparing it with a fold again would prove nothing more."""
+        if self._generation is None:
+            return not self._legacy
+        return generation is not None and self._generation.gen == generation.gen
+
+    def rebuild(self, base: State) -> None:
+        """Replace the held state with ``base`` (a fold from nothing) caught up with the log, and
+        store a fresh, full generation: for when the state we held came from a snapshot that lied."""
+        with self._lock:
+            self._state, self._generation, self._damaged = self.fold_to(base, None), None, False
+            self._legacy = False
+            if self._state.seq:
+                self.save_snapshot()
+
+    # --- the past (R17) -----------------------------------------------------------------------
+
+    def state_at(self, seq: int) -> State:
+        """The fold of the log up to event ``seq`` (R17): from the newest history snapshot at or
+        before it that can be trusted, else from nothing. One that cannot be trusted (edited,
+        or of another log) is deleted, to be written again by ``maintain``."""
+        # Not read in full (that costs seconds on a big ledger): the past state borrows from the
+        # present one lazily.
+        present = self.refresh()
+        if seq >= present.seq:
+            return present
+        with collector.paused():  # a past state is a million young objects: a collection between its
+            for name, at in reversed(self.store.snapshots(writing.HISTORY_PREFIX)):  # load and its fold
+                if at > seq:  # rescans them all, and the present
+                    continue
+                base = writing.load_history(self.store, name, present)
+                if base is None:
+                    continue
+                archive.prefetch_created(base.tables, self.store.read(base.seq, upto=seq, types=CREATES))
+                try:
+                    return self.fold_to(base, seq)
+                except LedgerCorrupt:  # the log does not follow on from it: the cache lied, not the log
+                    with contextlib.suppress(Conflict, OSError):
+                        self.store.delete_snapshot(name)
+            return self.fold_to(State(), seq)
+
+    # --- storing the keyed generation ----------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        """After a fold: a generation that healed is replaced at once; otherwise one is stored every
+        ``snapshot_every`` events (a delta costs what changed since the last, so a fixed interval
+        keeps it flat per event)."""
+        if self._damaged:
+            self._damaged = False
+            self.save_snapshot(replace=True)
+        elif self._state.seq - self.snapshot_seq >= self.snapshot_every:
+            self.save_snapshot()
+
+    def save_snapshot(self, *, replace: bool = False) -> None:
+        """Store the held state as the next generation: a delta of the one it reads from, or a
+        full one (``writing.store_generation``). ``replace``: also when the newest stored one is
+        at the same event (it was damaged, or did not fit). Then read on from what was stored."""
+        with self._lock:
+            if self.store.in_exclusive:
+                return  # inside a command's write transaction: the next refresh writes it
+            written = writing.store_generation(self.store, self._state, self._generation,
+                                               replace=replace or self._replace)
+            if written is writing.JOIN:  # another process started a new chain: read from it
+                self.load()
+            elif written is not None:
+                generation, stored = written
+                self._replace = False
+                self._healed.clear()  # what healed is stored again: a later heal folds the log afresh
+                self._state = snapshot.rebased(stored, lambda part: self.store.generation_part(generation, part),
+                                               generation.gen, self._heal_for(generation))
+                self._generation, self.snapshot_seq, self._legacy = generation, generation.seq, False

@@ -1,0 +1,172 @@
+"""One call, one process (R22): no call leaves a process behind or runs code from the caller's
+folders; upkeep (``maintain``) is asked for, runs once at a time across processes, and is whole
+or absent when killed.
+
+In 0.3.0 a first open of a long log started a detached backfill process and ``verify`` a chain
+walker, both as ``python -m ledger...`` with the caller's folder first on their import path: a
+user's own ``ledger.py`` there was imported and run by every one of them, a stopped walker held
+``verify`` for ever, and ten CLI calls started ten backfills. Each test here failed then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from ledger import Ledger, ManualClock
+from ledger.persistence.maintain import LEASE_SECONDS
+from tests.conftest import T0
+from tests.test_audit import children
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def long_log(path: Path, tables: int = 4_000) -> int:
+    """A log of creates, drops and undrops over many tables (about 2.5 events a table)."""
+    with Ledger.open(path, clock=ManualClock(T0), synchronous="OFF", actor="builder") as led:
+        for i in range(tables):
+            name = f"d{i % 50}.t{i}"
+            led.create_table(name)
+            if i % 2:
+                led.drop_table(name)
+            if i % 10 == 1:
+                led.undrop_table(name)
+        return led.event_count()
+
+
+@pytest.fixture(scope="module")
+def long_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("long") / "ledger.db"
+    long_log(path)
+    return path
+
+
+def copy(path: Path, to: Path) -> Path:
+    to.write_bytes(path.read_bytes())
+    return to
+
+
+def test_r22_no_call_runs_code_from_the_callers_folders(long_ledger: Path, tmp_path: Path) -> None:
+    """A folder holding a ``ledger.py`` and a ``ledger/`` package of the user's own, each of which
+    writes a marker when imported; from it, a long log is opened (no snapshot stored), maintained
+    and verified: the marker never appears, and no process is left."""
+    path = copy(long_ledger, tmp_path / "l.db")
+    user = tmp_path / "project"
+    (user / "ledger").mkdir(parents=True)
+    marker = tmp_path / "MARKER"
+    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    (user / "ledger.py").write_text(plant)
+    (user / "ledger" / "__init__.py").write_text(plant)
+    script = textwrap.dedent(f"""
+        import os, sqlite3, sys
+        sys.path.insert(0, {str(REPO)!r})  # this process imports the real package; its children may not
+        from ledger import Ledger
+        with sqlite3.connect({str(path)!r}) as db:
+            for table in ("snapshots", "snapshot_entries", "snapshot_generations"):
+                db.execute(f"DELETE FROM {{table}}")
+        with Ledger.open({str(path)!r}, create=False) as led:
+            assert led.maintain().done
+            assert led.verify().events == led.event_count()
+        print(os.getpid())
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=user, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(user)})
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists(), marker.read_text()
+
+
+def test_r22_open_maintain_and_verify_leave_no_process_behind(long_ledger: Path, tmp_path: Path) -> None:
+    path = copy(long_ledger, tmp_path / "l.db")
+    before = children()
+    with Ledger.open(path, create=False) as led:
+        led.maintain()
+        led.verify()
+        assert children() == before
+    assert children() == before
+
+
+def test_r22_verify_runs_nothing_beside_itself_and_returns_whatever_is_stopped(long_ledger: Path,
+                                                                                tmp_path: Path) -> None:
+    """Whatever ``verify`` ran beside itself is stopped (SIGSTOP) as soon as it appears, as a
+    swapped-out process would be: ``verify`` still returns its verdict. (It used to wait on its
+    chain walker with no bound.)"""
+    path = copy(long_ledger, tmp_path / "l.db")
+    before, stopped, verdict = children(), [], []
+    with Ledger.open(path, create=False) as led:
+        head = led.event_count()
+        runner = threading.Thread(target=lambda: verdict.append(led.verify()))
+        runner.start()
+        while runner.is_alive():
+            for pid in children() - before:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+            time.sleep(0.01)
+        runner.join()
+    for pid in stopped:  # none, but never leave one stopped
+        os.kill(pid, signal.SIGKILL)
+    assert stopped == [] and verdict and verdict[0].events == head
+
+
+_MAINTAIN = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from ledger import Ledger
+with Ledger.open(sys.argv[2], create=False, history_every=int(sys.argv[3])) as led:
+    def slowly(done, total):
+        print("progress", done, flush=True)
+        time.sleep(float(sys.argv[4]))
+    report = led.maintain(progress=slowly)
+    print(json.dumps({"done": report.done, "holder": report.holder, "written": report.history_written}), flush=True)
+"""
+
+
+def _maintain(path: Path, every: int, pause: float) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _MAINTAIN, str(REPO), str(path), str(every), str(pause)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_r22_maintain_runs_once_at_a_time_the_other_says_which_runs(long_ledger: Path, tmp_path: Path) -> None:
+    path = copy(long_ledger, tmp_path / "l.db")
+    first = _maintain(path, 1_000, 0.3)
+    assert first.stdout is not None and first.stdout.readline().startswith("progress")  # it holds the lease
+    second = _maintain(path, 1_000, 0.0)
+    out, err = second.communicate(timeout=120)
+    said = json.loads(out.strip().splitlines()[-1])
+    assert said["done"] is False and said["written"] == 0 and "pid" in said["holder"], (out, err)
+    rest, _ = first.communicate(timeout=300)
+    assert json.loads(rest.strip().splitlines()[-1])["done"] is True
+    with Ledger.open(path, create=False, history_every=1_000) as led:
+        again = led.maintain()  # the lease ended with the first: it is free, and nothing is missing
+        assert again.done and again.history_written == 0
+
+
+def test_r22_maintain_killed_midway_leaves_whole_snapshots_and_the_next_one_goes_on(long_ledger: Path,
+                                                                                   tmp_path: Path) -> None:
+    path = copy(long_ledger, tmp_path / "l.db")
+    victim = _maintain(path, 500, 0.2)
+    assert victim.stdout is not None
+    for _ in range(3):
+        assert victim.stdout.readline().startswith("progress")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=60)
+    with Ledger.open(path, create=False, history_every=500) as led:
+        head = led.event_count()
+        written_before = len(led.store.snapshots("history:"))
+        assert 3 <= written_before < head // 500
+        assert led.maintain().done is False  # the dead run's lease holds the next one off until it ends
+    later = ManualClock(datetime.now(timezone.utc) + timedelta(seconds=LEASE_SECONDS + 60))
+    with Ledger.open(path, create=False, history_every=500, clock=later) as led:
+        done = led.maintain()
+        assert done.done and done.history == head // 500 and done.history_written == head // 500 - written_before
+        report = led.verify()
+        assert (report.history_discarded, report.snapshot_discarded) == (0, False)
