@@ -12,7 +12,7 @@ run on the same file:
 * a **first open** with every stored snapshot removed (what an upgrade that changes the
   snapshot format, or a snapshot ``verify`` discarded, costs): it folds the log and stores the
   state the next open reads, **<= 3x** the chain floor;
-* ``maintain()`` after it (the history snapshots ``as_of`` starts from): reported;
+* ``maintain()`` after it (the stored states ``as_of`` starts from): reported;
 * ``as_of`` at the worst of ``--points`` random points, warm (one open ledger asked again and
   again), after ``maintain``: **<= 0.5 s**; cold (a fresh process, its open reported apart) beside it.
 
@@ -145,7 +145,7 @@ def measure(path: Path, points: int, seed: int, folder: Path) -> bool:
     start = time.perf_counter()
     report = led.verify()
     verified = time.perf_counter() - start
-    assert report.events == n and report.history_discarded == 0 and not report.snapshot_discarded, report
+    assert report.events == n and report.generations_discarded == 0 and not report.snapshot_discarded, report
     floors.append(chain_floor(path))
 
     start = time.perf_counter()
@@ -186,8 +186,10 @@ def measure(path: Path, points: int, seed: int, folder: Path) -> bool:
         ("read the rows alone (sqlite3)", alone, f"{n / alone:,.0f} events/s"),
         ("full replay (fold_rows from nothing)", replayed, f"{n / replayed:,.0f} events/s"),
         ("first open, no snapshots (folds; stores the state)", first_open, f"{first_open / floor:.2f}x the floor"),
-        ("maintain() after it (history snapshots)", upkeep, f"{maintained.history_written} written"),
-        ("verify (chain + refold + every snapshot compared)", verified, f"{verified / floor:.2f}x the floor"),
+        ("maintain() after it (stored states as_of starts from)", upkeep,
+         f"{maintained.written} written, {maintained.generations} in all"),
+        ("verify (chain + refold + every stored state compared)", verified,
+         f"{verified / floor:.2f}x the floor ({report.generations_compared} compared)"),
         *later,
     ]
     print()

@@ -475,12 +475,14 @@ def snapshot_info(path: Path) -> tuple[int, int, int] | None:
     with plain sqlite3 while no ledger is open."""
     db = sqlite3.connect(path)
     try:
-        found = db.execute("SELECT gen, base, seq FROM snapshot_generations ORDER BY gen DESC LIMIT 1").fetchone()
+        found = db.execute("SELECT gen, base, seq FROM snapshot_generations ORDER BY seq DESC, gen DESC "
+                           "LIMIT 1").fetchone()
         if found is None:
             return None
         gen, base, seq = found
-        entries, size = db.execute("SELECT count(*), sum(length(value)) FROM snapshot_entries "
-                                   "WHERE gen BETWEEN ? AND ?", (base, gen)).fetchone()
+        entries, size = db.execute("SELECT count(*), sum(length(value)) FROM snapshot_entries WHERE gen IN "
+                                   "(SELECT gen FROM snapshot_generations WHERE base = ? AND gen <= ?)",
+                                   (base, gen)).fetchone()
         return seq, entries, size
     finally:
         db.close()

@@ -420,11 +420,11 @@ class Ledger(Catalog):
                                type=type)
 
     def maintain(self, *, progress: Callable[[int, int], None] | None = None) -> MaintainReport:
-        """Store the snapshots no command needs (R22): a history snapshot every ``history_every``
-        events (``as_of`` folds from the nearest), from the newest one stored; then the stored state
-        at the log's head, so that the next open reads it. In this process, to the end of the
-        call, and once at a time across processes and hosts: a second caller meanwhile is told
-        who holds it (``done`` False) and does nothing. Killed, it leaves each snapshot whole or
+        """Store the states no command needs (R22): one at least every ``history_every`` events
+        (``as_of`` folds on from the nearest before it), and one at the log's head, which the next
+        open reads. Each costs what changed since the one before. In this process, to the end of
+        the call, and once at a time across processes and hosts: a second caller meanwhile is told
+        who holds it (``done`` False) and does nothing. Killed, it leaves each stored state whole or
         absent. ``progress(events folded, events to fold)`` is called as it goes."""
         return maintenance.maintain(self.runner.store, self.runner.cache, history_every=self.runner.history_every,
                                     holder=f"{self.actor} (pid {os.getpid()})", now=self.runner.now_micros,
@@ -432,7 +432,8 @@ class Ledger(Catalog):
 
     def verify(self, *, against: Checkpoint | None = None, public_key: KeyLike | None = None) -> VerifyReport:
         """Check the file, recompute the hash chain, refold the whole log from nothing, and compare
-        with the state held and the snapshot stored (one that disagrees is discarded and rebuilt).
+        every stored state with the fold at its event (one that disagrees: all are discarded, and the
+        present's rebuilt).
 
         With ``against`` (a checkpoint kept outside the ledger) it also proves the log still begins
         with exactly the events the checkpoint covered; with ``public_key`` it first checks the

@@ -497,17 +497,19 @@ def history(ctx: Context, name: str | None, table_id: str | None, actor: str | N
               help="The Ed25519 public key (PEM) the checkpoint must be signed with.")
 def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None:
     """Check the file, recompute the hash chain, refold the whole log and re-check every rule;
-    exit 1 naming the first bad event if anything is wrong. A snapshot that disagrees with the
-    log is discarded and rebuilt. With --against, prove the log extends a checkpoint."""
+    exit 1 naming the first bad event if anything is wrong; compare every stored state with the
+    fold (if one disagrees, all are discarded, and the present's rebuilt). With --against, prove
+    the log extends a checkpoint."""
     if public_key is not None and checkpoint is None:
         raise click.UsageError("--public-key checks a checkpoint's signature: give the checkpoint with --against")
     cp = None if checkpoint is None else Checkpoint.read(checkpoint)
     report = ctx.ledger.verify(against=cp, public_key=public_key)
     notes = []
-    if report.snapshot_discarded:
-        notes.append("a snapshot that disagreed with the log was discarded and rebuilt")
-    if report.history_discarded:
-        notes.append(f"{report.history_discarded} history snapshot(s) that disagreed with the log were discarded")
+    if report.generations_discarded:
+        notes.append(f"{report.generations_discarded} of {report.generations_compared} stored states disagreed with "
+                     "the log: every stored state was discarded, the present's rebuilt (run maintain for as_of's)")
+    elif report.snapshot_discarded:
+        notes.append("the state held disagreed with the log: it was rebuilt from the log")
     if report.hashed_by_upgrade:
         notes.append(f"the first {report.hashed_by_upgrade} events were hashed when the file was upgraded, "
                      "not as written")
@@ -522,12 +524,13 @@ def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None
                    f"{report.purged} purged" + "".join(f"; {n}" for n in notes))
 
 
-@command(cli, "maintain", short_help="Store the snapshots that keep opens and --as-of fast.")
+@command(cli, "maintain", short_help="Store the states that keep opens and --as-of fast.")
 def maintain_command(ctx: Context) -> None:
-    """Store a history snapshot every 15,000 events (--as-of and as_of fold from the nearest)
-    and the state at the log's head (the next open reads it). Run it after a vacuum, or from a
-    scheduler: nothing else runs it. Once at a time: a second one meanwhile says which is running
-    and does nothing. Safe to kill: what it stored is whole, and the next run goes on."""
+    """Store the state at least every 15,000 events (--as-of and as_of fold on from the nearest
+    before) and at the log's head (the next open reads it), each costing what changed since the
+    one before. Run it after a vacuum, or from a scheduler: nothing else runs it. Once at a time:
+    a second one meanwhile says which is running and does nothing. Safe to kill: what it stored
+    is whole, and the next run goes on."""
     led = ctx.ledger
     with _progress_bar("maintaining", quiet=ctx.as_json) as progress:
         report = led.maintain(progress=progress)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ledger.errors import Conflict, LedgerError
-from ledger.persistence.contract import MANY, EventStore, Generation, NewEvent, Snapshot, SnapshotGone, Store
+from ledger.persistence.contract import MANY, EventStore, Generation, NewEvent, Snapshot, SnapshotGone, Store, seal
 
 ACTOR = "tester"
 T = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds: an arbitrary "now"
@@ -43,8 +43,7 @@ def append_n(store: EventStore, n: int, stream: str = "s1", now: int = T) -> Non
 
 
 class EventStoreContract:
-    """Every backend must pass these. Subclass and define ``make_store`` (which accepts
-    ``snapshot_grace=``, in microseconds)."""
+    """Every backend must pass these. Subclass and define ``make_store``."""
 
     def make_store(self, tmp_path: Path, **options: Any) -> Store:
         raise NotImplementedError
@@ -327,41 +326,37 @@ class EventStoreContract:
         with pytest.raises(SnapshotGone):
             part.get_many([keys[4]])
 
-    def test_a_generation_not_newer_or_off_its_chain_is_not_written(self, store: EventStore) -> None:
+    def test_a_delta_extends_only_the_newest_of_its_chain_and_a_full_one_only_a_new_event(
+            self, store: EventStore) -> None:
         full = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)
-        assert store.write_generation(10, 8, b"h", [("p", "a", b"2")], extends=full) is None  # not newer
-        other = store.write_generation(30, 8, b"h", [("p", "a", b"3")], extends=None)  # a new chain
-        assert store.write_generation(40, 8, b"h", [("p", "a", b"4")], extends=full) is None  # off it
-        assert store.latest_generation() == other
+        assert full is not None
+        assert store.write_generation(10, 8, b"h", [("p", "a", b"2")], extends=full) is None  # not after it
+        assert store.write_generation(10, 8, b"h", [("p", "a", b"2")], extends=None) is None  # one is there
+        delta = store.write_generation(20, 8, b"h", [("p", "a", b"2")], extends=full)
+        assert delta is not None and delta.base == full.gen
+        assert store.write_generation(30, 8, b"h", [("p", "a", b"3")], extends=full) is None  # not the newest
+        again = store.write_generation(10, 8, b"h2", [("p", "a", b"one")], extends=None, replace=True)
+        assert again is not None and again.seq == 10 and store.latest_generation() == delta
+        assert [(g.gen, g.base, g.seq) for g in store.generations()] == [
+            (full.gen, full.gen, 10), (again.gen, again.gen, 10), (delta.gen, full.gen, 20)]
+        assert store.generation_entries(delta) == [("p", "a", seal("p", "a", b"2"))]  # as stored: sealed
 
-    def test_a_chain_superseded_within_the_grace_period_stays_readable(self, tmp_path: Path) -> None:
-        """A reader may hold a superseded generation: new full ones do not pull it from under it."""
-        store = self.make_store(tmp_path, snapshot_grace=3_600_000_000)
-        try:
-            one = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)
-            delta = store.write_generation(15, 8, b"h", [("p", "b", b"1")], extends=one)
-            store.write_generation(20, 8, b"h", [("p", "a", b"2")], extends=None)
-            store.write_generation(30, 8, b"h", [("p", "a", b"3")], extends=None)
-            assert store.generation_part(one, "p").get("a") == b"1"
-            assert dict(store.generation_part(delta, "p").scan()) == {"a": b"1", "b": b"1"}
-        finally:
-            store.close()
-
-    def test_a_full_generation_deletes_the_chains_superseded_longer_ago_than_the_grace(
-            self, tmp_path: Path) -> None:
-        store = self.make_store(tmp_path, snapshot_grace=0)
-        try:
-            one = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)
-            two = store.write_generation(20, 8, b"h", [("p", "a", b"2")], extends=None)
-            three = store.write_generation(30, 8, b"h", [("p", "a", b"3")], extends=None)
-            assert store.generation_part(two, "p").get("a") == b"2"  # the previous chain always stays
-            with pytest.raises(SnapshotGone, match="generation 1"):
-                store.generation_part(one, "p").get("a")
-            with pytest.raises(SnapshotGone, match="generation 1"):
-                list(store.generation_part(one, "p").scan())
-            assert store.generation_part(three, "p").get("a") == b"3"
-        finally:
-            store.close()
+    def test_r17_generations_are_kept_and_chains_that_interleave_read_apart(self, store: EventStore) -> None:
+        """Every generation stays readable (``as_of`` starts from any; a reader holding one is never
+        cut off), and a chain's reads skip the entries of another chain's generations between its own."""
+        one = store.write_generation(10, 8, b"h", [("p", "a", b"1"), ("p", "b", b"1")], extends=None)
+        other = store.write_generation(15, 8, b"h", [("p", "a", b"x"), ("p", "c", b"x")], extends=None)
+        two = store.write_generation(20, 8, b"h", [("p", "b", None), ("p", "d", b"2")], extends=one)
+        later = store.write_generation(25, 8, b"h", [("p", "a", b"y")], extends=other)
+        assert None not in (one, other, two, later)
+        assert dict(store.generation_part(two, "p").scan()) == {"a": b"1", "d": b"2"}
+        assert store.generation_part(two, "p").get("c") is None
+        assert store.generation_part(two, "p").get_many(["a", "b", "c", "d"]) == {"a": b"1", "d": b"2"}
+        assert dict(store.generation_part(later, "p").scan()) == {"a": b"y", "c": b"x"}
+        assert dict(store.generation_part(one, "p").scan()) == {"a": b"1", "b": b"1"}
+        assert store.chain_entries(two) == (2, 2) and store.chain_entries(later) == (2, 1)
+        assert store.latest_generation() == later
+        assert sorted(store.generation_entries(two)) == [("p", "b", None), ("p", "d", seal("p", "d", b"2"))]
 
     def test_discarded_generations_are_gone_to_their_readers(self, store: EventStore) -> None:
         one = store.write_generation(10, 8, b"h", [("p", "a", b"1")], extends=None)

@@ -311,13 +311,13 @@ def test_r22_a_first_open_folds_in_its_own_process_and_says_maintain_stores_it(
                         "events; run `retention-ledger maintain` (or Ledger.maintain()) to store it, and later "
                         "opens read it instead")
         assert led.store.latest_generation() is None
-        assert led.maintain().generation == head
+        assert led.maintain().newest == head
     with Ledger.open(path, create=False) as led:
         assert led.runner.cache.snapshot_seq == head and answers(led) == truth
     assert children() == before
 
 
-def test_r17_r22_maintain_stores_the_history_snapshots_as_of_starts_from(tmp_path: Path) -> None:
+def test_r17_r22_maintain_stores_the_states_as_of_starts_from(tmp_path: Path) -> None:
     path = tmp_path / "l.db"
     build_small(path)
     with Ledger.open(path, create=False) as led:
@@ -325,15 +325,15 @@ def test_r17_r22_maintain_stores_the_history_snapshots_as_of_starts_from(tmp_pat
     _no_snapshots(path)
     with Ledger.open(path, create=False, history_every=5) as led:
         done = led.maintain()
-        assert done.done and done.history_written == head // 5 == done.history and done.generation == head
+        points = [*range(5, head + 1, 5), *([head] if head % 5 else [])]
+        assert done.done and done.written == len(points) == done.generations and done.newest == head
+        assert [g.seq for g in led.store.generations()] == points
         again = led.maintain()  # nothing missing: nothing written
-        assert again.done and again.history_written == 0 and again.history == head // 5
+        assert again.done and again.written == 0 and again.generations == len(points)
         assert answers(led.as_of(seq=12)) == past
         report = led.verify()
-        assert (report.history_discarded, report.snapshot_discarded) == (0, False)
-    with sqlite3.connect(path) as conn:
-        stored = [at for (at,) in conn.execute("SELECT seq FROM snapshots WHERE name LIKE 'history:%' ORDER BY seq")]
-    assert stored == list(range(5, head + 1, 5))
+        assert (report.generations_compared, report.generations_discarded, report.snapshot_discarded) == \
+            (len(points), 0, False)
 
 
 def children() -> set[int]:
@@ -773,13 +773,17 @@ def test_r17_as_of_equals_a_fresh_fold_up_to_that_point_of_a_random_log(tmp_path
             view = led.as_of(seq=seq)
             assert view.state == fold_rows(State(), led.store.read(0, upto=seq))
             assert view.seq == seq
-        assert led.verify().history_discarded == 0
+        led.maintain()  # a stored state every `every` events: as_of folds on from the one before
+        for p in points:
+            seq = round(p * head)
+            assert led.as_of(seq=seq).state == fold_rows(State(), led.store.read(0, upto=seq))
+        assert led.verify().generations_discarded == 0
 
 
 def test_r17_as_of_on_a_present_read_lazily_answers_as_the_log_and_leaves_the_present_true(tmp_path: Path) -> None:
-    """A past state asks the present, for every table its events create, whether the id was taken:
-    read many at a time from the stored snapshot (``prefetch``). Each past state equals the fold,
-    and what the present then answers from those reads is still the present."""
+    """A past state is read lazily from a stored one and asks, for every table its events create,
+    whether the id was taken: read many at a time (``prefetch_created``). Each past state equals
+    the fold, and the present answers as it did."""
     path = tmp_path / "l.db"
     clock = build_small(path, history_every=4)
     with Ledger.open(path, create=False, clock=clock, history_every=4) as led:
@@ -800,98 +804,106 @@ def test_r17_as_of_on_a_present_read_lazily_answers_as_the_log_and_leaves_the_pr
             assert view.state == fold_rows(State(), again.store.read(0, upto=seq))
 
 
-def test_r17_an_as_of_whose_present_snapshot_is_replaced_answers_the_same(tmp_path: Path) -> None:
-    """A past state borrows the purged instances from the present, and the present reads its stored
-    snapshot lazily (reading it all made a cold ``as_of`` on a big ledger take seconds). If another
-    process replaces that snapshot before the view is asked, the view folds itself again."""
+def test_r17_an_as_of_whose_stored_states_are_discarded_answers_the_same(tmp_path: Path) -> None:
+    """A past state reads its stored state lazily (reading it all made a cold ``as_of`` on a big
+    ledger take seconds). If another process discards every stored state (as ``verify`` does
+    with one that lies) before the view is asked, the view heals from the log."""
     path = tmp_path / "l.db"
     build_small(path, history_every=5)
     with Ledger.open(path, create=False, history_every=5) as led:
         led.runner.cache.save_snapshot()
         head = led.event_count()
-        purged = sorted(led.state.tables.archive.purge_times())
+        purged = sorted(i.id for i in led.state.tables.all_instances() if i.purged_at is not None)
         truth = {seq: (led.as_of(seq=seq).warehouse, answers(led.as_of(seq=seq)),
-                       [led.as_of(seq=seq).instance(i) for i in purged]) for seq in (head - 1, head)}
+                       [led.as_of(seq=seq).instance(i) for i in purged]) for seq in (head - 3, head - 1, head)}
     assert purged
     with Ledger.open(path, create=False, history_every=5) as a, Ledger.open(path, create=False) as b:
         views = {seq: a.as_of(seq=seq) for seq in truth}
-        b.store.delete_generations()  # as verify does with one that lies; a's views read from it
+        b.store.delete_generations()
         for seq, view in views.items():
             assert (view.warehouse, answers(view), [view.instance(i) for i in purged]) == truth[seq]
             assert view.state == fold_rows(State(), a.store.read(0, upto=seq))
 
 
-def test_r17_a_hand_edited_history_snapshot_is_ignored_and_verify_deletes_it(tmp_path: Path) -> None:
+def _stored_entry(conn: sqlite3.Connection, at: int, part: str) -> tuple[int, str, bytes]:
+    """A stored entry of ``part`` written by the generation at event ``at``: its generation, key, value."""
+    found = conn.execute("SELECT e.gen, e.key, e.value FROM snapshot_entries e JOIN snapshot_generations g "
+                         "ON g.gen = e.gen WHERE g.seq = ? AND e.part = ? AND e.value IS NOT NULL LIMIT 1",
+                         (at, part)).fetchone()
+    assert found is not None, (at, part)
+    return found
+
+
+def test_r16_r17_a_hand_edited_stored_state_is_not_believed_and_verify_discards_it(tmp_path: Path) -> None:
+    """An edit that breaks an entry's check: ``as_of`` heals that part from the log (so it does for
+    an entry deleted, which leaves fewer than the head counts). A forger who recomputes the check
+    (here: a name bound to another table) gets past ``as_of``, which trusts a cache that checks out; ``verify`` refolds, finds it disagrees with
+    the log, and discards every stored state; ``maintain`` stores them again from the log."""
+    from ledger.persistence.contract import seal
+
     path = tmp_path / "l.db"
     build_small(path, history_every=5)
     conn = sqlite3.connect(path)
-    names = [n for (n,) in conn.execute("SELECT name FROM snapshots WHERE name LIKE 'history:%' ORDER BY name")]
-    assert len(names) >= 4
-    target = names[1]  # history:...10
-    at = int(target.split(":")[1])
+    stored = [at for (at,) in conn.execute("SELECT seq FROM snapshot_generations ORDER BY seq")]
+    assert len(stored) >= 4
+    at = stored[1]
     with Ledger.open(path, create=False, history_every=5) as led:
         truth = answers(led.as_of(seq=at + 2))
-    # an edit that breaks the digest: ignored (and deleted)
-    data = conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone()[0]
-    conn.execute("UPDATE snapshots SET data = ? WHERE name = ?", (data[:-10] + bytes(10), target))
+    gen, key, value = _stored_entry(conn, stored[0], "tables.bindings")
+    conn.execute("UPDATE snapshot_entries SET value = ? WHERE gen = ? AND part = 'tables.bindings' AND key = ?",
+                 (value[:-3] + b"xyz", gen, key))
     conn.commit()
     with Ledger.open(path, create=False, history_every=5) as led:
-        assert answers(led.as_of(seq=at + 2)) == truth
-        assert conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone() is None  # deleted
-        assert led.maintain().history_written == 1
-    rebuilt = conn.execute("SELECT data FROM snapshots WHERE name = ?", (target,)).fetchone()[0]
-    assert rebuilt == data  # and stored again from the log by maintain
-    # A forger who recomputes the digest (here: the state at the same seq of another log, dumped
-    # with this log's tip hash) gets past as_of, which trusts a cache that checks out; verify
-    # refolds, finds it disagrees with the log, and deletes it.
-    tip = conn.execute("SELECT hash FROM events WHERE seq = ?", (at,)).fetchone()[0]
-
-    def plant(forged: State) -> None:
-        conn.execute("UPDATE snapshots SET data = ? WHERE name = ?",
-                     (snapshot.dump(forged, tip), target))
+        assert answers(led.as_of(seq=at + 2)) == truth  # healed from the log
+        report = led.verify()
+        assert report.generations_discarded >= 1 and report.snapshot_discarded
+        assert led.store.generations() == [led.store.latest_generation()]  # only the present's, rebuilt
+        assert led.maintain().written >= 4
+        assert led.verify().generations_discarded == 0
+    first = stored[0]
+    (gen,) = conn.execute("SELECT gen FROM snapshot_generations WHERE seq = ?", (first,)).fetchone()
+    (one, one_value), (other, other_value) = conn.execute(
+        "SELECT key, value FROM snapshot_entries WHERE gen = ? AND part = 'tables.bindings' ORDER BY key LIMIT 2",
+        (gen,)).fetchall()
+    forgeries = [{one: other_value[4:]},  # a name bound to another table's instance (its own vanishes)
+                 {one: other_value[4:], other: one_value[4:]}]  # two tables' names swapped
+    for forged in forgeries:
+        for key, value in forged.items():
+            conn.execute("UPDATE snapshot_entries SET value = ? WHERE gen = ? AND part = 'tables.bindings' "
+                         "AND key = ?", (None if value is None else seal("tables.bindings", key, value), gen, key))
         conn.commit()
-
-    with Ledger.open(path, create=False) as led:
-        true_past = led.as_of(seq=at).state
-    hidden = true_past.tables.bindings.delete("hr.pay")  # a live table made to vanish
-    for forged in (attrs.evolve(true_past, guard=State().guard),  # the retention set at #1 forgotten
-                   attrs.evolve(true_past, tables=attrs.evolve(true_past.tables, bindings=hidden))):
-        plant(forged)
         with Ledger.open(path, create=False, history_every=5) as led:
-            assert answers(led.as_of(seq=at + 2)) != truth
-            assert led.verify().history_discarded == 1
+            fold = fold_rows(State(), led.store.read(0, upto=first))
+            assert led.as_of(seq=first).state != fold  # believed: it checks out
+            assert led.verify().generations_discarded >= 1
+            assert led.as_of(seq=first).state == fold
             assert answers(led.as_of(seq=at + 2)) == truth
-            assert led.maintain().history_written == 1  # stored again, from the log
-            assert led.verify().history_discarded == 0
-    # another log's past at the same seq: the events after it do not follow on from it (unknown
-    # writes, earlier times), so the fold refuses it and as_of drops the cache, not the log
-    other = tmp_path / "other.db"
-    build_small(other, clock=ManualClock(T0 + timedelta(days=3)))
-    with Ledger.open(other, create=False) as led:
-        plant(led.as_of(seq=at).state)
-    with Ledger.open(path, create=False, history_every=5) as led:
-        assert answers(led.as_of(seq=at + 2)) == truth
-        assert led.verify().history_discarded == 0
+            assert led.maintain().written >= 4  # stored again, from the log
+            assert led.verify().generations_discarded == 0
+        (gen,) = conn.execute("SELECT gen FROM snapshot_generations WHERE seq = ?", (first,)).fetchone()
     conn.close()
 
 
-def test_r17_a_history_snapshot_of_another_log_is_not_trusted(tmp_path: Path) -> None:
-    """Snapshots are bound to the chain hash at their seq: one copied from a different ledger (a
-    valid digest, a different past) is discarded rather than believed."""
+def test_r16_r17_a_stored_state_of_another_log_is_not_trusted(tmp_path: Path) -> None:
+    """Stored states are bound to the chain hash at their event: ones copied from a different
+    ledger (valid checks, a different past) are passed over rather than believed."""
     a, b = tmp_path / "a.db", tmp_path / "b.db"
     build_small(a, history_every=5)
     build_small(b, clock=ManualClock(T0 + timedelta(days=1)), history_every=5)
-    with sqlite3.connect(a) as ca, raw(b) as cb:
-        rows = ca.execute("SELECT name, seq, format, data FROM snapshots WHERE name LIKE 'history:%'").fetchall()
-        cb.execute("DELETE FROM snapshots WHERE name LIKE 'history:%'")
-        cols = [c[1] for c in cb.execute("PRAGMA table_info(snapshots)")]
-        for row in rows:
-            values = dict(zip(("name", "seq", "format", "data"), row))
-            cb.execute(f"INSERT INTO snapshots({', '.join(values)}) VALUES (?, ?, ?, ?)", tuple(values.values()))
-        assert "data" in cols
+    with sqlite3.connect(a) as ca:
+        (copied,) = ca.execute("SELECT count(*) FROM snapshot_generations").fetchone()
+    with raw(b) as cb:
+        cb.execute(f"ATTACH DATABASE '{a}' AS a")
+        for table in ("snapshot_entries", "snapshot_generations"):
+            cb.execute(f"DELETE FROM main.{table}")
+            cb.execute(f"INSERT INTO main.{table} SELECT * FROM a.{table}")
+        cb.execute("DETACH DATABASE a")
     with Ledger.open(b, create=False, history_every=5) as led:
+        held = led.runner.cache.generation  # none fits: the open folded the log, and stored its own
+        assert held is not None and held.gen > copied
         for seq in range(led.event_count() + 1):
             assert led.as_of(seq=seq).state == fold_rows(State(), led.store.read(0, upto=seq))
+        assert led.verify().generations_discarded == copied
 
 
 # --- who did what --------------------------------------------------------------------------

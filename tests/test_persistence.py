@@ -118,25 +118,26 @@ def test_r16_an_undrop_on_a_reopened_ledger_reads_a_dozen_entries_through_persis
         led.close()
 
 
-def test_r16_a_reader_of_a_superseded_snapshot_goes_on_reading_it_and_then_moves_on(tmp_path: Path) -> None:
-    """Another process writes two new full generations (a new chain each) while this one holds a
-    state read lazily from the first: within the grace period its reads still answer from that
-    generation (no heal, no log replay), and its next look moves it to the newest."""
+def test_r16_a_reader_of_a_generation_goes_on_reading_it_while_others_store_newer_ones(tmp_path: Path) -> None:
+    """Another process stores two new full generations (a new chain each) while this one holds a
+    state read lazily from the first: generations are kept, so its reads still answer from that
+    one (no heal, no log replay), and its next look folds what the other wrote."""
     path, clock = tmp_path / "ledger.db", ManualClock(T0)
     _catalog(path, clock)
     store = CountingStore(path)
     a = Ledger(store, clock=clock)
     b = Ledger.open(path, clock=clock)
     try:
-        held = a.runner.held
+        held, read_from = a.runner.held, a.runner.cache.generation
         for i in range(2):
             b.create_table(f"other.t{i}")
             b.runner.cache.rebuild(fold_rows(State(), b.store.read(0)))  # a fresh chain
+        assert len(b.store.generations()) == 3
         events = store.event_reads
         assert held.tables.live("db.t5") is not None and held.tables.instance(held.tables.bindings["db.t9"])
-        assert store.event_reads == events  # answered by the superseded generation, not healed from the log
+        assert store.event_reads == events  # answered by the generation it read, not healed from the log
         assert [t.name for t in a.tables(database="other")] == ["other.t0", "other.t1"]
-        assert a.runner.cache.snapshot_seq == b.store.latest_generation().seq  # it moved to the newest
+        assert a.runner.cache.generation == read_from
     finally:
         a.close()
         b.close()
@@ -163,14 +164,13 @@ def test_r16_a_snapshot_deleted_under_a_reader_heals_from_the_log_inside_the_dec
         b.close()
 
 
-def test_r16_r17_history_snapshots_are_the_same_bytes_whichever_process_folded_them(tmp_path: Path) -> None:
-    """What lets verify compare history snapshots by their bytes: written by another process (its
-    own string hashing, its own map orders) by ``maintain``, each is exactly what an encoder here
-    makes of a fold to its event, incrementally, from stop to stop, and from nothing. The catalog
-    is big enough (over HOLD_AT instances) for maps held in buckets."""
+def test_r16_r17_stored_states_are_the_same_bytes_whichever_process_or_writer_made_them(tmp_path: Path) -> None:
+    """What lets verify compare stored states by their bytes: generations written by another
+    process (its own string hashing, its own map orders) by ``maintain``'s fold from nothing, and
+    by the held state here (its maps' changes), are each exactly what this process's fold makes
+    of the log at their event. The catalog is big enough (over HOLD_AT instances) for maps held
+    in buckets."""
     from ledger.core.fold import HOLD_AT
-    from ledger.persistence import snapshot
-    from ledger.persistence.history import HistoryEncoder
 
     path, clock = tmp_path / "l.db", ManualClock(T0)
     with Ledger.open(path, clock=clock, synchronous="OFF") as led:
@@ -187,19 +187,34 @@ def test_r16_r17_history_snapshots_are_the_same_bytes_whichever_process_folded_t
     script = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r}); "
               f"from ledger import Ledger; Ledger.open({str(path)!r}, create=False, history_every=1000).maintain()")
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
-    store = SQLiteStore(str(path))
-    try:
-        stored = store.snapshots("history:")
-        assert len(stored) >= 5
-        encoder, fresh = HistoryEncoder(), State()
-        for name, at in stored:
-            fresh = fold_rows(fresh, store.read(fresh.seq, upto=at))
-            data = store.load_snapshot(name)
-            assert data is not None
-            tip = store.hash_at(at)
-            encoder.sync(fresh)
-            assert snapshot.history_matches(data.data, fresh, tip, encoder), name
-            assert encoder.body(fresh, tip) == HistoryEncoder().body(fresh, tip)
-        assert len(fresh.tables.instances) > HOLD_AT
-    finally:
-        store.close()
+    with Ledger.open(path, create=False, snapshot_every=100) as led:
+        assert len(led.store.generations()) >= 5
+        for i in range(150):
+            led.create_table(f"late.t{i}")  # the held state stores a delta of maintain's last one
+        assert len(led.store.generations()) >= 6
+        report = led.verify()
+        assert report.generations_compared == len(led.store.generations()) and report.generations_discarded == 0
+        assert len(led.runner.held.tables.instances) > HOLD_AT
+
+
+
+def test_r16_stored_states_laid_out_by_an_earlier_release_are_dropped_not_misread(tmp_path: Path) -> None:
+    """Before 0.4 a stored state's entries were kept by key; now by generation (written in order,
+    read in runs). Opening such a file writable drops them (they are caches) and keeps the log."""
+    path, clock = tmp_path / "ledger.db", ManualClock(T0)
+    _catalog(path, clock)
+    with Ledger.open(path, clock=clock) as led:
+        truth = led.tables()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE snapshot_entries")
+        conn.execute("CREATE TABLE snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, gen INTEGER NOT NULL, "
+                     "value BLOB, PRIMARY KEY (part, key, gen)) WITHOUT ROWID")
+        conn.execute("INSERT INTO snapshot_entries VALUES ('tables.bindings', 'db.t1', 1, x'00')")
+    with Ledger.open(path, clock=clock, create=False) as led:
+        assert led.tables() == truth and led.runner.cache.generation is None
+        with sqlite3.connect(path) as conn:
+            pk = [row[2] for row in conn.execute("PRAGMA index_xinfo('snapshot_entries_by_key')") if row[5]]
+            assert pk[:3] == ["part", "key", "gen"] and conn.execute("SELECT count(*) FROM snapshot_entries "
+                                                                     "WHERE value = x'00'").fetchone() == (0,)
+        led.runner.cache.save_snapshot()
+        assert led.store.latest_generation() is not None and led.verify().generations_discarded == 0

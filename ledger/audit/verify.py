@@ -42,8 +42,10 @@ class VerifyReport:
     dropped: int
     purged: int
     snapshot_seq: int | None
+    """The event the newest stored state (generation) ends at, after the check."""
     snapshot_discarded: bool = False
-    """A stored snapshot disagreed with the log (edited, or damaged): it was thrown away and rebuilt."""
+    """A stored state disagreed with the log (edited, or damaged): every one was thrown away, and
+    the state of the present rebuilt and stored again."""
     head: str | None = None
     """The chain hash of the last event (None: an empty log, or a file from before the chain)."""
     chained: bool = True
@@ -59,8 +61,10 @@ class VerifyReport:
     today's root can re-check the extension with it alone."""
     root: str | None = None
     """Today's Merkle tree hash (computed when a checkpoint is given)."""
-    history_discarded: int = 0
-    """History snapshots (``as_of``'s caches) that disagreed with the log and were deleted."""
+    generations_compared: int = 0
+    """Stored states (the present's, and those ``as_of`` starts from) compared with the fold."""
+    generations_discarded: int = 0
+    """How many of them disagreed with the log (then every one was deleted: see ``snapshot_discarded``)."""
 
 
 def verify(runner: Runner, *, against: Checkpoint | None = None,
@@ -90,7 +94,8 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
         found = store.read(after, upto=upto, with_hash=chain is not None)
         return found if chain is None else chain.rows(found)
 
-    compared = checks.fold_and_compare(store, rows, head, runner.refresh())
+    runner.refresh()
+    compared = checks.fold_and_compare(store, rows, head)
     fresh = compared.fresh
     _check_manifests(store, fresh)
     extension: dict[str, object] = {}
@@ -100,8 +105,8 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
         extension["signature_checked"] = public_key is not None
     # Only now, with the chain proven, is a disagreement the snapshot's fault and not the log's.
     checks.discard(store, compared)
-    discarded = not compared.generation_agrees
-    if not runner.cache.checked_by(compared.generation):
+    discarded = bool(compared.disagreed)
+    if not runner.cache.checked_by(compared.agreed):
         held = runner.refresh(force=True)
         if held.seq == fresh.seq and held != fresh:
             discarded = True  # what we held came from a snapshot that lied
@@ -115,7 +120,8 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
         purged=sum(i.purged_at is not None for i in instances),
         snapshot_seq=None if snap is None else snap.seq, snapshot_discarded=discarded,
         head=chain.head.hex() if chain is not None and chain.seq else None, chained=chain is not None,
-        hashed_by_upgrade=fresh.upkeep.hashed_by_upgrade, history_discarded=compared.history_discarded,
+        hashed_by_upgrade=fresh.upkeep.hashed_by_upgrade, generations_compared=len(compared.agreed) + len(compared.disagreed),
+        generations_discarded=len(compared.disagreed),
         **extension,  # type: ignore[arg-type]
     )
 

@@ -141,8 +141,7 @@ class Archive(ABC):
 
     A long-lived ledger is mostly purged instances; a stored snapshot keeps them apart from
     the live catalog so that opening it need not build an object for each. How they are kept
-    (read one at a time, or taken from a later state for a past one) is the persistence
-    package's business; the core only asks. Nothing is added by the fold: purges stay in
+    (read one at a time) is the persistence package's business; the core only asks. Nothing is added by the fold: purges stay in
     ``Tables.instances`` until a snapshot moves them here.
     """
 
@@ -155,14 +154,6 @@ class Archive(ABC):
 
     @abstractmethod
     def get(self, id_: str) -> Instance | None: ...
-
-    @abstractmethod
-    def purged_at(self, id_: str) -> Micros | None:
-        """When ``id_`` was purged, if it is here."""
-
-    @abstractmethod
-    def purge_times(self) -> dict[str, Micros]:
-        """id -> when it was purged, for every archived instance."""
 
     @abstractmethod
     def values(self) -> Iterable[Instance]: ...
@@ -180,12 +171,6 @@ class _NoArchive(Archive):
 
     def get(self, id_: str) -> Instance | None:
         return None
-
-    def purged_at(self, id_: str) -> Micros | None:
-        return None
-
-    def purge_times(self) -> dict[str, Micros]:
-        return {}
 
     def values(self) -> Iterable[Instance]:
         return ()

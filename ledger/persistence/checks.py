@@ -1,116 +1,124 @@
-"""The stored snapshots compared with a fold of the log: what ``verify`` asks of them (R16).
+"""The stored states compared with a fold of the log: what ``verify`` asks of them (R16).
 
 Plain functions over a store. ``verify`` hands ``fold_and_compare`` the log's rows (already
 going past its chain check) and gets back the fold from nothing and what disagreed; the
-snapshots' formats stay in this package. Every history snapshot and the newest stored
-generation are compared with the fold at their event, by their bytes: one fold's snapshots
-share their encodings (``HistoryEncoder``), so each comparison costs what changed since the
-last. A stored snapshot that disagrees is a cache that lied: ``discard`` deletes it once the
-chain is proven, to be written again (the log is the truth).
+stored form stays in this package. The fold stops at every stored generation and compares it
+with the fold there, by its bytes (``snapshot.Folded`` makes the same bytes the writers do): a
+full generation entry for entry; a delta by the keys it wrote and the keys the fold changed
+since the generation before it in its chain, which proves the rest by induction along the chain
+(a key in neither was equal there, and nothing changed it). So comparing them all costs what
+changed between them. A stored state that disagrees is a cache that lied: ``discard`` deletes
+every generation (a delta leans on those before it) once the chain is proven, to be written
+again (the log is the truth).
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterable
+from collections import defaultdict
+from typing import Callable, Iterable
 
 import attrs
 
-from ..core.model import State, fold_in_steps, fold_rows
-from ..errors import Conflict, LedgerCorrupt
-from . import collector, snapshot, writing
+from ..core.model import State
+from ..errors import LedgerCorrupt
+from . import collector, snapshot
 from .contract import Generation, SnapshotGone, Store
-from .history import HistoryEncoder
-from .lazy import Heal
 
 Rows = Callable[[int, int], Iterable[tuple]]
 """``rows(after, upto)``: the log's rows ``after < seq <= upto``, as ``verify`` has them checked."""
+Keys = dict[str, set[str]]
+"""Keys by part (``"slice.field"``, or ``snapshot.STREAMS``)."""
 
 
 @attrs.define
 class Compared:
-    """A fold of the whole log, and what of the stored snapshots disagreed with it."""
+    """A fold of the whole log, and how the stored generations compared with it."""
     fresh: State
-    history: list[str] = attrs.Factory(list)
-    """History snapshots that disagreed (deleted by ``discard``)."""
-    history_discarded: int = 0
-    """History snapshots that disagreed or could not be read at all (those are deleted already)."""
-    generation: Generation | None = None
-    """The stored generation compared (None: there was none)."""
-    generation_agrees: bool = True
+    agreed: set[int] = attrs.Factory(set)
+    """The generations (numbers) that hold the fold at their event."""
+    disagreed: list[Generation] = attrs.Factory(list)
+    """Those that do not (or cannot be read): ``discard`` deletes every generation then."""
 
 
-def fold_and_compare(store: Store, rows: Rows, head: int, present: State) -> Compared:
-    """Fold the log from nothing up to ``head`` (its rows through ``rows``), stopping at each history
-    snapshot and at the newest stored generation to compare them with the fold there."""
-    history = {at: name for name, at in store.snapshots(writing.HISTORY_PREFIX) if at <= head}
-    generation = store.latest_generation()
-    compared = Compared(State(), generation=generation)
-    stops = sorted(set(history) | {head} | ({generation.seq} if generation and generation.seq <= head else set()))
-    steps, encoder = fold_in_steps(State()), HistoryEncoder()
+def fold_and_compare(store: Store, rows: Rows, head: int) -> Compared:
+    """Fold the log from nothing up to ``head`` (its rows through ``rows``), stopping at each stored
+    generation to compare it with the fold there. Generations stored after ``head`` (while this
+    ran) are left to the next ``verify``."""
+    generations = [g for g in store.generations() if g.seq <= head]
+    last_of_chain = {g.base: g.gen for g in generations}
+    pending: dict[int, Keys] = {}
+    """For each chain with a generation still to compare: the keys the fold changed since its last."""
+    compared, folded = Compared(State()), snapshot.Folded()
     with collector.paused():
-        seq = 0
-        for stop in stops:
-            seq = steps.fold_rows(rows(seq, stop))
-            if seq != stop:
-                continue  # the log ends before this stop (never: stops are at or before the head)
-            fresh, changed = steps.look()
-            encoder.sync(fresh, changed)  # every stop's changes, so that the next is encoded from this one
-            if stop in history and not history_agrees(store, history[stop], fresh, present, encoder):
-                compared.history_discarded += 1
-                if store.load_snapshot(history[stop]) is not None:
-                    compared.history.append(history[stop])
-            if generation is not None and stop == generation.seq:
-                compared.generation_agrees = generation_agrees(store, generation, fresh, encoder)
-        compared.fresh = steps.look()[0]
-        if generation is not None and generation.seq > head:  # written since verify began
-            later = fold_rows(compared.fresh, store.read(head, upto=generation.seq))
-            compared.generation_agrees = generation_agrees(store, generation, later, encoder)
+        fresh = State()
+        for fresh, changed in folded.stops(State(), rows, sorted({g.seq for g in generations} | {head})):
+            for keys in pending.values():
+                for part, found in changed.items():
+                    keys.setdefault(part, set()).update(found)
+            for generation in (g for g in generations if g.seq == fresh.seq):
+                since = pending.pop(generation.base, None)
+                agrees = _agrees(store, generation, fresh, folded, since)
+                if agrees:
+                    compared.agreed.add(generation.gen)
+                else:
+                    compared.disagreed.append(generation)
+                if last_of_chain[generation.base] != generation.gen:
+                    pending[generation.base] = defaultdict(set)
+        compared.fresh = fresh
     return compared
 
 
-def discard(store: Store, compared: Compared) -> None:
-    """Delete the snapshots that disagreed with the log (``verify``, once the chain is proven)."""
-    for name in compared.history:
-        with contextlib.suppress(Conflict, OSError):
-            store.delete_snapshot(name)
-    if not compared.generation_agrees:
-        store.delete_generations()
-
-
-def history_agrees(store: Store, name: str, fresh: State, present: State, encoder: HistoryEncoder) -> bool:
-    """Whether history snapshot ``name`` holds ``fresh`` (a fold of the log to its event; ``encoder``
-    brought up to it): by its bytes, else (an earlier release's layout, or a lie) by its decoded
-    state. One that cannot be read or trusted at all is deleted here; one that disagrees is the
-    caller's to delete."""
-    snap = store.load_snapshot(name)
-    if snap is None:
-        return True  # deleted meanwhile: nothing is left to lie
-    if snap.format == snapshot.FORMAT and snap.seq == fresh.seq and \
-            snapshot.history_matches(snap.data, fresh, store.hash_at(fresh.seq), encoder):
-        return True
-    kept = writing.load_history(store, name, present)
-    return kept is not None and snapshot.history_equal(kept, fresh)
-
-
-def generation_agrees(store: Store, generation: Generation, fresh: State,
-                      encoder: HistoryEncoder | None = None) -> bool:
-    """Whether stored ``generation`` holds ``fresh`` (a fold of the log to its event), read
-    strictly: an entry that fails its check counts against it. By bytes, entry for entry,
-    else by decoded states. ``encoder``: one that encoded ``fresh`` (its entries are reused)."""
-    stored = snapshot.keyed(fresh, store.hash_at(fresh.seq), encoder=encoder)
-    try:
-        if stored.head == generation.head and snapshot.entries_match(
-                stored, lambda part: store.generation_part(generation, part).scan()):
-            return True
-        return writing.read_generation(store, generation, _strict) == fresh
-    except (snapshot.SnapshotMismatch, SnapshotGone, LedgerCorrupt):
+def _agrees(store: Store, generation: Generation, fresh: State, folded: snapshot.Folded, since: Keys | None) -> bool:
+    """Whether ``generation`` holds ``fresh`` (a fold of the log to its event, which ``folded`` is
+    at). ``since``: for a delta, the keys the fold changed since the generation before it in its
+    chain (None: it is the first of its chain, or the one before it was not compared). An entry is
+    compared by its bytes, past its seal: one whose seal alone was damaged holds the truth, and a
+    reader that finds the seal broken takes the part from the log."""
+    if folded.head(fresh, store.hash_at(fresh.seq)) != generation.head:
         return False
+    full = generation.gen == generation.base
+    if not full and since is None:
+        return False  # a delta on nothing this fold met: nothing proves what it leans on
+    try:
+        stored = store.generation_entries(generation)
+    except SnapshotGone:
+        return False
+    if full:
+        expected = {(part, key): entry for part, key, entry in folded.rows()}
+        return len(stored) == len(expected) and all(_holds(value, expected.get((part, key)))
+                                                     for part, key, value in stored)
+    assert since is not None
+    entry = folded.entry
+    purged = {key for key in since.get(snapshot.INSTANCES, ()) if entry(snapshot.ARCHIVE, key) is not None}
+    since.setdefault(snapshot.ARCHIVE, set()).update(purged)  # a purge moves an instance to the archive
+    for part, key, value in stored:
+        if not _holds(value, entry(part, key)):
+            return False
+        since.setdefault(part, set()).discard(key)
+    # Changed by the fold but not written: each must read (from earlier in its chain) as the fold has it.
+    try:
+        for part, keys in since.items():
+            wanted = list(keys)
+            if wanted and any(value != entry(part, key) for key, value in _read(store, generation, part, wanted)):
+                return False
+    except (SnapshotGone, LedgerCorrupt):
+        return False
+    return True
 
 
-def _strict(part: str) -> Heal:
-    def refuse() -> dict[str, Any]:
-        raise snapshot.SnapshotMismatch(f"its part {part} cannot be read (an entry fails its check, or "
-                                        "the generation is gone)")
-    return refuse
+def _holds(value: bytes | None, expected: bytes | None) -> bool:
+    """Whether a stored value (sealed, or None for a key deleted) holds ``expected`` (None: no entry)."""
+    if value is None or expected is None:
+        return value is expected
+    return len(value) == len(expected) + 4 and value.endswith(expected)
 
+
+def _read(store: Store, generation: Generation, part: str, keys: list[str]) -> Iterable[tuple[str, bytes | None]]:
+    found = store.generation_part(generation, part).get_many(keys)
+    return ((key, found.get(key)) for key in keys)
+
+
+def discard(store: Store, compared: Compared) -> None:
+    """Delete every stored generation if one disagreed with the log (``verify``, once the chain is proven)."""
+    if compared.disagreed:
+        store.delete_generations()

@@ -2,9 +2,9 @@
 
 A concern declares each field of its slice with ``core.concern.mapping(values)`` and
 nothing more; the forms here follow from that declaration, so a new concern needs nothing
-in the persistence package. A history snapshot writes a whole field at once (``Codec``); the
-stored snapshot of the present one entry per key (``KeyedCodec``), read back lazily. The one
-field with a form of its own is the tables' archive of purged instances (``archive``).
+in the persistence package. A stored state keeps every field one entry per key (``KeyedCodec``),
+read back lazily. The one field with a form of its own is the tables' archive of purged
+instances (``archive``).
 """
 
 from __future__ import annotations
@@ -14,18 +14,12 @@ import operator
 from typing import Any, Callable, Mapping, Protocol
 
 import attrs
-from immutables import Map
-
-from ..core.fold import HOLD_AT
 from ..core.maps import OverlayMap
 from .archive import ARCHIVE_CODEC
 
 
 class Codec(Protocol):
-    """Turns a slice field into JSON-able data (or, if ``raw``, bytes kept apart) and back."""
-
-    @property
-    def raw(self) -> bool: ...
+    """Turns one value of a map into JSON-able data and back."""
 
     def encode(self, value: Any) -> Any: ...
 
@@ -35,7 +29,6 @@ class Codec(Protocol):
 @attrs.frozen
 class Plain:
     """Values JSON holds as they are: text, integers, None."""
-    raw: bool = False
 
     def encode(self, value: Any) -> Any:
         return value
@@ -47,7 +40,6 @@ class Plain:
 @attrs.frozen
 class Ids:
     """A tuple of ids (JSON gives back a list)."""
-    raw: bool = False
 
     def encode(self, value: Any) -> Any:
         return list(value)
@@ -61,7 +53,6 @@ class Record:
     """A frozen attrs value written as the list of its fields, in order; tuple fields come back
     as tuples (JSON gives lists)."""
     cls: type
-    raw: bool = False
 
     def encode(self, value: Any) -> Any:
         return _fields_of(self.cls)(value)
@@ -94,24 +85,11 @@ def _tuple_fields(cls: type) -> tuple[int, ...]:
 
 @attrs.frozen
 class MapOf:
-    """A persistent map of text keys to values of one codec."""
+    """A persistent map of text keys to values of one codec, one entry per key (read when asked
+    for: see ``lazy``)."""
     values: Codec
-    raw: bool = False
 
-    def encode(self, value: Map) -> Any:
-        encode = self.values.encode
-        return {key: encode(item) for key, item in value.items()}
-
-    def decode(self, data: Any) -> Map | OverlayMap:
-        decode = self.values.decode
-        found = {key: decode(item) for key, item in data.items()}
-        # As a replay freezes what it built: a big map is held as the dict (building a persistent
-        # map of it costs more than the as_of fold that follows), a small one becomes a Map.
-        return OverlayMap.held(found) if len(found) >= HOLD_AT else Map(found)
-
-    # As a keyed part of a stored snapshot (one entry per key, read when asked for: see ``lazy``).
-
-    def entries(self, value: Map) -> Mapping[str, Any]:
+    def entries(self, value: Mapping[str, Any]) -> Mapping[str, Any]:
         return value
 
     def encode_item(self, item: Any) -> Any:
@@ -153,7 +131,7 @@ def _map_codec(values: type | None) -> MapOf:
 
 
 def codec_of(field: attrs.Attribute) -> Any:
-    """The field's codec: a ``Codec`` for history snapshots, ``KeyedCodec`` for the stored snapshot."""
+    """The field's ``KeyedCodec``."""
     if field.metadata.get("archive"):
         return ARCHIVE_CODEC
     return _map_codec(field.metadata["values"])

@@ -9,10 +9,11 @@ Two contracts, kept apart because they promise different things:
   before, computed by the store inside the appending transaction. Nothing is ever updated
   or deleted. Errors are the ledger's typed ones: a lost race ``Conflict``, an unreachable
   or read-only store ``LedgerUnavailable``, damage ``LedgerCorrupt``.
-* ``SnapshotStore``: caches of folded state, never the truth. Named documents (history
-  snapshots, R17) and numbered *generations* of keyed entries (the stored snapshot of the
-  present, read one key at a time). A superseded generation stays readable for a grace
-  period, so that a reader holding it is not cut off mid-decision.
+* ``SnapshotStore``: caches of folded state, never the truth: numbered *generations* of keyed
+  entries, each the state at one event, read one key at a time (the newest is the stored state of
+  the present; every one is a point ``as_of`` starts from, R17), and a few named documents.
+  Generations are kept (only ``delete_generations`` forgets them), so a reader holding one is
+  never cut off.
 
 ``tests/store_contract.py`` holds the tests every backend must pass; a backend's own test module
 subclasses them. The state cache (``cache``) and the command loop (``ledger.runner``) use
@@ -26,7 +27,7 @@ import re
 import zlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
-from typing import Iterator, Mapping, NamedTuple, Protocol, Sequence
+from typing import Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from ..chain import GENESIS, event_hash
 from ..clock import Micros
@@ -57,10 +58,6 @@ MAX_CLOCK_SKEW = 60 * 1_000_000
 """How far (microseconds) a host's clock may be from a shared store's before its appends are refused
 (``ClockSkew``): every host of a PostgreSQL ledger is held to the server's clock (R6, R18). A minute
 is far more than NTP leaves between hosts, and far less than any retention."""
-
-SNAPSHOT_GRACE = 15 * 60 * 1_000_000
-"""How long (microseconds) a superseded chain of generations stays readable: a ledger holding
-a state read from it moves to the newest well within this (``cache.RECHECK``)."""
 
 
 def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,
@@ -189,15 +186,22 @@ MANY = 500
 
 
 class SealedPart:
-    """What every backend's ``StoredPart`` shares: which part of which generation it reads, and
-    the refusals (``SnapshotGone``) for a generation no longer stored or an entry whose seal
-    (``seal``) does not match."""
+    """What every backend's ``StoredPart`` shares: which part of which generation it reads, the
+    generations of its chain (chains interleave: a backend reads the entries of a range of
+    generations and keeps those of the chain), and the refusals (``SnapshotGone``) for a
+    generation no longer stored or an entry whose seal (``seal``) does not match."""
 
-    __slots__ = ("_where", "_gen", "_base", "_part")
+    __slots__ = ("_where", "_gen", "_base", "_part", "_chain")
 
-    def __init__(self, where: str, generation: Generation, part: str) -> None:
+    def __init__(self, where: str, generation: Generation, part: str, chain: frozenset[int]) -> None:
         self._where = where
         self._gen, self._base, self._part = generation.gen, generation.base, part
+        self._chain = chain
+
+    def _newest(self, rows: Iterable[tuple[int, object]]) -> object:
+        """Of ``(gen, value)`` rows, newest first, the value of the newest of the chain (None: none)."""
+        chain = self._chain
+        return next((value for gen, value in rows if gen in chain), None)
 
     def _unseal(self, key: str, value: object) -> bytes:
         body = unseal(self._part, key, value)
@@ -207,6 +211,14 @@ class SealedPart:
 
     def _gone(self, why: str) -> SnapshotGone:
         return SnapshotGone(f"{self._where}: the stored snapshot (generation {self._gen}) {why}")
+
+
+def own_rows(where: str, generation: Generation, rows: list[tuple[str, str, bytes | None]],
+             stored: bool) -> list[tuple[str, str, bytes | None]]:
+    """``generation_entries``: a generation's own rows, if it is still stored."""
+    if not stored:
+        raise SnapshotGone(f"{where}: the stored snapshot (generation {generation.gen}) is no longer stored")
+    return rows
 
 
 class EventStore(ABC):
@@ -338,7 +350,12 @@ class SnapshotStore(ABC):
     def delete_snapshot(self, name: str) -> None: ...
 
     @abstractmethod
-    def latest_generation(self) -> Generation | None: ...
+    def latest_generation(self) -> Generation | None:
+        """The generation at the latest event (of several there, the last written)."""
+
+    @abstractmethod
+    def generations(self) -> list[Generation]:
+        """Every stored generation, by event, then as written."""
 
     @abstractmethod
     def chain_entries(self, generation: Generation) -> tuple[int, int]:
@@ -348,10 +365,17 @@ class SnapshotStore(ABC):
     @abstractmethod
     def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
                          *, extends: Generation | None, replace: bool = False) -> Generation | None:
-        """Store a generation ending at event ``seq``: a delta on ``extends``'s chain, or (None) a
-        full one. Written only if newer than the latest (or, with ``replace``, a full one at the
-        same event) and, for a delta, that chain is still the latest; returns it, or None. A full
-        generation deletes the chains superseded longer ago than the grace period."""
+        """Store a generation ending at event ``seq``: a delta on ``extends`` (its entries only what
+        changed since), or (None) a full one. A delta is written only if ``extends`` is still the
+        newest of its chain and ``seq`` after it (so a chain is one line, each delta on the one
+        before); a full one unless one is stored at ``seq`` (``replace``: all the same). Returns
+        what was written, or None."""
+
+    @abstractmethod
+    def generation_entries(self, generation: Generation) -> list[tuple[str, str, bytes | None]]:
+        """The entries ``generation`` itself wrote, ``(part, key, value)``, as stored: sealed (``seal``),
+        or None for a key deleted since the one before it. ``SnapshotGone`` if it is no longer stored.
+        (``verify`` compares each with the bytes it expects, so it need not check the seal.)"""
 
     @abstractmethod
     def delete_generations(self) -> None:

@@ -1,26 +1,25 @@
-"""The held state: the folded log, kept in step with it, read from the stored snapshot when it can.
+"""The held state: the folded log, kept in step with it, read from a stored state when it can.
 
-Opening a ledger reads the newest stored generation of the keyed snapshot lazily (``lazy``),
-one key at a time, when it fits this release and this log; else it folds the log from nothing,
-in this process, and stores a full generation so that the next open need not (a log shorter
-than ``snapshot_every`` events is folded every time: that costs less than a snapshot). After
-that the state follows the log: another writer's events are read and folded when it looks
-(``refresh``), the caller's own without reading them back (``extend``), and a delta generation
-(what changed since the last) is stored every ``snapshot_every`` events. History snapshots,
-which ``as_of`` starts from (``state_at``), are read here and written by ``maintain``, asked for:
-nothing here starts a process, or writes more than the next open needs.
+Opening a ledger reads the newest stored generation (``writing``) lazily (``lazy``), one key at a
+time, when it fits this release and this log; else it folds the log from nothing, in this
+process, and says once that ``maintain`` stores it (a log shorter than ``snapshot_every`` events
+is folded every time: that costs less than a stored state). After that the state follows the
+log: another writer's events are read and folded when it looks (``refresh``), the caller's own
+without reading them back (``extend``), and a delta generation (what changed since the last) is
+stored every ``snapshot_every`` events. ``as_of`` starts from the newest generation at or before
+the event asked for (``state_at``): ``maintain`` stores them, asked for. Nothing here starts a
+process (R22).
 
-A state read lazily never fails a reader: the store keeps a superseded chain of generations
-for a grace period, and the held state moves to the newest well within it (``RECHECK``). If
-an entry cannot be read all the same (the store was damaged or edited, or a process slept
-past the grace period), its part *heals* from a fold of the log up to the generation's event,
-and a fresh generation replaces the damaged one at the next refresh (R16). That is the only
-place such a failure is handled; nothing above this package meets it.
+Generations are kept, so a state read lazily is never cut off. If an entry cannot be read all
+the same (the store was damaged or edited, or ``verify`` discarded every generation), its part
+*heals* from a fold of the log up to the generation's event, and a fresh generation replaces a
+damaged one at the next refresh (R16). That is the only place such a failure is handled; nothing
+above this package meets it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -29,18 +28,16 @@ from typing import Any, Callable, Iterable
 from ..core.events import Recorded
 from ..core.model import State, fold, fold_rows
 from ..core.tables import CREATES
-from ..errors import Conflict, LedgerCorrupt
+from ..errors import LedgerCorrupt
 from . import archive, collector, snapshot, writing
 from .contract import Generation, Store
 from .lazy import Heal
 
 log = logging.getLogger(__name__)
 
-LEGACY_SNAPSHOT = "catalog"
-"""Where releases before the keyed snapshot kept theirs (one JSON document): read once, then dropped."""
 RECHECK = 60.0
-"""Seconds after which a held state asks the store whether its generation was superseded,
-even if nothing else made it look: far inside the store's grace period (15 minutes)."""
+"""Seconds after which a held state asks the store whether others wrote, and whether its generation
+is still stored, even if nothing else made it look."""
 BATCH = 50_000
 """Events folded in one batch when catching up with the log."""
 
@@ -59,8 +56,6 @@ class HeldState:
         """The stored generation the held state reads from (None: held in full, in memory)."""
         self._damaged = False
         """A part of the held generation could not be read and healed from the log: replace it."""
-        self._legacy = False
-        """The held state was read from an earlier release's one-document snapshot (not checked)."""
         self._healed: dict[int, dict[str, dict[str, Any]]] = {}
         self._replace = False
         """The newest stored generation could not be used: the next one stored replaces it."""
@@ -70,18 +65,15 @@ class HeldState:
     # --- loading ----------------------------------------------------------------------------
 
     def load(self) -> State:
-        """Start from the stored snapshot when it can be trusted, else from nothing, and fold to
-        the end. A long fold from nothing is not stored here (that would double the wait, and no
+        """Start from the newest stored generation that can be trusted, else from nothing, and fold
+        to the end. A long fold from nothing is not stored here (that would double the wait, and no
         answer needs it): the open says, once, that ``maintain`` stores it for the next opens."""
         with self._lock:
             self._state, self._generation, self.snapshot_seq, self._damaged = State(), None, 0, False
-            state = self._load_stored()
-            self._replace = state is None and self.store.latest_generation() is not None
-            self._legacy = False
-            if state is None:
-                state = self._load_legacy()
-                self._legacy = state is not None
-            if state is None:  # folded from nothing: stored by maintain, or after snapshot_every events more
+            latest = self.store.latest_generation()
+            found = self._stored_at(None, latest)
+            self._replace = latest is not None and (found is None or found[1].seq < latest.seq)
+            if found is None:  # folded from nothing: stored by maintain, or after snapshot_every events more
                 self._state = self.fold_to(State(), None)
                 self.snapshot_seq = self._state.seq
                 if self._state.seq >= self.snapshot_every:
@@ -91,38 +83,24 @@ class HeldState:
                 elif self._replace:  # a short log: storing it costs little, and the one stored did not fit
                     self.save_snapshot()
                 return self._state
-            self._state = state
+            self._state, self._generation = found
+            self.snapshot_seq = found[1].seq
             self.refresh(force=True)
             return self._state
 
-    def _load_stored(self) -> State | None:
-        """The newest generation, read lazily, if it fits this release and this log."""
-        generation = self.store.latest_generation()
-        if generation is None or generation.format != snapshot.KEYED_FORMAT:
+    def _stored_at(self, seq: int | None, latest: Generation | None = None) -> tuple[State, Generation] | None:
+        """The newest stored generation at or before event ``seq`` (None: any; ``latest``: the newest
+        of all, tried first) that fits this release and this log, read lazily; None if none does."""
+        if latest is None and seq is None:
             return None
-        try:
-            state = writing.read_generation(self.store, generation, self._heal_for(generation))
-        except snapshot.SnapshotMismatch:
-            return None
-        self._generation, self.snapshot_seq = generation, generation.seq
-        return state
-
-    def _load_legacy(self) -> State | None:
-        """A snapshot written by a release before the keyed one: used once, then replaced."""
-        snap = self.store.load_snapshot(LEGACY_SNAPSHOT)
-        if snap is None:
-            return None
-        with contextlib.suppress(Conflict, OSError):
-            self.store.delete_snapshot(LEGACY_SNAPSHOT)
-        if snap.format != snapshot.FORMAT:
-            return None
-        try:
-            state = snapshot.load(snap.data, self.store.hash_at(snap.seq))
-        except snapshot.SnapshotMismatch:
-            return None
-        if state.seq != snap.seq or self.store.event_time(snap.seq) != state.last_time:
-            return None
-        return state
+        for generation in itertools.chain([latest] if latest else [], reversed(self.store.generations())):
+            if seq is not None and generation.seq > seq:
+                continue
+            try:
+                return writing.read_generation(self.store, generation, self._heal_for(generation)), generation
+            except snapshot.SnapshotMismatch:
+                continue
+        return None
 
     # --- healing: a stored part that cannot be read is taken from the log ---------------------
 
@@ -164,17 +142,16 @@ class HeldState:
         with self._lock:
             self._looked = time.monotonic()
             if force or self._damaged or self.store.changed_elsewhere():
-                if self._generation is not None and self._superseded():
+                if self._superseded():
                     return self.load()
                 self._state = self.fold_to(self._state, None)
                 self._maybe_snapshot()
             return self._state
 
     def _superseded(self) -> bool:
-        """Whether another process started a newer chain of generations (or all were discarded):
-        the one we read from will go once its grace period ends, so move to the newest now."""
-        latest = self.store.latest_generation()
-        return latest is None or self._generation is None or latest.base != self._generation.base
+        """Whether the generation we read from is no longer stored (``verify`` discarded them all):
+        then read from the newest there is, rather than heal part after part from the log."""
+        return self._generation is not None and self.store.chain_entries(self._generation)[0] == 0
 
     def full_state(self) -> State:
         """The folded state with every stored entry read (and checked) now, not when asked for:
@@ -202,46 +179,37 @@ class HeldState:
                 if state.seq < stop or state.seq == upto:  # the log (or what was asked for) ends here
                     return state
 
-    def checked_by(self, generation: Generation | None) -> bool:
-        """Whether the held state is the log's own fold, or read from ``generation``: then checking
-        that generation checks it too, and comparing it with a fold again would prove nothing more."""
-        if self._generation is None:
-            return not self._legacy
-        return generation is not None and self._generation.gen == generation.gen
+    def checked_by(self, generations: set[int]) -> bool:
+        """Whether the held state is the log's own fold, or read from one of ``generations`` (checked
+        by ``verify``): then comparing it with a fold again would prove nothing more."""
+        return self._generation is None or self._generation.gen in generations
 
     def rebuild(self, base: State) -> None:
         """Replace the held state with ``base`` (a fold from nothing) caught up with the log, and
         store a fresh, full generation: for when the state we held came from a snapshot that lied."""
         with self._lock:
             self._state, self._generation, self._damaged = self.fold_to(base, None), None, False
-            self._legacy = False
             if self._state.seq:
                 self.save_snapshot()
 
     # --- the past (R17) -----------------------------------------------------------------------
 
     def state_at(self, seq: int) -> State:
-        """The fold of the log up to event ``seq`` (R17): from the newest history snapshot at or
-        before it that can be trusted, else from nothing. One that cannot be trusted (edited,
-        or of another log) is deleted, to be written again by ``maintain``."""
-        # Not read in full (that costs seconds on a big ledger): the past state borrows from the
-        # present one lazily.
+        """The fold of the log up to event ``seq`` (R17): from the newest stored generation at or
+        before it that can be trusted, else from nothing."""
         present = self.refresh()
         if seq >= present.seq:
             return present
-        with collector.paused():  # a past state is a million young objects: a collection between its
-            for name, at in reversed(self.store.snapshots(writing.HISTORY_PREFIX)):  # load and its fold
-                if at > seq:  # rescans them all, and the present
-                    continue
-                base = writing.load_history(self.store, name, present)
-                if base is None:
-                    continue
+        with collector.paused():  # a past state is many young objects: no cycles among them
+            found = self._stored_at(seq)
+            if found is not None:
+                base, generation = found
                 archive.prefetch_created(base.tables, self.store.read(base.seq, upto=seq, types=CREATES))
                 try:
                     return self.fold_to(base, seq)
                 except LedgerCorrupt:  # the log does not follow on from it: the cache lied, not the log
-                    with contextlib.suppress(Conflict, OSError):
-                        self.store.delete_snapshot(name)
+                    log.warning("%s: the stored state at event #%s does not fit the log after it; `verify` "
+                                "discards it", self.store.path, generation.seq)
             return self.fold_to(State(), seq)
 
     # --- storing the keyed generation ----------------------------------------------------------
@@ -257,20 +225,22 @@ class HeldState:
             self.save_snapshot()
 
     def save_snapshot(self, *, replace: bool = False) -> None:
-        """Store the held state as the next generation: a delta of the one it reads from, or a
-        full one (``writing.store_generation``). ``replace``: also when the newest stored one is
-        at the same event (it was damaged, or did not fit). Then read on from what was stored."""
+        """Store the held state as a generation: a delta of the one it reads from, or a full one
+        (``writing.store_generation``). ``replace``: also when the newest stored one is at the same
+        event (it was damaged, or did not fit). Then read on from what was stored."""
         with self._lock:
             if self.store.in_exclusive:
                 return  # inside a command's write transaction: the next refresh writes it
             written = writing.store_generation(self.store, self._state, self._generation,
                                                replace=replace or self._replace)
-            if written is writing.JOIN:  # another process started a new chain: read from it
+            if written is writing.MOVED:  # another process extended our chain: read on from the newest
                 self.load()
-            elif written is not None:
+            elif written is None:  # one is stored at or after this event: look again after snapshot_every
+                self.snapshot_seq = self._state.seq
+            else:
                 generation, stored = written
                 self._replace = False
                 self._healed.clear()  # what healed is stored again: a later heal folds the log afresh
                 self._state = snapshot.rebased(stored, lambda part: self.store.generation_part(generation, part),
                                                generation.gen, self._heal_for(generation))
-                self._generation, self.snapshot_seq, self._legacy = generation, generation.seq, False
+                self._generation, self.snapshot_seq = generation, generation.seq

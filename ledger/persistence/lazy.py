@@ -40,6 +40,11 @@ class Source(Protocol):
     def scan(self) -> Iterator[tuple[str, bytes]]: ...
 
 
+WHOLE, FEW = 16, 32
+"""A part read one key at a time reads the rest in one pass once more than ``FEW`` keys and a
+``1/WHOLE`` of its entries were asked for (an ``as_of`` folding thousands of events on a small
+state): a pass costs what a few percent of its keys cost one at a time."""
+
 Heal = Callable[[], dict[str, Any]]
 """Every entry of one part, decoded, as a fold of the log up to the snapshot's event gives them."""
 
@@ -51,7 +56,7 @@ class StoredEntries:
     nowhere), so the writer of the next generation can tell whether a map's changes are
     relative to it, and so whether a delta can be written."""
 
-    __slots__ = ("source", "decode", "size", "stamp", "found", "complete", "heal")
+    __slots__ = ("source", "decode", "size", "stamp", "found", "complete", "heal", "reads")
 
     def __init__(self, source: Source, decode: Callable[[str, bytes], Any], size: int, stamp: object,
                  heal: Heal, everything: dict[str, Any] | None = None) -> None:
@@ -64,12 +69,17 @@ class StoredEntries:
         self.found: dict[str, Any] = {} if everything is None else everything
         """key -> decoded value, or GONE for a key asked for and not in the snapshot."""
         self.complete = everything is not None
+        self.reads = 0
+        """Keys read one at a time: past ``WHOLE`` of them, the part is read in one pass."""
 
     def get(self, key: str) -> Any:
         found = self.found.get(key, _ABSENT)
         if found is _ABSENT:
             if self.complete:
                 return GONE
+            self.reads += 1
+            if self.reads > FEW and self.reads * WHOLE > self.size:  # a fold of many events asks for much of it: read it all
+                return self.everything().get(key, GONE)
             try:
                 data = self.source.get(key)
             except SnapshotGone:
@@ -80,7 +90,7 @@ class StoredEntries:
 
     def prefetch(self, keys: Iterable[str]) -> None:
         """Read and decode those of ``keys`` not read yet, many to a statement: for a caller that knows
-        the keys it is about to ask for one at a time (``archive.PurgedBy.prefetch``)."""
+        the keys it is about to ask for one at a time (``archive.prefetch_created``)."""
         if self.complete:
             return
         found = self.found

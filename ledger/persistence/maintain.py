@@ -1,38 +1,40 @@
-"""``maintain``: the snapshots no command needs, stored when asked for (R22).
+"""``maintain``: the stored states no command needs, stored when asked for (R22).
 
-A command needs the state at the log's head, which the held state keeps (and stores as a keyed
+A command needs the state at the log's head, which the held state keeps (and stores as a
 generation as it goes, so that the next open reads it instead of folding). What no command
-needs is the past: a history snapshot every ``history_every`` events, from which ``as_of``
-folds a short way (R17) instead of from the first event. Writing them costs a fold of the log
-and an encoding of each, so it is asked for, as Iceberg's maintenance actions are: a pipeline
-calls ``Ledger.maintain()`` (or ``retention-ledger maintain``) after its vacuum, or a scheduler
-does. It runs in the caller's process, to the end of the call, and nothing else.
+needs is the past: a generation at least every ``history_every`` events, from which ``as_of``
+folds a short way (R17) instead of from the first event. Writing them costs a fold of the log,
+so it is asked for, as Iceberg's maintenance actions are: a pipeline calls ``Ledger.maintain()``
+(or ``retention-ledger maintain``) after its vacuum, or a scheduler does. It runs in the
+caller's process, to the end of the call, and nothing else.
 
-It runs once at a time, across processes and hosts: it takes a lease in the store first (as a
+Each generation it writes is a delta of the one before (what the fold says it changed since),
+so writing one costs what changed, and the one at the head is what the next open reads. It
+runs once at a time, across processes and hosts: it takes a lease in the store first (as a
 vacuum run does), renews it as it goes, and a second caller meanwhile is told who holds it and
-does nothing. Killed at any point, it leaves what it stored whole (each snapshot is one
+does nothing. Killed at any point, it leaves what it stored whole (each generation is one
 transaction) and the rest absent; the lease ends on its own, and the next ``maintain`` writes
-what is missing, from the newest history snapshot there is.
+what is missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Callable
 
 import attrs
 
 from ..clock import Micros
-from ..core.model import State, fold_in_steps, fold_rows
-from ..core.tables import CREATES
-from . import archive, collector, writing
-from .contract import Store
+from ..core.model import State
+from ..errors import Conflict
+from . import collector, snapshot, writing
+from .contract import Generation, Store
 from .held import HeldState
-from .history import HistoryEncoder
 
 LEASE = "maintain"
 LEASE_SECONDS = 120
-"""How long the upkeep lease lasts unless renewed (it is renewed at every history snapshot): a
+"""How long the upkeep lease lasts unless renewed (it is renewed at every generation written): a
 process killed while it held it holds the next one off for at most this long."""
 
 Progress = Callable[[int, int], None]
@@ -45,25 +47,24 @@ class MaintainReport:
     """False: another process holds the upkeep lease, and nothing was done here."""
     holder: str | None
     """Who holds the lease, when not done."""
-    history_written: int
-    """History snapshots stored by this call."""
-    history: int
-    """History snapshots stored in all, after it."""
-    generation: int | None
-    """The event the newest stored generation ends at, after it."""
+    written: int
+    """Stored states (generations) written by this call."""
+    generations: int
+    """Stored states kept in all, after it."""
+    newest: int | None
+    """The event the newest stored state ends at, after it."""
     seconds: float
 
     def summary(self) -> str:
         if not self.done:
             return f"maintain is running elsewhere ({self.holder}); nothing was done here"
-        return (f"maintained in {self.seconds:.1f} s: {self.history_written} history snapshot(s) written "
-                f"({self.history} in all), the stored state at event #{self.generation or 0}")
+        return (f"maintained in {self.seconds:.1f} s: {self.written} stored state(s) written ({self.generations} "
+                f"in all), the newest at event #{self.newest or 0}")
 
 
 def maintain(store: Store, held: HeldState, *, history_every: int, holder: str, now: Callable[[], Micros],
              progress: Progress | None = None) -> MaintainReport:
-    """Store the history snapshots missing up to the log's head, and the keyed generation of the
-    state at the head; see the module docstring."""
+    """Store the generations missing up to the log's head; see the module docstring."""
     started = time.monotonic()
 
     def lease() -> str | None:
@@ -74,51 +75,95 @@ def maintain(store: Store, held: HeldState, *, history_every: int, holder: str, 
     if taken is not None:
         return MaintainReport(False, taken, 0, 0, None, time.monotonic() - started)
     try:
-        present = held.refresh()
-        existing = {at for _, at in store.snapshots(writing.HISTORY_PREFIX)}
-        missing = [at for at in range(history_every, present.seq + 1, history_every) if at not in existing]
-        written = _history(store, present, missing, lease, progress) if missing else 0
-        held.save_snapshot()
-        latest = store.latest_generation()
-        return MaintainReport(True, None, written, len(store.snapshots(writing.HISTORY_PREFIX)),
-                              None if latest is None else latest.seq, time.monotonic() - started)
+        _forget_earlier(store)
+        head = held.refresh().seq
+        stored = [g for g in store.generations() if g.format == snapshot.KEYED_FORMAT]
+        points = missing(sorted({g.seq for g in stored}), head, history_every)
+        written = _write(store, stored, points, lease, progress) if points else 0
+        if written:
+            held.load()  # read on from the generation at the head, as the next open will
+        generations = store.generations()
+        return MaintainReport(True, None, written, len(generations), generations[-1].seq if generations else None,
+                              time.monotonic() - started)
     finally:
         store.release_lease(LEASE, holder)
 
 
-def _history(store: Store, present: State, missing: list[int], renew: Callable[[], object],
-             progress: Progress | None) -> int:
-    """Store a history snapshot at each of ``missing`` (ascending): folded on from the newest stored
-    one before the first, else from nothing."""
-    base = _newest_before(store, missing[0], present)
-    total, written = missing[-1], 0
+def missing(stored: list[int], head: int, every: int) -> list[int]:
+    """Where generations are missing, given those ``stored`` (their events, ascending): wherever
+    ``every`` events pass without one, and at the ``head``."""
+    points: list[int] = []
+    last = 0
+    for at in [*stored, head]:
+        while at - last > every:
+            last += every
+            points.append(last)
+        last = max(last, at)
+    if head and head not in stored and head not in points:
+        points.append(head)
+    return points
+
+
+def _write(store: Store, stored: list[Generation], points: list[int], renew: Callable[[], object],
+           progress: Progress | None) -> int:
+    """Store a generation at each of ``points`` (ascending), folded on from the newest stored one
+    before the first (read in full), else from nothing: the first full, the rest deltas, a fresh
+    full one whenever the deltas outgrow it (``snapshot.GROWTH``)."""
+    base = _newest_before(store, stored, points[0])
+    folded, written, extends = snapshot.Folded(), 0, None
+    full = deltas = 0
+    since: dict[str, set[str]] = {}
     with collector.paused():
-        if base is None:  # from nothing: the fold says what it changed, so each costs what changed
-            steps, encoder, seq = fold_in_steps(State()), HistoryEncoder(), 0
-            for at in missing:
-                seq = steps.fold_rows(store.read(seq, upto=at))
-                state, changed = steps.look()
-                written += writing.save_history(store, state, encoder, changed)
-                renew()
-                if progress is not None:
-                    progress(at, total)
-            return written
-        state, encoder = base, HistoryEncoder()
-        for at in missing:
-            archive.prefetch_created(state.tables, store.read(state.seq, upto=at, types=CREATES))
-            state = fold_rows(state, store.read(state.seq, upto=at))
-            written += writing.save_history(store, state, encoder)
+        for state, changed in folded.stops(base, lambda after, upto: store.read(after, upto=upto), points):
+            for part, keys in changed.items():
+                since.setdefault(part, set()).update(keys)
+            if deltas > snapshot.GROWTH * full:
+                extends = None
+            rows = folded.rows(None if extends is None else since)
+            try:
+                generation = store.write_generation(state.seq, snapshot.KEYED_FORMAT,
+                                                    folded.head(state, store.hash_at(state.seq)), rows,
+                                                    extends=extends)
+            except (Conflict, OSError):
+                generation = None  # busy: what is missing is written by the next maintain
+            if generation is None:  # one is stored at this event (written meanwhile), or the chain moved on
+                extends = None
+            else:
+                written, extends, since = written + 1, generation, {}
+                full, deltas = (len(rows), 0) if generation.gen == generation.base else (full, deltas + len(rows))
             renew()
             if progress is not None:
-                progress(at, total)
+                progress(state.seq, points[-1])
     return written
 
 
-def _newest_before(store: Store, seq: int, present: State) -> State | None:
-    """The newest history snapshot before event ``seq`` that can be trusted, read (None: none)."""
-    for name, at in reversed(store.snapshots(writing.HISTORY_PREFIX)):
-        if at < seq:
-            found = writing.load_history(store, name, present)
-            if found is not None:
-                return found
-    return None
+def _newest_before(store: Store, stored: list[Generation], seq: int) -> State:
+    """The state of the newest stored generation before event ``seq`` that fits, read in full (a
+    fold on from it asks for much of it), else the empty state."""
+    for generation in reversed(stored):
+        if generation.seq < seq:
+            try:
+                state = writing.read_generation(store, generation, _refuse)
+                snapshot.read_all(state)
+                return state
+            except (snapshot.SnapshotMismatch, _Unreadable):
+                continue
+    return State()
+
+
+class _Unreadable(Exception):
+    """A generation that cannot be read in full: ``maintain`` starts from an earlier one."""
+
+
+def _refuse(part: str) -> Callable[[], dict]:
+    def refuse() -> dict:
+        raise _Unreadable(part)
+    return refuse
+
+
+def _forget_earlier(store: Store) -> None:
+    """Delete what earlier releases stored that this one never reads (``writing.EARLIER``)."""
+    whole, prefix = writing.EARLIER
+    for name, _ in [(whole, 0), *store.snapshots(prefix)]:
+        with contextlib.suppress(Conflict, OSError):
+            store.delete_snapshot(name)

@@ -44,8 +44,8 @@ from ..errors import (
 )
 from . import pgaddress
 from .contract import (
-    MANY, MAX_CLOCK_SKEW, SNAPSHOT_GRACE, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart,
-    LEASE_PREFIX, Snapshot, Store, check_copied, lease_free, lease_holder, lease_value, seal,
+    MANY, MAX_CLOCK_SKEW, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart,
+    LEASE_PREFIX, Snapshot, Store, check_copied, lease_free, lease_holder, lease_value, seal, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -135,6 +135,9 @@ _APPEND = ("SELECT * FROM ledger_append_v1(%s::integer, %s::bigint, %s::text[], 
            "%s::text[], %s::integer[], %s::text[], %s::bigint, %s::text, %s::text, %s::bigint, %s::text[], "
            "%s::bytea[])")
 
+_BY_GEN = "CREATE INDEX IF NOT EXISTS snapshot_entries_by_gen ON snapshot_entries (gen)"
+"""A generation's own entries (``generation_entries``: verify reads every one's)."""
+
 _DDL = [
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE events (seq BIGINT PRIMARY KEY, stream TEXT NOT NULL, version BIGINT NOT NULL, "
@@ -149,6 +152,7 @@ _DDL = [
     "seq BIGINT NOT NULL, format INTEGER NOT NULL, head BYTEA NOT NULL, entries INTEGER NOT NULL, written BIGINT NOT NULL)",
     "CREATE TABLE snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, gen BIGINT NOT NULL, value BYTEA, "
     "PRIMARY KEY (part, key, gen))",
+    _BY_GEN,
     "CREATE FUNCTION refuse_change() RETURNS trigger LANGUAGE plpgsql AS "
     "$$ BEGIN RAISE EXCEPTION 'the event log is append-only (%)', TG_TABLE_NAME; END $$",
     *(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} FOR EACH ROW "
@@ -173,14 +177,15 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, *, create: bool = True, busy_timeout: float = 10.0,
                  connect_timeout: float = 10.0, reconnect_for: float = 30.0,
-                 snapshot_grace: int = SNAPSHOT_GRACE, max_skew: Micros | None = MAX_CLOCK_SKEW) -> None:
+                 max_skew: Micros | None = MAX_CLOCK_SKEW) -> None:
         self._address = pgaddress.parse(url)
         self._conninfo, self.schema, self.path = self._address.conninfo, self._address.schema, self._address.shown
         self.location = url
         self.busy_timeout = busy_timeout
         self.connect_timeout = connect_timeout
         self.reconnect_for = reconnect_for
-        self.snapshot_grace = snapshot_grace
+        self._chains: dict[tuple[int, int], frozenset[int]] = {}
+        """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
         self.max_skew = max_skew
         """How far (microseconds) an append's ``now`` may be from the server's clock (None: any)."""
         self.format = 0
@@ -308,19 +313,22 @@ class PostgresStore(Store):
         """Whether the ledger's schema holds a ledger (False: it holds nothing). One that holds
         tables that are not a ledger's is refused: a ledger is never written among an
         application's own tables, nor read from them."""
-        names, appends = _one(self._conn, "SELECT array_agg(c.relname), to_regproc('ledger_append_v1') IS NOT NULL "
+        names, appends, by_gen = _one(self._conn, "SELECT array_agg(c.relname) FILTER (WHERE c.relkind <> 'i'), "
+                                      "to_regproc('ledger_append_v1') IS NOT NULL, "
+                                      "coalesce(bool_or(c.relname = 'snapshot_entries_by_gen'), false) "
                               "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
-                              "coalesce(%s, current_schema()) AND c.relkind IN ('r', 'v', 'm', 'p', 'f')",
+                              "coalesce(%s, current_schema()) AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'i')",
                               (self.schema,))
         found = set(names or ())
         if not found:
             return False
         if _TABLES <= found:
             self._check_format()
-            if not appends:  # a ledger made by 0.3, whose appends were made by the client
+            if not appends or not by_gen:  # a ledger made by 0.3 (whose appends were made by the client)
                 with self._conn.transaction():
                     self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
                     self._conn.execute(_APPEND_FUNCTION)
+                    self._conn.execute(_BY_GEN)
             return True
         shown = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
         raise InvalidArgument(f"{self.path} holds tables that are not a ledger's ({shown}): a ledger needs a database "
@@ -610,15 +618,20 @@ class PostgresStore(Store):
         self._run(lambda c: c.execute("DELETE FROM snapshots WHERE name = %s", (name,)))
 
     def latest_generation(self) -> Generation | None:
-        row = self._run(lambda c: c.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
-                                            "ORDER BY gen DESC LIMIT 1").fetchone())
-        return None if row is None else Generation(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
+        row = self._run(lambda c: c.execute(f"SELECT {_GENERATION} FROM snapshot_generations "
+                                            "ORDER BY seq DESC, gen DESC LIMIT 1").fetchone())
+        return None if row is None else _generation(row)
+
+    def generations(self) -> list[Generation]:
+        rows = self._run(lambda c: c.execute(f"SELECT {_GENERATION} FROM snapshot_generations ORDER BY seq, gen")
+                         .fetchall())
+        return [_generation(row) for row in rows]
 
     def chain_entries(self, generation: Generation) -> tuple[int, int]:
         row = self._run(lambda c: _one(
             c, "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
             "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
-            "WHERE gen BETWEEN %s AND %s", (generation.base, generation.gen)))
+            "WHERE base = %s AND gen <= %s", (generation.base, generation.gen)))
         return int(row[0]), int(row[1])
 
     def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
@@ -627,32 +640,36 @@ class PostgresStore(Store):
             with conn.transaction():
                 # Generations are written one at a time, like appends (a lock of their own).
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 1, self._lock_key))
-                latest = conn.execute("SELECT gen, base, seq FROM snapshot_generations ORDER BY gen DESC "
-                                      "LIMIT 1").fetchone()
-                if latest is not None:
-                    newer = latest[2] < seq or (replace and extends is None and latest[2] == seq)
-                    if not newer or (extends is not None and latest[1] != extends.base):
+                if extends is None:
+                    if not replace and conn.execute("SELECT 1 FROM snapshot_generations WHERE seq = %s",
+                                                    (seq,)).fetchone():
                         return None
-                elif extends is not None:
-                    return None
-                now = time.time_ns() // 1000
+                else:
+                    newest = _one(conn, "SELECT max(gen) FROM snapshot_generations WHERE base = %s", (extends.base,))[0]
+                    if newest != extends.gen or seq <= extends.seq:
+                        return None
                 gen = _one(conn, "INSERT INTO snapshot_generations (base, seq, format, head, entries, written) "
                                    "VALUES (0, %s, %s, %s, %s, %s) RETURNING gen",
-                                   (seq, format, head, len(entries), now))[0]
+                                   (seq, format, head, len(entries), time.time_ns() // 1000))[0]
                 base = gen if extends is None else extends.base
                 conn.execute("UPDATE snapshot_generations SET base = %s WHERE gen = %s", (base, gen))
                 with conn.cursor().copy("COPY snapshot_entries (part, key, gen, value) FROM STDIN") as copy:
                     for part, key, value in entries:
                         copy.write_row((part, key, gen, None if value is None else seal(part, key, value)))
-                if extends is None and latest is not None:
-                    oldest_kept = _one(
-                        conn, "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= %s AND written <= %s",
-                        (latest[1], now - self.snapshot_grace))[0]
-                    if oldest_kept is not None:
-                        conn.execute("DELETE FROM snapshot_entries WHERE gen < %s", (oldest_kept,))
-                        conn.execute("DELETE FROM snapshot_generations WHERE gen < %s", (oldest_kept,))
                 return Generation(gen, base, seq, format, head, len(entries))
         return self._run(write)
+
+    def generation_entries(self, generation: Generation) -> list[tuple[str, str, bytes | None]]:
+        def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, str, Any]]]:
+            with c.transaction():  # one snapshot for both
+                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
+                              (generation.gen,))[0]
+                found = c.execute("SELECT part, key, value FROM snapshot_entries WHERE gen = %s",
+                                  (generation.gen,)).fetchall()
+            return exists, found
+        exists, found = self._run(rows)
+        return own_rows(self.path, generation, [(p, k, None if v is None else bytes(v)) for p, k, v in found],
+                           exists)
 
     def delete_generations(self) -> None:
         def delete(conn: psycopg.Connection[Any]) -> None:
@@ -660,9 +677,20 @@ class PostgresStore(Store):
                 conn.execute("DELETE FROM snapshot_entries")
                 conn.execute("DELETE FROM snapshot_generations")
         self._run(delete)
+        self._chains.clear()
 
     def generation_part(self, generation: Generation, part: str) -> PostgresPart:
-        return PostgresPart(self, generation, part)
+        return PostgresPart(self, generation, part, self._chain(generation))
+
+    def _chain(self, generation: Generation) -> frozenset[int]:
+        """The generations of ``generation``'s chain up to it: what its parts read from."""
+        key = (generation.base, generation.gen)
+        found = self._chains.get(key)
+        if found is None:
+            found = frozenset(g for (g,) in self._run(lambda c: c.execute(
+                "SELECT gen FROM snapshot_generations WHERE base = %s AND gen <= %s", key).fetchall()))
+            self._chains[key] = found
+        return found
 
     def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
         def take(conn: psycopg.Connection[Any]) -> str | None:
@@ -730,20 +758,21 @@ class PostgresStore(Store):
 
 
 class PostgresPart(SealedPart):
-    """One part of one generation (``contract.StoredPart``)."""
+    """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
+    the generation's chain up to it."""
 
     __slots__ = ("_store",)
 
-    def __init__(self, store: PostgresStore, generation: Generation, part: str) -> None:
-        super().__init__(store.path, generation, part)
+    def __init__(self, store: PostgresStore, generation: Generation, part: str, chain: frozenset[int]) -> None:
+        super().__init__(store.path, generation, part, chain)
         self._store = store
 
     def get(self, key: str) -> bytes | None:
         exists, value = self._store._run(lambda c: _one(
             c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %(gen)s), "
             "(SELECT value FROM snapshot_entries WHERE part = %(part)s AND key = %(key)s "
-            "AND gen BETWEEN %(base)s AND %(gen)s ORDER BY gen DESC LIMIT 1)",
-            {"gen": self._gen, "base": self._base, "part": self._part, "key": key}))
+            "AND gen = ANY(%(chain)s) ORDER BY gen DESC LIMIT 1)",
+            {"gen": self._gen, "chain": sorted(self._chain), "part": self._part, "key": key}))
         if not exists:
             raise self._gone("is no longer stored")
         return None if value is None else self._unseal(key, value)
@@ -754,8 +783,8 @@ class PostgresPart(SealedPart):
                 exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
                               (self._gen,))[0]
                 found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
-                                  "key = ANY(%s) AND gen BETWEEN %s AND %s ORDER BY key, gen DESC",
-                                  (self._part, list(chunk), self._base, self._gen)).fetchall()
+                                  "key = ANY(%s) AND gen = ANY(%s) ORDER BY key, gen DESC",
+                                  (self._part, list(chunk), sorted(self._chain))).fetchall()
             return exists, found
         found: dict[str, bytes] = {}
         for start in range(0, len(keys), MANY):
@@ -772,8 +801,8 @@ class PostgresPart(SealedPart):
                 exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
                               (self._gen,))[0]
                 found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
-                                  "gen BETWEEN %s AND %s ORDER BY key, gen DESC",
-                                  (self._part, self._base, self._gen)).fetchall()
+                                  "gen = ANY(%s) ORDER BY key, gen DESC",
+                                  (self._part, sorted(self._chain))).fetchall()
             return exists, found
         exists, found = self._store._run(rows)
         if not exists:
@@ -781,6 +810,13 @@ class PostgresPart(SealedPart):
         for key, value in found:
             if value is not None:
                 yield key, self._unseal(key, value)
+
+
+_GENERATION = "gen, base, seq, format, head, entries"
+
+
+def _generation(row: Any) -> Generation:
+    return Generation(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[Any, ...]:

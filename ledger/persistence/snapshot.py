@@ -1,65 +1,52 @@
-"""Folded state to stored form and back, so that opening a big ledger does not replay all of it.
+"""Folded state to stored form and back, so that neither an open nor ``as_of`` replays the log.
 
-Two forms, both plain JSON (never pickle: auditors open ledgers they did not write,
-and opening a file must never run code it brought), both laid out from ``State``'s
-fields and each slice field's codec (``codecs``), so a new concern needs nothing here.
+One form, plain JSON (never pickle: auditors open ledgers they did not write, and opening a
+file must never run code it brought), laid out from ``State``'s fields and each slice field's
+codec (``codecs``), so a new concern needs nothing here.
 
-The *stored snapshot* of the present (``keyed``/``load_keyed``) is one entry per key of
-every slice field and of the stream versions, written by the state cache as a numbered
-generation in the store and read back lazily (``lazy``), one key at a time: opening a
-ledger of a million events and deciding an undrop reads a dozen entries. A generation
-is full, or a *delta*: only the entries changed since the generation the state was read
-from (an ``OverlayMap``'s changes, deletions included), so writing one costs what changed.
-Its head holds the scalars, each part's entry count and the ``tip``: the chain hash of
-its last event, so a snapshot cannot outlive an edit of the log before it (R16). The
-store checks each entry's CRC when it is read; ``verify`` compares the whole of it with
-the fold.
+A stored state is one entry per key of every slice field and of the stream versions, written
+as a numbered *generation* in the store and read back lazily (``lazy``), one key at a time:
+opening a ledger of a million events and deciding an undrop reads a dozen entries. A
+generation is full, or a *delta*: only the entries changed since the one before it in its
+chain, deletions included, so writing one costs what changed. Its head holds the scalars, each
+part's entry count and the ``tip``: the chain hash of its last event, so a stored state cannot
+outlive an edit of the log before it (R16). The store checks each entry's CRC when it is read.
 
-A *history* snapshot (``dump``/``load``) is one compressed document: a past state kept so
-that ``as_of`` (R17) folds a few thousand events, not a million. Many are kept, so each
-leaves out what the present state can give back exactly (``archive``: the purged
-instances, which are final). ``load`` also
-reads the one-document catalog snapshot of earlier releases, once, on upgrade.
+Two writers make the same bytes: the held state (``keyed``: its maps' changes since the
+generation it read from) and a fold from nothing stopped at chosen events (``Folded``: the keys
+the fold says it changed), which ``maintain`` writes and ``verify`` compares with.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import zlib
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
-
 
 import attrs
 import orjson
-from immutables import Map
 
 from ..core.maps import GONE, OverlayMap
-from ..core.model import CONCERNS, State
-from . import archive, collector, history
+from ..core.model import CONCERNS, State, fold_in_steps
+from . import archive, collector
 from .codecs import PLAIN, KeyedCodec, MapOf, codec_of
-from .history import HistoryEncoder
 from .lazy import Heal, Source, StoredEntries
 
-FORMAT = history.FORMAT
-"""Of history snapshots (one document each: ``history``)."""
 KEYED_FORMAT = 11
-"""Of the stored, keyed snapshot of the present (11: versions' schemas)."""
+"""Of stored states (11: versions' schemas)."""
+GROWTH = 4
+"""A chain of generations takes deltas until they hold this many times the entries of its full
+generation; then the next is full, starting a new chain. A key's read (and a part's scan) costs
+what its chain holds; every full generation costs the whole state, to write and to ``verify``."""
 STREAMS = "streams"
 """The part holding each stream's version."""
+INSTANCES, ARCHIVE = "tables.instances", "tables.archive"
+"""The parts a stored state splits the fold's instances between: live ones, and purged ones."""
 _STREAMS = MapOf(PLAIN)
 
 
 class SnapshotMismatch(ValueError):
     """The bytes are not a snapshot this release wrote, or were changed since."""
 
-
-def _encoded_afresh(part: str, items: Iterable[tuple[str, Any]], encode: Callable[[Any], Any]) -> list[bytes]:
-    dumps = orjson.dumps
-    return [dumps(encode(item)) for _, item in items]
-
-
-# --- the stored snapshot: one entry per key, read lazily --------------------------------------
 
 Row = tuple[str, str, "bytes | None"]
 """``(part, key, entry)``: an entry is JSON bytes; None records a key deleted since the last one."""
@@ -105,21 +92,27 @@ def entries_of(state: State) -> dict[str, dict[str, Any]]:
     return {part: dict(codec.entries(value).items()) for part, codec, value in _fields(compacted(state))}
 
 
-def keyed(state: State, tip: str | None, *, delta_of: object = None, encoder: HistoryEncoder | None = None) -> Stored:
-    """A stored snapshot of ``state``: only what changed since stored snapshot ``delta_of`` if every
-    part was read from it, else all of it."""
+def head_of(state: State, tip: str | None, counts: Mapping[str, int]) -> bytes:
+    """A generation's head: the same bytes whichever writer made it (``verify`` compares them)."""
+    return orjson.dumps({"format": KEYED_FORMAT, "seq": state.seq, "last_time": state.last_time,
+                         "tip": tip, "counts": counts})
+
+
+def keyed(state: State, tip: str | None, *, delta_of: object = None) -> Stored:
+    """A stored state of ``state``: only what changed since generation ``delta_of`` if every part
+    was read from it, else all of it."""
     with collector.paused():  # compacting and encoding allocate per entry and make no cycles
-        return _keyed(compacted(state), tip, delta_of, _encoded_afresh if encoder is None else encoder.all_of)
+        return _keyed(compacted(state), tip, delta_of)
 
 
-def _keyed(state: State, tip: str | None, delta_of: object,
-           encoded: Callable[[str, Iterable[tuple[str, Any]], Any], list[bytes]]) -> Stored:
+def _keyed(state: State, tip: str | None, delta_of: object) -> Stored:
     parts = [(part, codec, codec.entries(value)) for part, codec, value in _fields(state)]
     delta = delta_of is not None and all(
         isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries)
         and entries.base.stamp == delta_of for _, _, entries in parts)
     rows: list[Row] = []
     counts: dict[str, int] = {}
+    dumps = orjson.dumps
     for part, codec, entries in parts:
         encode = codec.encode_item
         if delta and isinstance(entries, OverlayMap):
@@ -127,20 +120,9 @@ def _keyed(state: State, tip: str | None, delta_of: object,
             rows.extend((part, key, None) for key, item in entries.changes.items() if item is GONE)
         else:
             changed = list(entries.items())
-        rows.extend(zip(itertools.repeat(part), (key for key, _ in changed), encoded(part, changed, encode)))
+        rows.extend(zip(itertools.repeat(part), (key for key, _ in changed), (dumps(encode(item)) for _, item in changed)))
         counts[part] = len(entries)
-    head = orjson.dumps({"format": KEYED_FORMAT, "seq": state.seq, "last_time": state.last_time,
-                         "tip": tip, "counts": counts})
-    return Stored(head, rows, delta, state)
-
-
-def entries_match(stored: Stored, scan: Callable[[str], Iterator[tuple[str, bytes]]]) -> bool:
-    """Whether every part ``scan`` gives (each stored part's entries, as bytes) holds exactly the
-    entries of ``stored``, a full stored snapshot just encoded: no more, no fewer, no other bytes."""
-    wanted: dict[str, dict[str, bytes | None]] = {part: {} for part, _, _ in _fields(stored.state)}
-    for part, key, entry in stored.rows:
-        wanted[part][key] = entry
-    return all(dict(scan(part)) == entries for part, entries in wanted.items())
+    return Stored(head_of(state, tip, counts), rows, delta, state)
 
 
 def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stamp: object,
@@ -193,99 +175,94 @@ def rebased(written: Stored, part: Callable[[str], Source], stamp: object, heal:
     return _mapped(written.state, rebase)
 
 
-# --- history snapshots: one document each -----------------------------------------------------
+class Folded:
+    """A fold (``core.fold.Steps``), stop by stop, as a stored state keeps it.
 
+    It keeps every entry's bytes, re-encoding at each stop only the keys the fold says it changed:
+    so the rows of a delta cost what changed, a full generation's cost no encoding at all, and
+    the head only counting. ``maintain`` writes them; ``verify`` compares the stored ones with them."""
 
-def dump(state: State, tip: str | None, *, encoder: HistoryEncoder | None = None,
-         changed: Mapping[str, Iterable[str]] | None = None) -> bytes:
-    """A history snapshot of ``state``; ``tip`` is the chain hash of event ``state.seq`` (None for a
-    log without the chain). ``encoder``: the one that encoded this fold's previous snapshots, and
-    ``changed`` what the fold changed since (``HistoryEncoder.body``)."""
-    with collector.paused():  # on a big heap the collector's rescans cost twice the encoding
-        body = (encoder or HistoryEncoder()).body(state, tip, changed)
-    return zlib.compress(hashlib.sha256(body).hexdigest().encode() + b"\n" + body, 1)
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, bytes]] = {}
+        """Each part's entries, as a stored state of the fold's state at the last stop holds them."""
+        self._streams: set[str] = set()
+        """The streams of the rows folded since the last stop (stream versions are not a map the
+        fold tracks)."""
 
+    def stops(self, base: State, read: Callable[[int, int], Iterable[tuple]],
+              at: Iterable[int]) -> Iterator[tuple[State, dict[str, set[str]]]]:
+        """Fold on from ``base`` through ``read(after, upto)``'s rows, stopping at each of ``at``
+        (ascending): there, the state (good until the next stop) and the keys changed since the
+        last stop, by part (every key, at the first)."""
+        steps, seq = fold_in_steps(base), base.seq
+        first = True
+        for stop in at:
+            seq = steps.fold_rows(self._through(read(seq, stop)))
+            state, changed = steps.look()
+            changed[STREAMS], self._streams = self._streams, set()
+            if first:  # what the fold does not track (it only grows by compaction) is all new too
+                changed[STREAMS] = set(state.streams.keys())
+                changed[ARCHIVE] = {i.id for i in state.tables.archive.values()}
+                first = False
+            self._saw(state, changed)
+            yield state, changed
 
-def history_matches(data: bytes, state: State, tip: str | None, encoder: HistoryEncoder) -> bool:
-    """Whether the stored history snapshot ``data`` is intact and holds exactly the bytes a snapshot
-    of ``state`` would (``encoder`` brought up to it: ``HistoryEncoder.sync``): proof it agrees with
-    the fold, without decoding it. False proves nothing (a snapshot of an earlier release is laid
-    out otherwise): compare decoded states then."""
-    try:
-        plain = zlib.decompress(data)
-    except zlib.error:
-        return False
-    start = plain.find(b"\n") + 1
-    with collector.paused():
-        fresh = encoder.document(state, tip)
-    return bool(start) and plain[:start - 1] == hashlib.sha256(fresh).hexdigest().encode() and \
-        memoryview(plain)[start:] == fresh
+    def _through(self, rows: Iterable[tuple]) -> Iterator[tuple]:
+        add = self._streams.add
+        for row in rows:
+            add(row[1])
+            yield row
 
+    def _saw(self, state: State, changed: Mapping[str, Iterable[str]]) -> None:
+        """Re-encode the keys ``changed`` (by part); a purged instance moves to the archive."""
+        dumps = orjson.dumps
+        entries = self._entries
+        fields = {part: (codec.encode_item, codec.entries(value)) for part, codec, value in _fields(state)}
+        for part in fields:
+            entries.setdefault(part, {})
+        for part, keys in changed.items():
+            if part == INSTANCES:
+                continue
+            encode, value = fields[part]
+            mine = entries[part]
+            for key in keys:
+                item = value.get(key, GONE)
+                if item is GONE:
+                    mine.pop(key, None)
+                else:
+                    mine[key] = dumps(encode(item))
+        live, instances = fields[INSTANCES]
+        archived = fields[ARCHIVE][0]
+        kept, gone = entries[INSTANCES], entries[ARCHIVE]
+        for key in changed.get(INSTANCES, ()):
+            found = instances.get(key)
+            if found is None:
+                kept.pop(key, None)
+            elif found.purged_at is None:
+                kept[key] = dumps(live(found))
+            else:
+                kept.pop(key, None)
+                gone[key] = dumps(archived(found))
 
-def load(data: bytes, tip: str | None, *, present: State | None = None) -> State:
-    """The state a snapshot holds, if it ends at the event whose chain hash is ``tip``;
-    ``SnapshotMismatch`` if it cannot be trusted. A history snapshot needs ``present``, a
-    state at or after it, to give back what it left out."""
-    if data[:1] == b"x":  # a zlib stream (a history snapshot); a plain one starts with hex digits
-        try:
-            data = zlib.decompress(data)
-        except zlib.error as exc:
-            raise SnapshotMismatch(f"the snapshot cannot be decompressed: {exc}") from None
-    start = data.find(b"\n") + 1
-    # Hashed and cut up in place: copying a snapshot of tens of MB costs as much as parsing its head.
-    if not start or hashlib.sha256(memoryview(data)[start:]).hexdigest().encode() != data[:start - 1]:
-        raise SnapshotMismatch("the snapshot's digest does not match its contents")
-    with collector.paused():  # like a replay: many small objects, no cycles
-        try:
-            return _load(_lines(data, start), tip, present)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise SnapshotMismatch(f"the snapshot does not fit this release: {exc}") from None
+    def head(self, state: State, tip: str | None) -> bytes:
+        """The head of a generation of the state at the last stop."""
+        return head_of(state, tip, {part: len(entries) for part, entries in self._entries.items()})
 
+    def entry(self, part: str, key: str) -> bytes | None:
+        """One entry of a stored state of the state at the last stop (None: there is none)."""
+        return self._entries[part].get(key)
 
-def _lines(data: bytes, start: int) -> list[bytes]:
-    """``data[start:].split(b"\n")`` without first copying ``data[start:]``."""
-    parts = []
-    while True:
-        end = data.find(b"\n", start)
-        if end < 0:
-            parts.append(data[start:])
-            return parts
-        parts.append(data[start:end])
-        start = end + 1
-
-
-def _load(lines: list[bytes], tip: str | None, present: State | None) -> State:
-    head, *raw_parts = lines
-    raw = orjson.loads(head)
-    if raw["format"] != FORMAT:
-        raise SnapshotMismatch(f"snapshot format {raw['format']}, this release writes {FORMAT}")
-    if raw["tip"] != tip:
-        raise SnapshotMismatch("the snapshot was taken of a different log (its tip is not the log's hash there)")
-    if raw["history"] and (present is None or present.seq < raw["seq"]):
-        raise SnapshotMismatch("a history snapshot is read with a later state to complete it")
-    raws = {(name, field): part for (name, field), part in zip(raw["raw"], raw_parts)}
-    slices = {}
-    for name, concern in CONCERNS.items():
-        cls = type(concern.initial)
-        stored = raw["slices"][name]
-        slices[name] = cls(**{
-            field.name: codec_of(field).decode(raws[name, field.name] if codec_of(field).raw
-                                               else stored[field.name])
-            for field in attrs.fields(cls)})
-        if raw["history"] and name == "tables":
-            slices[name] = archive.from_history(slices[name], getattr(present, name), raw["last_time"])
-    return State(seq=raw["seq"], last_time=raw["last_time"], streams=Map(raw["streams"]), **slices)
-
-
-def history_equal(a: State, b: State) -> bool:
-    """Equal in everything a history snapshot stores (what it leaves out, the present gives back)."""
-    if (a.seq, a.last_time, a.streams) != (b.seq, b.last_time, b.streams):
-        return False
-    for name in CONCERNS:
-        left, right = getattr(a, name), getattr(b, name)
-        if name == "tables":
-            if not archive.history_equal(left, right):
-                return False
-        elif left != right:
-            return False
-    return True
+    def rows(self, keys: Mapping[str, Iterable[str]] | None = None) -> list[Row]:
+        """The entries of a generation of the state at the last stop: all of them (``keys`` None),
+        else those of ``keys`` (by part), a key gone recorded as None. An instance changed is
+        written in the archive too if it is there (a purge)."""
+        entries = self._entries
+        if keys is None:
+            return [(part, key, entry) for part, found in entries.items() for key, entry in found.items()]
+        rows: list[Row] = []
+        for part, wanted in keys.items():
+            found = entries[part].get
+            rows.extend((part, key, found(key)) for key in wanted)
+        archived = entries[ARCHIVE]
+        rows.extend((ARCHIVE, key, archived[key]) for key in keys.get(INSTANCES, ()) if key in archived)
+        return list({(part, key): (part, key, entry) for part, key, entry in rows}.values())  # each key once

@@ -38,8 +38,8 @@ from ..chain import GENESIS, chain, event_hash
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
-    CHAIN_FORMAT, MANY, SNAPSHOT_GRACE, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
-    LEASE_PREFIX, check_copied, lease_free, lease_holder, lease_value, seal,
+    CHAIN_FORMAT, MANY, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
+    LEASE_PREFIX, check_copied, lease_free, lease_holder, lease_value, seal, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -59,22 +59,24 @@ _HASHED = _COLUMNS + ", hash"
 
 _GENERATIONS = (
     # AUTOINCREMENT: a number is never given twice, even after every generation was deleted, so a
-    # reader of an old one can never mistake a newer one for it.
-    # ``written``: when (wall-clock microseconds), so that a superseded chain is kept for its readers
-    # for a grace period (``SNAPSHOT_GRACE``).
+    # reader of an old one can never mistake a newer one for it. ``written``: when (wall-clock
+    # microseconds), for people reading the file.
     "CREATE TABLE IF NOT EXISTS snapshot_generations (gen INTEGER PRIMARY KEY AUTOINCREMENT, base INTEGER NOT NULL, "
     "seq INTEGER NOT NULL, format INTEGER NOT NULL, head BLOB NOT NULL, entries INTEGER NOT NULL, written INTEGER)",
     # An entry's value is a CRC-32 (of its part, key and bytes) and the bytes; NULL records a deletion.
-    "CREATE TABLE IF NOT EXISTS snapshot_entries (part TEXT NOT NULL, key TEXT NOT NULL, "
-    "gen INTEGER NOT NULL, value BLOB, PRIMARY KEY (part, key, gen)) WITHOUT ROWID",
+    # Kept in the order they are written (by generation): writing one appends, and reading a
+    # generation's own entries, or a part of a chain's, reads runs of the file in order.
+    "CREATE TABLE IF NOT EXISTS snapshot_entries (gen INTEGER NOT NULL, part TEXT NOT NULL, key TEXT NOT NULL, "
+    "value BLOB, PRIMARY KEY (gen, part, key)) WITHOUT ROWID",
+    # One key's entries, along the generations (a read of a few keys).
+    "CREATE INDEX IF NOT EXISTS snapshot_entries_by_key ON snapshot_entries (part, key, gen)",
 )
 
 
 class SQLiteStore(Store):
     """One ledger file. Safe to share between threads; open one per process."""
 
-    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0,
-                 snapshot_grace: int = SNAPSHOT_GRACE) -> None:
+    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0) -> None:
         level = synchronous.upper() if isinstance(synchronous, str) else None
         if level not in SYNCHRONOUS_LEVELS:
             raise InvalidArgument(
@@ -82,7 +84,8 @@ class SQLiteStore(Store):
         self.path = path
         self.location = None if path == ":memory:" else os.path.abspath(path)
         self.synchronous = level
-        self.snapshot_grace = snapshot_grace
+        self._chains: dict[tuple[int, int], frozenset[int]] = {}
+        """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
         self._lock = threading.RLock()
         self._data_version = -1
         self._exclusive = False
@@ -174,15 +177,19 @@ class SQLiteStore(Store):
         is left as it is (it can still be read)."""
         view = _EVENT_LOG_VIEW if self.format >= CHAIN_FORMAT else _EVENT_LOG_VIEW_V1
         found = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'event_log'").fetchone()
-        tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
         written = "snapshot_generations" in tables and any(
             column[1] == "written" for column in self._db.execute("PRAGMA table_info(snapshot_generations)"))
-        if found is not None and found[0] == view and {"blobs", "snapshot_entries"} <= tables and written:
+        if found is not None and found[0] == view and {"blobs", "snapshot_entries_by_key"} <= tables and written:
             return
         with contextlib.suppress(LedgerUnavailable, Conflict), self.transaction() as db:
             db.execute("DROP VIEW IF EXISTS event_log")
             db.execute(view)
             self._create_blobs()
+            if "snapshot_entries" in tables and "snapshot_entries_by_key" not in tables:
+                # Laid out by key before 0.4: the stored states are caches, so they go, not the log.
+                db.execute("DROP TABLE snapshot_entries")
+                db.execute("DELETE FROM snapshot_generations")
             for statement in _GENERATIONS:
                 db.execute(statement)
             if "snapshot_generations" in tables and not written:  # made by a release before the grace period
@@ -580,6 +587,14 @@ class SQLiteStore(Store):
             except sqlite3.OperationalError:  # a read-only file from before generations
                 return None
 
+    def generations(self) -> list[Generation]:
+        with self._lock, translate_errors(self.path):
+            try:
+                rows = self._db.execute(f"SELECT {_GENERATION} FROM snapshot_generations ORDER BY seq, gen").fetchall()
+            except sqlite3.OperationalError:  # a read-only file from before generations
+                return []
+        return [Generation(*row) for row in rows]
+
     def chain_entries(self, generation: Generation) -> tuple[int, int]:
         """Entries written by the full generation that ``generation``'s chain starts at, and by
         the deltas after it up to ``generation``."""
@@ -587,53 +602,59 @@ class SQLiteStore(Store):
             full, deltas = self._db.execute(
                 "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
                 "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
-                "WHERE gen BETWEEN ? AND ?", (generation.base, generation.gen)).fetchone()
+                "WHERE base = ? AND gen <= ?", (generation.base, generation.gen)).fetchone()
         return full, deltas
 
     def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
                          *, extends: Generation | None, replace: bool = False) -> Generation | None:
-        """Store a generation ending at event ``seq``: a delta on the chain ``extends`` belongs to,
-        or (None) a full one. Written only if it is newer than the latest (or, with ``replace``, a
-        full one at the same event, in place of one that could not be used) and, for a delta,
-        that one is still of the same chain; returns it, or None if not written. A full
-        generation deletes the chains superseded more than ``snapshot_grace`` ago."""
         with self.transaction() as db:
-            latest = _latest(db)
-            if latest is not None:
-                newer = latest.seq < seq or (replace and extends is None and latest.seq == seq)
-                if not newer or (extends is not None and latest.base != extends.base):
+            if extends is None:
+                if not replace and db.execute("SELECT 1 FROM snapshot_generations WHERE seq = ?", (seq,)).fetchone():
                     return None
-            elif extends is not None:
-                return None
-            now = time.time_ns() // 1000
+            else:
+                (newest,) = db.execute("SELECT max(gen) FROM snapshot_generations WHERE base = ?",
+                                       (extends.base,)).fetchone()
+                if newest != extends.gen or seq <= extends.seq:
+                    return None
             gen = db.execute("INSERT INTO snapshot_generations(base, seq, format, head, entries, written) "
-                             "VALUES (0, ?, ?, ?, ?, ?)", (seq, format, head, len(entries), now)).lastrowid
+                             "VALUES (0, ?, ?, ?, ?, ?)",
+                             (seq, format, head, len(entries), time.time_ns() // 1000)).lastrowid
             assert gen is not None  # an insert's rowid
             base = gen if extends is None else extends.base
             db.execute("UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
             # In key order: appending to the B-tree is several times faster than inserting all over it.
-            db.executemany("INSERT INTO snapshot_entries(part, key, gen, value) VALUES (?, ?, ?, ?)",
-                           [(part, key, gen, None if value is None else seal(part, key, value))
+            db.executemany("INSERT INTO snapshot_entries(gen, part, key, value) VALUES (?, ?, ?, ?)",
+                           [(gen, part, key, None if value is None else seal(part, key, value))
                             for part, key, value in sorted(entries)])
-            if extends is None and latest is not None:
-                # Every chain before the newest one that began more than the grace period ago was
-                # superseded at least that long ago: no reader still holds it (``SNAPSHOT_GRACE``).
-                (oldest_kept,) = db.execute(
-                    "SELECT max(gen) FROM snapshot_generations WHERE gen = base AND gen <= ? "
-                    "AND coalesce(written, 0) <= ?", (latest.base, now - self.snapshot_grace)).fetchone()
-                if oldest_kept is not None:
-                    db.execute("DELETE FROM snapshot_entries WHERE gen < ?", (oldest_kept,))
-                    db.execute("DELETE FROM snapshot_generations WHERE gen < ?", (oldest_kept,))
             return Generation(gen, base, seq, format, head, len(entries))
+
+    def generation_entries(self, generation: Generation) -> list[tuple[str, str, bytes | None]]:
+        with self._lock, translate_errors(self.path):
+            rows = self._db.execute("SELECT part, key, value FROM snapshot_entries WHERE gen = ?",
+                                    (generation.gen,)).fetchall()
+            stored = self._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?", (generation.gen,)).fetchone()
+        return own_rows(self.path, generation, rows, stored is not None)
 
     def delete_generations(self) -> None:
         """Forget every stored generation (``verify`` found one that disagrees with the log)."""
         with self.transaction() as db:
             db.execute("DELETE FROM snapshot_entries")
             db.execute("DELETE FROM snapshot_generations")
+        self._chains.clear()
 
     def generation_part(self, generation: Generation, part: str) -> SQLitePart:
-        return SQLitePart(self, generation, part)
+        return SQLitePart(self, generation, part, self._chain(generation))
+
+    def _chain(self, generation: Generation) -> frozenset[int]:
+        """The generations of ``generation``'s chain up to it: what its parts read from."""
+        key = (generation.base, generation.gen)
+        found = self._chains.get(key)
+        if found is None:
+            with self._lock, translate_errors(self.path):
+                found = frozenset(g for (g,) in self._db.execute(
+                    "SELECT gen FROM snapshot_generations WHERE base = ? AND gen <= ?", key).fetchall())
+            self._chains[key] = found
+        return found
 
     def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
         with self.transaction() as db:
@@ -667,60 +688,61 @@ class SQLitePart(SealedPart):
 
     __slots__ = ("_store",)
 
-    def __init__(self, store: SQLiteStore, generation: Generation, part: str) -> None:
-        super().__init__(store.path, generation, part)
+    def __init__(self, store: SQLiteStore, generation: Generation, part: str, chain: frozenset[int]) -> None:
+        super().__init__(store.path, generation, part, chain)
         self._store = store
 
     def get(self, key: str) -> bytes | None:
         store = self._store
         with store._lock, translate_errors(store.path):
-            exists, value = store._db.execute(
-                "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen), "
-                "(SELECT value FROM snapshot_entries WHERE part = :part AND key = :key "
-                "AND gen BETWEEN :base AND :gen ORDER BY gen DESC LIMIT 1)",
-                {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchone()
-        if not exists:
-            raise self._gone("is no longer stored")
+            rows = store._db.execute(
+                "SELECT gen, value FROM snapshot_entries WHERE part = :part AND key = :key "
+                "AND gen BETWEEN :base AND :gen AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen) "
+                "ORDER BY gen DESC",
+                {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchall()
+            if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
+                                              (self._gen,)).fetchone() is None:
+                raise self._gone("is no longer stored")
+        value = self._newest(rows)
         return None if value is None else self._unseal(key, value)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
         store, found = self._store, dict[str, object]()
+        chain = self._chain
         for start in range(0, len(keys), MANY):
             chunk = keys[start:start + MANY]
             with store._lock, translate_errors(store.path):
                 rows = store._db.execute(
-                    "SELECT key, value FROM snapshot_entries WHERE part = ? AND gen BETWEEN ? AND ? AND key IN "
+                    "SELECT key, gen, value FROM snapshot_entries WHERE part = ? AND gen BETWEEN ? AND ? AND key IN "
                     f"({', '.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) "
                     "ORDER BY key, gen", (self._part, self._base, self._gen, *chunk, self._gen)).fetchall()
                 if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
                                                   (self._gen,)).fetchone() is None:
                     raise self._gone("is no longer stored")
-            found.update(rows)  # by key, then generation: the newest of each key is the one kept
+            # by key, then generation: the newest of each key in the chain is the one kept
+            found.update((key, value) for key, gen, value in rows if gen in chain)
         return {key: self._unseal(key, value) for key, value in found.items() if value is not None}
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
-        store = self._store
+        store, gens = self._store, sorted(self._chain)
         with store._lock, translate_errors(store.path):
+            # In the order written: a later generation's entry replaces an earlier one's.
             rows = store._db.execute(
-                "SELECT key, value FROM snapshot_entries WHERE part = :part AND gen BETWEEN :base AND :gen "
-                "AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen) ORDER BY key, gen",
-                {"gen": self._gen, "base": self._base, "part": self._part}).fetchall()
+                f"SELECT key, value FROM snapshot_entries WHERE gen IN ({', '.join('?' * len(gens))}) AND part = ? "
+                "AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) ORDER BY gen",
+                (*gens, self._part, self._gen)).fetchall()
             if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
                                               (self._gen,)).fetchone() is None:
                 raise self._gone("is no longer stored")
         unseal = self._unseal
-        previous, last = None, None
-        for key, value in rows:
-            if key != previous and previous is not None and last is not None:
-                yield previous, unseal(previous, last)
-            previous, last = key, value
-        if previous is not None and last is not None:
-            yield previous, unseal(previous, last)
+        return ((key, unseal(key, value)) for key, value in dict(rows).items() if value is not None)
+
+
+_GENERATION = "gen, base, seq, format, head, entries"
 
 
 def _latest(db: sqlite3.Connection) -> Generation | None:
-    row = db.execute("SELECT gen, base, seq, format, head, entries FROM snapshot_generations "
-                     "ORDER BY gen DESC LIMIT 1").fetchone()
+    row = db.execute(f"SELECT {_GENERATION} FROM snapshot_generations ORDER BY seq DESC, gen DESC LIMIT 1").fetchone()
     return None if row is None else Generation(*row)
 
 

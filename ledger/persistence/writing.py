@@ -1,70 +1,34 @@
-"""Snapshots stored, and read back: the keyed generation of the present, and history snapshots.
+"""Stored states written, and read back: the keyed generations (R16, R17).
 
-Both are caches (R16): written only if the store is writable and not busy, read only if they fit
-this release and this log, never the truth. The held state (``held``) stores a generation as the
-log grows and reads it on open; ``maintain`` stores the history snapshots ``as_of`` starts from;
-``checks`` compares both with a fold for ``verify``.
+A generation is a cache (R16): written only if the store is writable and not busy, read only if
+it fits this release and this log, never the truth. The held state (``held``) stores one as the
+log grows and reads the newest on open; ``maintain`` stores those ``as_of`` starts from;
+``checks`` compares every one with a fold for ``verify``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable
 
 from ..core.model import State
 from ..errors import Conflict
 from . import collector, snapshot
-from .contract import Generation, Snapshot, Store
-from .history import HistoryEncoder
+from .contract import Generation, Store
 from .lazy import Heal
 
-HISTORY_PREFIX = "history:"
-JOIN: Any = object()
-"""``store_generation``'s answer when another process started a newer chain of generations: the
-caller reads its state from that one instead."""
-
-
-def history_name(seq: int) -> str:
-    return f"{HISTORY_PREFIX}{seq:012d}"
-
-
-def save_history(store: Store, state: State, encoder: HistoryEncoder | None = None,
-                 changed: Mapping[str, Iterable[str]] | None = None) -> bool:
-    """Store a history snapshot of ``state`` unless one is stored at its event; whether one was
-    written. ``encoder`` and ``changed``: see ``HistoryEncoder.body``."""
-    name = history_name(state.seq)
-    if store.load_snapshot(name) is not None:
-        return False
-    try:
-        data = snapshot.dump(state, store.hash_at(state.seq), encoder=encoder, changed=changed)
-        store.save_snapshot(name, Snapshot(state.seq, snapshot.FORMAT, data))
-        return True
-    except (Conflict, OSError):
-        return False  # a cache: a busy or read-only store goes without
-
-
-def load_history(store: Store, name: str, present: State) -> State | None:
-    """A stored history snapshot, completed from ``present``; None (and it is deleted) if it
-    cannot be trusted."""
-    snap = store.load_snapshot(name)
-    if snap is None:
-        return None
-    try:
-        if snap.format != snapshot.FORMAT:
-            raise snapshot.SnapshotMismatch(f"format {snap.format}")
-        state = snapshot.load(snap.data, store.hash_at(snap.seq), present=present)
-        if state.seq != snap.seq:
-            raise snapshot.SnapshotMismatch("its seq is not the one it is stored under")
-        return state
-    except snapshot.SnapshotMismatch:
-        with contextlib.suppress(Conflict, OSError):
-            store.delete_snapshot(name)
-        return None
+MOVED: Any = object()
+"""``store_generation``'s answer when another process extended the chain the state was read
+from: its changes are not relative to the newest of that chain, so the caller reads on from it."""
+EARLIER = ("catalog", "history:")
+"""The documents earlier releases stored (the state as one document; history snapshots, by
+prefix): this one neither reads nor writes them, and ``maintain`` deletes them."""
 
 
 def read_generation(store: Store, generation: Generation, heal: Callable[[str], Heal]) -> State:
     """The state a stored generation holds, read lazily (``heal(part)`` gives a part from the log if
     an entry cannot be read); ``SnapshotMismatch`` if it does not fit this release or this log."""
+    if generation.format != snapshot.KEYED_FORMAT:
+        raise snapshot.SnapshotMismatch(f"format {generation.format}, this release writes {snapshot.KEYED_FORMAT}")
     state = snapshot.load_keyed(generation.head, store.hash_at(generation.seq),
                                 lambda part: store.generation_part(generation, part), generation.gen, heal)
     if state.seq != generation.seq or store.event_time(generation.seq) != state.last_time:
@@ -74,10 +38,11 @@ def read_generation(store: Store, generation: Generation, heal: Callable[[str], 
 
 def store_generation(store: Store, state: State, reads_from: Generation | None, *,
                      replace: bool = False) -> tuple[Generation, snapshot.Stored] | None:
-    """Store ``state`` as the next generation: a delta of ``reads_from`` (the generation its maps
-    read from) while the chain's deltas have not outgrown its full generation, else a full one.
-    Only if newer than the newest stored (``replace``: or at its event). Returns what was written
-    and the stored form it holds, None if nothing was, or ``JOIN``."""
+    """Store ``state`` as a generation: a delta of ``reads_from`` (the generation its maps read
+    from) while that chain's deltas have not outgrown its full generation (``snapshot.GROWTH``),
+    else a full one. Not if one is stored at or after its event (unless
+    ``replace``: one at its event could not be used). Returns what was written and the stored
+    form it holds, None if nothing was, or ``MOVED``."""
     if not state.seq:
         return None
     try:
@@ -86,14 +51,14 @@ def store_generation(store: Store, state: State, reads_from: Generation | None, 
             if latest is not None and latest.seq >= state.seq and not (replace and latest.seq == state.seq):
                 return None
             extends = None
-            if latest is not None and reads_from is not None:
-                if latest.base != reads_from.base:
-                    return JOIN
-                full, deltas = store.chain_entries(latest)
-                extends = reads_from if deltas <= full else None
+            if reads_from is not None and not replace:
+                full, deltas = store.chain_entries(reads_from)
+                extends = reads_from if full and deltas <= snapshot.GROWTH * full else None
             stored = snapshot.keyed(state, store.hash_at(state.seq), delta_of=None if extends is None else extends.gen)
             written = store.write_generation(state.seq, snapshot.KEYED_FORMAT, stored.head, stored.rows,
                                              extends=extends if stored.delta else None, replace=replace)
-            return None if written is None else (written, stored)
+            if written is None:
+                return MOVED if stored.delta else None
+            return written, stored
     except (Conflict, OSError):
-        return None  # a snapshot is only a cache; a busy or read-only store just goes without
+        return None  # a stored state is only a cache; a busy or read-only store just goes without
