@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -25,6 +26,7 @@ import pytest
 
 from ledger import Ledger, ManualClock
 from ledger.persistence.maintain import LEASE_SECONDS
+from ledger.persistence.snapshot import KEYED_FORMAT
 from tests.conftest import T0
 from tests.test_audit import children
 
@@ -171,3 +173,23 @@ def test_r22_maintain_killed_midway_leaves_whole_stored_states_and_the_next_one_
         assert done.done and done.generations == every and done.written == every - written_before
         report = led.verify()
         assert (report.generations_compared, report.generations_discarded, report.snapshot_discarded) == (every, 0, False)
+
+
+def test_r22_maintain_replaces_the_stored_states_of_a_release_whose_state_had_another_shape(
+        long_ledger: Path, tmp_path: Path) -> None:
+    """A release that adds a concern (0.4: pins) changes the state's shape: what an earlier one
+    stored does not fit, so the open folds, and ``maintain`` replaces it (never kept for ever, never
+    believed)."""
+    path = copy(long_ledger, tmp_path / "l.db")
+    with Ledger.open(path, create=False) as led:
+        led.maintain()
+        truth = led.tables()
+    with sqlite3.connect(path) as conn:  # as the release before left them: another format
+        conn.execute("UPDATE snapshot_generations SET format = ?", (KEYED_FORMAT - 1,))
+    with Ledger.open(path, create=False, snapshot_every=1000) as led:  # a long log, as these go
+        assert led.runner.cache.generation is None and led.tables() == truth  # folded: nothing fitted
+        report = led.maintain()
+        assert report.written >= 1 and {g.format for g in led.store.generations()} == {KEYED_FORMAT}
+    with Ledger.open(path, create=False) as led:
+        assert led.runner.cache.generation is not None and led.tables() == truth
+        assert led.verify().generations_discarded == 0

@@ -162,7 +162,11 @@ def _refuse(part: str) -> Callable[[], dict]:
 
 
 def _forget_earlier(store: Store) -> None:
-    """Delete what earlier releases stored that this one never reads (``writing.EARLIER``)."""
+    """Delete what earlier releases stored that this one never reads (``writing.EARLIER``, and
+    generations of another format: a state whose shape changed, as when a concern was added)."""
+    if any(g.format != snapshot.KEYED_FORMAT for g in store.generations()):
+        with contextlib.suppress(Conflict, OSError):
+            store.delete_generations()
     whole, prefix = writing.EARLIER
     for name, _ in [(whole, 0), *store.snapshots(prefix)]:
         with contextlib.suppress(Conflict, OSError):
