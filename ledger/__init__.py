@@ -13,7 +13,7 @@ contract, the SQLite backend, the state cache and its snapshots), ``ledger.runne
 command loop that joins them.
 """
 
-from .api import Ledger, copy_ledger
+from .api import Ledger, Pin, copy_ledger
 from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport
 from .catalog import AsOf
@@ -21,12 +21,12 @@ from .clock import ManualClock
 from .errors import (
     CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
-    LedgerUnavailable, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
+    LedgerUnavailable, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
     VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
-from .views import History, HistoryEntry, TableInstance, VacuumOrder, VacuumTarget
+from .views import History, HistoryEntry, PinView, TableInstance, VacuumOrder, VacuumTarget
 
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance", "ClockSkew",
@@ -35,5 +35,5 @@ __all__ = [
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
-    "InclusionProof", "AsOf", "copy_ledger", "CopyReport",
+    "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin",
 ]

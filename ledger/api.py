@@ -25,27 +25,29 @@ from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
-from .clock import Clock, from_micros, parse_duration, system_clock, to_micros
+from .clock import Clock, from_micros, iso_utc, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
+from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, ReleasePin, RenewPin, TakePin
 from .core.model import State
 from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
 from .core.vacuums import (
     DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum, StartVacuum, VacuumPlan,
 )
+from .core.tables import require_live
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
     RenewWrite, RestoreVersion,
 )
 from .core.warehouse import MoveWarehouse
 from . import names
-from .errors import InvalidArgument, InvalidTime, LedgerNotFound, WarehouseMismatch
+from .errors import InvalidArgument, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
-from .views import History, TableInstance, TableVersion, VacuumOrder, WriteView
+from .views import History, PinView, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -224,7 +226,7 @@ class Ledger(Catalog):
 
     def record_purge(self, table_id: str, *, run_id: str, files: int, bytes: int) -> TableInstance:
         """Record that a vacuum deleted an instance's files (the vacuum calls ``finish_vacuum``)."""
-        return self._view(self.runner.run(RecordPurge(table_id, run_id, files, bytes)))
+        return self._view(self.runner.run(lambda now: RecordPurge(table_id, run_id, files, bytes, now)))
 
     def move_warehouse(self, to: str | os.PathLike[str]) -> str:
         """Record that the warehouse now lives at ``to`` (copy the files there first); returns the
@@ -305,6 +307,51 @@ class Ledger(Catalog):
         assert v is not None
         return TableVersion.of(state, v, self._files_of(state))
 
+    # --- pins (R21): readers hold what they read ------------------------------------------
+
+    def pin(self, name: str | None = None, *, version: int | None = None, as_of: datetime | None = None,
+            table_id: str | None = None, lease: Duration | None = None) -> Pin:
+        """Keep a version's files from every vacuum while a read of it runs (R21): the current
+        version of the live table ``name`` by default, ``version=`` or ``as_of=`` an earlier one, or
+        ``table_id=`` any instance (a dropped one too: then it is not purged). The lease (default
+        an hour, at most 7 days) ends the pin unless renewed; ``release`` (or leaving a ``with``
+        block) ends it now. An expired version is ``VersionExpired``, a purged instance or a
+        dropped one behind its watermark ``PinRefused``: a pin never resurrects."""
+        seconds = DEFAULT_PIN_LEASE_SECONDS if lease is None else _lease_seconds(lease, "a pin's lease")
+        at = None if as_of is None else to_micros(as_of)
+        pin_id = self.runner.run(lambda now: TakePin(_new_id(), now, name, table_id, version, at, seconds))
+        return Pin(self, self._pin_view(pin_id))
+
+    def renew_pin(self, pin_id: str) -> PinView:
+        """Extend a live pin by its lease, from now; one that ended is ``PinEnded`` (also when it
+        ended in the instant between the decision and the renewal's landing: then it changed nothing)."""
+        self.runner.run(lambda now: RenewPin(pin_id, now))
+        view = self._pin_view(pin_id)
+        if view.released_at is None and view.expires_at <= from_micros(self.runner.held.last_time):
+            raise PinEnded(f"cannot renew pin {pin_id}: it ran out at {iso_utc(view.expires_at)}, as the renewal "
+                           "was being recorded, and a vacuum may have deleted what it held since; take a new pin")
+        return view
+
+    def release_pin(self, pin_id: str) -> PinView:
+        """End a pin now (a pin that ended already is left as it is)."""
+        self.runner.run(lambda now: ReleasePin(pin_id, now))
+        return self._pin_view(pin_id)
+
+    def pins(self, name: str | None = None, *, table_id: str | None = None) -> list[PinView]:
+        """The live pins (of one table, by live name or id), soonest to end first."""
+        state = self._current()
+        now = to_micros(self.now())
+        if name is not None or table_id is not None:
+            inst = self._instance(state, table_id) if table_id is not None else require_live(state, str(name))
+            found = state.pins.live(inst.id, now)
+        else:
+            found = state.pins.every_live(now)
+        return [PinView.of(state, p, now) for p in found]
+
+    def _pin_view(self, pin_id: str) -> PinView:
+        state = self.runner.held
+        return PinView.of(state, state.pins.pins[pin_id], to_micros(self.now()))
+
     # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
 
     def plan_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
@@ -368,9 +415,10 @@ class Ledger(Catalog):
         """Record a run's end: the purges (table id, files, bytes), the write folders it deleted
         (old or swept: table id, write ids, files, bytes) and the committed folders it cleaned of
         stragglers (likewise); returns how many purges were recorded."""
-        return self.runner.run(FinishVacuum(run_id, tuple(purged), failed,
-                                            tuple((t, tuple(w), f, b) for t, w, f, b in expired),
-                                            tuple((t, tuple(w), f, b) for t, w, f, b in stragglers)))
+        gone = tuple(purged)
+        old = tuple((t, tuple(w), f, b) for t, w, f, b in expired)
+        cleaned = tuple((t, tuple(w), f, b) for t, w, f, b in stragglers)
+        return self.runner.run(lambda now: FinishVacuum(run_id, gone, failed, old, cleaned, now))
 
     @staticmethod
     def new_run_id() -> str:
@@ -484,6 +532,36 @@ class Ledger(Catalog):
             target = self.store.seq_at(to_micros(time))
         return AsOf(self.store, self.runner.cache.state_at(target), self._recorded_root)
 
+
+
+class Pin:
+    """A pin you hold (``Ledger.pin``): its fields are a ``PinView``'s; ``renew`` extends it,
+    ``release`` ends it, and as a context manager it is released on leaving the block."""
+
+    def __init__(self, ledger: Ledger, view: PinView) -> None:
+        self._ledger = ledger
+        self.view = view
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.view, name)
+
+    def __repr__(self) -> str:
+        return f"<Pin {self.view.id} on {self.view.table} version {self.view.version} until " \
+               f"{self.view.expires_at.isoformat()}>"
+
+    def renew(self) -> Pin:
+        self.view = self._ledger.renew_pin(self.view.id)
+        return self
+
+    def release(self) -> Pin:
+        self.view = self._ledger.release_pin(self.view.id)
+        return self
+
+    def __enter__(self) -> Pin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def copy_ledger(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> CopyReport:

@@ -72,6 +72,16 @@ class PurgeRefused(LedgerError):
     watermark (a vacuum whose plan went stale), or the counts make no sense."""
 
 
+class PinRefused(LedgerError):
+    """A pin that cannot be taken (R21): on a purged instance, a dropped one behind its
+    watermark, or a table that holds the most pins it may. A pin never resurrects what a vacuum
+    may have touched; an expired version is ``VersionExpired``."""
+
+
+class PinEnded(LedgerError):
+    """The pin was released, or its lease ran out: what it held may be gone; take a new pin."""
+
+
 class Conflict(LedgerError):
     """The streams a command read kept moving under it; it gave up after retrying.
 

@@ -20,6 +20,7 @@ import attrs
 from .clock import Micros, format_duration, from_micros, iso, iso_utc
 from .core.events import Recorded, type_of
 from .core.model import State
+from .core.pins import Pin
 from .core.tables import Instance
 from .core.vacuums import VacuumPlan
 from .core.versions import Version, Write
@@ -204,6 +205,45 @@ class WriteView:
                 "version": self.version}
 
 
+def held_line(h: dict[str, Any]) -> str:
+    """One thing a pin kept from a vacuum (``VacuumOrder.held``), said as a user needs it (R21)."""
+    what = "not purged" if h["what"] == "purge" else f"version {h['version']} and newer not expired"
+    return f"  held by pin {h['pin']} until {h['until']}: {h['name']} (id {h['id']}) {what}"
+
+
+@attrs.frozen
+class PinView:
+    """A reader's pin (R21): what it holds, and until when. ``live`` is False once it was
+    released or its lease ran out (as the ledger's clock saw it when this view was made)."""
+
+    id: str
+    table: str
+    table_id: str
+    version: int | None
+    """The version it holds (None: a dropped instance that has no versions, held whole)."""
+    taken_at: datetime
+    expires_at: datetime
+    lease: timedelta
+    released_at: datetime | None
+    live: bool
+
+    @classmethod
+    def of(cls, state: State, pin: Pin, now: Micros) -> PinView:
+        inst = state.tables.instance(pin.table_id)
+        assert inst is not None
+        return cls(id=pin.id, table=inst.name, table_id=pin.table_id, version=pin.version,
+                   taken_at=from_micros(pin.taken_at), expires_at=from_micros(pin.expires_at),
+                   lease=timedelta(seconds=pin.lease_seconds),
+                   released_at=None if pin.released_at is None else from_micros(pin.released_at),
+                   live=pin.holds(now))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "table": self.table, "table_id": self.table_id, "version": self.version,
+                "taken_at": iso_utc(self.taken_at), "expires_at": iso_utc(self.expires_at),
+                "lease": format_duration(int(self.lease.total_seconds())),
+                "released_at": iso_utc(self.released_at), "live": self.live}
+
+
 class History:
     """The events a ``Ledger.history`` query matches, oldest first.
 
@@ -343,6 +383,8 @@ class VacuumOrder:
     the foreign files in their locations, which no vacuum ever deletes (only a purge does)."""
     locations: int = 0
     """About how many table locations the root holds (live and dropped, not purged)."""
+    held: tuple[dict[str, Any], ...] = ()
+    """What pins kept from this run (R21): table, id, ``purge`` or ``expiry``, version, pin, until."""
 
     @property
     def empty(self) -> bool:
@@ -370,6 +412,8 @@ class VacuumOrder:
                            "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
                           for w in plan.waiting),
             lease_until=from_micros(plan.lease_until) if recorded and _acts(plan) else None,
+            held=tuple({"name": h.name, "id": h.id, "what": h.what, "version": h.version, "pin": h.pin_id,
+                        "until": iso(h.until)} for h in plan.held),
             expiries=tuple(VacuumExpiry(
                 e.id, e.name, join_location(root, e.path), _dt(e.mark), e.versions,
                 tuple((w, join_location(join_location(root, e.path), folder)) for w, folder in e.folders),

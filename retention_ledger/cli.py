@@ -31,7 +31,7 @@ from ledger import HistoryEntry, Ledger, LedgerError, Scope, TableInstance, copy
 from ledger.audit import Checkpoint, generate_key, outputs
 from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
-from ledger.views import format_bytes
+from ledger.views import format_bytes, held_line
 
 DEFAULT_LEDGER = "ledger.db"
 
@@ -388,6 +388,19 @@ def writes(ctx: Context, name: str | None) -> None:
           w.folder) for w in found]) if found else "no open writes")
 
 
+@command(cli, "pins", short_help="List live pins: what readers hold from every vacuum.")
+@click.option("--name", default=None, help="Only pins on this live table.")
+@click.option("--id", "table_id", default=None, help="Only pins on this instance (a dropped one too).")
+def pins(ctx: Context, name: str | None, table_id: str | None) -> None:
+    """List the live pins (R21): each keeps a version's files (or a dropped table) from every
+    vacuum until it is released or its lease ends."""
+    found = ctx.ledger.pins(name, table_id=table_id)
+    ctx.emit([p.to_dict() for p in found], lambda: _text_table(
+        ("PIN", "TABLE", "TABLE_ID", "VERSION", "TAKEN_AT", "EXPIRES_AT"),
+        [(p.id, p.table, p.table_id, "-" if p.version is None else str(p.version), iso_utc(p.taken_at),
+          iso_utc(p.expires_at)) for p in found]) if found else "no live pins")
+
+
 # --- watermarks and retention ----------------------------------------------------------------
 
 @command(cli, "watermark", short_help="Show or advance a watermark.", as_of=True)
@@ -651,7 +664,8 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "expired": [], "swept": [],
                   "stragglers": [], "foreign": [], "purged": 0,
                   "failed": 0, "files": 0, "bytes": 0, "resumed_runs": [], "busy_runs": list(order.busy),
-                  "waiting": list(order.waiting), "duration_seconds": 0.0, "timings": {}, "listing": None},
+                  "waiting": list(order.waiting), "held": list(order.held), "duration_seconds": 0.0, "timings": {},
+                  "listing": None},
                  lambda: _nothing_text(order))
         return
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
@@ -693,6 +707,7 @@ def _nothing_text(order: Any) -> str:
                      f"{w['retention']} from {w['retention_from']}")
     for run in order.busy:
         lines.append(f"  vacuum run {run} is still running (its lease is live); its tables are left to it")
+    lines += [held_line(h) for h in order.held]
     return "\n".join(lines)
 
 
@@ -741,6 +756,7 @@ def _vacuum_text(report: Any) -> str:
         lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
     if report.busy_runs:
         lines.append(f"  left to running vacuum(s): {', '.join(report.busy_runs)}")
+    lines += [held_line(h) for h in report.held]
     for w in report.waiting:
         lines.append(f"  {w['name']} (id {w['id']}) is restorable until {w['due_at']}: retention "
                      f"{w['retention']} from {w['retention_from']}")

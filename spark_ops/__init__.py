@@ -17,7 +17,7 @@ from typing import Any
 _HOMES = {
     "local_session": ".session", "JavaNotFound": ".session", "SparkUnavailable": ".session",
     "stop_local_spark": ".session",
-    "read_table": ".tables", "write_table": ".tables",
+    "read_table": ".tables", "write_table": ".tables", "reading": ".tables", "READ_PIN_LEASE": ".tables",
     "vacuum": ".vacuum_job", "sweep": ".vacuum_job", "VacuumReport": ".vacuum_job",
     "InstanceReport": ".vacuum_job", "read_log": ".log",
 }

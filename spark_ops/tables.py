@@ -12,6 +12,9 @@ is touched), we check that every file it names is there (a missing one is
 ``TableDataMissing``, never fewer rows), and Spark reads exactly those files, and partition columns come back across writes (each write's
 folder is its own partition root, so partitioned writes are read one by one and unioned).
 
+Pins (R21): a read pins the version it resolved (``read_table`` for a lease, ``reading`` for a
+block), so no vacuum deletes its files under it.
+
 Tables written before versioning (Parquet straight into the location) still read as they
 did until their first versioned write, which adopts their files as version 1.
 """
@@ -20,13 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from datetime import datetime
-from typing import Any, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Iterator, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from ledger import Ledger, LedgerError, TableNotFound
+from ledger import Ledger, LedgerError, Pin, TableNotFound
 from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
 from ledger.views import TableInstance, TableVersion
 
@@ -109,25 +112,65 @@ def _schema_for(ledger: Ledger, name: str, schema: str, mode: str, merge: bool,
         "mode='overwrite' to replace the table's columns")
 
 
+READ_PIN_LEASE = timedelta(hours=1)
+"""The lease of the pin a read takes (R21) unless told otherwise. ``read_table``'s pin ends with it
+(a DataFrame used later reads without one); ``reading`` renews it for as long as its block runs."""
+
+
 def read_table(spark: SparkSession, ledger: Ledger, name: str, *, version: int | None = None,
-               as_of: datetime | None = None) -> DataFrame:
+               as_of: datetime | None = None, pin: bool = True, lease: Any = None) -> DataFrame:
     """Read the current version of ``name``, or version ``version``, or the version current at
-    ``as_of``. An expired version is ``VersionExpired`` before any file is read."""
+    ``as_of``. An expired version is ``VersionExpired`` before any file is read.
+
+    The version read is pinned (R21) for ``lease`` (default ``READ_PIN_LEASE``, an hour): no vacuum
+    deletes its files while the pin holds, and the pin ends at its lease. ``reading`` holds the pin
+    for a block instead, and releases it after; ``pin=False`` reads without one (a vacuum may then
+    expire the version under a long job)."""
+    return _read(spark, ledger, name, version, as_of, lease if pin else False)[0]
+
+
+@contextlib.contextmanager
+def reading(spark: SparkSession, ledger: Ledger, name: str, *, version: int | None = None,
+            as_of: datetime | None = None, lease: Any = None) -> Iterator[DataFrame]:
+    """``read_table`` with its pin held for the block: renewed every third of its lease while the
+    block runs, released on leaving it (``with reading(spark, led, "sales.orders") as df: ...``)."""
+    df, held = _read(spark, ledger, name, version, as_of, lease)
+    if held is None:  # a table not yet versioned: nothing to pin
+        yield df
+        return
+    try:
+        with Heartbeat(f"pin-{held.id}", held.lease.total_seconds() / 3, lambda: held.renew()):
+            yield df
+    finally:
+        held.release()
+
+
+def _read(spark: SparkSession, ledger: Ledger, name: str, version: int | None, as_of: datetime | None,
+          lease: Any) -> tuple[DataFrame, Pin | None]:
+    """The DataFrame and the pin that holds it (None: not pinned). ``lease`` False: no pin."""
     table = ledger.table(name)
     check_filesystem(spark, ledger.warehouse)
     if table.current_version is None and version is None and as_of is None:
-        return _read_unversioned(spark, table)
-    chosen = ledger.version(name, version=version, as_of=as_of)
-    paths = [f"{table.location}/{entry.path}" for entry in chosen.files]
-    missing = fs.first_missing(ledger.warehouse, paths)
-    if missing is not None:
-        raise TableDataMissing(
-            f"{table.name} version {chosen.number} names {missing}, which is not there: the read is refused "
-            "rather than returning fewer rows (was the file deleted outside the ledger?)")
-    recorded = None if chosen.schema is None else schemas.struct(chosen.schema)
-    if not paths:
-        return spark.createDataFrame([], recorded or StructType([]))
-    return _read_files(spark, table.location, [entry.path for entry in chosen.files], recorded)
+        return _read_unversioned(spark, table), None
+    held = None if lease is False else \
+        ledger.pin(name, version=version, as_of=as_of, lease=READ_PIN_LEASE if lease is None else lease)
+    try:
+        chosen = ledger.version(name, version=version, as_of=as_of) if held is None else \
+            ledger.version(name, version=held.version)
+        paths = [f"{table.location}/{entry.path}" for entry in chosen.files]
+        missing = fs.first_missing(ledger.warehouse, paths)
+        if missing is not None:
+            raise TableDataMissing(
+                f"{table.name} version {chosen.number} names {missing}, which is not there: the read is refused "
+                "rather than returning fewer rows (was the file deleted outside the ledger?)")
+        recorded = None if chosen.schema is None else schemas.struct(chosen.schema)
+        if not paths:
+            return spark.createDataFrame([], recorded or StructType([])), held
+        return _read_files(spark, table.location, [entry.path for entry in chosen.files], recorded), held
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
 
 
 def _read_files(spark: SparkSession, location: str, paths: list[str], schema: StructType | None) -> DataFrame:

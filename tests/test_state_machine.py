@@ -2,9 +2,11 @@
 
 Hypothesis drives ``LedgerMachine`` through random sequences of every ledger
 command (create, drop, the three kinds of undrop, database drop and undrop,
-watermark advances at every scope, retention settings, purges, malformed
-input), interleaved with clock steps (forward, none, and back) and reopening
-the file (from the log or from a snapshot). Arguments come from a universe
+watermark advances at every scope, retention settings, purges, writes and
+versions, pins (R21: taken by name or id with leases valid or not, renewed,
+released), malformed input), interleaved with clock steps (forward, none, and
+back: pins end at their lease on a step, without an event) and reopening the
+file (from the log or from a snapshot). Arguments come from a universe
 of two databases with two table names each, so that names collide and get
 reused often; a few rules aim the same commands at what the model holds, so
 that successes and the guard's boundaries are common too.
@@ -18,10 +20,10 @@ fold (for the ledger's self-check) from the other.
 For every command the model predicts success or the error type(s) the
 contract allows; the ledger must agree, and a refusal must append nothing.
 After every step the invariants compare the two in full (live tables, dropped
-lists newest first, each instance, watermarks, retentions, event count and
-times) and check the ledger against itself (a fresh fold of its log equals its
-incremental state; event times strictly increase; nothing is both live and
-purged).
+lists newest first, each instance, watermarks, retentions, versions, marks,
+writes, live pins, event count and times) and check the ledger against itself
+(a fresh fold of its log equals its incremental state; event times strictly
+increase; nothing is both live and purged).
 
 Where the contract leaves precedence open (an undrop that is both blocked and
 targets a bound name, say) the model accepts each error the contract allows,
@@ -58,7 +60,7 @@ from ledger.errors import InvalidArgument as BadArgument
 from ledger.errors import (
     DatabaseChanged, DatabaseNotFound, InvalidName, VersionExpired, VersionNotFound,
     WriteClosed, InvalidRetention, InvalidScope, InvalidTime, LedgerError,
-    TableExists, TableNotFound, UndropBlocked,
+    PinEnded, PinRefused, TableExists, TableNotFound, UndropBlocked,
 )
 from ledger.core.events import decode
 from ledger.core.model import State, fold
@@ -99,7 +101,9 @@ NAMES = tuple(f"{db}.{t}" for db in DATABASES for t in ("t1", "t2"))
 GHOST_ID = "0123456789abcdef"  # well-formed, but no instance has it
 DEFAULT_RETENTION = 7 * 86_400
 RETENTION_FLOOR = 86_400
-
+PIN_LEASE = 3600               # R21: a pin's lease unless its taker says otherwise
+PIN_LEASE_MAX = 7 * 86_400     # the longest lease one call may ask for
+PINS_PER_TABLE = 1000          # the most live pins one instance may hold
 
 def spell(text: str, style: str) -> str:
     """Names are case-insensitive: the ledger is handed any spelling, the model the canonical one."""
@@ -195,6 +199,23 @@ class ModelVersion:
     restored_from: int | None = None
 
 
+@dataclass
+class ModelPin:
+    """A reader's pin (R21): on ``version`` of instance ``table``, or on the instance (None)."""
+
+    id: str
+    table: str
+    version: int | None
+    taken: int
+    lease: int                    # seconds
+    expires: int
+    released: int | None = None
+
+    def holds(self, at: int) -> bool:
+        """Not released, and its lease has not run out: it ends at ``expires``, without an event."""
+        return self.released is None and at < self.expires
+
+
 class Model:
     """DESIGN.md's rules over plain dicts, in the order a reader meets them in the contract."""
 
@@ -209,6 +230,7 @@ class Model:
         self.writes: dict[str, ModelWrite] = {}      # write id -> write, whatever its status
         self.versions: dict[str, list[ModelVersion]] = {}  # table id -> its versions, oldest first
         self.marks: dict[str, int] = {}              # table id -> retention mark
+        self.pins: dict[str, ModelPin] = {}          # pin id -> pin, released and ended ones included
 
     # R6: event times strictly increase, even when the clock steps back; now never goes back.
 
@@ -482,6 +504,14 @@ class Model:
         table = self.live(name)
         if table is None:
             raise Refuse(TableNotFound, why=f"{name} is not live")
+        return table, self.pick(table, number, as_of)
+
+    def pick(self, table: ModelTable, number: int | None = None, as_of: int | None = None) -> ModelVersion:
+        """Of any instance (a pin by id may name a dropped one): the current version, version
+        ``number``, or the newest committed at or before ``as_of``; never both; never an expired one."""
+        name = table.name
+        if number is not None and as_of is not None:
+            raise Refuse(BadArgument, why=f"{name}: a version or a time, not both")
         versions = self.versions.get(table.id, [])
         if not versions:
             raise Refuse(VersionNotFound, why=f"{name} has no versions")
@@ -498,7 +528,7 @@ class Model:
             chosen = versions[-1]
         if self.expired(table.id, chosen):
             raise Refuse(VersionExpired, why=f"{name} version {chosen.number} is behind the mark")
-        return table, chosen
+        return chosen
 
     def read(self, name: str, number: int | None = None, as_of: int | None = None) -> Accept:
         table, chosen = self.choose(name, number, as_of)
@@ -533,6 +563,10 @@ class Model:
         if target is None or (previous is not None and target <= previous):
             return Accept(0, lambda found: None if opt_us(found) == previous else
                           pytest.fail(f"mark returned {found}, expected {previous}"))
+        held = [p for p in self.live_pins(table.id) if p.version is not None
+                and versions[p.version - 1].committed <= target]
+        if held:  # R21: a mark stops short of every pinned version; a manual one that would not is refused
+            raise Refuse(PinRefused, why=f"{name}: a mark at {target} would expire pinned version {held[0].version}")
         time = self.next_time()
 
         def commit(found: datetime | None) -> None:
@@ -548,11 +582,116 @@ class Model:
         table = self.tables.get(table_id)
         if table is None or not table.dropped_unpurged or not self.blocked(table):
             raise Refuse(PurgeRefused, why=f"{table_id} is not dropped and blocked")
+        # R21: a pinned instance is not purged: the pins that hold it now.
+        held = self.live_pins(table_id, None)
+        if held:
+            raise Refuse(PurgeRefused, why=f"{table_id} is held by pin {held[-1].id}")
         time = self.next_time()
 
         def commit(inst: Any) -> None:
             assert (inst.id, opt_us(inst.purged_at)) == (table_id, time)
             table.purged = time
+            self._appended(time)
+        return Accept(1, commit)
+
+    # --- pins (R21) ----------------------------------------------------------------------
+
+    def live_pins(self, table_id: str | None = None, at: int | None = None) -> list[ModelPin]:
+        """The pins that hold at ``at`` (now by default; released ones and ones past their lease
+        do not), soonest to end first (ties by id, so that both sides list them alike)."""
+        when = self.now() if at is None else at
+        found = [p for p in self.pins.values() if p.holds(when) and (table_id is None or p.table == table_id)]
+        return sorted(found, key=lambda p: (p.expires, p.id))
+
+    def _pin_target(self, name: str | None, table_id: str | None, number: int | None,
+                    as_of: int | None) -> tuple[ModelTable, int | None]:
+        """What a pin would hold: a live table by name, any instance by id; a version as ``pick``
+        chooses it, or nothing (None) on a dropped instance that has no versions."""
+        if table_id is None:
+            if name is None:
+                raise Refuse(BadArgument, why="a pin needs a name or an id")
+            table = self.live(name)
+            if table is None:
+                raise Refuse(TableNotFound, why=f"{name} is not live")
+        else:
+            table = self.tables.get(table_id)
+            if table is None:
+                raise Refuse(TableNotFound, why=f"no instance {table_id}")
+        reasons: set[type[Exception]] = set()
+        why = []
+        if self.blocked(table):  # purged, or dropped at or before its watermark: never resurrected
+            reasons.add(PinRefused)
+            why.append(f"{table.id} is {self.status(table)}")
+        if len(self.live_pins(table.id)) >= PINS_PER_TABLE:
+            reasons.add(PinRefused)
+            why.append(f"{table.id} holds {PINS_PER_TABLE} live pins")
+        version = None
+        if table.live or self.versions.get(table.id) or number is not None or as_of is not None:
+            try:
+                version = self.pick(table, number, as_of).number
+            except Refuse as refused:  # an expired version and a blocked instance: either refusal is
+                reasons |= refused.errors  # true, and the contract ranks neither
+                why.append(refused.why)
+        if reasons:
+            raise Refuse(*reasons, why="; ".join(why))
+        return table, version
+
+    def take_pin(self, name: str | None, table_id: str | None, number: int | None, as_of: int | None,
+                 lease: int | None) -> Accept:
+        """A lease of 1 s to 7 days (``None``: one outside that, or malformed) on what ``_pin_target``
+        names; a bad lease and a refusal of the target are both fair complaints."""
+        reasons: set[type[Exception]] = set()
+        why = []
+        if lease is None or not 1 <= lease <= PIN_LEASE_MAX:
+            reasons.add(BadArgument)
+            why.append("a lease from 1 s to 7 days")
+        try:
+            table, version = self._pin_target(name, table_id, number, as_of)
+        except Refuse as refused:
+            reasons |= refused.errors
+            why.append(refused.why)
+        if reasons:
+            raise Refuse(*reasons, why="; ".join(why))
+        assert lease is not None
+        time = self.next_time()
+        expires = self.now() + lease * SECOND  # from now (recorded at now, or 1 µs on when the clock stalls)
+
+        def commit(pin: Any) -> None:
+            assert pin.id not in self.pins, "a new pin must get a new id"
+            assert (pin.table, pin.table_id, pin.version, us(pin.taken_at), us(pin.expires_at), pin.lease,
+                    pin.released_at, pin.live) == \
+                (table.name, table.id, version, time, expires, timedelta(seconds=lease), None, True)
+            self.pins[pin.id] = ModelPin(pin.id, table.id, version, time, lease, expires)
+            self._appended(time)
+        return Accept(1, commit)
+
+    def renew_pin(self, pin_id: str) -> Accept:
+        """Only while it holds (one that ended may have let a vacuum in): its lease again, from now."""
+        pin = self.pins[pin_id]
+        time = self.next_time()
+        if not pin.holds(time):  # held now, ended when its renewal would be recorded: refused all the same
+            raise Refuse(PinEnded, why=f"pin {pin_id} ended at {pin.released or pin.expires}")
+        expires = time + pin.lease * SECOND
+
+        def commit(view: Any) -> None:
+            assert (view.id, us(view.expires_at), view.released_at, view.live) == (pin_id, expires, None, True)
+            pin.expires = expires
+            self._appended(time)
+        return Accept(1, commit)
+
+    def release_pin(self, pin_id: str) -> Accept:
+        """Ends a live pin now; one that ended already (released, or past its lease) is left as it is."""
+        pin = self.pins[pin_id]
+        time = self.next_time()
+        if not pin.holds(time):  # ended, or ends before the release could be recorded (its last µs)
+            def unchanged(view: Any) -> None:
+                assert (view.id, opt_us(view.released_at), us(view.expires_at), view.live) == \
+                    (pin_id, pin.released, pin.expires, pin.holds(self.now()))
+            return Accept(0, unchanged)
+
+        def commit(view: Any) -> None:
+            assert (view.id, view.live, opt_us(view.released_at)) == (pin_id, False, time), view
+            pin.released = time
             self._appended(time)
         return Accept(1, commit)
 
@@ -583,6 +722,9 @@ class LedgerMachine(RuleBasedStateMachine):
         """The outcome of the latest command: "ok" or the error's type name (for scenario tests)."""
         self.last_result: Any = None
         """What the latest command returned, or the error it raised."""
+        self.handles: dict[str, Any] = {}
+        """pin id -> the ``Pin`` that ``Ledger.pin`` returned (its ``renew``, ``release``, ``with``),
+        while the ledger that made it is open."""
 
     def teardown(self) -> None:
         try:
@@ -702,9 +844,12 @@ class LedgerMachine(RuleBasedStateMachine):
     def undrop_a_dropped_database(self, data: st.DataObject, style: str) -> None:
         self.undrop_database(data.draw(st.sampled_from(self._undoable_databases())), style)
 
+    # Lists the rules draw from are in the model's order of creation, never sorted by id: ids are
+    # random, and a draw that depends on them makes Hypothesis's replays differ (FlakyStrategyDefinition).
+
     def _purgeable(self) -> list[str]:
         tables = self.model.tables.values()
-        return sorted(t.id for t in tables if t.dropped_unpurged and self.model.blocked(t))
+        return [t.id for t in tables if t.dropped_unpurged and self.model.blocked(t)]
 
     @precondition(lambda self: self._purgeable())
     @rule(data=st.data())
@@ -815,8 +960,7 @@ class LedgerMachine(RuleBasedStateMachine):
                      lambda: self.led.advance_retention_mark(name, at(to)))
 
     def _open_writes(self) -> list[str]:
-        return sorted(w.id for w in self.model.writes.values()
-                      if w.status == "open" and self.model.tables[w.table].live)
+        return [w.id for w in self.model.writes.values() if w.status == "open" and self.model.tables[w.table].live]
 
     @precondition(lambda self: self._open_writes())
     @rule(data=st.data(), mode=st.sampled_from(["append", "overwrite"]))
@@ -864,6 +1008,166 @@ class LedgerMachine(RuleBasedStateMachine):
         name, number = data.draw(st.sampled_from(self._restorable()))
         self.restore_version(name, number)
 
+    # --- pins (R21) ----------------------------------------------------------------------
+
+    pins = Bundle("pins")
+
+    LEASES = [  # (as the caller writes it, seconds; None: refused, out of range or malformed)
+        (None, PIN_LEASE), ("2h", 7200), (60, 60), ("1s", 1), (timedelta(days=7), PIN_LEASE_MAX),
+        (PIN_LEASE_MAX + 1, None), ("8d", None), (0, None), (0.5, None), ("-1h", None), ("a week", None),
+    ]
+    GOOD_LEASES = [lease for lease in LEASES if lease[1] is not None]
+    CHOICES = [  # which version a pin asks for: (version=, how long before now as_of= is)
+        (None, None), (None, None), (1, None), (2, None), (4, None), (None, 0), (None, SECOND), (None, DAY),
+        (1, 0),  # both: refused
+    ]
+
+    def _take_pin(self, label: str, name: str | None, table_id: str | None,
+                  choice: tuple[int | None, int | None], lease: tuple[Any, int | None]) -> Any:
+        number, back = choice
+        given, seconds = lease
+        as_of = None if back is None else self.model.now() - back
+        when = None if as_of is None else at(as_of)
+        found = self._expect(label, lambda: self.model.take_pin(name and name.lower(), table_id, number, as_of, seconds),
+                             lambda: self.led.pin(name, version=number, as_of=when, table_id=table_id, lease=given))
+        if isinstance(found, LedgerError):
+            return multiple()
+        self.handles[found.id] = found
+        return found.id
+
+    @rule(target=pins, name=names, choice=st.sampled_from(CHOICES), lease=st.sampled_from(LEASES))
+    def pin_by_name(self, name: str, choice: tuple[int | None, int | None], lease: tuple[Any, int | None]) -> Any:
+        """A reader pins the version of a live table it is about to read."""
+        return self._take_pin("pin by name", name, None, choice, lease)
+
+    @rule(target=pins, table=tables, choice=st.sampled_from(CHOICES), lease=st.sampled_from(LEASES))
+    def pin_by_id(self, table: str, choice: tuple[int | None, int | None], lease: tuple[Any, int | None]) -> Any:
+        """Any instance by id: a live one, a dropped one (held whole when it has no versions), or
+        one a vacuum may have touched (refused)."""
+        return self._take_pin("pin by id", None, table, choice, lease)
+
+    def _pinnable(self) -> list[tuple[str, int | None]]:
+        """(instance, version) a pin may hold: an unexpired version of an instance neither purged nor
+        behind its watermark, or such a dropped instance that has no versions (None)."""
+        found: list[tuple[str, int | None]] = []
+        for t in self.model.tables.values():
+            if self.model.blocked(t):
+                continue
+            versions = self.model.versions.get(t.id, [])
+            found += [(t.id, v.number) for v in versions if not self.model.expired(t.id, v)]
+            if not t.live and not versions:
+                found.append((t.id, None))
+        return found
+
+    @precondition(lambda self: self._pinnable())
+    @rule(target=pins, data=st.data(), lease=st.sampled_from(LEASES), by_name=st.booleans())
+    def pin_what_can_be_pinned(self, data: st.DataObject, lease: tuple[Any, int | None], by_name: bool) -> Any:
+        """With any lease: a bad one is then the only thing wrong."""
+        table_id, number = data.draw(st.sampled_from(self._pinnable()))
+        table = self.model.tables[table_id]
+        if by_name and table.live:
+            return self._take_pin("pin aimed", spell(table.name, "upper"), None, (number, None), lease)
+        return self._take_pin("pin aimed", None, table_id, (number, None), lease)
+
+    @precondition(lambda self: self._pinnable())
+    @rule(target=pins, data=st.data(), lease=st.sampled_from(GOOD_LEASES),
+          wait=st.sampled_from([0, SECOND, 60 * SECOND, 3600 * SECOND]),
+          end=st.sampled_from(["renew", "release", "renew, release", "neither"]))
+    def read_under_a_pin(self, data: st.DataObject, lease: tuple[Any, int | None], wait: int, end: str) -> Any:
+        """A reader's pin, start to end: taken, the read (which takes ``wait``), then renewed (PinEnded
+        once its lease ran out) and released, or left to end at its lease."""
+        pin = self.pin_what_can_be_pinned(data, lease, data.draw(st.booleans()))
+        if not isinstance(pin, str):
+            return pin
+        self.step_clock(wait)
+        held = self.model.pins[pin]
+        table = self.model.tables[held.table]
+        if table.live and held.version is not None:
+            self.read_version(table.name, held.version)
+        if "renew" in end:
+            self.renew_pin(pin, data.draw(st.sampled_from(["ledger", "handle"])))
+        if "release" in end:
+            self.release_pin(pin, data.draw(st.sampled_from(["ledger", "handle", "with"])))
+        return pin
+
+    def _unpinnable(self) -> list[tuple[str, int | None]]:
+        """(instance, version) no pin may hold: any of an instance purged or behind its watermark
+        (PinRefused), an expired version of another (VersionExpired). A pin never resurrects."""
+        found: list[tuple[str, int | None]] = []
+        for t in self.model.tables.values():
+            versions = self.model.versions.get(t.id, [])
+            if self.model.blocked(t):
+                found += [(t.id, None), *((t.id, v.number) for v in versions)]
+            else:
+                found += [(t.id, v.number) for v in versions if self.model.expired(t.id, v)]
+        return found
+
+    @precondition(lambda self: self._unpinnable())
+    @rule(target=pins, data=st.data(), lease=st.sampled_from(GOOD_LEASES))
+    def pin_what_may_not_be_pinned(self, data: st.DataObject, lease: tuple[Any, int | None]) -> Any:
+        table_id, number = data.draw(st.sampled_from(self._unpinnable()))
+        return self._take_pin("pin refused", None, table_id, (number, None), lease)
+
+    @rule(pin=pins, via=st.sampled_from(["ledger", "handle"]))
+    def renew_pin(self, pin: str, via: str) -> None:
+        handle = self.handles.get(pin) if via == "handle" else None
+        self._expect("renew pin", lambda: self.model.renew_pin(pin),
+                     (lambda: handle.renew()) if handle is not None else (lambda: self.led.renew_pin(pin)))
+
+    @rule(pin=pins, via=st.sampled_from(["ledger", "handle", "with"]))
+    def release_pin(self, pin: str, via: str) -> None:
+        """By id, by the pin's ``release``, or by leaving a ``with`` block that holds it."""
+        handle = self.handles.get(pin) if via != "ledger" else None
+
+        def leave_a_block() -> Any:
+            assert handle is not None
+            with handle as held:
+                assert held is handle
+            return handle
+        call = (lambda: self.led.release_pin(pin)) if handle is None else \
+            (lambda: handle.release()) if via == "handle" else leave_a_block
+        self._expect("release pin", lambda: self.model.release_pin(pin), call)
+
+    def _live_pins(self) -> list[str]:
+        return [p.id for p in self.model.pins.values() if p.holds(self.model.now())]
+
+    @precondition(lambda self: self._live_pins())
+    @rule(data=st.data(), renew=st.booleans())
+    def renew_or_release_a_live_pin(self, data: st.DataObject, renew: bool) -> None:
+        pin = data.draw(st.sampled_from(self._live_pins()))
+        self.renew_pin(pin, "handle") if renew else self.release_pin(pin, "ledger")
+
+    def _pinned_versions(self) -> list[tuple[str, int]]:
+        return sorted({(self.model.tables[p.table].name, p.version) for p in self.model.live_pins()
+                       if p.version is not None and self.model.tables[p.table].live})
+
+    @precondition(lambda self: self._pinned_versions())
+    @rule(data=st.data(), offset=st.sampled_from([0, -1, 1]))
+    def mark_a_pinned_version(self, data: st.DataObject, offset: int) -> None:
+        """To a pinned version's commit time, 1 µs either side: PinRefused exactly when the mark
+        would expire it (never for the current version, which no mark reaches)."""
+        name, number = data.draw(st.sampled_from(self._pinned_versions()))
+        table = self.model.live(name)
+        assert table is not None
+        committed = self.model.versions[table.id][number - 1].committed
+        to = min(committed + offset, self.model.now())
+        self._expect("advance mark to a pin", lambda: self.model.advance_mark(name, to),
+                     lambda: self.led.advance_retention_mark(name, at(to)))
+
+    def _pinned_dropped(self) -> list[str]:
+        held = {p.table for p in self.model.live_pins()}
+        return [t.id for t in self.model.tables.values() if t.id in held and t.dropped_unpurged]
+
+    @precondition(lambda self: self._pinned_dropped())
+    @rule(data=st.data())
+    def purge_a_pinned_instance(self, data: st.DataObject) -> None:
+        """A watermark may reach a pinned dropped instance (a manual advance does), its purge may not."""
+        table = self.model.tables[data.draw(st.sampled_from(self._pinned_dropped()))]
+        if not self.model.blocked(table):
+            assert table.dropped is not None
+            self.advance_watermark(f"table:{table.id}", table.dropped, label="advance table to a pinned drop")
+        self.record_purge(table.id)
+
     # --- malformed input: refused before anything is decided ------------------------------
 
     BAD_INPUT: list[tuple[str, type[Exception], Callable[[Ledger], Any]]] = [
@@ -878,6 +1182,12 @@ class LedgerMachine(RuleBasedStateMachine):
         ("unknown scope", InvalidScope, lambda led: led.advance_watermark(T0, scope="galaxy")),
         ("bad table scope", InvalidScope, lambda led: led.advance_watermark(T0, scope="table:xyz")),
         ("empty database scope", InvalidScope, lambda led: led.set_retention("database:", "7d")),
+        ("pin nothing", BadArgument, lambda led: led.pin()),
+        ("pin an id no instance has", TableNotFound, lambda led: led.pin(table_id=GHOST_ID)),
+        ("pin a bad id", InvalidName, lambda led: led.pin(table_id="xyz")),
+        ("renew no such pin", BadArgument, lambda led: led.renew_pin("no-such-pin")),
+        ("release no such pin", BadArgument, lambda led: led.release_pin(GHOST_ID)),
+        ("pins of an id no instance has", TableNotFound, lambda led: led.pins(table_id=GHOST_ID)),
     ]
 
     @rule(case=st.sampled_from(BAD_INPUT))
@@ -905,6 +1215,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.led = Ledger.open(self.path, clock=self.clock, max_clock_skew=MANUAL, actor="sm",
                                snapshot_every=snapshot_every)
         _record("reopen: from a snapshot" if self.led.runner.cache.snapshot_seq else "reopen: from the log")
+        self.handles.clear()  # they belong to the ledger just closed
         self.last = "ok"
 
     # --- invariants, checked after every step --------------------------------------------
@@ -972,6 +1283,24 @@ class LedgerMachine(RuleBasedStateMachine):
             sorted(w.id for w in self.model.writes.values() if w.status == "open")
 
     @invariant()
+    def pins_match(self) -> None:
+        """R21: the live pins, and only those (released ones and ones past their lease are not), in
+        all, per live name and per instance, soonest to end first, each with what it holds and until when."""
+        def seen(views: list[Any]) -> list[tuple[Any, ...]]:
+            return [(p.id, p.table, p.table_id, p.version, us(p.taken_at), us(p.expires_at), p.lease,
+                     p.released_at, p.live) for p in views]
+
+        def expected(pins: list[ModelPin]) -> list[tuple[Any, ...]]:
+            return [(p.id, self.model.tables[p.table].name, p.table, p.version, p.taken, p.expires,
+                     timedelta(seconds=p.lease), None, True) for p in pins]
+        assert sorted(seen(self.led.pins())) == sorted(expected(self.model.live_pins()))
+        for table in (self.model.tables[i] for i in {p.table for p in self.model.pins.values()}):  # ever pinned
+            held = expected(self.model.live_pins(table.id))
+            assert seen(self.led.pins(table_id=table.id)) == held, table
+            if table.live:
+                assert seen(self.led.pins(spell(table.name, "mixed"))) == held, table
+
+    @invariant()
     def fresh_fold_equals_incremental_state(self) -> None:
         """Replaying the whole log from nothing gives the state the ledger built step by step."""
         fresh = fold(State(), (decode(*row) for row in self.led.store.read(0)))
@@ -1000,7 +1329,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """Every invariant, for scenarios driven by hand (Hypothesis calls them itself)."""
         for check in (self.live_tables_match, self.dropped_lists_match, self.instances_match,
                       self.watermarks_and_retentions_match, self.versions_marks_and_writes_match,
-                      self.fresh_fold_equals_incremental_state,
+                      self.pins_match, self.fresh_fold_equals_incremental_state,
                       self.event_times_strictly_increase, self.nothing_is_live_and_purged):
             check()
 
@@ -1224,3 +1553,142 @@ def test_r11_r12_r14_versions_restore_mark_and_closed_writes() -> None:
         do(m, "commit_write", "WriteClosed", write=aborted, mode="append")
         do(m, "drop", name="a.t1")
         do(m, "begin_write", "TableNotFound", name="a.t1")
+
+
+def _versions(m: LedgerMachine, name: str, modes: tuple[str, ...]) -> None:
+    """One write per mode, a second apart: a history for a pin and a mark to work on."""
+    for mode in modes:
+        do(m, "step_clock", step=SECOND)
+        write = do(m, "begin_write", name=name)
+        do(m, "commit_write", write=write, mode=mode)
+    do(m, "step_clock", step=SECOND)
+
+
+def test_r21_a_pin_holds_its_version_against_a_mark_until_released_or_its_lease_ends() -> None:
+    """A mark may reach just below a pinned version, not over it (PinRefused, nothing appended);
+    the pin ends at its lease without an event, and then the mark goes on."""
+    with machine() as m:
+        t = do(m, "create", name="a.t1")
+        _versions(m, "a.t1", ("append", "overwrite", "append"))
+        pin = do(m, "pin_by_name", name="A.t1", choice=(2, None), lease=(60, 60))
+        assert [(p.id, p.version) for p in m.led.pins("a.t1")] == [(pin, 2)]
+        do(m, "advance_mark", name="a.t1", which=1, offset=0)  # version 1: below the pin, allowed
+        do(m, "advance_mark", "PinRefused", name="a.t1", which=2, offset=0)  # would expire version 2
+        do(m, "advance_mark", "PinRefused", name="a.t1", which=2, offset=1)
+        do(m, "read_version", name="a.t1", number=2)  # still readable
+        do(m, "step_clock", step=30 * SECOND)
+        do(m, "renew_pin", pin=pin, via="handle")  # 60 s again, from now
+        do(m, "step_clock", step=59 * SECOND)
+        do(m, "advance_mark", "PinRefused", name="a.t1", which=2, offset=0)  # renewed: still held
+        do(m, "step_clock", step=SECOND)  # exactly at its lease: it has ended, and no event says so
+        assert m.led.pins() == [] and m.led.pins(table_id=t) == []
+        do(m, "renew_pin", "PinEnded", pin=pin, via="ledger")  # a vacuum may have come in since
+        do(m, "release_pin", pin=pin, via="handle")  # ended already: nothing to append
+        do(m, "advance_mark", name="a.t1", which=2, offset=0)
+        do(m, "pin_by_name", "VersionExpired", name="a.t1", choice=(2, None), lease=(None, PIN_LEASE))
+        do(m, "pin_by_id", "VersionExpired", table=t, choice=(1, None), lease=(60, 60))
+        current = do(m, "pin_by_name", name="a.t1", choice=(None, None), lease=("2h", 7200))  # version 3
+        do(m, "advance_mark", name="a.t1", which=-1, offset=0)  # the current version: no mark reaches it
+        do(m, "release_pin", pin=current, via="with")
+        assert m.led.pins() == []
+
+
+def test_r21_a_pinned_dropped_instance_is_not_purged() -> None:
+    """A dropped instance without versions is pinned whole (version None); a watermark may reach
+    it, its purge may not, nor a new pin; once the pin is released it is purged like any other."""
+    with machine() as m:
+        t = do(m, "create", name="b.t1")
+        do(m, "step_clock", step=SECOND)
+        do(m, "drop", name="b.t1")
+        do(m, "pin_by_name", "TableNotFound", name="b.t1", choice=(None, None), lease=(None, PIN_LEASE))
+        do(m, "pin_by_id", "VersionNotFound", table=t, choice=(1, None), lease=(None, PIN_LEASE))
+        pin = do(m, "pin_by_id", table=t, choice=(None, None), lease=("2h", 7200))
+        assert [p.version for p in m.led.pins(table_id=t)] == [None]
+        do(m, "step_clock", step=SECOND)
+        do(m, "advance_to_a_drop_time", anchor=t, kind="table", offset=0, style="lower")  # it is blocked
+        do(m, "record_purge", "PurgeRefused", table=t)
+        do(m, "pin_by_id", "PinRefused", table=t, choice=(None, None), lease=(None, PIN_LEASE))
+        do(m, "renew_pin", pin=pin, via="ledger")  # the pin it has still holds it, and may be renewed
+        do(m, "reopen", snapshot_every=1)  # from a snapshot: the pin is still there
+        do(m, "record_purge", "PurgeRefused", table=t)
+        do(m, "release_pin", pin=pin, via="ledger")
+        do(m, "record_purge", table=t)
+        do(m, "pin_by_id", "PinRefused", table=t, choice=(None, None), lease=(None, PIN_LEASE))  # purged: final
+        do(m, "undrop_by_id", "UndropBlocked", table=t, name=None, upper_id=False, new_name=None)
+
+
+def test_r21_a_pin_survives_its_table_being_dropped_and_ends_at_most_seven_days_on() -> None:
+    """Leases: 1 s to 7 days, or refused before anything is recorded; a pin taken on a live table
+    keeps the dropped instance from its purge until the lease ends, and then holds nothing."""
+    with machine() as m:
+        t = do(m, "create", name="a.t2")
+        do(m, "pin_by_name", "VersionNotFound", name="a.t2", choice=(None, None), lease=(None, PIN_LEASE))
+        _versions(m, "a.t2", ("append",))
+        for given in ("8d", PIN_LEASE_MAX + 1, 0, 0.5, "-1h", "a week"):
+            do(m, "pin_by_name", "InvalidArgument", name="a.t2", choice=(None, None), lease=(given, None))
+        do(m, "pin_by_name", "InvalidArgument", name="a.t2", choice=(1, 0), lease=(None, PIN_LEASE))  # both
+        do(m, "pin_by_name", "TableNotFound", name="b.t2", choice=(None, None), lease=(None, PIN_LEASE))
+        pin = do(m, "pin_by_name", name="a.t2", choice=(None, 0), lease=(timedelta(days=7), PIN_LEASE_MAX))
+        do(m, "drop", name="a.t2")
+        do(m, "step_clock", step=SECOND)
+        do(m, "advance_to_a_drop_time", anchor=t, kind="database", offset=0, style="upper")
+        do(m, "record_purge", "PurgeRefused", table=t)
+        do(m, "step_clock", step=7 * DAY)  # the longest lease there is has ended
+        do(m, "advance_to_recent", scope="database:a", back=0, style="lower", zone_hours=0)
+        assert m.led.pins() == []
+        do(m, "record_purge", table=t)
+        do(m, "renew_pin", "PinEnded", pin=pin, via="handle")
+
+
+def test_r21_a_pin_is_taken_and_renewed_while_the_clock_stands_still() -> None:
+    """Event times increase when the clock stands still (R6), 1 µs past the ledger's now, and a
+    pin's lease runs from now: taking or renewing one at a stalled clock is an ordinary command."""
+    with machine() as m:
+        t = do(m, "create", name="a.t1")
+        _versions(m, "a.t1", ("append",))
+        do(m, "step_clock", step=0)
+        do(m, "drop", "TableNotFound", name="a.t2")  # the clock stays where the last event was
+        pin = do(m, "pin_by_name", name="a.t1", choice=(None, None), lease=(None, PIN_LEASE))
+        do(m, "renew_pin", pin=pin, via="ledger")
+        do(m, "step_clock", step=-SECOND)
+        do(m, "renew_pin", pin=pin, via="handle")
+        do(m, "pin_by_id", table=t, choice=(1, None), lease=(60, 60))
+
+
+@pytest.mark.parametrize("ending", ["renew_pin", "release_pin"])
+def test_r21_a_pin_renewed_or_released_in_its_last_microsecond(ending: str) -> None:
+    """pins() lists a pin until its lease ends. Renewing or releasing it in its last microsecond,
+    with the clock standing still, would record the event 1 µs after now, when the lease has ended:
+    so it is decided for then, a renewal is PinEnded and a release has nothing to end, and nothing
+    is recorded (R21: refused before anything is recorded); the ledger still opens and verifies."""
+    with machine() as m:
+        do(m, "create", name="a.t1")
+        _versions(m, "a.t1", ("append",))
+        pin = do(m, "pin_by_name", name="a.t1", choice=(None, None), lease=("1s", 1))
+        do(m, "step_clock", step=SECOND - 1)
+        do(m, "create", name="a.t2")  # an event 1 µs before the pin's lease ends
+        do(m, "step_clock", step=-SECOND)  # the clock steps back: the ledger's now stays there
+        assert [p.id for p in m.led.pins()] == [pin]
+        before = m.led.event_count()
+        try:  # decided for when it would be recorded, when the pin has ended: nothing is recorded
+            view = getattr(m.led, ending)(pin)
+            assert ending == "release_pin" and view.released_at is None, view
+        except PinEnded:
+            assert ending == "renew_pin"
+        assert m.led.event_count() == before, "a refused renewal or an idle release appended events"
+        m.led.close()
+        m.led = Ledger.open(m.path, clock=m.clock, max_clock_skew=MANUAL, actor="sm")
+        m.led.verify()
+
+
+def test_r21_a_pin_past_its_lease_holds_nothing() -> None:
+    """Pins end at their lease: one that pins() no longer lists keeps nothing from a purge."""
+    with machine() as m:
+        t = do(m, "create", name="b.t2")
+        do(m, "step_clock", step=SECOND)
+        do(m, "drop", name="b.t2")
+        do(m, "pin_by_id", table=t, choice=(None, None), lease=(60, 60))
+        do(m, "advance_to_a_drop_time", anchor=t, kind="table", offset=0, style="lower")
+        do(m, "step_clock", step=3600 * SECOND)  # the lease ended an hour ago, and nothing was recorded since
+        assert m.led.pins() == []
+        do(m, "record_purge", table=t)

@@ -271,6 +271,8 @@ class RecordPurge:
     run_id: str
     files: int
     bytes: int
+    now: Micros | None = None
+    """When it is decided (a pin that holds then refuses it, R21); None: at the next event's time."""
 
 
 Command = Union[CreateTable, DropTable, UndropTable, DropDatabase, UndropDatabase, RecordPurge]
@@ -416,7 +418,8 @@ def check_counts(run_id: object, files: object, size: object) -> None:
             raise InvalidArgument(f"a purge's {what} must be a whole number of 0 or more, got {value!r}")
 
 
-def purge(state: State, id_: str, run_id: object, files: object, size: object) -> tuple[str, TablePurged]:
+def purge(state: State, id_: str, run_id: object, files: object, size: object,
+          now: Micros | None = None) -> tuple[str, TablePurged]:
     """The event recording that an instance's files are gone: only for a dropped instance
     behind its watermark (R8), with counts that make sense (they stay in the log for good)."""
     check_counts(run_id, files, size)
@@ -430,11 +433,15 @@ def purge(state: State, id_: str, run_id: object, files: object, size: object) -
         raise PurgeRefused(
             f"cannot record purge of {inst.name} (id {inst.id}): it is not behind a watermark, "
             "so it is still restorable")
+    held = state.pins.live(inst.id, state.last_time + 1 if now is None else now)
+    if held:
+        raise PurgeRefused(f"cannot record purge of {inst.name} (id {inst.id}): pin {held[-1].id} holds it until "
+                           f"{iso(held[-1].expires_at)} (R21); release the pin, or wait for its lease to end")
     return catalog_stream(inst.database), TablePurged(inst.id, run_id, files, size)  # type: ignore[arg-type]
 
 
 def _purge(state: State, cmd: RecordPurge) -> Decision:
-    recorded = purge(state, cmd.table_id, cmd.run_id, cmd.files, cmd.bytes)
+    recorded = purge(state, cmd.table_id, cmd.run_id, cmd.files, cmd.bytes, cmd.now)
     inst = state.tables.instances[recorded[1].table_id]
     return Decision((recorded,), guard_streams(state, inst), inst.id)
 
@@ -524,6 +531,10 @@ def _on_purged(b: Builder, e: TablePurged, seq: int, time: Micros) -> None:
         raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not dropped")
     if not b.guard.is_blocked(inst):
         raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not behind its watermark (R8)")
+    held = b.pins.live(inst.id, time)
+    if held:
+        raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which pin {held[-1].id} holds until "
+                      f"{held[-1].expires_at} (R21)")
     _forget_dropped(tables, inst)
     tables.instances[e.table_id] = Instance(inst.id, inst.name, inst.path, inst.created_at, inst.dropped_at, time)
 

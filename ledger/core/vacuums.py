@@ -208,6 +208,19 @@ class Waiting:
 
 
 @attrs.frozen
+class Held:
+    """What a pin kept from this run (R21): a dropped instance it did not purge (``version`` None
+    when the pin is on an instance without versions), or a version its mark stopped short of."""
+    id: str
+    name: str
+    what: str
+    """``purge`` or ``expiry``."""
+    version: int | None
+    pin_id: str
+    until: Micros
+
+
+@attrs.frozen
 class VacuumPlan:
     run_id: str
     now: Micros
@@ -227,6 +240,8 @@ class VacuumPlan:
     locations: int = 0
     """How many instances (live or dropped, not purged) have a location under the root: what a
     listing of the root's folders would return."""
+    held: tuple[Held, ...] = ()
+    """What pins kept from this run, and until when (R21)."""
 
 
 @attrs.frozen
@@ -262,6 +277,8 @@ class FinishVacuum:
     """(table id, write ids, files, bytes) for each instance whose old (or swept) write folders are gone."""
     stragglers: tuple[tuple[str, tuple[str, ...], int, int], ...] = ()
     """(table id, write ids, files, bytes) for each instance whose committed folders were cleaned."""
+    now: Micros | None = None
+    """When it is decided (None: at the next event's time)."""
 
 
 Command = Union[StartVacuum, RenewVacuum, FinishVacuum]
@@ -282,8 +299,13 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     held = {id_ for run in busy_runs for id_ in run.table_ids}
     due: list[Instance] = []
     waiting: list[Waiting] = []
+    pinned: list[Held] = []
     for inst in [] if cmd.only_uncommitted else state.tables.dropped_instances(database=database):
         if inst.id in held:
+            continue
+        pins = state.pins.live(inst.id, cmd.now)
+        if pins:  # R21: not purged, and so not newly blocked either (choose_watermarks spares it)
+            pinned.append(Held(inst.id, inst.name, "purge", pins[-1].version, pins[-1].id, pins[-1].expires_at))
             continue
         source, seconds = guard.retention_source(inst, cmd.retention_seconds)
         due_at = (inst.dropped_at or 0) + seconds * 1_000_000
@@ -305,7 +327,7 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     held_folders = {w for run in busy_runs for w in run.write_folders}
     written = _versioned(state, database, chosen_ids)
     expiries = () if cmd.only_uncommitted else tuple(
-        e for e in (_expiry(state, i, cmd, held_folders) for i in written if i.id in state.data.heads)
+        e for e in (_expiry(state, i, cmd, held_folders, pinned) for i in written if i.id in state.data.heads)
         if e is not None)
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
     going = {w for e in expiries for w, _ in e.folders}
@@ -319,7 +341,8 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     return VacuumPlan(cmd.run_id, cmd.now, planned, marks, resumes, cmd.now + cmd.lease_seconds * 1_000_000,
                       tuple(waiting), tuple(run.run_id for run in busy_runs), expiries, sweeps, stragglers,
                       tuple((i.id, i.name, i.path, adopted[i.id]) for i in written) if cmd.uncommitted else (),
-                      len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()))
+                      len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()),
+                      tuple(pinned))
 
 
 def _adopted(state: State, table_id: str) -> str | None:
@@ -368,12 +391,17 @@ def _versioned(state: State, database: str | None, purging: set[str]) -> list[In
     return sorted(found, key=lambda i: (i.name, i.id))
 
 
-def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str]) -> Expiry | None:
+def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinned: list[Held]) -> Expiry | None:
     """R13 for one instance: the mark its retention allows (evidence: the commit time of a version
-    superseded at or before now minus the retention) and the folders that then go."""
+    superseded at or before now minus the retention), stopped short of a pinned version (R21,
+    added to ``pinned`` when it stopped one), and the folders that then go."""
     data = state.data
     seconds = state.guard.retention_seconds(inst, cmd.retention_seconds)
-    allowed = data.retention_allows(inst.id, cmd.now - seconds * 1_000_000)
+    until = cmd.now - seconds * 1_000_000
+    pin = state.pins.oldest(inst.id, cmd.now)
+    allowed = data.retention_allows(inst.id, until, None if pin is None else pin.version)
+    if pin is not None and allowed != data.retention_allows(inst.id, until):
+        pinned.append(Held(inst.id, inst.name, "expiry", pin.version, pin.id, pin.expires_at))
     current = data.mark(inst.id)
     mark = allowed if allowed is not None and (current is None or allowed > current) else None
     effective = mark if mark is not None else current
@@ -454,7 +482,7 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
     for planned in plan.instances:
         inst = state.tables.instances[planned.id]
-        reads |= guard_streams(state, inst)
+        reads |= guard_streams(state, inst) | {data_stream(planned.id)}  # a pin taken meanwhile stops it (R21)
         # Its retention decided that it is due: a longer one set meanwhile must stop the plan.
         reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
     reads |= {watermark_stream(scope) for scope in plan.watermarks}
@@ -490,7 +518,7 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
         if inst is not None and inst.purged_at is not None:
             continue  # a run that took this one over recorded it first; the files are gone either way
         try:
-            events.append(purge(state, table_id, cmd.run_id, n_files, n_bytes))
+            events.append(purge(state, table_id, cmd.run_id, n_files, n_bytes, cmd.now))
         except PurgeRefused as exc:
             raise PurgeRefused(f"vacuum {cmd.run_id}: {exc}") from None
         reads |= guard_streams(state, state.tables.instances[table_id])
@@ -555,5 +583,5 @@ CONCERN = Concern(
 )
 
 __all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumLeased", "VacuumFinished", "VacuumRun", "Vacuums",
-           "PlannedInstance", "Waiting", "VacuumPlan", "StartVacuum", "RenewVacuum", "FinishVacuum",
+           "PlannedInstance", "Waiting", "Held", "VacuumPlan", "StartVacuum", "RenewVacuum", "FinishVacuum",
            "plan_vacuum", "choose_watermarks", "CONCERN"]

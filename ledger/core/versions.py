@@ -33,8 +33,8 @@ import orjson
 
 from ..clock import MAX_MICROS, Micros, Seconds, iso
 from ..errors import (
-    InvalidArgument, InvalidTime, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound, WriteClosed,
-    WriteExpired,
+    InvalidArgument, InvalidTime, PinRefused, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound,
+    WriteClosed, WriteExpired,
 )
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
@@ -377,13 +377,14 @@ class Data:
                 return v.committed_at
         return None
 
-    def retention_allows(self, table_id: str, until: Micros) -> Micros | None:
+    def retention_allows(self, table_id: str, until: Micros, below: int | None = None) -> Micros | None:
         """The mark a retention allows: the commit time of the newest version that stopped being
         current (was superseded) at or before ``until`` (now minus the retention). A version so
         marked, and every older one, has been overwritten for at least the retention: an
-        overwritten version stays restorable that long after it was overwritten."""
+        overwritten version stays restorable that long after it was overwritten. ``below``: only
+        versions numbered below it (a pinned version and every newer one stay unexpired, R21)."""
         for v in self.history(table_id):
-            if v.superseded_at is not None and v.superseded_at <= until:
+            if v.superseded_at is not None and v.superseded_at <= until and (below is None or v.number < below):
                 return v.committed_at
         return None
 
@@ -711,6 +712,12 @@ def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
     target = state.data.mark_for(inst.id, cmd.to)
     if target is None or (current is not None and target <= current):
         return Decision((), frozenset({stream}), current)
+    pin = state.pins.oldest(inst.id, cmd.now)
+    held = None if pin is None or pin.version is None else state.data.version(inst.id, pin.version)
+    if pin is not None and held is not None and held.committed_at <= target:
+        raise PinRefused(f"cannot advance the retention mark of {inst.name} to {iso(target)}: pin {pin.id} holds "
+                         f"version {held.number} (committed at {iso(held.committed_at)}) until "
+                         f"{iso(pin.expires_at)} (R21); advance it to before that version, or release the pin")
     return Decision(((stream, RetentionMarkAdvanced(inst.id, target)),), frozenset({stream}), current)
 
 
@@ -854,6 +861,10 @@ def _on_mark(b: Builder, e: RetentionMarkAdvanced, seq: int, time: Micros) -> No
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} back or nowhere (R12)")
     if head is None or e.to >= data.versions[_key(e.table_id, head)].committed_at:
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} to or past its current version (R12)")
+    pin = b.pins.oldest(e.table_id, time)
+    if pin is not None and data.versions[_key(e.table_id, pin.version)].committed_at <= e.to:
+        raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} over version {pin.version}, which "
+                      f"pin {pin.id} holds until {iso(pin.expires_at)} (R21)")
     data.marks[e.table_id] = e.to
 
 

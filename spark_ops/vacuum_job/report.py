@@ -14,7 +14,7 @@ import attrs
 
 from ledger import VacuumOrder
 from ledger.clock import iso_utc
-from ledger.views import format_bytes
+from ledger.views import format_bytes, held_line
 
 from ..executor.fs import FileEntry
 from ..executor.work import EXPIRE, FOREIGN, NOTHING, PURGE, STRAGGLERS, SWEEP, Outcome
@@ -134,6 +134,8 @@ class VacuumReport:
     """Other runs still holding a live lease: their tables were left to them."""
     waiting: tuple[dict[str, Any], ...] = ()
     """Dropped tables not yet due, with when they become due and which retention decided."""
+    held: tuple[dict[str, Any], ...] = ()
+    """What pins kept from this run (R21): the table, ``purge`` or ``expiry``, the pin and until when."""
     timings: dict[str, float] = attrs.field(factory=dict)
     """Seconds spent planning (with the watermark append), deleting, and recording."""
     expired: tuple[ExpiryReport, ...] = ()
@@ -200,6 +202,7 @@ class VacuumReport:
                          f"due {self.waiting[0]['due_at']})")
         if self.busy_runs:
             lines.append(f"  left to running vacuum(s): {', '.join(self.busy_runs)}")
+        lines += [held_line(h) for h in self.held]
         if self.listing:
             lines.append(f"  the whole listing: {self.listing}")
         return "\n".join(lines)
@@ -220,7 +223,7 @@ class VacuumReport:
             "purged": len(self.purged), "failed": len(self.failures),
             "files": self.files, "bytes": self.bytes,
             "resumed_runs": list(self.resumed_runs), "busy_runs": list(self.busy_runs),
-            "waiting": list(self.waiting), "duration_seconds": round(self.duration, 3),
+            "waiting": list(self.waiting), "held": list(self.held), "duration_seconds": round(self.duration, 3),
             "timings": {phase: round(seconds, 3) for phase, seconds in self.timings.items()},
             "listing": self.listing,
         }
@@ -258,6 +261,7 @@ def build_report(order: VacuumOrder, dry_run: bool, outcomes: dict[str, Outcome]
         timings=timings,
         busy_runs=order.busy,
         waiting=order.waiting,
+        held=order.held,
         expired=tuple(ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, tuple(f for _, f in e.folders),
                                    expired[e.id].files, expired[e.id].bytes, expired[e.id].error,
                                    would_delete=files(expired[e.id])) for e in order.expiries),
