@@ -81,6 +81,11 @@ def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | N
     for side, options in (("driver", [*ours, *_quiet_logs()]), ("executor", ours)):
         key = f"spark.{side}.defaultJavaOptions"
         conf[key] = " ".join([*options, *([conf[key]] if conf.get(key) else [])])
+    # The Python workers Spark starts run ``python -m pyspark.daemon`` in the JVM's folder, which is
+    # the caller's: without -P, that folder comes first on their import path, and a ``pyarrow.py``
+    # there would run in every task (R22). PYTHONSAFEPATH is -P, set as an executor environment
+    # variable so it reaches every worker, in local mode and on a cluster.
+    conf.setdefault("spark.executorEnv.PYTHONSAFEPATH", "1")
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -87,6 +87,31 @@ def test_r22_no_call_runs_code_from_the_callers_folders(long_ledger: Path, tmp_p
     assert not marker.exists(), marker.read_text()
 
 
+def test_r22_the_python_workers_spark_starts_for_a_vacuum_run_nothing_from_the_callers_folder(tmp_path: Path) -> None:
+    """Spark starts its Python workers as ``python -m pyspark.daemon`` in the caller's folder; a
+    ``pyarrow.py`` and a ``spark_ops/`` there (the executors import both) must never run. The
+    vacuum, from the command line, deletes the dropped table's file all the same."""
+    path = tmp_path / "l.db"
+    with Ledger.open(path, clock=ManualClock(T0)) as led:
+        table = led.create_table("sales.old")
+        Path(table.location).mkdir(parents=True)
+        data = Path(table.location) / "part-0.parquet"
+        data.write_bytes(b"PAR1")
+        led.drop_table("sales.old")
+    user = tmp_path / "project"
+    (user / "spark_ops").mkdir(parents=True)
+    marker = tmp_path / "MARKER"
+    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    (user / "pyarrow.py").write_text(plant)
+    (user / "spark_ops" / "__init__.py").write_text(plant)
+    command = Path(sys.executable).parent / "retention-ledger"  # its own folder first, as an installed one has
+    done = subprocess.run([str(command), "--ledger", str(path), "--json", "vacuum"], cwd=user, capture_output=True,
+                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["purged"] == 1 and not data.exists()
+    assert not marker.exists(), marker.read_text()
+
+
 def test_r22_open_maintain_and_verify_leave_no_process_behind(long_ledger: Path, tmp_path: Path) -> None:
     path = copy(long_ledger, tmp_path / "l.db")
     before = children()
