@@ -28,7 +28,7 @@ from ledger import Ledger, ManualClock
 from ledger.persistence.maintain import LEASE_SECONDS
 from ledger.persistence.snapshot import KEYED_FORMAT
 from tests.conftest import T0
-from tests.test_audit import children
+from tests.test_audit import children, copy_of as copy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,11 +51,6 @@ def long_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("long") / "ledger.db"
     long_log(path)
     return path
-
-
-def copy(path: Path, to: Path) -> Path:
-    to.write_bytes(path.read_bytes())
-    return to
 
 
 def test_r22_no_call_runs_code_from_the_callers_folders(long_ledger: Path, tmp_path: Path) -> None:
