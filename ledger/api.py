@@ -27,7 +27,8 @@ from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, from_micros, iso_utc, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
-from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, ReleasePin, RenewPin, TakePin
+from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
+from .core.streams import touched
 from .core.model import State
 from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
 from .core.vacuums import (
@@ -47,7 +48,7 @@ from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
-from .views import History, PinView, TableInstance, TableVersion, VacuumOrder, WriteView
+from .views import Change, History, PinView, TableInstance, TableVersion, VacuumOrder, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -336,6 +337,40 @@ class Ledger(Catalog):
         """End a pin now (a pin that ended already is left as it is)."""
         self.runner.run(lambda now: ReleasePin(pin_id, now))
         return self._pin_view(pin_id)
+
+    def pin_tables(self, names: Iterable[str], *, lease: Duration | None = None) -> list[Pin]:
+        """Pin the current version of each live table in ``names`` in one append (``pin`` for each
+        would be an append each: a thousand tables, seconds). All or none: one table that cannot
+        be pinned refuses the batch, and nothing is recorded."""
+        seconds = DEFAULT_PIN_LEASE_SECONDS if lease is None else _lease_seconds(lease, "a pin's lease")
+        wanted = list(names)
+        ids = self.runner.run(lambda now: PinBatch(tuple(TakePin(_new_id(), now, n, None, None, None, seconds)
+                                                           for n in wanted)))
+        return [Pin(self, self._pin_view(pin_id)) for pin_id in ids]
+
+    def renew_pins(self, pin_ids: Iterable[str]) -> list[PinView]:
+        """Renew several pins in one append; one that ended is not renewed (its view says
+        ``live=False``) and does not stop the others: the caller takes a new one in its place."""
+        wanted = list(dict.fromkeys(pin_ids))
+        self.runner.run(lambda now: PinBatch(tuple(RenewPin(p, now) for p in wanted)))
+        return [self._pin_view(p) for p in wanted]
+
+    def release_pins(self, pin_ids: Iterable[str]) -> list[PinView]:
+        """End several pins now, in one append (those that ended already are left as they are)."""
+        wanted = list(dict.fromkeys(pin_ids))
+        self.runner.run(lambda now: PinBatch(tuple(ReleasePin(p, now) for p in wanted)))
+        return [self._pin_view(p) for p in wanted]
+
+    def watch(self, callback: Callable[[Change], None]) -> Callable[[], None]:
+        """Call ``callback`` after every append made through this object, with what it may have
+        changed; returns the function that stops it. What other processes append is not seen here
+        until this object next reads the log (a follower asks for it: ``spark_ops.refresh``). The
+        callback runs in the thread that appended, after the append: an error it raises reaches
+        that caller, so a follower keeps its own."""
+        def listener(streams: frozenset[str]) -> None:
+            callback(Change(*touched(streams)))
+        self.runner.listeners.append(listener)
+        return lambda: self.runner.listeners.remove(listener) if listener in self.runner.listeners else None
 
     def pins(self, name: str | None = None, *, table_id: str | None = None) -> list[PinView]:
         """The live pins (of one table, by live name or id), soonest to end first."""

@@ -76,6 +76,8 @@ class Runner:
         self.retries = 0
         """How many appends were refused and retried since opening (for benchmarks and tests)."""
         self._lock = threading.RLock()
+        self.listeners: list[Callable[[frozenset[str]], None]] = []
+        """Called after each append this runner made, with the streams it wrote to (``Ledger.watch``)."""
         self.history_every = history_every
         """The spacing of the history snapshots ``maintain`` stores."""
         self._upgrade()
@@ -149,6 +151,9 @@ class Runner:
             self.cache.extend((Recorded(seq, stream, version, time_, self.actor, event)
                                for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)),
                               appended.previous_head)
+        streams = frozenset(stream for stream, _ in decided)
+        for listener in tuple(self.listeners):
+            listener(streams)
 
     def execute(self, command: CommandOrBuilder) -> Decision:
         """Decide and append with retries.

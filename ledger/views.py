@@ -212,6 +212,18 @@ def held_line(h: dict[str, Any]) -> str:
 
 
 @attrs.frozen
+class Change:
+    """What one append made through this ``Ledger`` may have changed (``Ledger.watch``): the
+    instances whose data moved (writes, versions, marks, pins), the databases whose names moved
+    (creates, drops, undrops, purges), and ``everything`` when the ledger-wide catalog moved (an
+    undrop into another database). A follower re-reads those, not the whole catalog."""
+
+    table_ids: frozenset[str]
+    databases: frozenset[str]
+    everything: bool
+
+
+@attrs.frozen
 class PinView:
     """A reader's pin (R21): what it holds, and until when. ``live`` is False once it was
     released or its lease ran out (as the ledger's clock saw it when this view was made)."""
@@ -298,6 +310,18 @@ class History:
         return "<History: iterate it, or ask len(), [-1], last(n)>"
 
 
+def concerned(event: Any) -> set[str]:
+    """The table instances an event concerns: its own, a run's or a database drop's, or the one
+    whose watermark or retention it sets (``table:<id>``)."""
+    found = set(getattr(event, "table_ids", ()))
+    if getattr(event, "table_id", None) is not None:
+        found.add(event.table_id)
+    scope = getattr(event, "scope", None)
+    if isinstance(scope, str) and scope.startswith("table:"):
+        found.add(scope[len("table:"):])
+    return found
+
+
 @attrs.frozen
 class HistoryEntry:
     """One event of the log, for auditors."""
@@ -310,6 +334,9 @@ class HistoryEntry:
     data: dict[str, Any]
     text: str = ""
     """What happened, in words: "alice@etl-3 dropped sales.orders (id ...)"."""
+    table_ids: tuple[str, ...] = ()
+    """The instances it concerns (a table's own events, a run's or a database drop's tables, a
+    watermark or retention of one table)."""
 
     @classmethod
     def of(cls, rec: Recorded, text: str = "") -> HistoryEntry:
@@ -326,7 +353,8 @@ class HistoryEntry:
         for key, value in data.items():
             if isinstance(value, tuple):
                 data[key] = list(value)
-        return cls(rec.seq, from_micros(rec.time), rec.actor, rec.stream, type_of(rec.event)[0], data, text)
+        return cls(rec.seq, from_micros(rec.time), rec.actor, rec.stream, type_of(rec.event)[0], data, text,
+                   tuple(sorted(concerned(rec.event))))
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "time": iso_utc(self.time), "actor": self.actor,

@@ -9,14 +9,14 @@ by name across renames: every instance that ever bore the name, from its creatio
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from ..clock import to_micros
 from ..core.events import Recorded, decode, registered
 from ..errors import InvalidArgument, InvalidTime, TableNotFound
 from ..names import table_id as valid_table_id, table_name
 from ..runner import Runner
-from ..views import History, HistoryEntry
+from ..views import History, HistoryEntry, concerned
 from .words import describe
 
 
@@ -107,10 +107,4 @@ def _ids_named(runner: Runner, key: str, upto: int) -> set[str]:
 
 
 def _concerns(rec: Recorded, ids: set[str]) -> bool:
-    event: Any = rec.event
-    if getattr(event, "table_id", None) in ids:
-        return True
-    if any(i in ids for i in getattr(event, "table_ids", ())):
-        return True
-    return getattr(event, "scope", None) in {f"table:{i}" for i in ids}
-
+    return not concerned(rec.event).isdisjoint(ids)

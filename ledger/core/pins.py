@@ -146,7 +146,17 @@ class ReleasePin:
     now: Micros
 
 
-Command = Union[TakePin, RenewPin, ReleasePin]
+@attrs.frozen
+class PinBatch:
+    """Pins taken, renewed and released in one append: ``spark_ops.attach`` holds a version of
+    each of a thousand tables, and a thousand appends would cost seconds. Each command is decided
+    on the same state, which is sound because none changes what another decides: takes name
+    distinct tables (checked), and a renewal or release of one pin does not touch another. A
+    renewal of a pin that ended is left out (its result False) instead of refusing the batch."""
+    commands: tuple[TakePin | RenewPin | ReleasePin, ...]
+
+
+Command = Union[TakePin, RenewPin, ReleasePin, PinBatch]
 
 
 # --- decisions -----------------------------------------------------------------------------
@@ -237,6 +247,37 @@ def _release(state: State, cmd: ReleasePin) -> Decision:
     return Decision(((stream, PinReleased(pin.id, pin.table_id)),), frozenset({stream}), True)
 
 
+def _batch(state: State, cmd: PinBatch) -> Decision:
+    taken: set[str] = set()
+    named: set[str] = set()
+    events: list[tuple[str, Any]] = []
+    reads: set[str] = set()
+    results: list[Any] = []
+    for one in cmd.commands:
+        if isinstance(one, TakePin):
+            inst = _instance(state, one).id
+            if inst in taken:
+                raise InvalidArgument(f"a batch of pins takes table id {inst} twice: take one pin per table")
+            taken.add(inst)
+        elif isinstance(one, (RenewPin, ReleasePin)):
+            if one.pin_id in named:
+                raise InvalidArgument(f"a batch of pins names pin {one.pin_id} twice")
+            named.add(one.pin_id)
+        else:
+            raise InvalidArgument(f"a batch of pins holds takes, renewals and releases, not {type(one).__name__}")
+        if isinstance(one, RenewPin) and not _pin(state, one.pin_id).holds(_landing(state, one.now)):
+            results.append(False)
+            continue
+        decided = DECIDE[type(one)](state, one)
+        events += decided.events
+        reads |= decided.reads
+        results.append(decided.result)
+    return Decision(tuple(events), frozenset(reads), tuple(results))
+
+
+DECIDE: dict[type, Any] = {TakePin: _take, RenewPin: _renew, ReleasePin: _release}
+
+
 # --- fold ----------------------------------------------------------------------------------
 
 def _on_taken(b: Builder, e: PinTaken, seq: int, time: Micros) -> None:
@@ -301,5 +342,5 @@ def _on_released(b: Builder, e: PinReleased, seq: int, time: Micros) -> None:
 CONCERN = Concern(
     initial=Pins(),
     evolve={PinTaken: _on_taken, PinRenewed: _on_renewed, PinReleased: _on_released},
-    decide={TakePin: _take, RenewPin: _renew, ReleasePin: _release},
+    decide={**DECIDE, PinBatch: _batch},
 )

@@ -48,3 +48,12 @@ def watermark_stream(scope: object) -> str:
 
 def retention_stream(scope: object) -> str:
     return f"retention:{scope}"
+
+
+def touched(streams: frozenset[str] | set[str]) -> tuple[frozenset[str], frozenset[str], bool]:
+    """What appends to ``streams`` may have changed, for a reader that follows the catalog (a Spark
+    session's names): the instances whose data moved, the databases whose names moved, and whether
+    the ledger-wide catalog moved (then any name may have)."""
+    ids = frozenset(s[len("data:"):] for s in streams if s.startswith("data:"))
+    databases = frozenset(s[len("catalog:"):] for s in streams if s.startswith("catalog:"))
+    return ids, databases, CATALOG_STREAM in streams
