@@ -77,7 +77,7 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
             writer = df.write.mode("errorifexists")
             if columns:
                 writer = writer.partitionBy(*columns)
-            writer.parquet(_uri(write.folder))
+            writer.parquet(spark_uri(write.folder))
         files = [(f"{write.relative_folder}/{entry.path}", entry.size)
                  for entry in fs.committed_files(ledger.warehouse, write.folder)]
     except BaseException:
@@ -189,9 +189,9 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
             plain.append(path)
     def reader() -> Any:  # a fresh one each time: a reader's options stick to it
         return spark.read if schema is None else spark.read.schema(schema)
-    frames = [reader().parquet(*(_uri(f"{location}/{p}") for p in plain))] if plain else []
-    frames += [reader().option("basePath", _uri(f"{location}/{folder}"))
-               .parquet(*(_uri(f"{location}/{p}") for p in files)) for folder, files in sorted(by_write.items())]
+    frames = [reader().parquet(*(spark_uri(f"{location}/{p}") for p in plain))] if plain else []
+    frames += [reader().option("basePath", spark_uri(f"{location}/{folder}"))
+               .parquet(*(spark_uri(f"{location}/{p}") for p in files)) for folder, files in sorted(by_write.items())]
     result = frames[0]
     for more in frames[1:]:
         result = result.unionByName(more)
@@ -201,7 +201,7 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
 
 def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
     try:
-        return spark.read.parquet(_uri(table.location))
+        return spark.read.parquet(spark_uri(table.location))
     except Exception as exc:  # Spark raises AnalysisException for an empty or missing folder
         if "PATH_NOT_FOUND" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
             raise TableNotFound(f"{table.name} (id {table.id}) has no data yet at {table.location}") from None
@@ -249,7 +249,8 @@ def check_filesystem(spark: SparkSession, root: str) -> None:
                                f"for {scheme}://{connector}; nothing was recorded") from None
 
 
-def _uri(location: str) -> str:
+def spark_uri(location: str) -> str:
+    """A location as Spark's file systems take it (a local path as a ``file://`` URI)."""
     return location if "://" in location else "file://" + location
 
 

@@ -1,0 +1,120 @@
+"""The SQL text of the view that gives a table version its name in Spark.
+
+A view reads ``parquet.`<location>/{f1,f2,...}``` : a brace glob of exactly the version's files,
+so Spark's own Parquet reader reads them (never a folder listing, which would pick up a
+straggler or another version's files). Each write has a folder of its own, and Spark infers
+partition columns (``day=007`` folders) under one root only, so the view does not ask Spark to
+infer them: it reads each from its file's path (``_metadata.file_path``), which Spark also uses
+to skip the files a filter on it rules out before reading them.
+
+Pure: text in, text out, so every escaping rule here is tested without Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+from urllib.parse import unquote
+
+from ledger.errors import InvalidArgument
+
+from ..tables import spark_uri
+
+_GLOB_SPECIAL = set("\\{}[]*?,")
+_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_schema: bool = False,
+              table: str = "") -> str:
+    """The view of a version: its ``files`` (paths under ``location``) read with the recorded
+    schema's columns in the recorded order. ``merge_schema``: the files do not all hold every
+    column (a version after an append with ``merge_schema=True``), so Spark reads them all."""
+    fields = json.loads(schema_json)["fields"]
+    if not files:
+        nothing = ", ".join(f"CAST(NULL AS {_sql_type(f['type'])}) AS {quote(f['name'])}" for f in fields)
+        return f"SELECT {nothing} WHERE false"
+    partitions = partition_columns(files, table)
+    by_name = {name.lower(): depth for depth, name in partitions}
+    columns = []
+    for field in fields:
+        depth = by_name.get(field["name"].lower())
+        if depth is None:
+            columns.append(quote(field["name"]))
+        else:
+            columns.append(f"CAST({partition_value(depth)} AS {_sql_type(field['type'])}) AS {quote(field['name'])}")
+    options = " WITH ('mergeSchema' = 'true')" if merge_schema else ""
+    return f"SELECT {', '.join(columns)} FROM {files_relation(location, files)}{options}"
+
+
+def files_relation(location: str, files: Sequence[str]) -> str:
+    """Exactly ``files`` under ``location``, as Spark SQL names Parquet files: a brace glob in which
+    every character the glob would read as special is taken literally."""
+    glob = ",".join(_glob_escape(f) for f in files)
+    return "parquet." + quote(_glob_escape(spark_uri(location)) + "/{" + glob + "}")
+
+
+def folder_relation(location: str) -> str:
+    """Everything under ``location`` (a table written before versions, read as ``read_table`` does)."""
+    return "parquet." + quote(_glob_escape(spark_uri(location)))
+
+
+def partition_columns(files: Sequence[str], table: str = "") -> list[tuple[int, str]]:
+    """``(depth, name)`` of each partition column: the ``name=value`` folders a file sits in, the
+    nearest at depth 1. Every file of a version sits in the same ones (each write was partitioned
+    by the version's columns), else the version cannot be named."""
+    def of(path: str) -> list[tuple[int, str]]:
+        folders = path.split("/")[:-1]
+        found = []
+        for depth, folder in enumerate(reversed(folders), start=1):
+            if "=" not in folder:
+                break
+            found.append((depth, unquote(folder.split("=", 1)[0])))
+        return found
+    first = of(files[0])
+    for path in files[1:]:
+        if of(path) != first:
+            raise InvalidArgument(
+                f"cannot name {table or 'this table'} in Spark: its version's files sit in different partition "
+                f"folders ({files[0]} and {path}); read it with read_table")
+    return first
+
+
+def partition_value(depth: int) -> str:
+    """A partition value from its file's path, as Spark wrote it: the path is a URI (so ``%20``
+    for a space) of a folder name Spark escaped itself (``%3A`` for ``:``, ``%25`` for ``%``);
+    both are undone (``+`` is literal in both, so it is kept from ``url_decode``). A null was
+    written as ``__HIVE_DEFAULT_PARTITION__``."""
+    folder = f"element_at(split(_metadata.file_path, '/'), {-depth - 1})"
+    value = f"substring_index({_url_decode(folder)}, '=', -1)"
+    return f"nullif({_url_decode(value)}, '{_NULL_PARTITION}')"
+
+
+def _url_decode(expr: str) -> str:
+    return f"url_decode(replace({expr}, '+', '%2B'))"
+
+
+def quote(name: str) -> str:
+    """A SQL identifier in backticks (a backtick in it doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _glob_escape(path: str) -> str:
+    """A file path inside a Hadoop brace glob: its special characters taken literally."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in path)
+
+
+def _sql_type(spark_type: Any) -> str:
+    """A type as SQL writes it, from Spark's JSON form of it."""
+    if isinstance(spark_type, str):
+        return {"integer": "INT", "long": "BIGINT", "short": "SMALLINT", "byte": "TINYINT"}.get(spark_type,
+                                                                                               spark_type.upper())
+    kind = spark_type["type"]
+    if kind == "array":
+        return f"ARRAY<{_sql_type(spark_type['elementType'])}>"
+    if kind == "map":
+        return f"MAP<{_sql_type(spark_type['keyType'])}, {_sql_type(spark_type['valueType'])}>"
+    if kind == "struct":
+        inner = ", ".join(f"{quote(f['name'])}: {_sql_type(f['type'])}" for f in spark_type["fields"])
+        return f"STRUCT<{inner}>"
+    raise InvalidArgument(f"a recorded column type Spark SQL cannot write: {spark_type!r}")
+
