@@ -83,7 +83,27 @@ def pipeline(spark: Any, work: Path, facts: dict[str, Any]) -> None:
     except LedgerError as exc:
         facts["undrop_purged"] = type(exc).__name__
     facts["verified_events"] = led.verify().events == led.event_count()
+    by_name(spark, led, facts)
     led.close()
+
+
+def by_name(spark: Any, led: Ledger, facts: dict[str, Any]) -> None:
+    """Tables by name in Spark SQL: the views' scans and the ledger's table-valued functions run
+    on the executors, which cannot import the ledger (R19)."""
+    from spark_ops import attach, detach, write_table
+    days = spark.createDataFrame([(i, f"{i % 3:03d}") for i in range(30)], "id long, day string")
+    write_table(days, led, "sales.days", partition_by=["day"])
+    held = sorted(p.id for p in led.pins())  # read_table's own pins
+    facts["attached"] = attach(spark, led)
+    facts["pins_while_attached"] = sorted(p.table for p in led.pins() if p.id not in held)
+    facts["sql_count"] = spark.sql("SELECT count(*) AS n FROM sales.orders").collect()[0]["n"]
+    facts["sql_day"] = sorted(r["id"] for r in spark.sql("SELECT id FROM sales.days WHERE day = '001'").collect())
+    facts["sql_versions"] = [(r["number"], r["current"]) for r in
+                             spark.sql("SELECT number, current FROM ledger_versions('sales.orders')").collect()]
+    facts["sql_history_types"] = [r["type"] for r in spark.sql("SELECT type FROM ledger_history('sales.days')").collect()]
+    facts["sql_dropped"] = [r["name"] for r in spark.sql("SELECT name FROM ledger_dropped_tables()").collect()]
+    facts["detached"] = detach(spark, led)
+    facts["pins_after_detach_unchanged"] = sorted(p.id for p in led.pins()) == held
 
 
 def preflight_only(spark: Any, work: Path, facts: dict[str, Any]) -> None:

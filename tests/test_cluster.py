@@ -89,6 +89,19 @@ def test_r9_a_link_out_of_the_warehouse_is_refused_on_the_cluster(cluster: dict[
     assert "symbolic link" in linked["error"] and facts["outside_intact"] and facts["linked_state"] == "blocked"
 
 
+def test_r19_r21_tables_by_name_and_the_ledgers_functions_run_on_executors_without_the_ledger(
+        cluster: dict[str, Any]) -> None:
+    facts = cluster["facts"]
+    assert facts["attached"] == ["sales.days", "sales.orders"]
+    assert facts["sql_count"] == 6 and facts["sql_day"] == [i for i in range(30) if i % 3 == 1]
+    assert sorted(facts["sql_versions"]) == [[1, False], [2, True]]
+    assert facts["sql_history_types"][:3] == ["TableCreated", "WriteBegun", "VersionCommitted"]
+    assert "PinTaken" in facts["sql_history_types"]
+    assert facts["sql_dropped"] == ["sales.linked"]  # sales.gone was purged: no undrop brings it back
+    assert facts["pins_while_attached"] == ["sales.days", "sales.orders"]
+    assert facts["detached"] == facts["attached"] and facts["pins_after_detach_unchanged"]
+
+
 def test_r19_executors_that_cannot_run_the_vacuum_are_named_before_anything_is_recorded(
         tmp_path: Path, cluster: dict[str, Any]) -> None:
     empty = _interpreter(tmp_path / "no-pyarrow", [])

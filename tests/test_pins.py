@@ -20,7 +20,7 @@ import pytest
 from ledger import Ledger, ManualClock
 from ledger.core.pins import MAX_LEASE_SECONDS, MAX_PER_TABLE
 from ledger.errors import (
-    InvalidArgument, LedgerCorrupt, PinEnded, PinRefused, PurgeRefused, TableNotFound, VersionExpired,
+    InvalidArgument, LedgerCorrupt, PinEnded, PinRefused, PurgeRefused, TableNotFound, VersionExpired, VersionNotFound,
 )
 
 from .forge import forge
@@ -247,3 +247,63 @@ def test_r21_the_cli_lists_pins(ledger_path: Path, clock: ManualClock) -> None:
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and live.id in run.stdout and pin.id not in run.stdout
     assert run.stdout.splitlines()[0].split() == ["PIN", "TABLE", "TABLE_ID", "VERSION", "TAKEN_AT", "EXPIRES_AT"]
+
+
+# --- pins in batches, and following a ledger's changes ----------------------------------------
+
+def test_r21_pins_taken_renewed_and_released_in_one_append_each(ledger: Ledger, clock: ManualClock) -> None:
+    for name in ("sales.a", "sales.b", "hr.c"):
+        ledger.create_table(name)
+        _versions(ledger, clock, name, 2)
+    events = ledger.event_count()
+    appends: list[object] = []
+    ledger.watch(appends.append)
+    pins = ledger.pin_tables(["sales.a", "sales.b", "hr.c"], lease="2h")
+    assert len(appends) == 1 and ledger.event_count() == events + 3
+    assert [(p.table, p.version) for p in pins] == [("sales.a", 2), ("sales.b", 2), ("hr.c", 2)]
+    clock.advance(timedelta(minutes=90))
+    renewed = ledger.renew_pins([p.id for p in pins])
+    assert all(v.live and v.expires_at - ledger.now() > timedelta(minutes=119) for v in renewed)
+    assert len(appends) == 2 and ledger.event_count() == events + 6
+    released = ledger.release_pins([pins[0].id, pins[1].id])
+    assert [v.live for v in released] == [False, False] and [p.table for p in ledger.pins()] == ["hr.c"]
+    clock.advance(timedelta(hours=3))  # hr.c's pin ran out: a batch renewal leaves it ended, renews nothing
+    [ended] = ledger.renew_pins([pins[2].id])
+    assert not ended.live and ledger.pins() == []
+    ledger.verify()
+
+
+def test_r21_a_batch_with_one_pin_refused_records_nothing(ledger: Ledger, clock: ManualClock) -> None:
+    ledger.create_table("sales.a")
+    _versions(ledger, clock, "sales.a", 1)
+    ledger.create_table("sales.unwritten")
+    events = ledger.event_count()
+    with pytest.raises(VersionNotFound):
+        ledger.pin_tables(["sales.a", "sales.unwritten"])
+    with pytest.raises(TableNotFound):
+        ledger.pin_tables(["sales.a", "sales.nope"])
+    with pytest.raises(InvalidArgument, match="twice"):
+        ledger.pin_tables(["sales.a", "sales.a"])
+    with pytest.raises(InvalidArgument, match="lease"):
+        ledger.pin_tables(["sales.a"], lease="8d")
+    assert ledger.event_count() == events and ledger.pins() == []
+    assert ledger.pin_tables([]) == [] and ledger.event_count() == events
+
+
+def test_watch_says_which_tables_and_databases_each_append_touched(ledger: Ledger, clock: ManualClock) -> None:
+    seen = []
+    stop = ledger.watch(seen.append)
+    table = ledger.create_table("sales.orders")
+    assert seen[-1].databases == {"sales"} and not seen[-1].everything
+    write = ledger.begin_write("sales.orders")
+    assert seen[-1].table_ids == {table.id} and seen[-1].databases == frozenset()
+    ledger.commit_write(write.id, [(f"{write.relative_folder}/p.parquet", 1)])
+    ledger.pin_tables(["sales.orders"])
+    assert seen[-1].table_ids == {table.id}
+    count = len(seen)
+    with pytest.raises(TableNotFound):  # a refusal appends nothing, so says nothing
+        ledger.drop_table("sales.nope")
+    assert len(seen) == count
+    stop()
+    ledger.drop_table("sales.orders")
+    assert len(seen) == count

@@ -407,3 +407,29 @@ def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledge
     assert objects_under(w.folder) == sorted(named)
     assert [e.type for e in lake.history(type="StragglersDeleted")] == ["StragglersDeleted"]
     assert vacuum(spark, lake).failures == []  # and the next vacuum is clean too
+
+
+# --- tables by name in Spark SQL ---------------------------------------------------------------
+
+def test_r21_attach_on_a_warehouse_spark_has_no_file_system_for_says_so_and_records_nothing(
+        spark, lake: Ledger, clock, s3) -> None:
+    """Spark here has no s3a connector (no Maven): ``attach`` says so in one line, as a read does,
+    before it pins anything or names anything; the views it would put name exactly the keys the
+    version lists, under the bucket's own URI (no credential in them: those stay in the
+    environment)."""
+    from spark_ops import SparkUnavailable, attach
+    from spark_ops.catalog.text import files_relation
+    table = lake.create_table("lake_sql.orders")
+    _, keys = _commit(lake, table.name, 3, marker=False)
+    events = lake.event_count()
+    with pytest.raises(SparkUnavailable, match="no file system for the warehouse s3://lake/"):
+        attach(spark, lake)
+    assert lake.event_count() == events and lake.pins() == []
+    assert not spark.catalog.databaseExists("lake_sql")
+    relation = files_relation(table.location, [f.path for f in lake.version(table.name).files])
+    bucket_uri = table.location.split("/wh-")[0]
+    named = relation[len("parquet.`"):-1]
+    assert named.startswith(table.location + "/{") and named.endswith("}")
+    assert sorted(f"{bucket_uri}/" + k for k in keys) == sorted(
+        f"{table.location}/{p}" for p in named[len(table.location) + 2:-1].split(","))
+    assert "AWS" not in relation and "secret" not in relation.lower()

@@ -68,8 +68,19 @@ class Attachment:
 
     # --- what the ledger holds -------------------------------------------------------------
 
-    def _live(self) -> dict[str, TableInstance]:
-        return {t.name: t for t in self.ledger.tables(database=self.database)}
+    def _live(self, names: set[str] | None) -> dict[str, TableInstance]:
+        """The live tables among ``names`` (None: all of them, of the attached database if one)."""
+        if names is None:
+            return {t.name: t for t in self.ledger.tables(database=self.database)}
+        found = {}
+        for name in names:
+            try:
+                table = self.ledger.table(name)
+            except TableNotFound:
+                continue
+            if self.database in (None, table.database):
+                found[name] = table
+        return found
 
     # --- the one way names change ------------------------------------------------------------
 
@@ -92,7 +103,7 @@ class Attachment:
                 self._syncing = False
 
     def _sync_once(self, names: set[str] | None) -> None:
-        live = self._live()
+        live = self._live(names)
         wanted = set(live) | set(self.named) if names is None else names
         gone = sorted(n for n in wanted if n in self.named and n not in live)
         moved = sorted(n for n in wanted if n in live and self._stale(n, live[n], full=names is None))

@@ -64,37 +64,53 @@ class Functions:
         self.events: dict[str, list[tuple[Any, ...]]] = {}  # table id -> its history rows
         self.versions: dict[str, list[tuple[Any, ...]]] = {}  # table name -> its version rows
         self.last: tuple[int, Any] = (0, None)  # the seq and time of the last event read
-        self.registered: tuple[Any, ...] | None = None
+        self.kept: set[str] = set()  # the tables whose every event up to the last is in ``events``
+        self.registered: tuple[dict[str, str], list[Any]] | None = None  # the names and dropped rows registered
 
     def update(self, ledger: Ledger, shown: Mapping[str, Any], touched: Iterable[str] | None) -> None:
-        """Bring the rows of ``touched`` names (None: all) up to date, and register the functions
-        whose rows changed."""
-        self._read_history(ledger)
+        """Bring the rows of ``touched`` names (None: all) up to date, and register each function
+        whose rows changed (registering pickles all its rows: not done for nothing)."""
+        ids = {name: s.table_id for name, s in shown.items()}
+        if self._read_history(ledger, set(ids.values())) or self.registered is None or ids != self.registered[0]:
+            history = {name: list(self.events.get(table_id, ())) for name, table_id in ids.items()}
+            self.spark.udtf.register(HISTORY, _udtf(_by_name(history), _HISTORY_COLUMNS))
+        versions_moved = False
         for name in set(self.versions) - set(shown):
             del self.versions[name]
+            versions_moved = True
         for name in shown if touched is None else set(touched) & set(shown):
-            self.versions[name] = [_version_row(v) for v in ledger.versions(table_id=shown[name].table_id)]
-        history = {name: list(self.events.get(s.table_id, ())) for name, s in shown.items()}
+            rows = [_version_row(v) for v in ledger.versions(table_id=shown[name].table_id)]
+            versions_moved |= self.versions.get(name) != rows
+            self.versions[name] = rows
+        if versions_moved or self.registered is None:
+            self.spark.udtf.register(VERSIONS, _udtf(_by_name(self.versions), _VERSION_COLUMNS))
         dropped = [_table_row(t) for t in ledger.dropped_tables()]
-        rows = (history, self.versions, dropped)
-        if rows == self.registered:
-            return
-        self.spark.udtf.register(HISTORY, _udtf(_by_name(history), _HISTORY_COLUMNS))
-        self.spark.udtf.register(VERSIONS, _udtf(_by_name(self.versions), _VERSION_COLUMNS))
-        self.spark.udtf.register(DROPPED, _udtf(_all(dropped), _TABLE_COLUMNS))
-        self.registered = (history, dict(self.versions), dropped)
+        if self.registered is None or dropped != self.registered[1]:
+            self.spark.udtf.register(DROPPED, _udtf(_all(dropped), _TABLE_COLUMNS))
+        self.registered = (ids, dropped)
 
-    def _read_history(self, ledger: Ledger) -> None:
+    def _read_history(self, ledger: Ledger, shown: set[str]) -> bool:
+        """Read the events appended since the last read, keeping those of live and shown tables (a
+        dropped table's are let go: an undropped one's history is read again, whole); True if a
+        shown table's history moved."""
         last_seq, last_time = self.last
+        keep = shown | {t.id for t in ledger.tables()}
+        moved = False
+        for table_id in sorted(shown - self.kept) if last_seq else ():
+            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id) if e.seq <= last_seq]
+            moved = True
         for entry in ledger.history(since=last_time):
             if entry.seq <= last_seq:
                 continue
-            row = (entry.seq, entry.time, entry.actor, entry.stream, entry.type, entry.text,
-                   json.dumps(entry.data, sort_keys=True, default=str))
-            for table_id in entry.table_ids:
-                self.events.setdefault(table_id, []).append(row)
+            for table_id in keep.intersection(entry.table_ids):
+                self.events.setdefault(table_id, []).append(_history_row(entry))
+                moved |= table_id in shown
             last_seq, last_time = entry.seq, entry.time
+        for table_id in set(self.events) - keep:
+            del self.events[table_id]
+        self.kept = keep
         self.last = (last_seq, last_time)
+        return moved
 
     def drop(self) -> None:
         for name in (HISTORY, VERSIONS, DROPPED):
@@ -104,6 +120,11 @@ class Functions:
 def _udtf(cls: type, columns: str) -> Any:
     from pyspark.sql.functions import udtf
     return udtf(cls, returnType=columns, useArrow=False)
+
+
+def _history_row(entry: Any) -> tuple[Any, ...]:
+    return (entry.seq, entry.time, entry.actor, entry.stream, entry.type, entry.text,
+            json.dumps(entry.data, sort_keys=True, default=str))
 
 
 def _version_row(v: Any) -> tuple[Any, ...]:

@@ -59,8 +59,8 @@ def folder_relation(location: str) -> str:
 
 
 def partition_columns(files: Sequence[str], table: str = "") -> list[tuple[int, str]]:
-    """``(depth, name)`` of each partition column: the ``name=value`` folders a file sits in, the
-    nearest at depth 1. Every file of a version sits in the same ones (each write was partitioned
+    """``(depth, name)`` of each partition column, outermost first: the ``name=value`` folders a
+    file sits in, the one holding the file at depth 1. Every file of a version sits in the same ones (each write was partitioned
     by the version's columns), else the version cannot be named."""
     def of(path: str) -> list[tuple[int, str]]:
         folders = path.split("/")[:-1]
@@ -69,7 +69,7 @@ def partition_columns(files: Sequence[str], table: str = "") -> list[tuple[int, 
             if "=" not in folder:
                 break
             found.append((depth, unquote(folder.split("=", 1)[0])))
-        return found
+        return found[::-1]
     first = of(files[0])
     for path in files[1:]:
         if of(path) != first:

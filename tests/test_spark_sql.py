@@ -1,0 +1,360 @@
+"""Tables by name in Spark SQL (``spark_ops.attach``): every live table a view over exactly the
+files of the version it shows, pinned while attached (R21), following this process's changes at
+once and other processes' after ``refresh``; and the ledger's history as table-valued functions.
+
+Real components only: the session's local SparkSession, ledgers on real SQLite files (and a real
+PostgreSQL server for the secret), real Parquet files, and a second real process for changes
+made elsewhere. Each test detaches what it attached: the session catalog outlives a test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from pyspark.errors import AnalysisException
+
+from ledger import InvalidArgument, Ledger, TableExists, TableNotFound
+from spark_ops import attach, detach, read_table, refresh, vacuum, write_table
+from spark_ops.catalog.text import partition_columns, view_text
+
+pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parent.parent
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+WEEK = timedelta(days=7)
+
+
+@pytest.fixture
+def named(spark, ledger: Ledger) -> Iterator[Ledger]:
+    """The test's ledger; whatever it attached to the session is detached afterwards."""
+    yield ledger
+    detach(spark, ledger)
+
+
+def frame(spark, start: int, count: int, tag: str = "x", parts: int = 1):
+    return spark.createDataFrame([(i, f"{tag}-{i}") for i in range(start, start + count)],
+                                 "id long, label string").repartition(parts)
+
+
+def ids(df) -> list[int]:
+    return sorted(r["id"] for r in df.collect())
+
+
+def count(spark, name: str) -> int:
+    return spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0]["n"]
+
+
+def files_read(df) -> int:
+    """How many files the query's scans opened (Spark's own ``numFiles`` metric), after running it."""
+    df.collect()
+
+    def walk(node: Any) -> int:
+        if node.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            node = node.finalPhysicalPlan()
+        found = node.metrics().apply("numFiles").value() if node.metrics().contains("numFiles") else 0
+        if node.getClass().getSimpleName().endswith("QueryStageExec"):
+            found += walk(node.plan())
+        children = node.children().iterator()
+        while children.hasNext():
+            found += walk(children.next())
+        return found
+    return walk(df._jdf.queryExecution().executedPlan())
+
+
+# --- names -----------------------------------------------------------------------------------
+
+def test_attach_names_every_live_table_for_sql_table_and_show_tables(spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 10, parts=2), named, "sales.orders")
+    write_table(frame(spark, 100, 3), named, "hr.people")
+    named.create_table("sales.empty")  # nothing written yet: nothing to name
+    write_table(frame(spark, 0, 1), named, "sales.gone")
+    named.drop_table("sales.gone")
+
+    assert attach(spark, named) == ["hr.people", "sales.orders"]
+    assert count(spark, "sales.orders") == 10
+    assert ids(spark.table("hr.people")) == [100, 101, 102]
+    assert {r["tableName"] for r in spark.sql("SHOW TABLES IN sales").collect()} == {"orders"}
+    by_name = sorted(map(tuple, spark.table("sales.orders").collect()))
+    assert by_name == sorted(map(tuple, read_table(spark, named, "sales.orders", pin=False).collect()))
+    assert spark.table("sales.orders").schema.simpleString() == "struct<id:bigint,label:string>"
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.sql("SELECT * FROM sales.gone").collect()
+    with pytest.raises(AnalysisException):  # a view: writes go through write_table
+        spark.sql("INSERT INTO sales.orders VALUES (1, 'x')")
+
+
+def test_r11_a_name_reads_exactly_its_versions_files_never_a_straggler(spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 8, parts=2), named, "sales.orders")
+    location = named.table("sales.orders").location
+    file = named.version("sales.orders").files[0].path
+    folder = Path(location, file).parent
+    shutil.copy(Path(location, file), folder / "part-99999-straggler.parquet")  # beside the version's files
+    shutil.copy(Path(location, file), Path(location, "part-00000-outside.parquet"))  # at the table's root
+    attach(spark, named)
+    assert count(spark, "sales.orders") == 8
+    assert files_read(spark.sql("SELECT * FROM sales.orders")) == len(named.version("sales.orders").files)
+
+
+def test_names_follow_this_processs_changes_with_no_second_call(spark, named: Ledger, clock) -> None:
+    write_table(frame(spark, 0, 4), named, "sales.orders")
+    attach(spark, named)
+    clock.advance(HOUR)
+    write_table(frame(spark, 100, 2), named, "sales.orders", mode="overwrite")
+    assert ids(spark.table("sales.orders")) == [100, 101]
+    write_table(frame(spark, 200, 1), named, "sales.orders")
+    assert ids(spark.table("sales.orders")) == [100, 101, 200]
+    named.restore_table("sales.orders", version=1)
+    assert ids(spark.table("sales.orders")) == [0, 1, 2, 3]
+    named.drop_table("sales.orders")
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.table("sales.orders")
+    named.undrop_table("sales.orders")
+    assert ids(spark.table("sales.orders")) == [0, 1, 2, 3]
+    write_table(frame(spark, 7, 1), named, "fresh.table")  # a new table in a new database
+    assert ids(spark.table("fresh.table")) == [7]
+    # Exactly one pin per name, on the version it shows.
+    pins = sorted((p.table, p.version) for p in named.pins())
+    assert pins == [("fresh.table", 1), ("sales.orders", 4)]
+
+
+OTHER = textwrap.dedent("""
+    import sys
+    from ledger import Ledger
+    path = sys.argv[1]
+    with Ledger.open(path, actor="other") as led:
+        led.drop_table("sales.gone")
+        led.restore_table("sales.orders", version=1)
+""")
+
+
+def test_changes_made_by_another_process_are_seen_after_refresh(spark, named: Ledger, ledger_path) -> None:
+    if not isinstance(ledger_path, Path):
+        pytest.skip("the other process opens the file")
+    write_table(frame(spark, 0, 3), named, "sales.orders")
+    write_table(frame(spark, 50, 2), named, "sales.orders", mode="overwrite")
+    write_table(frame(spark, 9, 1), named, "sales.gone")
+    attach(spark, named)
+    done = subprocess.run([sys.executable, "-c", OTHER, str(ledger_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ids(spark.table("sales.orders")) == [50, 51]  # what this session was shown, still pinned
+    assert ids(spark.table("sales.gone")) == [9]
+    assert refresh(spark, named) == ["sales.orders"]
+    assert ids(spark.table("sales.orders")) == [0, 1, 2]
+    with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+        spark.table("sales.gone")
+
+
+# --- pins (R21) ------------------------------------------------------------------------------
+
+def test_r21_an_attached_version_is_pinned_and_no_vacuum_expires_it(spark, named: Ledger, ledger_path, clock) -> None:
+    write_table(frame(spark, 0, 6, parts=3), named, "sales.orders")
+    attach(spark, named, lease="3d")
+    shown = named.version("sales.orders")
+    # Another Ledger on the same store is "elsewhere": its overwrite is not followed until refresh.
+    with Ledger.open(ledger_path, clock=clock, actor="elsewhere") as other:
+        clock.advance(HOUR)
+        write_table(frame(spark, 100, 1), other, "sales.orders", mode="overwrite")
+        clock.advance(DAY + HOUR)
+        report = vacuum(spark, other, retention="1d")
+    [held] = report.held
+    assert (held["name"], held["what"], held["version"]) == ("sales.orders", "expiry", 1)
+    assert all(Path(named.table("sales.orders").location, f.path).exists() for f in shown.files)
+    assert ids(spark.table("sales.orders")) == list(range(6))  # the query in flight still has its files
+
+    assert refresh(spark, named) == ["sales.orders"]
+    assert [(p.table, p.version) for p in named.pins()] == [("sales.orders", 2)]
+    assert vacuum(spark, named, retention="1d").held == ()
+    assert ids(spark.table("sales.orders")) == [100]
+    assert not any(Path(named.table("sales.orders").location, f.path).exists() for f in shown.files)
+
+
+def test_r21_refresh_renews_the_pins_and_detach_releases_them(spark, named: Ledger, clock) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    write_table(frame(spark, 0, 2), named, "sales.lines")
+    attach(spark, named)
+    before = {p.table: p.expires_at for p in named.pins()}
+    assert set(before) == {"sales.orders", "sales.lines"}
+    clock.advance(timedelta(minutes=40))
+    refresh(spark, named)
+    after = {p.table: p.expires_at for p in named.pins()}
+    # Renewed for a lease from now: 40 minutes later than before (give or take the microseconds by
+    # which the log's times step past a clock that stands still).
+    assert all(abs(after[t] - before[t] - timedelta(minutes=40)) < timedelta(milliseconds=1) for t in before)
+    clock.advance(2 * HOUR)  # the pins ran out: refresh pins the versions anew
+    assert named.pins() == []
+    refresh(spark, named)
+    assert sorted(p.table for p in named.pins()) == ["sales.lines", "sales.orders"]
+    assert detach(spark, named) == ["sales.lines", "sales.orders"]
+    assert named.pins() == []
+    assert not spark.catalog.databaseExists("sales")  # attach made it; detach leaves nothing behind
+    assert detach(spark, named) == []
+
+
+def test_r21_a_pin_refused_leaves_the_ledger_and_the_catalog_unchanged(spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    events = named.event_count()
+    with pytest.raises(TableNotFound):
+        named.pin_tables(["sales.orders", "sales.nope"])
+    with pytest.raises(InvalidArgument, match="twice"):
+        named.pin_tables(["sales.orders", "sales.orders"])
+    assert named.event_count() == events and named.pins() == []
+
+
+# --- a user's own objects, and bad input -----------------------------------------------------
+
+def test_attach_never_replaces_a_table_spark_holds_that_is_not_the_ledgers(spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 2), named, "mine.orders")
+    spark.sql("CREATE DATABASE IF NOT EXISTS mine")
+    spark.sql("CREATE OR REPLACE VIEW mine.orders AS SELECT 42 AS answer")
+    try:
+        events = named.event_count()
+        with pytest.raises(TableExists, match="mine.orders .*not the ledger's"):
+            attach(spark, named)
+        assert spark.sql("SELECT * FROM mine.orders").collect()[0]["answer"] == 42
+        assert named.event_count() == events and named.pins() == []
+        assert attach(spark, named, database="other") == []
+    finally:
+        spark.sql("DROP VIEW IF EXISTS mine.orders")
+        spark.sql("DROP DATABASE IF EXISTS mine")
+
+
+def test_bad_arguments_are_typed_errors_that_record_nothing(spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    events = named.event_count()
+    with pytest.raises(InvalidArgument, match="lease"):
+        attach(spark, named, lease="9000d")
+    with pytest.raises(TableNotFound, match="not attached"):
+        refresh(spark, named)
+    assert named.event_count() == events and named.pins() == []
+    assert not spark.catalog.tableExists("sales.orders")
+
+
+# --- partitions ------------------------------------------------------------------------------
+
+def test_a_partition_filter_reads_only_that_partitions_files(spark, named: Ledger) -> None:
+    rows = spark.createDataFrame([(i, f"{i % 10:03d}") for i in range(200)], "id long, day string")
+    write_table(rows, named, "sales.days", partition_by=["day"])
+    write_table(rows.limit(20), named, "sales.days", partition_by=["day"])
+    attach(spark, named)
+    files = named.version("sales.days").files
+    in_007 = [f for f in files if "/day=007/" in f.path]
+    query = spark.sql("SELECT id, day FROM sales.days WHERE day = '007'")
+    assert files_read(query) == len(in_007) and len(in_007) < len(files)
+    assert {r["day"] for r in query.collect()} == {"007"}  # a string partition value as written
+    assert ids(query) == sorted([i for i in range(200) if i % 10 == 7] + [i for i in range(20) if i % 10 == 7])
+
+
+def test_partition_values_spark_escapes_read_back_as_written(spark, named: Ledger) -> None:
+    values = ["a b", "50%", "x+y", "a,b", "c=d", "t:1", "é", "{x}", "[y]", "sl/ash", None, "007"]
+    rows = spark.createDataFrame([(i, v, i % 2) for i, v in enumerate(values)], "id long, tag string, n int")
+    write_table(rows, named, "sales.tags", partition_by=["tag", "n"])
+    attach(spark, named)
+    by_name = sorted(map(tuple, spark.table("sales.tags").collect()), key=lambda r: r[0])
+    assert by_name == sorted(map(tuple, read_table(spark, named, "sales.tags", pin=False).collect()), key=lambda r: r[0])
+    assert [r[1] for r in by_name] == values
+    assert spark.table("sales.tags").schema.simpleString() == "struct<id:bigint,tag:string,n:int>"
+    assert spark.sql("SELECT id FROM sales.tags WHERE tag = 'a,b'").collect()[0]["id"] == 3
+
+
+def test_a_merged_schema_reads_old_files_with_nulls_and_a_table_written_before_versions_reads_its_folder(
+        spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    wider = spark.createDataFrame([(5, "y", 1.5)], "id long, label string, price double")
+    write_table(wider, named, "sales.orders", merge_schema=True)
+    legacy = named.create_table("sales.legacy")  # filled by a pipeline's own job, not write_table
+    frame(spark, 30, 3).write.parquet("file://" + legacy.location)
+    attach(spark, named)
+    got = sorted((r["id"], r["price"]) for r in spark.table("sales.orders").collect())
+    assert got == [(0, None), (1, None), (5, 1.5)]
+    assert ids(spark.table("sales.legacy")) == [30, 31, 32]
+
+
+# --- the ledger in SQL -----------------------------------------------------------------------
+
+def test_the_ledgers_history_versions_and_dropped_tables_as_table_valued_functions(spark, named: Ledger) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    write_table(frame(spark, 5, 1), named, "sales.orders", mode="overwrite")
+    write_table(frame(spark, 0, 1), named, "sales.gone")
+    named.drop_table("sales.gone")
+    attach(spark, named)
+    versions = spark.sql("SELECT * FROM ledger_versions('sales.orders') ORDER BY number").collect()
+    python = named.versions("sales.orders")
+    assert [(r["number"], r["mode"], r["current"], r["file_count"], r["bytes"]) for r in versions] == \
+        sorted((v.number, v.mode, v.current, v.file_count, v.bytes) for v in python)
+    assert versions[0]["committed_at"] is not None and json.loads(versions[0]["schema"])["type"] == "struct"
+
+    history = spark.sql("SELECT * FROM ledger_history('sales.orders') ORDER BY seq").collect()
+    expected = list(named.history("sales.orders"))
+    assert [(r["seq"], r["type"], r["actor"], r["text"]) for r in history] == \
+        [(e.seq, e.type, e.actor, e.text) for e in expected]
+    assert json.loads(history[0]["data"])["name"] == "sales.orders"
+
+    dropped = spark.sql("SELECT id, name, state FROM ledger_dropped_tables()").collect()
+    assert [(r["id"], r["name"], r["state"]) for r in dropped] == \
+        [(t.id, t.name, t.state) for t in named.dropped_tables()]
+    # They follow the ledger too: an undrop moves sales.gone out of the dropped tables.
+    named.undrop_table("sales.gone")
+    assert spark.sql("SELECT * FROM ledger_dropped_tables()").collect() == []
+    assert [r["number"] for r in spark.sql("SELECT number FROM ledger_versions('sales.gone')").collect()] == [1]
+    undropped = spark.sql("SELECT seq, type FROM ledger_history('sales.gone') ORDER BY seq").collect()
+    assert [(r["seq"], r["type"]) for r in undropped] == [(e.seq, e.type) for e in named.history("sales.gone")]
+    assert {"TableDropped", "TableUndropped", "PinTaken"} <= {r["type"] for r in undropped}
+    assert spark.sql("SELECT * FROM ledger_versions('sales.nope')").collect() == []
+
+
+# --- the view's text, without Spark -----------------------------------------------------------
+
+SCHEMA = json.dumps({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "day", "type": "string", "nullable": True, "metadata": {}}]})
+
+
+def test_a_views_text_names_exactly_the_files_with_glob_characters_taken_literally() -> None:
+    text = view_text("/wh/s{a}les/orders", ["_writes/a/day=1/p,1.parquet", "_writes/b/day=2/p[2].parquet"], SCHEMA)
+    assert "parquet.`file:///wh/s\\{a\\}les/orders/{_writes/a/day=1/p\\,1.parquet,_writes/b/day=2/p\\[2\\].parquet}`" \
+        in text
+    assert text.startswith("SELECT `id`, CAST(") and text.endswith("AS STRING) AS `day` FROM " + text.split(" FROM ")[1])
+    assert view_text("s3://lake/wh/t", [], SCHEMA) == "SELECT CAST(NULL AS BIGINT) AS `id`, CAST(NULL AS STRING) AS `day` WHERE false"
+    assert "`s3://lake/wh/t/{_writes/a/day=1/p.parquet}`" in view_text("s3://lake/wh/t", ["_writes/a/day=1/p.parquet"], SCHEMA)
+
+
+def test_files_in_different_partition_folders_cannot_be_named() -> None:
+    assert partition_columns(["_writes/a/x=1/y=2/p.parquet"]) == [(2, "x"), (1, "y")]
+    with pytest.raises(InvalidArgument, match="different partition folders"):
+        partition_columns(["_writes/a/x=1/p.parquet", "_writes/b/p.parquet"], "sales.orders")
+
+
+# --- secrets (R23) ---------------------------------------------------------------------------
+
+def test_r23_no_password_reaches_sparks_catalog_its_plans_or_the_logs(spark, postgres, tmp_path, caplog) -> None:
+    secret = "Alpha#Bravo"
+    role = postgres.password_role(secret)
+    database = postgres.database("sql").rsplit("/", 1)[1]
+    url = f"postgresql://{role}:{secret}@127.0.0.1:{postgres.port}/{database}"
+    with Ledger.open(url, warehouse=tmp_path / "wh") as led:
+        try:
+            write_table(frame(spark, 0, 3), led, "sales.orders")
+            attach(spark, led)
+            said = [spark.sql("DESCRIBE TABLE EXTENDED sales.orders").collect(),
+                    spark.sql("SHOW TBLPROPERTIES sales.orders").collect(),
+                    spark.sql("SHOW CREATE TABLE sales.orders").collect(),
+                    spark.sql("EXPLAIN EXTENDED SELECT * FROM sales.orders").collect(),
+                    spark.sql("SELECT * FROM ledger_history('sales.orders')").collect(),
+                    spark.sql("SELECT * FROM ledger_versions('sales.orders')").collect(),
+                    spark.sparkContext.getConf().getAll()]
+            for piece in ("Alpha", "Bravo"):
+                assert piece not in repr(said) and piece not in caplog.text
+            assert count(spark, "sales.orders") == 3
+        finally:
+            detach(spark, led)
