@@ -26,7 +26,7 @@ from .errors import (
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
-from .views import History, HistoryEntry, PinView, TableInstance, VacuumOrder, VacuumTarget
+from .views import Change, History, HistoryEntry, PinView, TableInstance, VacuumOrder, VacuumTarget
 
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance", "ClockSkew",
@@ -35,5 +35,5 @@ __all__ = [
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
-    "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin",
+    "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
 ]

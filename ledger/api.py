@@ -365,8 +365,9 @@ class Ledger(Catalog):
         """Call ``callback`` after every append made through this object, with what it may have
         changed; returns the function that stops it. What other processes append is not seen here
         until this object next reads the log (a follower asks for it: ``spark_ops.refresh``). The
-        callback runs in the thread that appended, after the append: an error it raises reaches
-        that caller, so a follower keeps its own."""
+        callback runs in the thread that appended, once the append has landed and the ledger's
+        locks are let go; an error it raises is logged (the ``ledger`` logger), never taken for
+        the append's."""
         def listener(streams: frozenset[str]) -> None:
             callback(Change(*touched(streams)))
         self.runner.listeners.append(listener)

@@ -15,6 +15,7 @@ state and tells it what was appended.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -40,6 +41,8 @@ HISTORY_EVERY = 15_000
 
 CommandOrBuilder = Union[Command, Callable[[Micros], Command]]
 """A command, or a function of the ledger's now that makes one (for commands that need the time)."""
+
+log = logging.getLogger("ledger")
 
 
 @attrs.frozen
@@ -151,9 +154,6 @@ class Runner:
             self.cache.extend((Recorded(seq, stream, version, time_, self.actor, event)
                                for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)),
                               appended.previous_head)
-        streams = frozenset(stream for stream, _ in decided)
-        for listener in tuple(self.listeners):
-            listener(streams)
 
     def execute(self, command: CommandOrBuilder) -> Decision:
         """Decide and append with retries.
@@ -189,6 +189,7 @@ class Runner:
                 self.retries += 1
                 time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** attempt)))
                 continue
+            self._tell(prepared.decision)
             return prepared.decision
         raise Conflict(
             f"gave up after {self.max_attempts} attempts: other writers kept changing what this "
@@ -204,7 +205,21 @@ class Runner:
         with self._lock, self.store.exclusive():
             prepared = self._decide(self.refresh(force=True), command)
             self.commit(prepared)
-            return prepared.decision
+        self._tell(prepared.decision)
+        return prepared.decision
+
+    def _tell(self, decision: Decision) -> None:
+        """Tell the listeners what an append wrote to, once it has landed and every lock is let go
+        (a listener may take its own locks, and call the ledger). A listener's error is logged:
+        the append landed, and its caller must hear that."""
+        if not decision.events or not self.listeners:
+            return
+        streams = frozenset(stream for stream, _ in decision.events)
+        for listener in tuple(self.listeners):
+            try:
+                listener(streams)
+            except Exception:  # noqa: BLE001 - a follower's trouble is not the append's
+                log.exception("a listener of the ledger's appends failed")
 
     def run(self, command: CommandOrBuilder) -> Any:
         """``execute`` and return only what the decision tells the caller."""

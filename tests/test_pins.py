@@ -307,3 +307,15 @@ def test_watch_says_which_tables_and_databases_each_append_touched(ledger: Ledge
     stop()
     ledger.drop_table("sales.orders")
     assert len(seen) == count
+
+
+def test_a_watchers_error_is_logged_and_the_append_stands(ledger: Ledger, ledger_path, clock: ManualClock,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    def broken(change: object) -> None:
+        raise RuntimeError("a follower's own trouble")
+    ledger.watch(broken)
+    table = ledger.create_table("sales.orders")  # returns: the append landed
+    assert "a follower's own trouble" in caplog.text
+    with Ledger.open(ledger_path, clock=clock) as fresh:
+        assert fresh.table("sales.orders").id == table.id
+    assert ledger.table("sales.orders").id == table.id

@@ -219,7 +219,7 @@ def test_attach_never_replaces_a_table_spark_holds_that_is_not_the_ledgers(spark
     spark.sql("CREATE OR REPLACE VIEW mine.orders AS SELECT 42 AS answer")
     try:
         events = named.event_count()
-        with pytest.raises(TableExists, match="mine.orders .*not the ledger's"):
+        with pytest.raises(TableExists, match="mine.orders .*not this ledger's"):
             attach(spark, named)
         assert spark.sql("SELECT * FROM mine.orders").collect()[0]["answer"] == 42
         assert named.event_count() == events and named.pins() == []
@@ -358,3 +358,112 @@ def test_r23_no_password_reaches_sparks_catalog_its_plans_or_the_logs(spark, pos
             assert count(spark, "sales.orders") == 3
         finally:
             detach(spark, led)
+
+
+# --- what a review found ---------------------------------------------------------------------
+
+def test_a_change_made_in_another_thread_during_a_refresh_is_followed(spark, named: Ledger, clock) -> None:
+    import threading
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    write_table(frame(spark, 10, 2), named, "sales.orders", mode="overwrite")
+    attach(spark, named)
+    stop = threading.Event()
+
+    def refreshing() -> None:
+        while not stop.is_set():
+            refresh(spark, named)
+    thread = threading.Thread(target=refreshing)
+    thread.start()
+    try:
+        for i in range(12):
+            named.restore_table("sales.orders", version=1 + i % 2)
+    finally:
+        stop.set()
+        thread.join()
+    assert ids(spark.table("sales.orders")) == ids(read_table(spark, named, "sales.orders", pin=False))
+    shown = named.table("sales.orders").current_version
+    assert [(p.table, p.version) for p in named.pins()] == [("sales.orders", shown)]
+
+
+def test_a_table_that_cannot_be_named_is_left_out_and_the_others_are_named(spark, named: Ledger, caplog) -> None:
+    write_table(frame(spark, 0, 3), named, "sales.orders")
+    parted = spark.createDataFrame([(1, "a"), (2, "b")], "id long, day string")
+    write_table(parted, named, "sales.mixed", partition_by=["day"])
+    write_table(parted, named, "sales.mixed")  # the same columns, not partitioned: no one layout to name
+    write_table(frame(spark, 0, 4, parts=2), named, "sales.holed")
+    version = named.version("sales.holed")
+    Path(named.table("sales.holed").location, version.files[0].path).unlink()  # deleted outside the ledger
+    assert attach(spark, named) == ["sales.orders"]
+    assert "sales.mixed has no name" in caplog.text and "different partition folders" in caplog.text
+    assert "sales.holed has no name" in caplog.text and "not there" in caplog.text
+    assert [p.table for p in named.pins()] == ["sales.orders"]  # no pin left on what has no name
+    assert not spark.catalog.tableExists("sales.holed")  # never fewer rows than the version has (R11)
+    with pytest.raises(Exception, match="TableDataMissing|not there"):
+        read_table(spark, named, "sales.holed", pin=False)
+
+
+def test_one_ledger_at_a_time_and_another_ledgers_view_is_never_replaced(spark, named: Ledger, tmp_path, clock) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    attach(spark, named)
+    with Ledger.open(tmp_path / "other.db", clock=clock) as other:
+        write_table(frame(spark, 50, 1), other, "sales.orders")
+        events = other.event_count()
+        with pytest.raises(InvalidArgument, match="another ledger .* is attached"):
+            attach(spark, other)
+        assert other.event_count() == events and detach(spark, other) == []
+        assert ids(spark.table("sales.orders")) == [0, 1]
+        detach(spark, named)
+        attach(spark, other)
+        try:
+            assert ids(spark.table("sales.orders")) == [50]
+        finally:
+            detach(spark, other)
+
+
+def test_a_name_recreated_elsewhere_is_shown_after_refresh_and_its_history_follows_the_name(
+        spark, named: Ledger, ledger_path, clock) -> None:
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    attach(spark, named)
+    with Ledger.open(ledger_path, clock=clock, actor="elsewhere") as other:
+        other.drop_table("sales.orders")
+        write_table(frame(spark, 70, 1), other, "sales.orders")
+    refresh(spark, named)
+    assert ids(spark.table("sales.orders")) == [70]
+    rows = spark.sql("SELECT seq, type FROM ledger_history('Sales.Orders') ORDER BY seq").collect()
+    assert [(r["seq"], r["type"]) for r in rows] == [(e.seq, e.type) for e in named.history("sales.orders")]
+    assert [r["type"] for r in rows].count("TableCreated") == 2  # both instances that bore the name
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from ledger import Ledger
+    from spark_ops import attach, local_session
+    path, go = sys.argv[1], Path(sys.argv[2])
+    spark = local_session("attach-child")
+    led = Ledger.open(path, actor="child")
+    print(attach(spark, led), flush=True)
+    while not go.exists():
+        time.sleep(0.01)
+    # leaves without detach: its pins must go with it, and the exit must not take new ones
+""")
+
+
+def test_r21_a_process_that_ends_attached_leaves_no_pin_behind(spark, named: Ledger, ledger_path, tmp_path) -> None:
+    if not isinstance(ledger_path, Path):
+        pytest.skip("the other process opens the file")
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    write_table(frame(spark, 5, 2), named, "sales.orders", mode="overwrite")
+    go = tmp_path / "go"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(ledger_path), str(go)], cwd=REPO, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "['sales.orders']", \
+            child.stderr.read() if child.stderr else ""
+        assert [p.version for p in named.pins()] == [2]
+        named.restore_table("sales.orders", version=1)  # a change the child would follow if it ran on
+        go.touch()
+        assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
+    finally:
+        child.kill()
+    assert named.pins() == []

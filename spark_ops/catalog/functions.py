@@ -41,7 +41,7 @@ def _by_name(rows: Mapping[str, list[tuple[Any, ...]]]) -> type:
         kept = dict(rows)
 
         def eval(self, name: str):  # type: ignore[no-untyped-def]
-            yield from ByName.kept.get(name, ())
+            yield from ByName.kept.get(name.lower() if isinstance(name, str) else name, ())
     return ByName
 
 
@@ -55,33 +55,32 @@ def _all(rows: list[tuple[Any, ...]]) -> type:
 
 
 class Functions:
-    """The three functions of one attachment, re-registered when their rows change. The history
-    is read from the log once, then only what was appended since; a table's versions are read
-    again only when a change touched it."""
+    """The three functions of one attachment, re-registered when their rows change (registering
+    pickles all of a function's rows: not done for nothing). The history is read from the log
+    once, then only what was appended since; a table's versions are read again only when a change
+    touched it."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self.events: dict[str, list[tuple[Any, ...]]] = {}  # table id -> its history rows
+        self.history = _History()
         self.versions: dict[str, list[tuple[Any, ...]]] = {}  # table name -> its version rows
-        self.last: tuple[int, Any] = (0, None)  # the seq and time of the last event read
-        self.kept: set[str] = set()  # the tables whose every event up to the last is in ``events``
         self.registered: tuple[dict[str, str], list[Any]] | None = None  # the names and dropped rows registered
 
     def update(self, ledger: Ledger, shown: Mapping[str, Any], touched: Iterable[str] | None) -> None:
         """Bring the rows of ``touched`` names (None: all) up to date, and register each function
-        whose rows changed (registering pickles all its rows: not done for nothing)."""
+        whose rows changed."""
         ids = {name: s.table_id for name, s in shown.items()}
-        if self._read_history(ledger, set(ids.values())) or self.registered is None or ids != self.registered[0]:
-            history = {name: list(self.events.get(table_id, ())) for name, table_id in ids.items()}
-            self.spark.udtf.register(HISTORY, _udtf(_by_name(history), _HISTORY_COLUMNS))
+        if self.history.read(ledger, set(shown)) or self.registered is None or ids != self.registered[0]:
+            rows = {name: self.history.of(name) for name in shown}
+            self.spark.udtf.register(HISTORY, _udtf(_by_name(rows), _HISTORY_COLUMNS))
         versions_moved = False
         for name in set(self.versions) - set(shown):
             del self.versions[name]
             versions_moved = True
         for name in shown if touched is None else set(touched) & set(shown):
-            rows = [_version_row(v) for v in ledger.versions(table_id=shown[name].table_id)]
-            versions_moved |= self.versions.get(name) != rows
-            self.versions[name] = rows
+            rows_of = [_version_row(v) for v in ledger.versions(table_id=shown[name].table_id)]
+            versions_moved |= self.versions.get(name) != rows_of
+            self.versions[name] = rows_of
         if versions_moved or self.registered is None:
             self.spark.udtf.register(VERSIONS, _udtf(_by_name(self.versions), _VERSION_COLUMNS))
         dropped = [_table_row(t) for t in ledger.dropped_tables()]
@@ -89,32 +88,61 @@ class Functions:
             self.spark.udtf.register(DROPPED, _udtf(_all(dropped), _TABLE_COLUMNS))
         self.registered = (ids, dropped)
 
-    def _read_history(self, ledger: Ledger, shown: set[str]) -> bool:
-        """Read the events appended since the last read, keeping those of live and shown tables (a
-        dropped table's are let go: an undropped one's history is read again, whole); True if a
-        shown table's history moved."""
-        last_seq, last_time = self.last
-        keep = shown | {t.id for t in ledger.tables()}
-        moved = False
-        for table_id in sorted(shown - self.kept) if last_seq else ():
-            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id) if e.seq <= last_seq]
-            moved = True
-        for entry in ledger.history(since=last_time):
-            if entry.seq <= last_seq:
-                continue
-            for table_id in keep.intersection(entry.table_ids):
-                self.events.setdefault(table_id, []).append(_history_row(entry))
-                moved |= table_id in shown
-            last_seq, last_time = entry.seq, entry.time
-        for table_id in set(self.events) - keep:
-            del self.events[table_id]
-        self.kept = keep
-        self.last = (last_seq, last_time)
-        return moved
-
     def drop(self) -> None:
         for name in (HISTORY, VERSIONS, DROPPED):
             self.spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
+
+
+class _History:
+    """Each name's history as ``Ledger.history(name)`` gives it: the events of every instance that
+    ever bore the name. Read as the log grows; held only for the names that are live or shown (an
+    instance that comes back under a held name, by an undrop, has its events read again, whole)."""
+
+    def __init__(self) -> None:
+        self.bore: dict[str, set[str]] = {}  # name -> every instance that bore it
+        self.events: dict[str, list[tuple[Any, ...]]] = {}  # instance -> its rows, for the held names
+        self.held: set[str] = set()  # the instances whose every event up to ``last`` is in ``events``
+        self.seen: set[str] = set()  # every instance a name was given to, held or not
+        self.last: tuple[int, Any] = (0, None)  # the seq and time of the last event read
+
+    def read(self, ledger: Ledger, shown: set[str]) -> bool:
+        """Read what was appended since the last read; True if a shown name's history moved."""
+        names = shown | {t.name for t in ledger.tables()}
+        first = self.last[0] == 0
+        moved = self._follow(ledger, names, shown)
+        wanted = set().union(*(self.bore.get(n, set()) for n in names))
+        for table_id in sorted(wanted - self.held) if not first else ():
+            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id)
+                                     if e.seq <= self.last[0]]
+            moved = True
+        for table_id in set(self.events) - wanted:
+            del self.events[table_id]
+        self.held = wanted
+        return moved
+
+    def _follow(self, ledger: Ledger, names: set[str], shown: set[str]) -> bool:
+        last_seq, last_time = self.last
+        moved = False
+        for entry in ledger.history(since=last_time):
+            if entry.seq <= last_seq:
+                continue
+            name, table_id = entry.data.get("name"), entry.data.get("table_id")
+            if isinstance(name, str) and isinstance(table_id, str):
+                if name in names and table_id not in self.seen:
+                    self.held.add(table_id)  # a new instance: held from its first event on
+                self.bore.setdefault(name, set()).add(table_id)
+                self.seen.add(table_id)
+            for table_id in self.held.intersection(entry.table_ids):
+                self.events.setdefault(table_id, []).append(_history_row(entry))
+                moved |= any(table_id in self.bore.get(n, ()) for n in shown)
+            last_seq, last_time = entry.seq, entry.time
+        self.last = (last_seq, last_time)
+        return moved
+
+    def of(self, name: str) -> list[tuple[Any, ...]]:
+        """The rows of ``name``'s history, oldest first (an event about two of its instances once)."""
+        rows = {row[0]: row for table_id in self.bore.get(name, ()) for row in self.events.get(table_id, ())}
+        return [rows[seq] for seq in sorted(rows)]
 
 
 def _udtf(cls: type, columns: str) -> Any:

@@ -17,28 +17,26 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from .text import quote
+from ledger import TableExists
+
+from .text import literal, quote
 
 MARK = "retention_ledger"
-"""The property that says a view is the ledger's. Nothing that lacks it is ever replaced or
-dropped. (One value for every view, so that every view shares one property map.)"""
-OURS = "attached"
+"""The property that says whose a view is: its value names the ledger (its address, without a
+password). Nothing that does not carry this ledger's is replaced or dropped."""
 TEMPLATE = "retention_ledger_template"
 
 
 class SparkCatalog:
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, *, owner: str) -> None:
         self.spark = spark
+        self.mark = owner
         session = getattr(spark, "_jsparkSession", None)
         self._catalog = session.sessionState().catalog() if session is not None else None
         self._parser = session.sessionState().sqlParser() if session is not None else None
         self._databases: set[str] = set()
         self._schemas: dict[str, Any] = {}
         self._template: Any = None
-
-    @property
-    def fast(self) -> bool:
-        return self._catalog is not None
 
     def ensure_database(self, database: str) -> bool:
         """Create the database if need be; True if it was created here."""
@@ -61,32 +59,55 @@ class SparkCatalog:
         return {ident.rsplit(".", 1)[-1].strip("`") for ident in listed.split("\u0001") if ident}
 
     def owner(self, database: str, name: str) -> str | None:
-        """``OURS`` for a ledger's view of this name, "" for an object that is not the ledger's,
-        None when there is nothing of that name."""
+        """Whose the object of this name is: the ledger its ``MARK`` names, "" for an object that is
+        no ledger's, None when there is nothing of that name."""
         if self._catalog is None:
-            if not self.spark.catalog.tableExists(name, database):
+            if not self.spark.catalog.tableExists(f"{quote(database)}.{quote(name)}"):
                 return None
             rows = self.spark.sql(f"SHOW TBLPROPERTIES {quote(database)}.{quote(name)} ('{MARK}')").collect()
-            return OURS if rows and rows[0][1] == OURS else ""
+            value = str(rows[0][1]) if rows else ""
+            return "" if "does not have property" in value else value
         ident = self._ident(database, name)
         if not self._catalog.tableExists(ident):
             return None
         props = self._catalog.getTableMetadata(ident).properties()
-        return OURS if props.contains(MARK) else ""
+        return str(props.apply(MARK)) if props.contains(MARK) else ""
+
+    def ours(self, database: str, name: str) -> bool:
+        return self.owner(database, name) == self.mark
+
+    def absent(self, names: list[str]) -> set[str]:
+        """Which of ``names`` (``database.table``) the catalog does not hold. One it holds that is
+        not this ledger's view (a user's own table, another ledger's view) is ``TableExists``."""
+        by_database: dict[str, list[str]] = {}
+        for name in names:
+            by_database.setdefault(name.split(".", 1)[0], []).append(name)
+        found = set()
+        for database, wanted in by_database.items():
+            there = self.names(database)
+            for name in wanted:
+                short = name.split(".", 1)[1]
+                if short not in there:
+                    found.add(name)
+                elif not self.ours(database, short):
+                    raise TableExists(f"cannot attach {name}: Spark's catalog holds a {name} that is not this "
+                                      "ledger's (drop it there, or attach with database= to leave that database out)")
+        return found
 
     def put(self, database: str, name: str, text: str, schema_json: str | None, *, new: bool = False) -> None:
         """Create or replace the view ``database.name`` (the caller checked that what it replaces is
         the ledger's; ``new``: it checked that there is nothing to replace)."""
         if self._catalog is None or schema_json is None:
             self.spark.sql(f"CREATE OR REPLACE VIEW {quote(database)}.{quote(name)} "
-                           f"TBLPROPERTIES ('{MARK}' = '{OURS}') AS {text}")
+                           f"TBLPROPERTIES ('{MARK}' = {literal(self.mark)}) AS {text}")
             return
         template = self._template or self._make_template(database)
         ident = template.identifier(database, name)
         entry = self._entry(template, ident, text, schema_json)
-        if not new:
-            self._catalog.dropTable(ident, True, False)
-        self._catalog.createTable(entry, False, False)
+        if new:
+            self._catalog.createTable(entry, False, False)
+        else:  # in one step: a query in another thread never finds the name missing
+            self._catalog.alterTable(entry)
 
     def drop(self, database: str, name: str) -> None:
         if self._catalog is None:
@@ -118,16 +139,20 @@ class SparkCatalog:
         ident = self._ident(database, TEMPLATE)
         entry = self._catalog.getTableMetadata(ident)
         self._catalog.dropTable(ident, True, False)
-        self._template = _Template(self.spark, entry)
+        self._template = _Template(self.spark, entry, self.mark)
         return self._template
 
 
 class _Template:
     """A throw-away view's catalog entry, read field by field (by name, so a Spark release that
     adds a field still works), its properties without the query's recorded column names (the
-    view's schema gives them), and the JVM functions each copy needs, looked up once."""
+    view's schema gives them), and the JVM functions each copy needs, looked up once.
 
-    def __init__(self, spark: SparkSession, entry: Any) -> None:
+    This leans on Spark's internals (``SessionCatalog``, ``CatalogTable.copy``), stable across the
+    4.x releases it was tried on; the tests put and read views through it on every run, so a Spark
+    that changed them fails there, not in a user's session."""
+
+    def __init__(self, spark: SparkSession, entry: Any, mark: str) -> None:
         jvm: Any = spark._jvm
         self.entry = entry
         self.fields = list(str(entry.productElementNames().toList().mkString("\u0001")).split("\u0001"))
@@ -139,7 +164,7 @@ class _Template:
         for key in list(str(properties.keys().mkString("\u0001")).split("\u0001")):
             if key.startswith("view.query.out."):
                 properties = properties.removed(key)
-        self.properties = properties.updated(MARK, OURS)
+        self.properties = properties.updated(MARK, mark)
         self.parse_type = jvm.org.apache.spark.sql.types.DataType.fromJson
         self.some = jvm.scala.Some
         self._name = entry.identifier()

@@ -98,6 +98,11 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def literal(text: str) -> str:
+    """A SQL string literal (a quote or backslash in it escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _glob_escape(path: str) -> str:
     """A file path inside a Hadoop brace glob: its special characters taken literally."""
     return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in path)
