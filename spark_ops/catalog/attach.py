@@ -18,6 +18,7 @@ the pins of what the views showed before. A name is never shown without its pin.
 from __future__ import annotations
 
 import atexit
+import os
 import contextlib
 import logging
 import threading
@@ -44,6 +45,8 @@ ATTACH_PIN_LEASE = timedelta(hours=1)
 does any change followed once a third of the lease has passed."""
 RETRIES = 3
 """How many times a sync reads the ledger again after another process changed it under the pins."""
+
+NOTHING_YET = "nothing written to it yet"
 
 log = logging.getLogger("spark_ops.attach")
 
@@ -159,12 +162,14 @@ class Attachment:
         if self.catalog.ensure_database(database):
             self.created_databases.add(database)
         if pin is None:
+            if fs.is_local(table.location) and not os.path.isdir(fs.local_path(table.location)):
+                return self._unnamed(table.name, NOTHING_YET)  # asking Spark would cost a failed inference
             try:
                 self.catalog.put(database, short, f"SELECT * FROM {folder_relation(table.location)}", None, new=new)
             except Exception as exc:  # Spark's AnalysisException: nothing there to read yet
                 if "PATH_NOT_FOUND" not in str(exc) and "UNABLE_TO_INFER_SCHEMA" not in str(exc):
                     raise
-                return self._unnamed(table.name, "nothing written to it yet")
+                return self._unnamed(table.name, NOTHING_YET)
             return Named(table.id, None, None)
         # The pin says which instance and version: another process may have moved the name since
         # ``table`` was read, and the view must show exactly what is held.
@@ -192,7 +197,7 @@ class Attachment:
         database, short = name.split(".", 1)
         if self.catalog.ours(database, short):
             self.catalog.drop(database, short)
-        if self.unnamed.get(name) != why:
+        if self.unnamed.get(name) != why and why != NOTHING_YET:  # a table just made is about to be written
             log.warning("%s has no name in Spark SQL: %s (read_table says more)", name, why)
         self.unnamed[name] = why
         return None
@@ -276,6 +281,7 @@ class Attachment:
                 removed += [self._remove(name) for name in names]
                 for database in sorted(self.created_databases):
                     self.catalog.drop_database_if_empty(database)
+                self.catalog.close()
                 self.functions.drop()
             finally:
                 self._release([s.pin_id for s in [*removed, *self.named.values()] if s.pin_id is not None])

@@ -122,6 +122,7 @@ class _History:
 
     def _follow(self, ledger: Ledger, names: set[str], shown: set[str]) -> bool:
         last_seq, last_time = self.last
+        shown_ids = set().union(*(self.bore.get(n, set()) for n in shown))
         moved = False
         for entry in ledger.history(since=last_time):
             if entry.seq <= last_seq:
@@ -132,9 +133,11 @@ class _History:
                     self.held.add(table_id)  # a new instance: held from its first event on
                 self.bore.setdefault(name, set()).add(table_id)
                 self.seen.add(table_id)
+                if name in shown:
+                    shown_ids.add(table_id)
             for table_id in self.held.intersection(entry.table_ids):
                 self.events.setdefault(table_id, []).append(_history_row(entry))
-                moved |= any(table_id in self.bore.get(n, ()) for n in shown)
+                moved |= table_id in shown_ids
             last_seq, last_time = entry.seq, entry.time
         self.last = (last_seq, last_time)
         return moved

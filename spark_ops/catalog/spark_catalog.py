@@ -13,12 +13,16 @@ before versions were recorded), the view is made with SQL instead.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from ledger import TableExists
 
+from ..tables import spark_uri
 from .text import literal, quote
 
 MARK = "retention_ledger"
@@ -37,16 +41,23 @@ class SparkCatalog:
         self._databases: set[str] = set()
         self._schemas: dict[str, Any] = {}
         self._template: Any = None
+        self._scratch: str | None = None
 
     def ensure_database(self, database: str) -> bool:
-        """Create the database if need be; True if it was created here."""
+        """Create the database if need be; True if it was created here. Its folder (Spark makes
+        one for every database, ``./spark-warehouse/<name>.db`` unless told) goes in a scratch
+        folder of the attachment's, not in the caller's: a view holds no data."""
         if database in self._databases:
             return False
-        created = not self.spark.catalog.databaseExists(database)
-        if created:
-            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)}")
+        exists = self._catalog.databaseExists(database) if self._catalog is not None else \
+            self.spark.catalog.databaseExists(database)
+        if not exists:
+            if self._scratch is None:
+                self._scratch = tempfile.mkdtemp(prefix="retention-ledger-spark-databases-")
+            where = spark_uri(os.path.join(self._scratch, f"{database}.db"))
+            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)} LOCATION {literal(where)}")
         self._databases.add(database)
-        return created
+        return not exists
 
     def names(self, database: str) -> set[str]:
         """The names in ``database`` (views and tables, the ledger's or not)."""
@@ -119,6 +130,12 @@ class SparkCatalog:
         if not self.names(database) and self.spark.catalog.databaseExists(database):
             self.spark.sql(f"DROP DATABASE IF EXISTS {quote(database)}")
         self._databases.discard(database)
+
+    def close(self) -> None:
+        """Remove the scratch folder of the databases made here (after they were dropped)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def _ident(self, database: str, name: str) -> Any:
         assert self._parser is not None
