@@ -42,6 +42,7 @@ class SparkCatalog:
         self._schemas: dict[str, Any] = {}
         self._template: Any = None
         self._scratch: str | None = None
+        self._database_classes: tuple[Any, Any, Any] | None = None
         self._handles: dict[tuple[str, str], tuple[Any, ...]] = {}
         """The JVM objects of each view put here (its name, entry and text), held while it is
         shown: py4j frees every handle it lets go of with a round trip to the JVM of its own, which
@@ -62,11 +63,7 @@ class SparkCatalog:
             if self._catalog is None:
                 self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)} LOCATION {literal(where)}")
             else:  # what that statement does, without its 15 ms of parsing and planning
-                jvm: Any = self.spark._jvm  # type: ignore[attr-defined]
-                catalyst = jvm.org.apache.spark.sql.catalyst.catalog
-                definition = catalyst.CatalogDatabase(database, "", jvm.java.net.URI(where),
-                                                      jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}))
-                self._catalog.createDatabase(definition, True)
+                self._catalog.createDatabase(self._jvm_database(database, where), True)
         self._databases.add(database)
         return not exists
 
@@ -138,6 +135,14 @@ class SparkCatalog:
         else:
             self._catalog.dropTable(self._ident(database, name), True, False)
         self._handles.pop((database, name), None)
+
+    def _jvm_database(self, database: str, where: str) -> Any:
+        if self._database_classes is None:  # looked up once: each step of a JVM path is a round trip
+            jvm: Any = self.spark._jvm  # type: ignore[attr-defined]
+            self._database_classes = (jvm.org.apache.spark.sql.catalyst.catalog.CatalogDatabase, jvm.java.net.URI,
+                                      jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}))
+        make, uri, no_properties = self._database_classes
+        return make(database, "", uri(where), no_properties)
 
     def drop_database_if_empty(self, database: str) -> None:
         if not self.names(database) and self.spark.catalog.databaseExists(database):
