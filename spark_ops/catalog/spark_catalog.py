@@ -68,14 +68,15 @@ class SparkCatalog:
         return not exists
 
     def names(self, database: str) -> set[str]:
-        """The names in ``database`` (views and tables, the ledger's or not)."""
+        """The names in ``database`` (views and tables, the ledger's or not; not temporary views)."""
         if self._catalog is None:
-            return {t.name for t in self.spark.catalog.listTables(database)} \
+            return {t.name for t in self.spark.catalog.listTables(database) if not t.isTemporary} \
                 if self.spark.catalog.databaseExists(database) else set()
         if not self._catalog.databaseExists(database):
             return set()
         listed = str(self._catalog.listTables(database).mkString("\u0001"))
-        return {ident.rsplit(".", 1)[-1].strip("`") for ident in listed.split("\u0001") if ident}
+        # Spark lists the session's temporary views in every database, unqualified: not the database's.
+        return {ident.rsplit(".", 1)[-1].strip("`") for ident in listed.split("\u0001") if "." in ident}
 
     def owner(self, database: str, name: str) -> str | None:
         """Whose the object of this name is: the ledger its ``MARK`` names, "" for an object that is
