@@ -433,3 +433,32 @@ def test_r21_attach_on_a_warehouse_spark_has_no_file_system_for_says_so_and_reco
     assert sorted(f"{bucket_uri}/" + k for k in keys) == sorted(
         f"{table.location}/{p}" for p in named[len(table.location) + 2:-1].split(","))
     assert "AWS" not in relation and "secret" not in relation.lower()
+
+
+# --- a table the ledger does not know the files of: one listing per location (R20) ------------
+
+def test_r20_a_dropped_table_written_outside_the_ledger_is_listed_once_and_deleted_in_batches(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A table made with ``create_table`` and filled by a pipeline's own job, in 25 partition
+    folders: its purge lists the location with one streamed listing (pages of 1,000 keys, deleted
+    in batches as they arrive) and proves it empty with one more, where split below the table it
+    listed each folder twice. Nothing outside it is touched."""
+    from spark_ops import vacuum
+    table = lake.create_table("sales.outside")
+    for day in range(25):
+        for part in range(100):
+            put(f"{table.location}/day={day:03d}/part-{part:05d}.parquet", b"p" * 7)
+    kept = lake.create_table("sales.kept")
+    kept_objects = put_table(kept.location, 3)
+    lake.drop_table("sales.outside")
+    clock.advance(WEEK * 2)
+    s3.clear()
+    report = vacuum(spark, lake)
+    seen = list(s3.requests)
+    assert [i.id for i in report.purged] == [table.id] and report.files == 2_500 and report.bytes == 2_500 * 7
+    assert objects_under(table.location) == [] and objects_under(kept.location) == kept_objects
+    mine = [r for r in seen if LISTINGS(r.method, r.target) and f"%2F{table.id}" in r.target]
+    assert not [r for r in mine if "delimiter" in r.target]  # no folder is listed apart
+    assert len(mine) == 3 + 1  # three pages of 1,000, and the listing that proves it empty
+    deletes = [r for r in seen if DELETES(r.method, r.target)]
+    assert len(deletes) == 3 and sorted(len(r.keys) for r in deletes) == [500, 1_000, 1_000]

@@ -176,8 +176,8 @@ def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress:
     the work, and a Spark job would cost more than the deletes themselves (0.1-0.3 s against
     0.55 s for 20,000 objects here), as Iceberg's Spark actions and delta-rs delete from one
     process. What the ledger does not know (a dropped location written outside it) is listed on
-    the executors, split below the table. A dry run, and everything on a local disk, runs on
-    the executors."""
+    the executors, once per location. A dry run, and everything on a local disk, runs on the
+    executors."""
     context = spark.sparkContext
     plan = plan_of(order, dry_run, listing, context.defaultParallelism * 2)
     keys = sorted(plan.items)
@@ -207,9 +207,15 @@ def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool, progress
     # here). On an object store a task keeps several batches in flight itself: one a core.
     per_core = 4 if fs.is_local(plan.root) else 1
     slices = max(1, min(len(keys), context.defaultParallelism * per_core))
-    # Purges the ledger knows the files of go with the other items; the others are split below
-    # the table (their folders listed).
-    purges = [] if dry_run else [k for k in keys if plan.items[k].kind == PURGE and not plan.items[k].manifests]
+    # Purges the ledger knows the files of go with the other items; on a local disk the others
+    # are split below the table (their folders listed and shared out over the cores, which pays
+    # where deleting is a system call a file). On an object store each is one item: one streamed
+    # listing of its location, pages of 1,000 keys deleted in batches as they arrive, and one
+    # listing that proves it empty (R20). Split below the table, the store answered a listing per
+    # folder and another to prove each empty: 421 listings for 20,000 objects in 200 folders,
+    # where 21 do.
+    purges = [] if dry_run or not fs.is_local(plan.root) else \
+        [k for k in keys if plan.items[k].kind == PURGE and not plan.items[k].manifests]
     others = sorted(set(keys) - set(purges))
     # Known up front, except the second purge job's, which starts only if a big table is found.
     total = (max(1, min(len(others), slices)) if others else 0) + \
