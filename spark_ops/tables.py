@@ -189,9 +189,11 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
             plain.append(path)
     def reader() -> Any:  # a fresh one each time: a reader's options stick to it
         return spark.read if schema is None else spark.read.schema(schema)
-    frames = [reader().parquet(*(spark_uri(f"{location}/{p}") for p in plain))] if plain else []
-    frames += [reader().option("basePath", spark_uri(f"{location}/{folder}"))
-               .parquet(*(spark_uri(f"{location}/{p}") for p in files)) for folder, files in sorted(by_write.items())]
+    def uris(paths: list[str]) -> list[str]:
+        return [glob_escape(spark_uri(f"{location}/{p}")) for p in paths]
+    frames = [reader().parquet(*uris(plain))] if plain else []
+    frames += [reader().option("basePath", spark_uri(f"{location}/{folder}")).parquet(*uris(files))
+               for folder, files in sorted(by_write.items())]
     result = frames[0]
     for more in frames[1:]:
         result = result.unionByName(more)
@@ -201,7 +203,7 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
 
 def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
     try:
-        return spark.read.parquet(spark_uri(table.location))
+        return spark.read.parquet(glob_escape(spark_uri(table.location)))
     except Exception as exc:  # Spark raises AnalysisException for an empty or missing folder
         if "PATH_NOT_FOUND" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
             raise TableNotFound(f"{table.name} (id {table.id}) has no data yet at {table.location}") from None
@@ -247,6 +249,15 @@ def check_filesystem(spark: SparkSession, root: str) -> None:
                      if scheme.startswith("s3") else "")
         raise SparkUnavailable(f"Spark has no file system for the warehouse {root} ({cause}): add the Hadoop connector "
                                f"for {scheme}://{connector}; nothing was recorded") from None
+
+
+_GLOB_SPECIAL = set("\\{}[]*?,")
+
+
+def glob_escape(path: str) -> str:
+    """A path as Spark's readers take it literally: they read every path as a Hadoop glob, so a
+    warehouse folder named ``w[1]`` or ``w{a,b}`` would name nothing (or something else)."""
+    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in path)
 
 
 def spark_uri(location: str) -> str:

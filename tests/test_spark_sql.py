@@ -468,3 +468,20 @@ def test_r21_a_process_that_ends_attached_leaves_no_pin_behind(spark, named: Led
     finally:
         child.kill()
     assert named.pins() == []
+
+
+def test_r11_a_warehouse_whose_folder_holds_glob_characters_reads_by_read_table_and_by_name(
+        spark, tmp_path, clock) -> None:
+    """Spark reads every path as a Hadoop glob: a warehouse in a folder named ``w[1]{a,b}`` named
+    nothing (``PATH_NOT_FOUND``) to ``read_table``; its paths are now given to Spark escaped."""
+    with Ledger.open(tmp_path / "ledger.db", warehouse=tmp_path / "w[1]{a,b}", clock=clock) as led:
+        try:
+            rows = spark.createDataFrame([(i, f"{i % 2}") for i in range(6)], "id long, p string")
+            write_table(rows, led, "globs.plain")
+            write_table(rows, led, "globs.parted", partition_by=["p"])
+            for name in ("globs.plain", "globs.parted"):
+                assert ids(read_table(spark, led, name, pin=False)) == list(range(6))
+            attach(spark, led)
+            assert ids(spark.table("globs.parted")) == list(range(6)) and count(spark, "globs.plain") == 6
+        finally:
+            detach(spark, led)

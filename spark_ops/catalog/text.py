@@ -18,9 +18,8 @@ from urllib.parse import unquote
 
 from ledger.errors import InvalidArgument
 
-from ..tables import spark_uri
+from ..tables import glob_escape, spark_uri
 
-_GLOB_SPECIAL = set("\\{}[]*?,")
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -49,13 +48,13 @@ def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_sc
 def files_relation(location: str, files: Sequence[str]) -> str:
     """Exactly ``files`` under ``location``, as Spark SQL names Parquet files: a brace glob in which
     every character the glob would read as special is taken literally."""
-    glob = ",".join(_glob_escape(f) for f in files)
-    return "parquet." + quote(_glob_escape(spark_uri(location)) + "/{" + glob + "}")
+    glob = ",".join(glob_escape(f) for f in files)
+    return "parquet." + quote(glob_escape(spark_uri(location)) + "/{" + glob + "}")
 
 
 def folder_relation(location: str) -> str:
     """Everything under ``location`` (a table written before versions, read as ``read_table`` does)."""
-    return "parquet." + quote(_glob_escape(spark_uri(location)))
+    return "parquet." + quote(glob_escape(spark_uri(location)))
 
 
 def partition_columns(files: Sequence[str], table: str = "") -> list[tuple[int, str]]:
@@ -101,11 +100,6 @@ def quote(name: str) -> str:
 def literal(text: str) -> str:
     """A SQL string literal (a quote or backslash in it escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _glob_escape(path: str) -> str:
-    """A file path inside a Hadoop brace glob: its special characters taken literally."""
-    return "".join("\\" + c if c in _GLOB_SPECIAL else c for c in path)
 
 
 def _sql_type(spark_type: Any) -> str:
