@@ -29,8 +29,8 @@ import attrs
 from pyspark.sql import SparkSession
 
 from ledger import (
-    InvalidArgument, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableExists, TableNotFound,
-    VersionExpired, VersionNotFound,
+    InvalidArgument, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound, VersionExpired,
+    VersionNotFound,
 )
 from ledger.views import Change, TableInstance, TableVersion
 
@@ -61,6 +61,9 @@ class Named:
 
 
 class Attachment:
+    """One ledger's names in one Spark application: what each shows, the pins that hold them, and
+    the functions; kept in step with the ledger by ``sync``."""
+
     def __init__(self, spark: SparkSession, ledger: Ledger, database: str | None, lease: Any) -> None:
         self.spark = spark
         self.ledger = ledger
