@@ -11,10 +11,12 @@ traceback, so we look for it first and say in one line what is missing.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -86,9 +88,28 @@ def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | N
     # there would run in every task (R22). PYTHONSAFEPATH is -P, set as an executor environment
     # variable so it reaches every worker, in local mode and on a cluster.
     conf.setdefault("spark.executorEnv.PYTHONSAFEPATH", "1")
+    # Nor from the user's site-packages folder (Python's -s), unless what the workers import lives
+    # there. Spark builds the workers' command itself, so -I cannot be given; -E (ignore PYTHON*
+    # variables) has no variable of its own, and Spark needs PYTHONPATH to find pyspark.
+    if not _workers_need_user_site():
+        conf.setdefault("spark.executorEnv.PYTHONNOUSERSITE", "1")
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _workers_need_user_site() -> bool:
+    """Whether a module the Python workers import (pyspark, pyarrow, obstore) is installed in the
+    user's site-packages (``pip install --user``): then they must keep it on their path."""
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if not user_site:
+        return False
+    for name in ("pyspark", "pyarrow", "obstore"):
+        found = importlib.util.find_spec(name)
+        if found is not None and found.origin and os.path.realpath(found.origin).startswith(
+                os.path.realpath(user_site) + os.sep):
+            return True
+    return False
 
 
 def _quiet_logs() -> list[str]:

@@ -53,17 +53,24 @@ def long_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def planted(tmp_path: Path, *names: str) -> tuple[Path, Path]:
+    """A user's project folder holding, for each name, a module and a package of that name that
+    write a marker when imported (the folder, and the marker's path)."""
+    user, marker = tmp_path / "project", tmp_path / "MARKER"
+    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for name in names:
+        (user / name).mkdir(parents=True)
+        (user / name / "__init__.py").write_text(plant)
+        (user / f"{name}.py").write_text(plant)
+    return user, marker
+
+
 def test_r22_no_call_runs_code_from_the_callers_folders(long_ledger: Path, tmp_path: Path) -> None:
     """A folder holding a ``ledger.py`` and a ``ledger/`` package of the user's own, each of which
     writes a marker when imported; from it, a long log is opened (no snapshot stored), maintained
     and verified: the marker never appears, and no process is left."""
     path = copy(long_ledger, tmp_path / "l.db")
-    user = tmp_path / "project"
-    (user / "ledger").mkdir(parents=True)
-    marker = tmp_path / "MARKER"
-    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
-    (user / "ledger.py").write_text(plant)
-    (user / "ledger" / "__init__.py").write_text(plant)
+    user, marker = planted(tmp_path, "ledger")
     script = textwrap.dedent(f"""
         import os, sqlite3, sys
         sys.path.insert(0, {str(REPO)!r})  # this process imports the real package; its children may not
@@ -93,18 +100,23 @@ def test_r22_the_python_workers_spark_starts_for_a_vacuum_run_nothing_from_the_c
         data = Path(table.location) / "part-0.parquet"
         data.write_bytes(b"PAR1")
         led.drop_table("sales.old")
-    user = tmp_path / "project"
-    (user / "spark_ops").mkdir(parents=True)
-    marker = tmp_path / "MARKER"
-    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
-    (user / "pyarrow.py").write_text(plant)
-    (user / "spark_ops" / "__init__.py").write_text(plant)
+    user, marker = planted(tmp_path, "pyarrow", "spark_ops")
+    # And a user site-packages folder whose usercustomize runs in every Python that reads it: the
+    # caller's own does (it chose to); the workers, started as ``python -m pyspark.daemon``, must not.
+    user_site = Path(subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
+                                    env={**os.environ, "PYTHONUSERBASE": str(tmp_path / "userbase")},
+                                    capture_output=True, text=True, check=True).stdout.strip())
+    user_site.mkdir(parents=True)
+    (user_site / "usercustomize.py").write_text(
+        f"import sys\nopen({str(marker)!r}, 'a').write('usercustomize ' + repr(sys.argv) + '\\n')\n")
     command = Path(sys.executable).parent / "retention-ledger"  # its own folder first, as an installed one has
     done = subprocess.run([str(command), "--ledger", str(path), "--json", "vacuum"], cwd=user, capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
+                          text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONUSERBASE": str(tmp_path / "userbase")})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["purged"] == 1 and not data.exists()
-    assert not marker.exists(), marker.read_text()
+    seen = marker.read_text().splitlines() if marker.exists() else []
+    assert seen and all(line.startswith("usercustomize") and "retention-ledger" in line for line in seen), seen
 
 
 def test_r22_open_maintain_and_verify_leave_no_process_behind(long_ledger: Path, tmp_path: Path) -> None:
