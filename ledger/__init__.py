@@ -16,12 +16,13 @@ command loop that joins them.
 from .api import Ledger, Pin, copy_ledger
 from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport
+from .audit.receipts import DeletionProof, Receipt
 from .catalog import AsOf
 from .clock import ManualClock
 from .errors import (
     CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
-    LedgerUnavailable, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
+    LedgerUnavailable, NotDeleted, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
     VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
 )
 from .names import LEDGER, Scope
@@ -36,4 +37,5 @@ __all__ = [
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
+    "NotDeleted", "Receipt", "DeletionProof",
 ]

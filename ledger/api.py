@@ -19,7 +19,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .audit import copy as copies, export as exports, history as histories, outputs, proofs, verify as verifier
+from .audit import (
+    copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
+)
+from .audit.receipts import DeletionProof, Receipt
 from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
@@ -27,6 +30,7 @@ from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, from_micros, iso_utc, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
+from .core.receipts import RecordDeleted
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
 from .core.model import State
@@ -455,6 +459,25 @@ class Ledger(Catalog):
         old = tuple((t, tuple(w), f, b) for t, w, f, b in expired)
         cleaned = tuple((t, tuple(w), f, b) for t, w, f, b in stragglers)
         return self.runner.run(lambda now: FinishVacuum(run_id, gone, failed, old, cleaned, now))
+
+    def record_deleted(self, run_id: str, parts: Iterable[tuple[str, str, int, int, str, bytes]]) -> int:
+        """Record parts of a running vacuum's receipt (R20): each ``(first key, last key, count, bytes,
+        Merkle root, compressed leaves)`` as its task made it (``spark_ops.executor.receipts``). The
+        run's ``finish_vacuum`` closes the receipt. Returns how many parts were recorded."""
+        batch = tuple(parts)
+        return self.runner.run(RecordDeleted(run_id, batch)) if batch else 0
+
+    def receipt(self, run_id: str) -> Receipt:
+        """What vacuum run ``run_id`` deleted: counts, bytes, its parts and the Merkle root over them
+        (R20). A run still going (or one that died) has its parts and no root yet."""
+        return receipt_reader.receipt(self.runner.refresh(), run_id)
+
+    def prove_deleted(self, key: str) -> DeletionProof:
+        """That a vacuum deleted ``key`` (relative to the warehouse root, or its full path or URI):
+        the run, the time and the audit paths to its receipt's root, which the chain records
+        (``proof.verify()``; offline, ``python -m ledger.audit prove-deleted``). ``NotDeleted`` if
+        no receipt holds it."""
+        return receipt_reader.prove_deleted(self.store, self.runner.refresh(), key, self.warehouse)
 
     @staticmethod
     def new_run_id() -> str:

@@ -72,6 +72,10 @@ class PurgeRefused(LedgerError):
     watermark (a vacuum whose plan went stale), or the counts make no sense."""
 
 
+class NotDeleted(LedgerError, LookupError):
+    """No vacuum's receipt holds that key: no run recorded deleting it (R20)."""
+
+
 class PinRefused(LedgerError):
     """A pin that cannot be taken (R21): on a purged instance, a dropped one behind its
     watermark, or a table that holds the most pins it may. A pin never resurrects what a vacuum

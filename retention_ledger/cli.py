@@ -526,6 +526,8 @@ def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None
     if report.hashed_by_upgrade:
         notes.append(f"the first {report.hashed_by_upgrade} events were hashed when the file was upgraded, "
                      "not as written")
+    if report.receipted:
+        notes.append(f"{report.receipted} deleted objects in receipts, re-hashed")
     if cp is not None:
         notes.append(f"extends checkpoint #{cp.seq} ({iso_utc(cp.time)})"
                      + (", signature verified" if report.signature_checked else ""))
@@ -579,6 +581,43 @@ def prove(ctx: Context, seq: int, checkpoint: str) -> None:
     data = {**proof.to_dict(), "root": cp.root, "verified": proof.verify(cp)}
     ctx.emit(data, lambda: "\n".join([f"event #{seq} (hash {proof.event_hash}) is in checkpoint #{cp.seq} "
                                       f"(root {cp.root}); audit path:", *proof.path]))
+
+
+@command(cli, "receipt", short_help="Show what one vacuum run deleted (its receipt).")
+@click.argument("run_id", metavar="RUN")
+def receipt_command(ctx: Context, run_id: str) -> None:
+    """Show vacuum run RUN's receipt: the objects it deleted, their bytes, its parts, and the Merkle
+    root over them (none yet for a run that has not finished)."""
+    r = ctx.ledger.receipt(run_id)
+    ctx.emit(r.to_dict(), lambda: "\n".join([
+        f"vacuum run {r.run_id}: {r.files} object{'' if r.files == 1 else 's'} deleted ({format_bytes(r.bytes)}) "
+        f"in {len(r.parts)} part{'' if len(r.parts) == 1 else 's'}; "
+        + (f"receipt closed {iso_utc(r.finished_at)} (event #{r.seq}), root {r.root}" if r.finished_at else
+           "the run has not finished: no receipt root yet"),
+        *(f"  {p.first} .. {p.last}: {p.count} objects, {format_bytes(p.bytes)}, root {p.root[:16]}..."
+          for p in r.parts)]))
+
+
+@command(cli, "prove-deleted", short_help="Prove a vacuum deleted an object (from its receipt).")
+@click.argument("key")
+@click.option("--out", default=None, metavar="FILE", help="Write the proof (JSON) to FILE, for the offline check.")
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists (never the ledger itself).")
+def prove_deleted_command(ctx: Context, key: str, out: str | None, overwrite: bool) -> None:
+    """Print the proof that KEY (relative to the warehouse root, or its full path or URI) was
+    deleted by a vacuum: the run, when, and the audit paths to its receipt's root. Check it
+    offline with python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT."""
+    if out is not None:
+        outputs.target(out, "deletion proof", overwrite=overwrite, protected=outputs.ledger_files(ctx.path))
+    proof = ctx.ledger.prove_deleted(key)
+    if out is not None:
+        with open(out, "w", encoding="utf-8") as sink:
+            sink.write(proof.to_json())
+    ctx.emit({**proof.to_dict(), "verified": proof.verify()}, lambda: (
+        f"{proof.key} ({proof.size} bytes) was deleted by vacuum run {proof.run_id}, recorded "
+        f"{iso_utc(proof.deleted_at)} (event #{proof.seq}); "
+        + (f"receipt root {proof.receipt_root}" if proof.receipt_root else f"part root {proof.part_root} "
+           "(the run has not finished)")
+        + ("" if out is None else f"; proof written to {out}")))
 
 
 @command(cli, "export", short_help="Write every event with its hash to a file.")

@@ -43,6 +43,7 @@ from ledger.core.events import Recorded, decode
 from ledger.core.guard import WatermarkAdvanced
 from ledger.core.model import State, evolve, fold_rows
 from ledger.core.tables import DatabaseDropped, DatabaseUndropped, TablePurged, TableUndropped
+from ledger.core.receipts import VacuumReceipt
 from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import database_of
 from ledger.persistence import checks
@@ -130,11 +131,14 @@ def check_log(led: Ledger, since: State | None = None) -> State:
             assert not (i > n and isinstance(recs[i - n - 1].event, WatermarkAdvanced)), \
                 f"{where} has a watermark in its append that it does not name"
         elif isinstance(event, VacuumFinished):
-            assert i >= event.purged, f"{where}: its purges are not in the log before it"
-            before = recs[i - event.purged:i]
+            assert i >= event.purged + 1, f"{where}: its purges and receipt are not in the log before it"
+            receipt = recs[i - 1]
+            assert isinstance(receipt.event, VacuumReceipt) and receipt.event.run_id == event.run_id \
+                and receipt.time == rec.time - 1, f"{where} was not appended with its receipt (R20)"
+            before = recs[i - 1 - event.purged:i - 1]
             assert all(isinstance(r.event, TablePurged) and r.event.run_id == event.run_id
                        for r in before), f"{where} lacks its TablePurged events"
-            assert all(r.time == rec.time - (event.purged - k) for k, r in enumerate(before)), \
+            assert all(r.time == rec.time - 1 - (event.purged - k) for k, r in enumerate(before)), \
                 f"{where} and its purges were not one append"
         state = evolve(state, rec)
 

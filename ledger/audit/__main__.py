@@ -1,4 +1,6 @@
-"""``python -m ledger.audit verify EXPORT CHECKPOINT [--public-key K]``: the offline verifier.
+"""``python -m ledger.audit verify EXPORT CHECKPOINT [--public-key K]``: the offline verifier; and
+``python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT [--public-key K]``: a deletion proof
+checked against them (R20).
 
 Exit status 0 when the export holds a sound chain that extends the checkpoint (and the
 signature verifies with the key given), 1 when it does not (one line says why), 2 for
@@ -14,7 +16,8 @@ import sys
 from ..clock import iso_utc
 from ..errors import LedgerError
 from .checkpoints import Checkpoint
-from .offline import verify_export
+from .offline import verify_deletion, verify_export
+from .receipts import DeletionProof
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,18 +29,36 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("checkpoint", help="the checkpoint file (JSON)")
     check.add_argument("--public-key", default=None,
                        help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    deleted = commands.add_parser("prove-deleted", help="Check a deletion proof against an export and a checkpoint.")
+    deleted.add_argument("proof", help="the proof file (retention-ledger prove-deleted KEY --out FILE)")
+    deleted.add_argument("export", help="the export file (retention-ledger export)")
+    deleted.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the receipt")
+    deleted.add_argument("--public-key", default=None,
+                         help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
     args = parser.parse_args(argv)
     try:
         cp = Checkpoint.read(args.checkpoint)
-        report = verify_export(args.export, cp, public_key=args.public_key)
+        if args.command == "prove-deleted":
+            proof = DeletionProof.read(args.proof)
+            report = verify_deletion(proof, args.export, cp, public_key=args.public_key)
+        else:
+            report = verify_export(args.export, cp, public_key=args.public_key)
     except LedgerError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    signed = ("signature verified with the key given" if report.signature_checked else
-              "signed, signature NOT checked (no --public-key)" if cp.signature else "unsigned")
+    if args.command == "prove-deleted":
+        print(f"ok: {proof.key} ({proof.size} bytes) was deleted by vacuum run {proof.run_id}, recorded "
+              f"{iso_utc(proof.deleted_at)} (event #{proof.seq}), in the export's chain and covered by checkpoint "
+              f"#{cp.seq}; {_signed(report.signature_checked, cp)}")
+        return 0
     print(f"ok: {report.events} events, chain intact; checkpoint #{cp.seq} ({iso_utc(cp.time)}) matches: "
-          f"head {cp.head[:16]}..., root {cp.root[:16]}...; {signed}")
+          f"head {cp.head[:16]}..., root {cp.root[:16]}...; {_signed(report.signature_checked, cp)}")
     return 0
+
+
+def _signed(checked: bool, cp: Checkpoint) -> str:
+    return ("signature verified with the key given" if checked else
+            "signed, signature NOT checked (no --public-key)" if cp.signature else "unsigned")
 
 
 if __name__ == "__main__":

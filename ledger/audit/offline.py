@@ -20,6 +20,7 @@ from ..core.model import State, fold_rows
 from ..errors import CheckpointInvalid, LedgerCorrupt
 from . import export
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
+from .receipts import DeletionProof, check_against
 
 
 @attrs.frozen
@@ -30,6 +31,8 @@ class OfflineReport:
     signature_checked: bool
     live: int
     """Live tables at the end of the export (the fold's answer, for the auditor's notes)."""
+    state: State | None = attrs.field(default=None, repr=False, eq=False)
+    """The export folded (what a deletion proof is checked against)."""
 
 
 def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
@@ -64,4 +67,14 @@ def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
         raise CheckpointInvalid(f"checkpoint #{cp.seq}'s time is not that of event #{cp.seq}: the checkpoint "
                                 "was edited (its head and root still match the export)")
     return OfflineReport(len(hashes), check.head.hex() if hashes else None, cp, public_key is not None,
-                         len(state.tables.bindings))
+                         len(state.tables.bindings), state)
+
+
+def verify_deletion(proof: DeletionProof, path: str | os.PathLike[str], cp: Checkpoint, *,
+                    public_key: KeyLike | None = None) -> OfflineReport:
+    """That ``proof`` holds (both audit paths), that its root is the one the export records, and that
+    the export is sound and extends the checkpoint, which covers the receipt (R20, R16)."""
+    report = verify_export(path, cp, public_key=public_key)
+    assert report.state is not None
+    check_against(proof, report.state, cp.seq)
+    return report

@@ -30,6 +30,7 @@ from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
 from ..persistence import checks
 from ..persistence.contract import EventStore
 from ..runner import Runner
+from .receipts import check_receipts
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 
 
@@ -65,6 +66,8 @@ class VerifyReport:
     """Stored states (the present's, and those ``as_of`` starts from) compared with the fold."""
     generations_discarded: int = 0
     """How many of them disagreed with the log (then every one was deleted: see ``snapshot_discarded``)."""
+    receipted: int = 0
+    """Objects the vacuums' receipts hold, every part re-hashed against the root its event carries (R20)."""
 
 
 def verify(runner: Runner, *, against: Checkpoint | None = None,
@@ -98,6 +101,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     compared = checks.fold_and_compare(store, rows, head)
     fresh = compared.fresh
     _check_manifests(store, fresh)
+    deleted = check_receipts(store, fresh)
     extension: dict[str, object] = {}
     if against is not None:
         assert chain is not None and chain.hashes is not None
@@ -121,7 +125,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
         snapshot_seq=None if snap is None else snap.seq, snapshot_discarded=discarded,
         head=chain.head.hex() if chain is not None and chain.seq else None, chained=chain is not None,
         hashed_by_upgrade=fresh.upkeep.hashed_by_upgrade, generations_compared=len(compared.agreed) + len(compared.disagreed),
-        generations_discarded=len(compared.disagreed),
+        generations_discarded=len(compared.disagreed), receipted=deleted,
         **extension,  # type: ignore[arg-type]
     )
 

@@ -88,6 +88,11 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "VacuumStarted": _vacuum_started,
     "VacuumLeased": lambda e, n: f"extended vacuum run {e.run_id}'s lease to {iso(e.until)}",
     "VacuumFinished": _vacuum_finished,
+    "ReceiptPart": lambda e, n: (f"recorded {_plural(e.count, 'object')} ({format_bytes(e.bytes)}) vacuum run "
+                                 f"{e.run_id} deleted, {e.first} to {e.last} (Merkle root {e.root[:16]}...)"),
+    "VacuumReceipt": lambda e, n: (f"closed vacuum run {e.run_id}'s receipt: {_plural(e.files, 'object')} deleted "
+                                   f"({format_bytes(e.bytes)}) in {_plural(e.parts, 'part')}, Merkle root "
+                                   f"{e.root[:16]}..."),
     "WarehouseMoved": lambda e, n: f"moved the warehouse from {e.from_root} to {e.to_root}",
 }
 

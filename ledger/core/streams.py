@@ -50,6 +50,12 @@ def retention_stream(scope: object) -> str:
     return f"retention:{scope}"
 
 
+def receipt_stream(run_id: str) -> str:
+    """Each vacuum run's receipt is a stream of its own: recording what one run deleted never makes
+    another run, or any other command, retry."""
+    return f"receipt:{run_id}"
+
+
 def touched(streams: frozenset[str] | set[str]) -> tuple[frozenset[str], frozenset[str], bool]:
     """What appends to ``streams`` may have changed, for a reader that follows the catalog (a Spark
     session's names): the instances whose data moved, the databases whose names moved, and whether

@@ -35,8 +35,9 @@ from ..names import database_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .guard import advance, check_retention
+from .receipts import close as close_receipt
 from .streams import (
-    CATALOG_STREAM, VACUUM_STREAM, catalog_streams, data_stream, retention_stream, watermark_stream,
+    CATALOG_STREAM, VACUUM_STREAM, catalog_streams, data_stream, receipt_stream, retention_stream, watermark_stream,
 )
 from .tables import Instance, check_counts, guard_streams, purge
 from .versions import advance_mark, folders_deleted, stragglers_deleted, sweep
@@ -540,6 +541,8 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
             events.append(stragglers_deleted(state, table_id, cmd.run_id, cleaned, n_files, n_bytes))
             reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
+    events.append(close_receipt(state, cmd.run_id))
+    reads.add(receipt_stream(cmd.run_id))
     events.append((VACUUM_STREAM, VacuumFinished(cmd.run_id, purged, cmd.failed, files, size)))
     return Decision(tuple(events), frozenset(reads), purged)
 

@@ -28,9 +28,12 @@ import os
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 from . import objects
+
+if TYPE_CHECKING:
+    from .receipts import Receipt
 
 
 class Unsafe(Exception):
@@ -75,12 +78,13 @@ class Deleter:
     would otherwise stat every file in turn. Every thread checks that each path lies inside
     ``inside`` before it deletes it. At most a few batches wait at a time, so memory
     stays flat however many files are listed. The first error stops further deletions and is
-    raised from ``add`` or ``finish``.
+    raised from ``add`` or ``finish``. ``receipt``: told each file deleted, with its size.
     """
 
     def __init__(self, remove: Callable[[FileEntry], int | None], inside: str,
-                 threads: int = DELETE_THREADS, batch: int = DELETE_BATCH) -> None:
+                 threads: int = DELETE_THREADS, batch: int = DELETE_BATCH, receipt: Receipt | None = None) -> None:
         self._remove, self._inside, self._threads, self._batch_size = remove, inside, threads, batch
+        self._receipt = receipt
         self._pool = _pool(threads)
         self._pending: deque[Future[tuple[int, int]]] = deque()
         self._batch: list[FileEntry] = []
@@ -104,13 +108,19 @@ class Deleter:
 
     def _run(self, batch: list[FileEntry]) -> tuple[int, int]:
         files = size = 0
-        for entry in batch:
-            if not entry.path.startswith(self._inside):
-                raise Unsafe(f"{entry.path} is outside {self._inside}")
-            freed = self._remove(entry)
-            if freed is not None:
-                files += 1
-                size += freed
+        deleted: list[tuple[str, int]] = []
+        try:
+            for entry in batch:
+                if not entry.path.startswith(self._inside):
+                    raise Unsafe(f"{entry.path} is outside {self._inside}")
+                freed = self._remove(entry)
+                if freed is not None:
+                    files += 1
+                    size += freed
+                    deleted.append((entry.path, freed))
+        finally:  # what went before an error went all the same
+            if self._receipt is not None:
+                self._receipt.add_many(deleted)
         return files, size
 
     def _collect(self, future: Future[tuple[int, int]]) -> None:
@@ -219,14 +229,14 @@ def _walk_visible(top: str) -> Iterator[tuple[str, list[FileEntry]]]:
 
 
 def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutoff: float, *,
-                   dry_run: bool) -> tuple[Outcome, int]:
+                   dry_run: bool, receipt: Receipt | None = None) -> tuple[Outcome, int]:
     """Delete (or list) the files in a committed write's ``folder`` that its version does not name
     (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
     (seconds since the epoch, on the ledger's clock): stragglers. Returns the outcome and how
     many unnamed files were left because they are younger than that. Never raises."""
     try:
         if not is_local(root):
-            return _delete_unnamed_remote(root, location, folder, named, cutoff, dry_run)
+            return _delete_unnamed_remote(root, location, folder, named, cutoff, dry_run, receipt)
         real = confine_local(local_path(root), local_path(folder))
         base = local_path(location).rstrip("/")
         if not real.startswith(base + os.sep):
@@ -244,6 +254,8 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
                 if _remove(entry, listing):
                     files += 1
                     size += entry.size
+                    if receipt is not None:
+                        receipt.add(entry.path, entry.size)
         return Outcome(files, size, None, listing), left
     except Unsafe as exc:
         return Outcome(0, 0, f"refused: {exc}", None), 0
@@ -252,7 +264,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
 
 
 def _delete_unnamed_remote(root: str, location: str, folder: str, named: set[str], cutoff: float,
-                           dry_run: bool) -> tuple[Outcome, int]:
+                           dry_run: bool, receipt: Receipt | None) -> tuple[Outcome, int]:
     """``delete_unnamed`` on an object store: ages from the store's own LastModified; the files
     listed for deletion go out in batches (``objects.Batches``)."""
     where = objects.bucket(root)
@@ -260,7 +272,7 @@ def _delete_unnamed_remote(root: str, location: str, folder: str, named: set[str
     prefix = objects.inside(where.key(folder), home + "/_writes")
     listing: list[FileEntry] | None = [] if dry_run else None
     totals, left = objects.Totals(), 0
-    batches = objects.Batches(where)
+    batches = objects.Batches(where, receipt)
     for page in where.pages(prefix):
         for obj in page:
             objects.inside(obj.key, prefix)
@@ -309,28 +321,31 @@ def usage(root: str, location: str) -> tuple[int, int]:
     return (0, 0) if outcome.error else (outcome.files, outcome.bytes)
 
 
-def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: bool = False) -> list[Outcome]:
+def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: bool = False,
+               receipt: Receipt | None = None) -> list[Outcome]:
     """``purge`` of several locations, up to ``DELETE_THREADS`` at once (each deleting on the shared
     pool): a task with many small tables keeps the disk as busy as one with a big one."""
     if len(locations) < 2:
-        return [purge(root, location, dry_run=dry_run, keep=keep) for location in locations]
+        return [purge(root, location, dry_run=dry_run, keep=keep, receipt=receipt) for location in locations]
     if not is_local(root) and not dry_run:  # their keys share DeleteObjects batches
-        return [Outcome(files, size, error, None) for files, size, error in objects.purge(root, locations)]
+        return [Outcome(files, size, error, None)
+                for files, size, error in objects.purge(root, locations, receipt=receipt)]
     return list(_pool(DELETE_THREADS, "locations").map(
-        lambda at: purge(root, at, dry_run=dry_run, keep=keep), locations))
+        lambda at: purge(root, at, dry_run=dry_run, keep=keep, receipt=receipt), locations))
 
 
-def purge(root: str, location: str, *, dry_run: bool, keep: bool = False) -> Outcome:
+def purge(root: str, location: str, *, dry_run: bool, keep: bool = False, receipt: Receipt | None = None) -> Outcome:
     """Delete (or, for a dry run, list) every file under ``location``; never raises. ``keep``: on a
-    local disk, leave the (emptied) folder ``location`` itself, for a later purge of its parent."""
+    local disk, leave the (emptied) folder ``location`` itself, for a later purge of its parent.
+    ``receipt``: told every file deleted."""
     try:
         if is_local(root):
-            return _purge_local(local_path(root), local_path(location), dry_run, keep)
+            return _purge_local(local_path(root), local_path(location), dry_run, keep, receipt)
         if dry_run:
             listed = [FileEntry(f"{location.split('://', 1)[0]}://{objects.bucket(root).name}/{o.key}", o.size)
                       for o in objects.listing(root, location)]
             return Outcome(len(listed), sum(e.size for e in listed), None, listed)
-        files, size, error = objects.purge(root, [location])[0]
+        files, size, error = objects.purge(root, [location], receipt=receipt)[0]
         return Outcome(files, size, error, None)
     except (Unsafe, objects.Unsafe) as exc:
         return Outcome(0, 0, f"refused: {exc}", None)
@@ -388,7 +403,8 @@ def _remove(entry: FileEntry, listing: list[FileEntry] | None) -> bool:
     return True
 
 
-def _purge_local(root: str, location: str, dry_run: bool, keep: bool = False) -> Outcome:
+def _purge_local(root: str, location: str, dry_run: bool, keep: bool = False,
+                 receipt: Receipt | None = None) -> Outcome:
     real = confine_local(root, location)
     if not os.path.lexists(real):
         return Outcome(0, 0, None, [] if dry_run else None)
@@ -397,7 +413,7 @@ def _purge_local(root: str, location: str, dry_run: bool, keep: bool = False) ->
                    if _inside(entry, real)]
         return Outcome(len(listing), sum(e.size for e in listing), None, listing)
     folders: list[str] = []
-    with Deleter(_unlink, real + os.sep, batch=FOLDER_BATCH) as deleter:
+    with Deleter(_unlink, real + os.sep, batch=FOLDER_BATCH, receipt=receipt) as deleter:
         for folder, entries in walk_local(real, sizes=False):
             folders.append(folder)
             for entry in entries:

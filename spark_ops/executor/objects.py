@@ -43,6 +43,8 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:  # obstore is imported where a store is reached, not by every executor
     from obstore.store import ClientConfig, RetryConfig
 
+    from .receipts import Receipt
+
 BATCH = 1_000
 """Keys a DeleteObjects request takes at most (S3's limit)."""
 
@@ -132,6 +134,50 @@ class Bucket:
             inside(folder, prefix)
             found.append(folder)
         return found
+
+    def put(self, key: str, data: bytes) -> None:
+        """One object written whole (a receipt's part, waiting for the driver)."""
+        import obstore
+        check_key(key)
+        try:
+            obstore.put(self.store, key, data)
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"writing {self.scheme}://{self.name}/{key} failed: {_one_line(exc)}") from None
+
+    def get(self, key: str) -> bytes:
+        import obstore
+        check_key(key)
+        try:
+            return bytes(obstore.get(self.store, key).bytes())
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"reading {self.scheme}://{self.name}/{key} failed: {_one_line(exc)}") from None
+
+    def delete_one(self, key: str) -> None:
+        """One object, by a plain DELETE (a receipt's part, once recorded); gone already is fine."""
+        import obstore
+        check_key(key)
+        try:
+            obstore.delete(self.store, key)
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"deleting {self.scheme}://{self.name}/{key} failed: {_one_line(exc)}") from None
+
+    def remaining(self, keys: list[str]) -> set[str]:
+        """Which of ``keys`` the store still holds, asked one by one (after a batch that failed: a
+        store reports a batch, not which of its keys went). A key it cannot answer for counts as
+        held: nothing is taken for deleted unless the store said it is gone."""
+        import obstore
+
+        def held(key: str) -> bool:
+            try:
+                obstore.head(self.store, key)
+            except FileNotFoundError:
+                return False
+            except Exception:  # noqa: BLE001 - unknown: not taken for deleted
+                return True
+            return True
+        return {key for key, there in zip(keys, _pool("head").map(held, keys)) if there}
 
     def delete(self, keys: list[str]) -> None:
         """One batch, sent again with backoff until the store has answered it without an error."""
@@ -262,8 +308,9 @@ class Batches:
     most a few batches wait at a time, so memory stays flat however many keys are listed.
     """
 
-    def __init__(self, where: Bucket) -> None:
+    def __init__(self, where: Bucket, receipt: Receipt | None = None) -> None:
         self._bucket = where
+        self._receipt = receipt
         self._in_flight = in_flight()
         self._keys: list[str] = []
         self._owners: list[tuple[Totals, int]] = []
@@ -294,16 +341,22 @@ class Batches:
             oldest.result()
 
     def _run(self, keys: list[str], owners: list[tuple[Totals, int]]) -> None:
+        gone = [True] * len(keys)
         try:
             self._bucket.delete(keys)
         except StoreError as exc:
             for totals, _ in owners:
                 totals.error = totals.error or str(exc)
-            return
+            # Some of the batch may be gone all the same: the store says which are still there.
+            held = self._bucket.remaining(keys)
+            gone = [key not in held for key in keys]
         with self._lock:
-            for totals, size in owners:
-                totals.files += 1
-                totals.bytes += size
+            for (totals, size), went in zip(owners, gone):
+                if went:
+                    totals.files += 1
+                    totals.bytes += size
+        if self._receipt is not None:
+            self._receipt.add_many((key, size) for key, (_, size), went in zip(keys, owners, gone) if went)
 
     def finish(self) -> None:
         """Send what is gathered and wait for every batch."""
@@ -327,7 +380,8 @@ def each(call: Callable[[T], Any], items: Iterable[T]) -> list[Any]:
 
 
 def purge(root: str, locations: list[str], *, named: list[list[bytes | None]] | None = None,
-          verify: bool = True, siblings: int | None = None) -> list[tuple[int, int, str | None]]:
+          verify: bool = True, siblings: int | None = None,
+          receipt: Receipt | None = None) -> list[tuple[int, int, str | None]]:
     """Delete every object under each location (all in one bucket, inside the warehouse root),
     their keys sharing batches. ``named``: for each location, the stored file lists of what the
     ledger knows lies there (``[[path, size], ...]``, paths relative to the location): those keys
@@ -338,7 +392,8 @@ def purge(root: str, locations: list[str], *, named: list[list[bytes | None]] | 
 
     ``siblings``: about how many folders the locations' parent holds (the warehouse's tables).
     When many locations were emptied by key, one listing of the parent's folders (a request per
-    1,000 of them) says which still hold anything, instead of a listing of each."""
+    1,000 of them) says which still hold anything, instead of a listing of each. ``receipt``: told
+    every object deleted."""
     totals = [Totals() for _ in locations]
     stem = root.rstrip("/") + "/"
     for location, found in zip(locations, totals):  # before any client is made for the root's store
@@ -359,14 +414,14 @@ def purge(root: str, locations: list[str], *, named: list[list[bytes | None]] | 
             prefixes.append(None)
     jobs = [(p, t) for p, t in zip(prefixes, totals) if p is not None]
     if named:
-        batches = Batches(where)
+        batches = Batches(where, receipt)
         for prefix, found, lists in zip(prefixes, totals, named):
             if prefix is not None:
                 _add_named(batches, prefix, lists, found)
         batches.finish()
     if named and siblings is not None:
         jobs = _still_holding(where, jobs, siblings)
-    listed = _empty(where, jobs)
+    listed = _empty(where, jobs, receipt)
     if verify:
         each(lambda job: _check_empty(where, *job), [job for job, n in zip(jobs, listed) if n])
     return [(t.files, t.bytes, t.error) for t in totals]
@@ -417,9 +472,9 @@ def _add_named(batches: Batches, prefix: str, lists: Iterable[bytes | None], fou
                 found.error = found.error or f"refused: {exc}"
 
 
-def _empty(where: Bucket, jobs: list[tuple[str, Totals]]) -> list[int]:
+def _empty(where: Bucket, jobs: list[tuple[str, Totals]], receipt: Receipt | None = None) -> list[int]:
     """List each prefix and delete what is there (keys of all sharing batches); how many each had."""
-    batches = Batches(where)
+    batches = Batches(where, receipt)
 
     def empty(job: tuple[str, Totals]) -> int:
         prefix, found = job
@@ -451,8 +506,8 @@ def _check_empty(where: Bucket, prefix: str, found: Totals) -> None:
                        "or deletes were lost); run the vacuum again")
 
 
-def delete_named(root: str, location: str, folders: list[tuple[str, bytes | None]]
-                 ) -> list[tuple[int, int, str | None]]:
+def delete_named(root: str, location: str, folders: list[tuple[str, bytes | None]], *,
+                 receipt: Receipt | None = None) -> list[tuple[int, int, str | None]]:
     """Write folders whose files the ledger knows (a version named them): those are deleted by
     key, without listing; then each folder is listed for what only the store knows (Spark's
     ``_SUCCESS``, a late task's file) and emptied. ``folders``: (absolute folder, its stored file
@@ -463,7 +518,7 @@ def delete_named(root: str, location: str, folders: list[tuple[str, bytes | None
         home = inside(where.key(location), base)
     except (Unsafe, StoreError) as exc:
         return [(0, 0, f"refused: {exc} (the warehouse is {root})")] * len(folders)
-    batches = Batches(where)
+    batches = Batches(where, receipt)
     jobs: list[tuple[str, Totals]] = []
     for (folder, data), found in zip(folders, totals):
         try:
@@ -474,7 +529,7 @@ def delete_named(root: str, location: str, folders: list[tuple[str, bytes | None
         _add_named(batches, home, [data], found, within=prefix)
         jobs.append((prefix, found))
     batches.finish()
-    _empty(where, jobs)  # a committed write's folder gains nothing: no fresh listing after this one
+    _empty(where, jobs, receipt)  # a committed write's folder gains nothing: no fresh listing after this one
     return [(t.files, t.bytes, t.error) for t in totals]
 
 

@@ -25,7 +25,8 @@ import zlib
 from typing import Any, Iterable, Iterator
 
 from . import fs, objects
-from .work import EXPIRE, FOREIGN, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Share, Work
+from .receipts import Receipt
+from .work import EXPIRE, FOREIGN, PARTS, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Share, Work
 
 LISTING_SAMPLE = 20
 """Files of each item sent back to the driver when a dry run's listing goes to its dataset."""
@@ -38,6 +39,11 @@ class Held:
 
     def __init__(self, value: Plan) -> None:
         self.value = value
+
+
+def receipt_of(spec: Plan, dry_run: bool = False) -> Receipt | None:
+    """A task's receipt of what it deletes (R20); none for a dry run."""
+    return None if dry_run or spec.run_id is None else Receipt(spec.root, spec.run_id)
 
 
 def refusal(item: Work) -> str | None:
@@ -53,18 +59,21 @@ def run_items(plan: Any, keys: Iterable[str], *, dry_run: bool) -> Iterator[Outc
     """Each item's outcome; a dry run writes each item's listing to the plan's dataset and sends
     back a sample."""
     spec: Plan = plan.value
-    for outcome in _run(spec, list(keys), dry_run):
+    receipt = receipt_of(spec, dry_run)
+    for outcome in _run(spec, list(keys), dry_run, receipt):
         if spec.listing is not None and outcome.listing:
             _write_listing(spec.listing, spec.items[outcome.key], outcome.listing)
             outcome = Outcome(outcome.key, outcome.files, outcome.bytes, outcome.error,
                               outcome.listing[:LISTING_SAMPLE], outcome.left)
         yield outcome
+    if receipt is not None:
+        yield Outcome(PARTS, parts=receipt.close())
 
 
-def _run(spec: Plan, keys: list[str], dry_run: bool) -> Iterator[Outcome]:
+def _run(spec: Plan, keys: list[str], dry_run: bool, receipt: Receipt | None) -> Iterator[Outcome]:
     known = [k for k in keys if not dry_run and k in spec.items and spec.items[k].kind == PURGE
              and spec.items[k].manifests]
-    yield from _purge_known(spec, known)
+    yield from _purge_known(spec, known, receipt)
     for key in keys:
         if key in known:
             continue
@@ -72,16 +81,16 @@ def _run(spec: Plan, keys: list[str], dry_run: bool) -> Iterator[Outcome]:
         if item is None:
             yield Outcome(key, error=NOT_PLANNED)
         elif item.kind == PURGE:
-            yield _purge_location(spec.root, item, dry_run)
+            yield _purge_location(spec.root, item, dry_run, receipt)
         elif item.kind == STRAGGLERS:
             done, left = fs.delete_unnamed(spec.root, item.location, item.folder, set(item.named), item.cutoff,
-                                           dry_run=dry_run)
+                                           dry_run=dry_run, receipt=receipt)
             yield Outcome(key, done.files, done.bytes, done.error, _entries(done.listing), left)
         elif item.kind == FOREIGN:
             found = fs.foreign_files(spec.root, item.location, set(item.named))
             yield Outcome(key, len(found), sum(f.size for f in found), None, _entries(found))
         elif item.kind in (EXPIRE, SWEEP):
-            yield _delete_folders(spec.root, item, dry_run)
+            yield _delete_folders(spec.root, item, dry_run, receipt)
         else:
             yield Outcome(key, error=f"refused: no such kind of work {item.kind!r}")
 
@@ -90,7 +99,7 @@ def _entries(listing: Iterable[fs.FileEntry] | None) -> tuple[tuple[str, int], .
     return None if listing is None else tuple((e.path, e.size) for e in listing)
 
 
-def _purge_known(spec: Plan, keys: list[str]) -> Iterator[Outcome]:
+def _purge_known(spec: Plan, keys: list[str], receipt: Receipt | None) -> Iterator[Outcome]:
     """Dropped tables on an object store whose files the ledger knows: each re-checked, then
     purged together (their known keys, then what a listing finds, sharing DeleteObjects batches)."""
     allowed = []
@@ -102,20 +111,20 @@ def _purge_known(spec: Plan, keys: list[str]) -> Iterator[Outcome]:
             allowed.append(spec.items[key])
     if allowed:
         done = objects.purge(spec.root, [i.location for i in allowed], named=[list(i.manifests) for i in allowed],
-                             siblings=spec.siblings)
+                             siblings=spec.siblings, receipt=receipt)
         for item, (files, size, error) in zip(allowed, done):
             yield Outcome(item.key, files, size, error)
 
 
-def _purge_location(root: str, item: Work, dry_run: bool) -> Outcome:
+def _purge_location(root: str, item: Work, dry_run: bool, receipt: Receipt | None) -> Outcome:
     refused = None if dry_run else refusal(item)
     if refused is not None:
         return Outcome(item.key, error=refused)
-    done = fs.purge(root, item.location, dry_run=dry_run)
+    done = fs.purge(root, item.location, dry_run=dry_run, receipt=receipt)
     return Outcome(item.key, done.files, done.bytes, done.error, _entries(done.listing))
 
 
-def _delete_folders(root: str, item: Work, dry_run: bool) -> Outcome:
+def _delete_folders(root: str, item: Work, dry_run: bool, receipt: Receipt | None) -> Outcome:
     """A table's old (or swept) write folders, several at once: each must lie in the table's own
     ``_writes`` folder (R9), and one that does not refuses them all before any is touched."""
     inside = item.location.rstrip("/") + "/_writes/"
@@ -124,10 +133,10 @@ def _delete_folders(root: str, item: Work, dry_run: bool) -> Outcome:
             return Outcome(item.key, error=f"refused: {folder} is not a write folder of {item.location}",
                            listing=() if dry_run else None)
     if item.manifests and not dry_run:  # on an object store what the ledger knows goes by key (R20)
-        done = objects.delete_named(root, item.location, list(zip(item.folders, item.manifests)))
+        done = objects.delete_named(root, item.location, list(zip(item.folders, item.manifests)), receipt=receipt)
         return Outcome(item.key, sum(f for f, _, _ in done), sum(b for _, b, _ in done),
                        next((e for _, _, e in done if e is not None), None))
-    outcomes = fs.purge_each(root, list(item.folders), dry_run=dry_run)
+    outcomes = fs.purge_each(root, list(item.folders), dry_run=dry_run, receipt=receipt)
     files, size, error = _totals(outcomes)
     listing = tuple((e.path, e.size) for o in outcomes for e in o.listing or ()) if dry_run else None
     return Outcome(item.key, files, size, error, listing)
@@ -158,6 +167,7 @@ def look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[S
     (``fs.purge_each``), the refused ones reported; the bigger ones only counted, for a second
     job to share out."""
     spec: Plan = plan.value
+    receipt = receipt_of(spec)
     whole: list[Work] = []
     for key in keys:
         item = spec.items.get(key)
@@ -171,8 +181,10 @@ def look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[S
             whole.append(item)
         else:
             yield key, (Share(), pieces)
-    for item, done in zip(whole, fs.purge_each(spec.root, [i.location for i in whole])):
+    for item, done in zip(whole, fs.purge_each(spec.root, [i.location for i in whole], receipt=receipt)):
         yield item.key, (Share(done.files, done.bytes, done.error, True), 0)
+    if receipt is not None:
+        yield PARTS, (Share(finished=True, parts=receipt.close()), 0)
 
 
 def share_task(plan: Any, share: tuple[str, int, int]) -> tuple[str, Share]:
@@ -192,18 +204,23 @@ def delete_share(plan: Any, key: str, share: int, shares: int) -> Share:
         return Share(error=refused)
     assert item is not None
     pieces = fs.pieces(spec.root, item.location)
+    receipt = receipt_of(spec)
     if len(pieces) < 2:
         if share:
             return Share()
-        done = _purge_location(spec.root, item, False)
-        return Share(done.files, done.bytes, done.error, True)
+        done = _purge_location(spec.root, item, False, receipt)
+        return Share(done.files, done.bytes, done.error, True, _parts(receipt))
     inside = item.location.rstrip("/") + "/"
     local = fs.is_local(spec.root)
     folders = share_of_listing(pieces, share, shares, local)
     outside = next((f for f in folders if not f.startswith(inside)), None)
     if outside is not None:
         return Share(error=f"refused: {outside} is not inside {item.location}")
-    return Share(*_totals(fs.purge_each(spec.root, folders, keep=local)))
+    return Share(*_totals(fs.purge_each(spec.root, folders, keep=local, receipt=receipt)), parts=_parts(receipt))
+
+
+def _parts(receipt: Receipt | None) -> tuple:
+    return () if receipt is None else receipt.close()
 
 
 def share_of_listing(pieces: list[str], share: int, shares: int, local: bool) -> list[str]:
@@ -229,9 +246,11 @@ def finish_purge(plan: Any, pair: tuple[str, Share]) -> Outcome:
     """After the shares, purge the rest of the location (or report the first error)."""
     key, done = pair
     if done.error is not None or done.finished:
-        return Outcome(key, done.files, done.bytes, done.error)
-    more = _purge_location(plan.value.root, plan.value.items[key], False)
-    return Outcome(key, done.files + more.files, done.bytes + more.bytes, more.error)
+        return Outcome(key, done.files, done.bytes, done.error, parts=done.parts)
+    receipt = receipt_of(plan.value)
+    more = _purge_location(plan.value.root, plan.value.items[key], False, receipt)
+    return Outcome(key, done.files + more.files, done.bytes + more.bytes, more.error,
+                   parts=done.parts + _parts(receipt))
 
 
 # --- can this executor run a vacuum at all ---------------------------------------------------

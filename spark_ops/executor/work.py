@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .receipts import Part
+
 PURGE, EXPIRE, SWEEP, STRAGGLERS, FOREIGN = "purge", "expire", "sweep", "stragglers", "foreign"
 """Kinds of work: a dropped table's whole location; the write folders no unexpired version names;
 the folders of writes given up; a committed folder's stragglers; a dry run's foreign files."""
@@ -61,6 +63,8 @@ class Plan:
     """A dry run's dataset folder: each item's listing is written there."""
     siblings: int = 0
     """About how many table locations the root holds (for the one-listing check on object stores)."""
+    run_id: str | None = None
+    """The run whose receipt the tasks write (None: a dry run, which deletes nothing)."""
 
 
 @dataclass(frozen=True)
@@ -73,13 +77,15 @@ class Outcome:
     """A dry run's (path, size) of each file that would go (a sample, once written to the dataset)."""
     left: int = 0
     """Stragglers younger than the grace period, left for a later vacuum."""
+    parts: tuple[Part, ...] = ()
+    """The receipt parts a task wrote (on the outcome ``PARTS`` a task ends with, or on a table's)."""
 
     def __add__(self, other: Outcome) -> Outcome:
         """Two parts of one item: their counts added, the first error kept."""
         listing = None if self.listing is None and other.listing is None else \
             (self.listing or ()) + (other.listing or ())
         return Outcome(self.key.split("#", 1)[0], self.files + other.files, self.bytes + other.bytes,
-                       self.error or other.error, listing, self.left + other.left)
+                       self.error or other.error, listing, self.left + other.left, self.parts + other.parts)
 
 
 @dataclass(frozen=True)
@@ -90,13 +96,17 @@ class Share:
     bytes: int = 0
     error: str | None = None
     finished: bool = False
+    parts: tuple[Part, ...] = ()
 
     def __add__(self, other: Share) -> Share:
         return Share(self.files + other.files, self.bytes + other.bytes, self.error or other.error,
-                     self.finished or other.finished)
+                     self.finished or other.finished, self.parts + other.parts)
 
 
 NOTHING = Outcome("")
 """An item with nothing to do (no part of it was run)."""
 
-__all__ = ["PURGE", "EXPIRE", "SWEEP", "STRAGGLERS", "FOREIGN", "Work", "Plan", "Outcome", "Share", "NOTHING"]
+PARTS = "receipt-parts"
+"""The key of the outcome a task ends with to hand over its receipt's parts (no item has it)."""
+
+__all__ = ["PURGE", "EXPIRE", "SWEEP", "STRAGGLERS", "FOREIGN", "Work", "Plan", "Outcome", "Share", "NOTHING", "PARTS"]

@@ -13,8 +13,10 @@
    number of items, not of files. On an object store, what the ledger knows is deleted from
    the driver itself with the same code (a Spark job would cost more than the deletes);
    the executors list what it does not know. Meanwhile the driver renews the run's lease.
-3. **Record.** One append records a ``TablePurged`` per instance whose files are all gone and
-   a ``VacuumFinished`` with what this run deleted. An instance whose deletion failed stays
+3. **Record.** The tasks' receipt parts (what each deleted, object by object, R20) are recorded
+   a few at a time as ``ReceiptPart`` events (``executor.receipts``). Then one append records a
+   ``TablePurged`` per instance whose files are all gone, the ``VacuumReceipt`` that closes the
+   run's receipt, and a ``VacuumFinished`` with what this run deleted. An instance whose deletion failed stays
    blocked and unpurged; the report says why, and the next vacuum picks it up first, as it
    does everything a dead vacuum left.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
 import time
@@ -32,14 +35,20 @@ from typing import Any
 import attrs
 from pyspark.sql import SparkSession
 
-from ledger import Ledger, VacuumOrder
+from ledger import Ledger, LedgerError, VacuumOrder
 
-from ..executor import fs, tasks
-from ..executor.work import EXPIRE, FOREIGN, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Work
+from ..executor import fs, objects, receipts, tasks
+from ..executor.work import EXPIRE, FOREIGN, PARTS, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Work
 from ..heartbeat import Heartbeat
 from . import budget, listing as listings, ship
 from .progress import Progress, ProgressWatcher
 from .report import VacuumReport, build_report
+
+_log = logging.getLogger("spark_ops.vacuum")
+
+RECORD_BYTES = 4 << 20
+"""Receipt parts are recorded a few in one append, up to about this many bytes of leaves: few
+appends, and the driver holds no more than this (and one part) at a time."""
 
 LISTING_THRESHOLD_DEFAULT = 10_000
 """A dry run listing more files than this (by default) leaves its listing in a Parquet dataset
@@ -83,7 +92,15 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     folder = listings.folder_for(listing_dir) if dry_run else None
     try:
         with contextlib.nullcontext() if dry_run else _lease_keeper(ledger, order):
-            outcomes = _carry_out(spark, order, dry_run, progress, folder)
+            outcomes, parts = _carry_out(spark, order, dry_run, progress, folder)
+            if not dry_run:
+                assert order.run_id is not None
+                _record_receipt(ledger, order.root, order.run_id, parts)
+                # Parts no summary came back for: a task attempt that failed after writing one (its
+                # retry found those files gone), or, for the runs this one took over, a task of a
+                # dead run that ran on after its driver was killed.
+                for run in (order.run_id, *order.resumes):
+                    _adopt_stranded(ledger, order.root, run)
         kept = None if folder is None else \
             listings.settle(folder, outcomes, keep=listing_dir is not None, threshold=listing_threshold)
     except BaseException:
@@ -120,6 +137,49 @@ def _record(ledger: Ledger, order: VacuumOrder, report: VacuumReport, outcomes: 
                     if o is not None and o.error is None and not o.left])
 
 
+def _record_receipt(ledger: Ledger, root: str, run_id: str, parts: list[receipts.Part]) -> None:
+    """Record what the tasks deleted, a part at a time (read from the run's scratch folder, then
+    appended with its ``ReceiptPart``): the driver never holds more than one part's leaves (R20).
+    A part that cannot be read is said in the log and left out: the deletions stand, and the
+    finish must still be recorded (R10)."""
+    batch: list[tuple[str, str, int, int, str, bytes]] = []
+    for part in parts:
+        try:
+            data = receipts.read_part(root, part.where)
+        except (OSError, objects.StoreError) as exc:
+            _log.warning("vacuum %s: a receipt part (%d objects, %s to %s) could not be read back, so it is "
+                         "not recorded: %s", run_id, part.leaves, part.first, part.last, exc)
+            continue
+        batch.append((part.first, part.last, part.leaves, part.size, part.root, data))
+        if sum(len(p[-1]) for p in batch) >= RECORD_BYTES:
+            ledger.record_deleted(run_id, batch)
+            batch = []
+    ledger.record_deleted(run_id, batch)
+    try:
+        receipts.clear(root, run_id, [p.where for p in parts])
+    except (OSError, objects.StoreError) as exc:
+        _log.warning("vacuum %s: its receipt's scratch folder could not be removed: %s", run_id, exc)
+
+
+def _adopt_stranded(ledger: Ledger, root: str, run_id: str) -> None:
+    """The parts left in a run's scratch folder that no summary reached a driver for: what they hold
+    is recorded in the run's receipt now, from the parts themselves (each re-hashed here), and the
+    scratch removed (R10: the next vacuum finishes what one left). A part cut short by a kill is
+    not a part."""
+    parts: list[receipts.Part] = []
+    for where in receipts.stranded(root, run_id):
+        try:
+            parts.append(receipts.summarize(receipts.read_part(root, where), where))
+        except ValueError as exc:
+            _log.warning("vacuum run %s left %s, which is not a whole receipt part (%s): removed", run_id, where, exc)
+            receipts.clear(root, run_id, [where])
+    try:
+        if parts:
+            _record_receipt(ledger, root, run_id, parts)
+    except LedgerError as exc:  # it finished after all: its receipt is closed
+        _log.warning("vacuum run %s left receipt parts that cannot be added to its receipt: %s", run_id, exc)
+
+
 def _lease_keeper(ledger: Ledger, order: VacuumOrder) -> Heartbeat:
     """Renews the run's lease from the driver while the executors delete, so that no other
     vacuum takes its tables over (it would only duplicate the work, never corrupt it)."""
@@ -151,7 +211,8 @@ def plan_of(order: VacuumOrder, dry_run: bool, listing: str | None, pieces: int)
     if dry_run:
         items += [Work(f"{FOREIGN}:{i}", FOREIGN, i, location, named=frozenset(named))
                   for i, _, location, named in order.written]
-    return Plan(order.root, {item.key: item for item in items}, listing, order.locations)
+    return Plan(order.root, {item.key: item for item in items}, listing, order.locations,
+                None if dry_run else order.run_id)
 
 
 def _split(item: Work, pieces: int) -> list[Work]:
@@ -167,8 +228,8 @@ _DRIVER = ThreadPoolExecutor(1, thread_name_prefix="vacuum-driver")
 
 
 def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress: Progress | None,
-               listing: str | None) -> dict[str, Outcome]:
-    """Every item's outcome, by key.
+               listing: str | None) -> tuple[dict[str, Outcome], list[receipts.Part]]:
+    """Every item's outcome, by key, and the receipt parts the tasks wrote.
 
     On an object store, what the ledger knows (the files of the tables it purges, of the versions
     it expires) and the small listings of write folders are deleted from the driver, with the
@@ -182,7 +243,7 @@ def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress:
     plan = plan_of(order, dry_run, listing, context.defaultParallelism * 2)
     keys = sorted(plan.items)
     if not keys:
-        return {}
+        return {}, []
     on_driver = [] if dry_run or fs.is_local(plan.root) else \
         [k for k in keys if not (plan.items[k].kind == PURGE and not plan.items[k].manifests)]
     driving = set(on_driver)
@@ -195,7 +256,8 @@ def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress:
         done = [] if here is None else here.result()
     if progress is not None and on_driver and not keys:
         progress(1, 1)
-    return {o.key: o for o in outcomes + done}
+    everything = outcomes + done
+    return {o.key: o for o in everything if o.key != PARTS}, [p for o in everything for p in o.parts]
 
 
 def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool, progress: Progress | None) -> list[Outcome]:
@@ -253,7 +315,8 @@ def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: Progr
         return _share_out(context, plan, budget.shares(cores, dict.fromkeys(keys)))
     first = dict(context.parallelize(keys, budget.first_purge_tasks(cores, len(keys)))
                  .mapPartitions(functools.partial(tasks.look_or_purge, plan)).collect())
-    rows = [Outcome(key, done.files, done.bytes, done.error) for key, (done, _) in first.items() if done.finished]
+    rows = [Outcome(key, done.files, done.bytes, done.error, parts=done.parts)
+            for key, (done, _) in first.items() if done.finished]
     big = budget.shares(cores, {key: pieces for key, (done, pieces) in first.items() if not done.finished})
     if not big:
         return rows

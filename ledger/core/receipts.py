@@ -1,0 +1,197 @@
+"""Deletion receipts: what each vacuum run deleted, object by object, provably (R20).
+
+A lake format can say a table was vacuumed; it cannot show later that one given file was
+erased, and when (a GDPR erasure request asks exactly that). A vacuum's tasks write down the
+``(key, size)`` of every object they delete, sorted, in **parts** of bounded size; each part is
+hashed into an RFC 6962 tree where it was made (an executor), kept compressed as a
+content-addressed attachment, and recorded as a ``ReceiptPart`` event on the run's own stream.
+When the run finishes, one ``VacuumReceipt`` event closes it: the counts, the bytes and a
+Merkle root over its parts (``ledger.chain`` documents both levels). A key is then proven
+deleted by two audit paths: the leaf in its part, the part in the receipt.
+
+Decided here on the digest the bytes hash to (cheap); the fold re-checks that a receipt's root
+is its parts' root, and ``verify`` re-hashes every part's leaves against the root its event
+carries (``audit.verify``), as it re-hashes every file list.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any, Union
+
+import attrs
+
+from ..chain import merkle_root, part_entry
+from ..clock import Micros
+from ..errors import InvalidArgument
+from .concern import Concern, Decision, corrupt, mapping
+from .events import event
+from .streams import receipt_stream
+
+if TYPE_CHECKING:
+    from .fold import Builder
+    from .model import State
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+# --- events --------------------------------------------------------------------------------
+
+@event("ReceiptPart")
+@attrs.frozen
+class ReceiptPart:
+    """Objects a run deleted, ``count`` of them, keys ``first`` to ``last``: their sorted leaves
+    are the attachment ``digest`` (compressed), whose tree has root ``root``."""
+    run_id: str
+    first: str
+    last: str
+    count: int
+    bytes: int
+    root: str
+    digest: str
+
+
+@event("VacuumReceipt")
+@attrs.frozen
+class VacuumReceipt:
+    """A run's receipt, closed: every object it deleted (``files``, ``bytes``), in ``parts``
+    parts, and the Merkle root over them (the empty tree's when it deleted nothing)."""
+    run_id: str
+    files: int
+    bytes: int
+    parts: int
+    root: str
+
+
+# --- state ---------------------------------------------------------------------------------
+
+@attrs.frozen
+class PartInfo:
+    run_id: str
+    first: str
+    last: str
+    count: int
+    bytes: int
+    root: str
+    digest: str
+    seq: int
+    time: Micros
+
+    def entry(self) -> builtins.bytes:
+        """The part's leaf input in its receipt's tree."""
+        return part_entry(self.first, self.last, self.count, self.bytes, bytes.fromhex(self.root))
+
+    def order(self) -> tuple[str, str, str]:
+        return (self.first, self.last, self.root)
+
+
+@attrs.frozen
+class ReceiptInfo:
+    run_id: str
+    files: int
+    bytes: int
+    parts: int
+    root: str
+    seq: int
+    time: Micros
+
+
+@attrs.frozen
+class Receipts:
+    parts: Any = mapping(PartInfo)       # "<run id>#<n>" -> PartInfo, in the order recorded
+    by_run: Any = mapping(tuple)         # run id -> the keys of its parts
+    closed: Any = mapping(ReceiptInfo)   # run id -> its receipt, once the run finished
+
+    def of_run(self, run_id: str) -> list[PartInfo]:
+        """A run's parts in their receipt's order."""
+        return sorted((self.parts[k] for k in self.by_run.get(run_id, ())), key=PartInfo.order)
+
+    def covering(self, key: str) -> list[PartInfo]:
+        """The parts whose key range holds ``key``, newest first (one of them may hold it)."""
+        found = (p for p in self.parts.values() if p.first <= key <= p.last)
+        return sorted(found, key=lambda p: p.seq, reverse=True)
+
+
+def receipt_root(parts: list[PartInfo]) -> str:
+    return merkle_root([p.entry() for p in parts]).hex()
+
+
+# --- commands ------------------------------------------------------------------------------
+
+@attrs.frozen
+class RecordDeleted:
+    """Record parts of a running vacuum's receipt: each ``(first, last, count, bytes, root, data)``
+    with ``data`` its compressed leaves."""
+    run_id: str
+    parts: tuple[tuple[str, str, int, int, str, bytes], ...]
+
+
+Command = Union[RecordDeleted]
+
+
+def _record(state: State, cmd: RecordDeleted) -> Decision:
+    run = state.vacuums.runs.get(cmd.run_id)
+    if run is None:
+        raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished: its receipt is closed")
+    events, blobs = [], []
+    for first, last, count, size, root, data in cmd.parts:
+        if not isinstance(data, bytes) or not data:
+            raise InvalidArgument(f"a receipt part of run {cmd.run_id} has no leaves")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1 or \
+                isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InvalidArgument(f"a receipt part of run {cmd.run_id} counts {count!r} objects of {size!r} "
+                                  "bytes: whole numbers, at least one object, are needed")
+        if not (isinstance(first, str) and isinstance(last, str) and first <= last):
+            raise InvalidArgument(f"a receipt part of run {cmd.run_id} runs from {first!r} to {last!r}, "
+                                  "which is not a key range")
+        if not isinstance(root, str) or not _HEX64.fullmatch(root):
+            raise InvalidArgument(f"a receipt part of run {cmd.run_id} has no Merkle root (64 hex digits)")
+        digest = hashlib.sha256(data).hexdigest()
+        events.append((receipt_stream(cmd.run_id), ReceiptPart(cmd.run_id, first, last, count, size, root, digest)))
+        blobs.append((digest, data))
+    return Decision(tuple(events), frozenset({receipt_stream(cmd.run_id)}), len(events), tuple(blobs))
+
+
+def close(state: State, run_id: str) -> tuple[str, VacuumReceipt]:
+    """The event that closes a finishing run's receipt (``vacuums`` appends it with the finish)."""
+    parts = state.receipts.of_run(run_id)
+    return receipt_stream(run_id), VacuumReceipt(run_id, sum(p.count for p in parts),
+                                                 sum(p.bytes for p in parts), len(parts), receipt_root(parts))
+
+
+# --- fold ----------------------------------------------------------------------------------
+
+def _on_part(b: Builder, e: ReceiptPart, seq: int, time: Micros) -> None:
+    if e.run_id not in b.vacuums.runs:
+        raise corrupt(f"event #{seq} records objects deleted by vacuum {e.run_id}, which is not in progress")
+    if e.count < 1 or e.bytes < 0 or e.first > e.last:
+        raise corrupt(f"event #{seq} records a receipt part of {e.count} objects and {e.bytes} bytes from "
+                      f"{e.first!r} to {e.last!r}, which no part can be")
+    receipts = b.receipts
+    keys = receipts.by_run.get(e.run_id, ())
+    key = f"{e.run_id}#{len(keys)}"
+    receipts.parts[key] = PartInfo(e.run_id, e.first, e.last, e.count, e.bytes, e.root, e.digest, seq, time)
+    receipts.by_run[e.run_id] = (*keys, key)
+
+
+def _on_receipt(b: Builder, e: VacuumReceipt, seq: int, time: Micros) -> None:
+    if e.run_id not in b.vacuums.runs or e.run_id in b.receipts.closed:
+        raise corrupt(f"event #{seq} closes the receipt of vacuum {e.run_id}, which is not in progress")
+    parts = b.receipts.of_run(e.run_id)
+    if (e.files, e.bytes, e.parts, e.root) != (sum(p.count for p in parts), sum(p.bytes for p in parts),
+                                               len(parts), receipt_root(parts)):
+        raise corrupt(f"event #{seq}'s receipt of vacuum {e.run_id} is not the one its {len(parts)} recorded "
+                      "parts make (its counts, bytes or Merkle root differ)")
+    b.receipts.closed[e.run_id] = ReceiptInfo(e.run_id, e.files, e.bytes, e.parts, e.root, seq, time)
+
+
+CONCERN = Concern(
+    initial=Receipts(),
+    evolve={ReceiptPart: _on_part, VacuumReceipt: _on_receipt},
+    decide={RecordDeleted: _record},
+)
+
+__all__ = ["ReceiptPart", "VacuumReceipt", "PartInfo", "ReceiptInfo", "Receipts", "RecordDeleted", "close",
+           "receipt_root", "CONCERN"]
