@@ -26,8 +26,9 @@ from typing import Iterable, NamedTuple
 
 from . import objects
 
-PART_LEAVES = 50_000
-"""Objects per part at most: about 1 MB compressed, the most the driver holds at a time."""
+PART_LEAVES = 10_000
+"""Objects per part at most: 0.2-0.5 MB compressed (random ids compress least), the most of a receipt
+the driver holds at a time."""
 
 SCRATCH = ".retention-ledger/receipts"
 """Where parts wait for the driver, under the warehouse root (no table's location can be there:

@@ -46,9 +46,9 @@ from .report import VacuumReport, build_report
 
 _log = logging.getLogger("spark_ops.vacuum")
 
-RECORD_BYTES = 4 << 20
-"""Receipt parts are recorded a few in one append, up to about this many bytes of leaves: few
-appends, and the driver holds no more than this (and one part) at a time."""
+RECORD_BYTES = 256 << 10
+"""Small receipt parts are recorded several in one append, up to about this many bytes of leaves
+(a part is 0.2-0.5 MB when full): few appends, and the driver holds at most this and one part."""
 
 LISTING_THRESHOLD_DEFAULT = 10_000
 """A dry run listing more files than this (by default) leaves its listing in a Parquet dataset
@@ -313,10 +313,11 @@ def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: Progr
     cores = context.defaultParallelism
     if len(keys) <= cores:
         return _share_out(context, plan, budget.shares(cores, dict.fromkeys(keys)))
-    first = dict(context.parallelize(keys, budget.first_purge_tasks(cores, len(keys)))
-                 .mapPartitions(functools.partial(tasks.look_or_purge, plan)).collect())
+    looked = context.parallelize(keys, budget.first_purge_tasks(cores, len(keys))) \
+        .mapPartitions(functools.partial(tasks.look_or_purge, plan)).collect()
+    first = {key: found for key, found in looked if key != PARTS}  # every task hands over its parts
     rows = [Outcome(key, done.files, done.bytes, done.error, parts=done.parts)
-            for key, (done, _) in first.items() if done.finished]
+            for key, (done, _) in looked if done.finished]
     big = budget.shares(cores, {key: pieces for key, (done, pieces) in first.items() if not done.finished})
     if not big:
         return rows
