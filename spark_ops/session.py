@@ -89,8 +89,12 @@ def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | N
     # variable so it reaches every worker, in local mode and on a cluster.
     conf.setdefault("spark.executorEnv.PYTHONSAFEPATH", "1")
     # Nor from the user's site-packages folder (Python's -s), unless what the workers import lives
-    # there. Spark builds the workers' command itself, so -I cannot be given; -E (ignore PYTHON*
-    # variables) has no variable of its own, and Spark needs PYTHONPATH to find pyspark.
+    # there. Spark builds the workers' command itself, so -I cannot be given, and its third part
+    # must not be: -E (ignore PYTHON* variables) has no variable of its own, Spark needs PYTHONPATH
+    # to find pyspark, and -E makes Python ignore PYTHONHASHSEED, which Spark sets so that every
+    # worker hashes a text key alike (with -E each worker hashes "a" differently, and a
+    # reduceByKey, as the vacuum's sum per table, would send one key's rows to different tasks).
+    # -P and -s are what -I adds that can be had: no code from the caller's folders.
     if not _workers_need_user_site():
         conf.setdefault("spark.executorEnv.PYTHONNOUSERSITE", "1")
     for key, value in conf.items():
