@@ -138,7 +138,7 @@ class DeletionProof:
 
 
 def receipt(state: State, run_id: str) -> Receipt:
-    if not isinstance(run_id, str) or run_id not in state.vacuums.ended and run_id not in state.vacuums.runs:
+    if not isinstance(run_id, str) or (run_id not in state.vacuums.ended and run_id not in state.vacuums.runs):
         raise InvalidArgument(f"no vacuum run {run_id!r} is on record (the report of a vacuum gives its run_id; "
                               "`retention-ledger history --type VacuumFinished` lists them)")
     parts = state.receipts.of_run(run_id)

@@ -25,6 +25,7 @@ import zlib
 from typing import Iterable, NamedTuple
 
 from . import objects
+from .fs import is_local, local_path as _local
 
 PART_LEAVES = 10_000
 """Objects per part at most: 0.2-0.5 MB compressed (random ids compress least), the most of a receipt
@@ -64,14 +65,6 @@ def tree_root(entries: Iterable[bytes]) -> bytes:
             paired.append(level[-1])
         level = paired
     return level[0]
-
-
-def is_local(root: str) -> bool:
-    return "://" not in root or root.startswith("file://")
-
-
-def _local(uri: str) -> str:
-    return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
 class Receipt:

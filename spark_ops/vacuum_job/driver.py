@@ -40,7 +40,7 @@ from ledger import Ledger, LedgerError, VacuumOrder
 from ..executor import fs, objects, receipts, tasks
 from ..executor.work import EXPIRE, FOREIGN, PARTS, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Work
 from ..heartbeat import Heartbeat
-from . import budget, listing as listings, ship
+from . import budget, listing as listings, progress as progress_of, ship
 from .progress import Progress, ProgressWatcher
 from .report import VacuumReport, build_report
 
@@ -92,14 +92,15 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     folder = listings.folder_for(listing_dir) if dry_run else None
     try:
         with contextlib.nullcontext() if dry_run else _lease_keeper(ledger, order):
-            outcomes, parts = _carry_out(spark, order, dry_run, progress, folder)
+            outcomes, parts, retried = _carry_out(spark, order, dry_run, progress, folder)
             if not dry_run:
                 assert order.run_id is not None
                 _record_receipt(ledger, order.root, order.run_id, parts)
                 # Parts no summary came back for: a task attempt that failed after writing one (its
                 # retry found those files gone), or, for the runs this one took over, a task of a
-                # dead run that ran on after its driver was killed.
-                for run in (order.run_id, *order.resumes):
+                # dead run that ran on after its driver was killed. The run's own folder is looked
+                # at only if an attempt failed: on a store, a listing is a request.
+                for run in ((order.run_id,) if retried else ()) + tuple(order.resumes):
                     _adopt_stranded(ledger, order.root, run)
         kept = None if folder is None else \
             listings.settle(folder, outcomes, keep=listing_dir is not None, threshold=listing_threshold)
@@ -228,8 +229,9 @@ _DRIVER = ThreadPoolExecutor(1, thread_name_prefix="vacuum-driver")
 
 
 def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress: Progress | None,
-               listing: str | None) -> tuple[dict[str, Outcome], list[receipts.Part]]:
-    """Every item's outcome, by key, and the receipt parts the tasks wrote.
+               listing: str | None) -> tuple[dict[str, Outcome], list[receipts.Part], bool]:
+    """Every item's outcome, by key, the receipt parts the tasks wrote, and whether a task attempt
+    failed (``_on_spark``).
 
     On an object store, what the ledger knows (the files of the tables it purges, of the versions
     it expires) and the small listings of write folders are deleted from the driver, with the
@@ -243,7 +245,7 @@ def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress:
     plan = plan_of(order, dry_run, listing, context.defaultParallelism * 2)
     keys = sorted(plan.items)
     if not keys:
-        return {}, []
+        return {}, [], False
     on_driver = [] if dry_run or fs.is_local(plan.root) else \
         [k for k in keys if not (plan.items[k].kind == PURGE and not plan.items[k].manifests)]
     driving = set(on_driver)
@@ -251,18 +253,20 @@ def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress:
     here = _DRIVER.submit(lambda: list(tasks.run_items(tasks.Held(plan), on_driver, dry_run=False))) \
         if on_driver else None
     try:
-        outcomes = _on_spark(context, plan, keys, dry_run, progress) if keys else []
+        outcomes, retried = _on_spark(context, plan, keys, dry_run, progress) if keys else ([], False)
     finally:
         done = [] if here is None else here.result()
     if progress is not None and on_driver and not keys:
         progress(1, 1)
     everything = outcomes + done
-    return {o.key: o for o in everything if o.key != PARTS}, [p for o in everything for p in o.parts]
+    return {o.key: o for o in everything if o.key != PARTS}, [p for o in everything for p in o.parts], retried
 
 
-def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool, progress: Progress | None) -> list[Outcome]:
+def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool,
+              progress: Progress | None) -> tuple[list[Outcome], bool]:
     """The items given to the executors: one job for whole items, and the purges split below the
-    table in one or two more."""
+    table in one or two more. Also whether a task attempt failed (or Spark cannot say): a failed
+    attempt may have left a receipt part no outcome names."""
     ship.ship(context)
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip, ~0.1 s
@@ -293,12 +297,13 @@ def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool, progress
             functools.partial(tasks.run_items, shared, dry_run=dry_run)).collect() if others else []
         if purges:
             rows += _purge_below_tables(context, shared, purges, watcher)
+        retried = progress_of.failed_attempts(context, group) != 0
     finally:
         if watcher:
             watcher.stop()
         context.setLocalProperty("spark.jobGroup.id", None)
         shared.unpersist()
-    return rows
+    return rows, retried
 
 
 def _purge_below_tables(context: Any, plan: Any, keys: list[str], watcher: ProgressWatcher | None) -> list[Outcome]:

@@ -42,3 +42,20 @@ class ProgressWatcher:
         self._done.set()
         self._thread.join()
         self._report()
+
+
+def failed_attempts(context: Any, group: str) -> int | None:
+    """How many task attempts of the group's jobs failed (and were retried, or failed the job);
+    None when the tracker no longer knows one of its jobs or stages (then assume some did)."""
+    tracker = context.statusTracker()
+    failed = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        if job is None:
+            return None
+        for stage_id in job.stageIds:
+            stage = tracker.getStageInfo(stage_id)
+            if stage is None:
+                return None
+            failed += stage.numFailedTasks
+    return failed
