@@ -325,17 +325,29 @@ def _usage(root: str, table: TableInstance) -> tuple[int, int]:
 @command(cli, "versions", short_help="List a table's versions.", as_of=True)
 @click.argument("name", required=False)
 @click.option("--id", "table_id", default=None, help="Any instance by id, a dropped one too (see show-dropped).")
-@click.option("--files", "with_files", is_flag=True, help="Also list each version's files (JSON only).")
+@click.option("--files", "with_files", is_flag=True,
+              help="Also list each version's files (paths relative to the table's location) and sizes.")
 def versions(ctx: Context, name: str | None, table_id: str | None, with_files: bool) -> None:
     """List every version of the live table NAME (or of instance --id), newest first; expired
     ones can no longer be read or restored."""
     found = ctx.reader.versions(name, table_id=table_id)
     name = name or table_id or ""
-    ctx.emit([v.to_dict(with_files=with_files) for v in found], lambda: _text_table(
-        ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
-        [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",
-          v.file_count, format_bytes(v.bytes), "current" if v.current else "expired" if v.expired else "readable")
-         for v in found]) if found else f"{name} has no versions yet")
+
+    def text() -> str:
+        if not found:
+            return f"{name} has no versions yet"
+        table = _text_table(
+            ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
+            [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",
+              v.file_count, format_bytes(v.bytes), "current" if v.current else "expired" if v.expired else "readable")
+             for v in found])
+        if not with_files:
+            return table
+        blocks = [f"version {v.number} ({_files(v.file_count, v.bytes)}):\n" + _text_table(
+            ("  SIZE", "PATH"), [(f"  {format_bytes(f.size)}", f.path) for f in v.files]) for v in found]
+        return "\n\n".join([table, *blocks])
+
+    ctx.emit([v.to_dict(with_files=with_files) for v in found], text)
 
 
 @command(cli, "restore", short_help="Restore a table to an earlier version.")

@@ -865,6 +865,24 @@ def test_r11_r12_cli_versions_restore_and_mark(db: Path) -> None:
     assert again.startswith("sales.orders: unchanged at ")
 
 
+def test_versions_files_are_listed_in_text_too(db: Path) -> None:
+    """``versions --files`` was ignored without ``--json``: the text showed no file."""
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=1))
+    create(db, "sales.orders")
+    _commit(db, "sales.orders", clock)
+    _commit(db, "sales.orders", clock, mode="overwrite")
+    with Ledger.open(db, create=False) as led:
+        [v2, v1] = [(v.number, v.files) for v in led.versions("sales.orders")]
+    out = ok(db, "versions", "sales.orders", "--files").stdout
+    table, second, first = out.rstrip("\n").split("\n\n")
+    assert table == ok(db, "versions", "sales.orders").stdout.rstrip("\n")
+    for block, (number, files) in ((second, v2), (first, v1)):
+        title, header, *rows = block.splitlines()
+        assert title == f"version {number} (1 file, 5 B):" and header.split() == ["SIZE", "PATH"]
+        assert [row.split() for row in rows] == [["5", "B", f.path] for f in files]
+    assert v1[1][0].path != v2[1][0].path
+
+
 def test_r14_cli_writes_lists_open_writes_with_their_expiry(db: Path) -> None:
     create(db, "sales.orders")
     assert ok(db, "writes").stdout == "no open writes\n"

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -42,25 +43,69 @@ def aged(path: Path, tables: int = 2, files: int = 50) -> list[str]:
     return locations
 
 
+MARK = "RETENTION_LEDGER_TEST_COMMAND"
+"""Set in each command's environment, which every process it starts inherits (its JVM too): the
+JVMs a command started are those whose environment holds its mark, whatever else runs Spark on
+the machine (another suite, a notebook, a second checkout's CI)."""
+
+
 def cli(*args: str, env: dict | None = None) -> subprocess.Popen:
-    """``python -m ledger ARGS`` in a process of its own (``env`` replaces variables; None removes one)."""
-    merged = {**os.environ, **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "ledger", *args], cwd=REPO, text=True,
+    """``python -m ledger ARGS`` in a process of its own (``env`` replaces variables; None removes one);
+    ``proc.mark`` is the mark its processes carry (``started_jvms``)."""
+    mark = uuid.uuid4().hex
+    merged = {**os.environ, MARK: mark, **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "ledger", *args], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={k: v for k, v in merged.items() if v is not None})
+    proc.mark = mark  # type: ignore[attr-defined]
+    return proc
 
 
-def java_processes() -> set[int]:
+def started_jvms(mark: str) -> set[int]:
+    """The running JVMs whose environment carries ``mark``: those the marked command started."""
     found = subprocess.run(["pgrep", "-x", "java"], capture_output=True, text=True).stdout.split()
-    return set(map(int, found))
+    wanted = f"{MARK}={mark}".encode()
+    mine = set()
+    for pid in map(int, found):
+        try:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:  # it ended meanwhile, or is not ours to read
+            continue
+        if wanted in environment:
+            mine.add(pid)
+    return mine
 
 
-def assert_no_new_jvm(before: set[int]) -> None:
+def assert_no_jvm_left(proc: subprocess.Popen, wait: float = 5.0) -> None:
     """A JVM the command started must be gone soon after it exits (an orphan would stay)."""
-    deadline = time.monotonic() + 5
-    while java_processes() - before and time.monotonic() < deadline:
+    deadline = time.monotonic() + wait
+    while started_jvms(proc.mark) and time.monotonic() < deadline:  # type: ignore[attr-defined]
         time.sleep(0.1)
-    assert not java_processes() - before, "the command left a JVM running"
+    assert not started_jvms(proc.mark), "the command left a JVM running"  # type: ignore[attr-defined]
+
+
+def test_only_the_jvms_a_command_started_count_as_left_behind(tmp_path: Path) -> None:
+    """The checks above counted every JVM on the machine that was not there before the command:
+    where anything else started Spark meanwhile (seen twice in a fresh clone), they failed. A JVM
+    another program started is not the command's; one that carries its mark is."""
+    source = tmp_path / "Wait.java"
+    source.write_text("class Wait { public static void main(String[] a) throws Exception "
+                      "{ Thread.sleep(120000); } }")
+    bystander = subprocess.Popen(["java", str(source)])
+    ours = subprocess.Popen(["java", str(source)], env={**os.environ, MARK: "this-command"})
+    ours.mark = "this-command"  # type: ignore[attr-defined]
+    try:
+        assert started_jvms("this-command") == {ours.pid}
+        with pytest.raises(AssertionError, match="left a JVM running"):
+            assert_no_jvm_left(ours, wait=0)
+        ours.kill()
+        ours.wait(timeout=30)
+        assert bystander.poll() is None  # still running, and not counted
+        assert_no_jvm_left(ours)
+    finally:
+        for proc in (bystander, ours):
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def vacuum_started(path: Path) -> bool:
@@ -87,7 +132,6 @@ def test_without_java_the_cli_says_what_is_missing_in_one_line(tmp_path: Path, a
 def test_ctrl_c_while_spark_starts_exits_130_in_one_line_and_leaves_no_jvm(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     aged(path)
-    before = java_processes()
     proc = cli("--ledger", str(path), "vacuum")
     time.sleep(1.5)  # the JVM is starting
     proc.send_signal(signal.SIGINT)
@@ -95,7 +139,7 @@ def test_ctrl_c_while_spark_starts_exits_130_in_one_line_and_leaves_no_jvm(tmp_p
     assert proc.returncode == 130, (out, err)
     assert err.splitlines() == ["interrupted: vacuum stopped; the ledger is consistent (an interrupted "
                                 "vacuum is finished by the next one)"]
-    assert_no_new_jvm(before)
+    assert_no_jvm_left(proc)
     with Ledger.open(path) as led:
         led.verify()
 
@@ -106,7 +150,6 @@ def test_r10_ctrl_c_during_a_vacuum_exits_130_and_the_next_vacuum_finishes_it(tm
     lines go to the JVM's log) takes the run over at once and purges everything."""
     path = tmp_path / "ledger.db"
     locations = aged(path, tables=3, files=400)
-    before = java_processes()
     proc = cli("--ledger", str(path), "vacuum")
     deadline = time.monotonic() + 120
     while not vacuum_started(path) and proc.poll() is None and time.monotonic() < deadline:
@@ -117,7 +160,7 @@ def test_r10_ctrl_c_during_a_vacuum_exits_130_and_the_next_vacuum_finishes_it(tm
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert len(err.splitlines()) == 1 and err.startswith("interrupted: vacuum stopped")
-    assert_no_new_jvm(before)
+    assert_no_jvm_left(proc)
     with Ledger.open(path) as led:
         led.verify()
         [run] = led.state.vacuums.unfinished()
