@@ -822,6 +822,21 @@ def test_version_is_printed(db: Path) -> None:
     assert re.fullmatch(r"retention-ledger, version \d+\.\d+\.\d+\n", out)
 
 
+def test_a_release_has_one_version_everywhere(db: Path) -> None:
+    """``--version`` and the package said 0.3.0 while the changelog's newest section was
+    "Unreleased" and held all of 0.4: what main holds is a release, named alike in the project's
+    metadata, the installed package, the command line and the changelog's newest section."""
+    import tomllib
+    from importlib.metadata import version
+
+    root = Path(__file__).resolve().parent.parent
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    newest = next(line for line in (root / "CHANGELOG.md").read_text().splitlines() if line.startswith("## ["))
+    assert re.fullmatch(rf"## \[{re.escape(declared)}\] - \d{{4}}-\d{{2}}-\d{{2}}", newest), newest
+    assert version("retention-ledger") == declared, "reinstall: pip install -e ."
+    assert ok(db, "--version").stdout == f"retention-ledger, version {declared}\n"
+
+
 # --- versions, restore, mark, writes ---------------------------------------------------------
 
 def _commit(db: Path, name: str, clock: ManualClock, mode: str = "append") -> int:
