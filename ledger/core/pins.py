@@ -6,7 +6,8 @@ longer than the longest job); writes here already hold leases (R14). A **pin** d
 for a read: a lease on one version of an instance (or on a dropped instance, which keeps it from
 being purged), taken before the read, renewed while it runs, released after.
 
-What a live pin holds (decided here, checked again by the fold, so ``verify`` re-checks it):
+What a live pin holds (answered here, by ``Pins.holding_instance`` and ``Pins.holding_versions``,
+for the decisions and the folds of the other concerns, so ``verify`` re-checks it):
 
 * a retention mark stops short of every pinned version (so its write folders stay named by an
   unexpired version, and no vacuum deletes them, R13);
@@ -111,8 +112,18 @@ class Pins:
         found = (self.pins[p] for p in self.by_table.get(table_id, ()))
         return sorted((p for p in found if p.holds(now)), key=lambda p: (p.expires_at, p.id))
 
-    def oldest(self, table_id: str, now: Micros) -> Pin | None:
-        """The live pin on the oldest version (the one a retention mark must stop short of)."""
+    # What a live pin allows, asked by the other concerns (purges, marks, the vacuum's plan) as they
+    # decide and as they fold: the rule lives here, by one measure (the version number held).
+
+    def holding_instance(self, table_id: str, now: Micros) -> Pin | None:
+        """The pin that keeps the instance from being purged at ``now`` (the live one that ends last),
+        or None: no pin holds it, and a purge may go ahead as far as pins are concerned."""
+        held = self.live(table_id, now)
+        return held[-1] if held else None
+
+    def holding_versions(self, table_id: str, now: Micros) -> Pin | None:
+        """The live pin on the instance's oldest pinned version, or None. A retention mark may expire
+        only versions numbered below that pin's ``version``: it and every newer one stay readable."""
         versioned = [p for p in self.live(table_id, now) if p.version is not None]
         return min(versioned, key=lambda p: (p.version, p.id)) if versioned else None
 

@@ -433,10 +433,10 @@ def purge(state: State, id_: str, run_id: object, files: object, size: object,
         raise PurgeRefused(
             f"cannot record purge of {inst.name} (id {inst.id}): it is not behind a watermark, "
             "so it is still restorable")
-    held = state.pins.live(inst.id, state.last_time + 1 if now is None else now)
-    if held:
-        raise PurgeRefused(f"cannot record purge of {inst.name} (id {inst.id}): pin {held[-1].id} holds it until "
-                           f"{iso(held[-1].expires_at)} (R21); release the pin, or wait for its lease to end")
+    pin = state.pins.holding_instance(inst.id, state.last_time + 1 if now is None else now)
+    if pin is not None:
+        raise PurgeRefused(f"cannot record purge of {inst.name} (id {inst.id}): pin {pin.id} holds it until "
+                           f"{iso(pin.expires_at)} (R21); release the pin, or wait for its lease to end")
     return catalog_stream(inst.database), TablePurged(inst.id, run_id, files, size)  # type: ignore[arg-type]
 
 
@@ -531,10 +531,10 @@ def _on_purged(b: Builder, e: TablePurged, seq: int, time: Micros) -> None:
         raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not dropped")
     if not b.guard.is_blocked(inst):
         raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which is not behind its watermark (R8)")
-    held = b.pins.live(inst.id, time)
-    if held:
-        raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which pin {held[-1].id} holds until "
-                      f"{held[-1].expires_at} (R21)")
+    pin = b.pins.holding_instance(inst.id, time)
+    if pin is not None:
+        raise corrupt(f"event #{seq} purges {inst.name} ({inst.id}), which pin {pin.id} holds until "
+                      f"{pin.expires_at} (R21)")
     _forget_dropped(tables, inst)
     tables.instances[e.table_id] = Instance(inst.id, inst.name, inst.path, inst.created_at, inst.dropped_at, time)
 

@@ -304,9 +304,9 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     for inst in [] if cmd.only_uncommitted else state.tables.dropped_instances(database=database):
         if inst.id in held:
             continue
-        pins = state.pins.live(inst.id, cmd.now)
-        if pins:  # R21: not purged, and so not newly blocked either (choose_watermarks spares it)
-            pinned.append(Held(inst.id, inst.name, "purge", pins[-1].version, pins[-1].id, pins[-1].expires_at))
+        pin = state.pins.holding_instance(inst.id, cmd.now)
+        if pin is not None:  # R21: not purged, and so not newly blocked either (choose_watermarks spares it)
+            pinned.append(Held(inst.id, inst.name, "purge", pin.version, pin.id, pin.expires_at))
             continue
         source, seconds = guard.retention_source(inst, cmd.retention_seconds)
         due_at = (inst.dropped_at or 0) + seconds * 1_000_000
@@ -399,7 +399,7 @@ def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinn
     data = state.data
     seconds = state.guard.retention_seconds(inst, cmd.retention_seconds)
     until = cmd.now - seconds * 1_000_000
-    pin = state.pins.oldest(inst.id, cmd.now)
+    pin = state.pins.holding_versions(inst.id, cmd.now)
     allowed = data.retention_allows(inst.id, until, None if pin is None else pin.version)
     if pin is not None and allowed != data.retention_allows(inst.id, until):
         pinned.append(Held(inst.id, inst.name, "expiry", pin.version, pin.id, pin.expires_at))

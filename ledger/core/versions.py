@@ -44,6 +44,7 @@ from .tables import Instance, require_live
 if TYPE_CHECKING:
     from .fold import Builder
     from .model import State
+    from .pins import Pin
 
 WRITES_FOLDER = "_writes"
 """Write folders live under ``<location>/_writes/``: Spark's listing skips names that start with
@@ -712,13 +713,20 @@ def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
     target = state.data.mark_for(inst.id, cmd.to)
     if target is None or (current is not None and target <= current):
         return Decision((), frozenset({stream}), current)
-    pin = state.pins.oldest(inst.id, cmd.now)
-    held = None if pin is None or pin.version is None else state.data.version(inst.id, pin.version)
-    if pin is not None and held is not None and held.committed_at <= target:
+    pin = _pin_over(state.data, state.pins.holding_versions(inst.id, cmd.now), inst.id, target)
+    if pin is not None:
+        held = state.data.versions[_key(inst.id, pin.version)]
         raise PinRefused(f"cannot advance the retention mark of {inst.name} to {iso(target)}: pin {pin.id} holds "
                          f"version {held.number} (committed at {iso(held.committed_at)}) until "
                          f"{iso(pin.expires_at)} (R21); advance it to before that version, or release the pin")
     return Decision(((stream, RetentionMarkAdvanced(inst.id, target)),), frozenset({stream}), current)
+
+
+def _pin_over(data: Data, pin: Pin | None, table_id: str, mark: Micros) -> Pin | None:
+    """``pin`` (the one on the instance's oldest pinned version) if a retention mark at ``mark`` would
+    expire its version, measured as the pins concern says: by version number (R21)."""
+    reached = data.as_of(table_id, mark)  # the newest version the mark covers
+    return pin if pin is not None and reached is not None and reached.number >= pin.version else None
 
 
 def advance_mark(table_id: str, to: Micros, run_id: str) -> tuple[str, RetentionMarkAdvanced]:
@@ -861,8 +869,8 @@ def _on_mark(b: Builder, e: RetentionMarkAdvanced, seq: int, time: Micros) -> No
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} back or nowhere (R12)")
     if head is None or e.to >= data.versions[_key(e.table_id, head)].committed_at:
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} to or past its current version (R12)")
-    pin = b.pins.oldest(e.table_id, time)
-    if pin is not None and data.versions[_key(e.table_id, pin.version)].committed_at <= e.to:
+    pin = _pin_over(data, b.pins.holding_versions(e.table_id, time), e.table_id, e.to)
+    if pin is not None:
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} over version {pin.version}, which "
                       f"pin {pin.id} holds until {iso(pin.expires_at)} (R21)")
     data.marks[e.table_id] = e.to
