@@ -27,11 +27,12 @@ from .errors import (
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
-from .views import Change, History, HistoryEntry, PinView, TableInstance, VacuumOrder, VacuumTarget
+from .vacuum_run import VacuumRun
+from .views import Change, History, HistoryEntry, PinView, TableInstance
 
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance", "ClockSkew",
-    "History", "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
+    "History", "HistoryEntry", "VacuumRun", "LedgerError", "TableNotFound", "DatabaseNotFound",
     "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",

@@ -22,6 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any, Union
 
 import attrs
+from vacuum_work import Part
 
 from ..chain import merkle_root, part_entry
 from ..clock import Micros
@@ -122,10 +123,9 @@ def receipt_root(parts: list[PartInfo]) -> str:
 
 @attrs.frozen
 class RecordDeleted:
-    """Record parts of a running vacuum's receipt: each ``(first, last, count, bytes, root, data)``
-    with ``data`` its compressed leaves."""
+    """Record parts of a running vacuum's receipt: each part's summary with its compressed leaves."""
     run_id: str
-    parts: tuple[tuple[str, str, int, int, str, bytes], ...]
+    parts: tuple[tuple[Part, bytes], ...]
 
 
 Command = Union[RecordDeleted]
@@ -136,7 +136,12 @@ def _record(state: State, cmd: RecordDeleted) -> Decision:
     if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished: its receipt is closed")
     events, blobs = [], []
-    for first, last, count, size, root, data in cmd.parts:
+    for pair in cmd.parts:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Part)):
+            raise InvalidArgument(f"a receipt part of run {cmd.run_id} is a (vacuum_work.Part, leaves) pair, "
+                                  f"not {type(pair).__name__}")
+        part, data = pair
+        first, last, count, size, root = part.first, part.last, part.leaves, part.size, part.root
         if not isinstance(data, bytes) or not data:
             raise InvalidArgument(f"a receipt part of run {cmd.run_id} has no leaves")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1 or \
