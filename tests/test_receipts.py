@@ -14,8 +14,9 @@ import sqlite3
 import subprocess
 import sys
 import tracemalloc
+import urllib.parse
 import zlib
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import attrs
@@ -25,11 +26,13 @@ from hypothesis import given, strategies as st
 from ledger import InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted
 from ledger.audit.receipts import DeletionProof
 from ledger.chain import deleted_leaf, merkle_root, read_deleted
-from spark_ops import vacuum, write_table
+from ledger.persistence.sqlite import SQLiteStore
+from spark_ops import read_table, vacuum, write_table
 from spark_ops.executor import receipts as executor_receipts
 from tests.forge import rehash
 from tests.test_audit import raw
 from tests.test_cli import event_count, ok, ok_json, refused
+from tests.test_s3 import proxy, s3  # noqa: F401  (the S3 server, for the s3a spellings)
 
 REPO = Path(__file__).resolve().parent.parent
 WEEK = timedelta(days=7)
@@ -207,6 +210,97 @@ def test_r20_a_key_no_vacuum_deleted_is_not_deleted_and_bad_keys_are_refused(spa
     with pytest.raises(InvalidArgument, match="no vacuum run 'nope' is on record"):
         led.receipt("nope")
     assert led.event_count() == before
+
+
+# --- every spelling Spark gives a file (issue 44) ---------------------------------------------
+
+def _hadoop_path(spark, uri: str) -> str:
+    """How Spark's plans print a file: Hadoop's ``Path`` of the URI, as text (not percent-encoded)."""
+    jvm = spark.sparkContext._jvm
+    return str(jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(uri)).toString())
+
+
+def test_r20_every_spelling_spark_gives_a_deleted_file_proves_it(spark, clock, tmp_path: Path) -> None:
+    """Issue 44: ``prove_deleted`` of the path Spark's ``_metadata.file_path`` gives
+    (``file:/...``) was ``NotDeleted`` for a file in the run's receipt. Every spelling Spark
+    gives a file now proves it: ``_metadata.file_path`` and ``inputFiles()`` (URIs, with a space
+    as ``%20`` and the ``%3A`` Spark writes for ':' in a partition value as ``%253A``), a plan's
+    (Hadoop's ``Path``: ``file:/`` and the name as on disk), RFC 8089's ``file://localhost/``, the
+    plain path, the warehouse-relative key, and the key relative to the table as ``versions``
+    lists it (a write folder belongs to one table). The warehouse's own name has a space."""
+    with Ledger.open(tmp_path / "ledger.db", warehouse=tmp_path / "my warehouse", clock=clock) as led:
+        table = led.create_table("sales.events")
+        df = spark.createDataFrame([(1, "2024-01-01 10:00:00"), (2, "a=b%c d#e"), (3, "plain")],
+                                   "id int, dt string")
+        write_table(df.repartition(1), led, "sales.events", partition_by=["dt"])
+        read = read_table(spark, led, "sales.events")
+        input_files = sorted(read.inputFiles())
+        metadata = sorted(r[0] for r in read.select("_metadata.file_path").distinct().collect())
+        files = {f.path: f.size for f in led.versions("sales.events")[0].files}
+        assert any("%3A" in path for path in files) and any("%3D" in path for path in files)  # Spark's escapes
+        led.drop_table("sales.events")
+        clock.advance(WEEK * 2)
+        report = vacuum(spark, led)
+        root = led.warehouse
+        assert " " in root
+        for relative, size in files.items():
+            key = f"{table.id}/{relative}"
+            local = f"{root}/{key}"
+            assert not os.path.exists(local)
+            [meta] = [m for m in metadata if urllib.parse.unquote(m) == f"file:{local}"]
+            [listed] = [i for i in input_files if urllib.parse.unquote(i) == f"file://{local}"]
+            spellings = [meta, listed, _hadoop_path(spark, listed), "file://localhost" + urllib.parse.quote(local),
+                         local, key, relative]
+            for spelling in spellings:
+                proof = led.prove_deleted(spelling)
+                assert (proof.key, proof.size, proof.run_id) == (key, size, report.run_id), spelling
+                assert proof.verify()
+
+
+def test_r20_a_spelling_that_could_name_two_deleted_files_is_refused(spark, led, clock, tmp_path: Path) -> None:
+    """A URI is percent-decoded, but a plan prints a file's name as it is on disk, ``%3D`` and all,
+    with ``file:`` in front: ``file:.../k=a%3Db/x`` is the file ``k=a=b/x`` as a URI and the file
+    ``k=a%3Db/x`` as a plan prints it. When a receipt holds both, the proof would be a guess:
+    ``InvalidArgument`` names both keys and nothing is recorded. A key relative to a table's own
+    folder that no write folder starts is ``NotDeleted``, saying the key starts with the table's id."""
+    table = led.create_table("sales.old")
+    for folder in ("k=a=b", "k=a%3Db", "k=c%3Dd"):
+        os.makedirs(os.path.join(table.location, folder))
+        Path(table.location, folder, "x.parquet").write_bytes(b"12345")
+    led.drop_table("sales.old")
+    clock.advance(WEEK * 2)
+    vacuum(spark, led)
+    before = led.event_count()
+    with pytest.raises(InvalidArgument, match=f"could name {table.id}/k=a=b/x.parquet or "
+                                              f"{table.id}/k=a%3Db/x.parquet"):
+        led.prove_deleted(f"file:{table.location}/k=a%3Db/x.parquet")
+    assert led.prove_deleted(f"file:{table.location}/k=a%253Db/x.parquet").key == f"{table.id}/k=a%3Db/x.parquet"
+    assert led.prove_deleted(f"file:{table.location}/k=c%3Dd/x.parquet").key == f"{table.id}/k=c%3Dd/x.parquet"
+    with pytest.raises(NotDeleted, match="starts with its table's id"):
+        led.prove_deleted("k=a=b/x.parquet")
+    assert led.event_count() == before
+
+
+def test_r20_on_s3_the_s3a_and_s3n_spellings_prove_an_s3_key(spark, s3, tmp_path: Path) -> None:
+    """On an object store Spark names a file ``s3a://`` (Hadoop's connector) where the warehouse
+    says ``s3://``: one bucket, one key, proven either way, percent-encoded as Spark's URIs are."""
+    from tests.test_s3 import put
+    clock = ManualClock(datetime.now(timezone.utc))  # the store's LastModified is on the real clock
+    with Ledger.open(tmp_path / "ledger.db", warehouse=f"s3://lake/wh-{tmp_path.name}", clock=clock) as lake:
+        table = lake.create_table("sales.old")
+        relative = "dt=2024-01-01 10%3A00%3A00/part-0.parquet"
+        put(f"{table.location}/{relative}", b"12345")
+        lake.drop_table("sales.old")
+        clock.advance(WEEK * 2)
+        report = vacuum(spark, lake)
+        key = f"{table.id}/{relative}"
+        after = table.location[len("s3://"):]
+        for spelling in (f"s3://{after}/{relative}", f"s3a://{after}/{urllib.parse.quote(relative)}",
+                         f"s3n://{after}/{urllib.parse.quote(relative)}", f"s3a://{after}/{relative}"):
+            proof = lake.prove_deleted(spelling)
+            assert (proof.key, proof.size, proof.run_id) == (key, 5, report.run_id) and proof.verify(), spelling
+        with pytest.raises(InvalidArgument, match="not inside the warehouse"):
+            lake.prove_deleted(f"s3a://other/wh-{tmp_path.name}/{key}")
 
 
 def test_r20_the_cli_shows_a_receipt_and_writes_a_proof(spark, led, clock, tmp_path: Path) -> None:
