@@ -616,7 +616,7 @@ def prove_deleted_command(ctx: Context, key: str | None, keys_from: Any, out: st
                                "give one KEY or --keys-from FILE, not both")
     if out is not None:
         outputs.target(out, "deletion proof", overwrite=overwrite, protected=outputs.ledger_files(ctx.path))
-    if keys_from is not None:
+    if key is None:
         _prove_many(ctx, keys_from, out)
         return
     proof = ctx.ledger.prove_deleted(key)
@@ -642,7 +642,7 @@ def _prove_many(ctx: Context, source: Any, out: str | None) -> None:
     summary = (f"{len(bundle.proofs)} of {len(bundle)} keys proven deleted"
                + (f" (by vacuum run {runs[0]})" if len(runs) == 1 else f" (by {len(runs)} vacuum runs)" if runs else ""))
     if out is not None:
-        bundle.write(out)
+        bundle.write(out, overwrite=True, protected=outputs.ledger_files(ctx.path))  # target checked first
         if not bundle.not_deleted:
             ctx.emit({"keys": len(bundle), "proven": len(bundle.proofs), "runs": runs, "out": out},
                      f"{summary}; proofs written to {out}")

@@ -398,6 +398,9 @@ def test_r20_a_bundle_of_proofs_is_checked_offline(spark, led, clock, tmp_path: 
     bundle = led.prove_deleted_many(made)
     bundle.write(tmp_path / "bundle.json")
     assert DeletionProofs.read(tmp_path / "bundle.json") == bundle
+    with pytest.raises(InvalidArgument, match="exists; refusing to replace it"):
+        led.prove_deleted_many(list(made)[:1]).write(tmp_path / "bundle.json")
+    assert DeletionProofs.read(tmp_path / "bundle.json") == bundle
     led.export(tmp_path / "log.jsonl")
     led.checkpoint().write(tmp_path / "cp.json")
     checked = _audit("prove-deleted", tmp_path / "bundle.json", tmp_path / "log.jsonl", tmp_path / "cp.json")

@@ -35,6 +35,7 @@ from ..core.model import State
 from ..core.receipts import PartInfo
 from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
 from ..persistence.contract import EventStore
+from . import outputs
 from .object_keys import warehouse_keys, why_not_held
 
 
@@ -140,11 +141,7 @@ class DeletionProof:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> DeletionProof:
-        try:
-            with open(path, encoding="utf-8") as source:
-                return cls.from_json(source.read())
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read the deletion proof {os.fspath(path)}: {exc.strerror or exc}") from None
+        return cls.from_json(_read_text(path, "deletion proof"))
 
 
 @attrs.frozen
@@ -211,8 +208,11 @@ class DeletionProofs:
     def to_json(self) -> str:
         return "".join(self.lines())
 
-    def write(self, path: str | os.PathLike[str]) -> None:
-        with open(path, "w", encoding="utf-8") as sink:
+    def write(self, path: str | os.PathLike[str], *, overwrite: bool = False, protected: Iterable[str] = ()) -> None:
+        """The bundle to a file: never over one that exists without ``overwrite=True``, nor ever over
+        one of ``protected`` (``outputs.target``)."""
+        out = outputs.target(path, "deletion proofs", overwrite=overwrite, protected=protected)
+        with open(out, "w", encoding="utf-8") as sink:
             sink.writelines(self.lines())
 
     @classmethod
@@ -230,11 +230,8 @@ class DeletionProofs:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> DeletionProofs:
-        try:
-            with open(path, encoding="utf-8") as source:
-                return cls.from_json(source.read())
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read the deletion proofs {os.fspath(path)}: {exc.strerror or exc}") from None
+        """A bundle, or a single proof as a bundle of one."""
+        return cls.from_json(_read_text(path, "deletion proofs"))
 
 
 def _answer_from(data: Any) -> Answer:
@@ -242,6 +239,14 @@ def _answer_from(data: Any) -> Answer:
         if isinstance(data["key"], str) and isinstance(data["not_deleted"], str):
             return NotDeletedKey(data["key"], data["not_deleted"])
     return DeletionProof.from_dict(data)
+
+
+def _read_text(path: str | os.PathLike[str], what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as source:
+            return source.read()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read the {what} {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
 def _json(text: str, what: str) -> Any:
