@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 from .audit import (
     copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
 )
-from .audit.receipts import DeletionProof, Receipt
+from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
@@ -473,11 +473,20 @@ class Ledger(Catalog):
         return receipt_reader.receipt(self.runner.refresh(), run_id)
 
     def prove_deleted(self, key: str) -> DeletionProof:
-        """That a vacuum deleted ``key`` (relative to the warehouse root, or its full path or URI):
-        the run, the time and the audit paths to its receipt's root, which the chain records
-        (``proof.verify()``; offline, ``python -m ledger.audit prove-deleted``). ``NotDeleted`` if
-        no receipt holds it."""
+        """That a vacuum deleted ``key``: the run, the time and the audit paths to its receipt's root,
+        which the chain records (``proof.verify()``; offline, ``python -m ledger.audit prove-deleted``).
+        ``key`` is spelt any way Spark gives a file (``ledger.audit.object_keys``): relative to the
+        warehouse root or to the table, a path, a ``file:`` or store URI. ``NotDeleted`` if no receipt
+        holds it."""
         return receipt_reader.prove_deleted(self.store, self.runner.refresh(), key, self.warehouse)
+
+    def prove_deleted_many(self, keys: Iterable[str]) -> DeletionProofs:
+        """For each of ``keys`` (spelt as for ``prove_deleted``), in order, its ``DeletionProof`` or a
+        ``NotDeletedKey`` saying why there is none, reading each receipt part once (one by one,
+        each key reads and hashes a part of up to 10,000 objects). ``.require_all()`` raises
+        ``NotDeleted`` naming the keys not proven; ``.write(path)`` is the bundle the offline check
+        (``python -m ledger.audit prove-deleted``) reads."""
+        return receipt_reader.prove_deleted_many(self.store, self.runner.refresh(), keys, self.warehouse)
 
     @staticmethod
     def new_run_id() -> str:

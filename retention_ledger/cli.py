@@ -27,7 +27,7 @@ import attrs
 import click
 import rich.console
 
-from ledger import HistoryEntry, Ledger, LedgerError, Scope, TableInstance, copy_ledger
+from ledger import DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance, copy_ledger
 from ledger.audit import Checkpoint, generate_key, outputs
 from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
@@ -610,16 +610,27 @@ def receipt_command(ctx: Context, run_id: str) -> None:
           for p in r.parts)]))
 
 
-@command(cli, "prove-deleted", short_help="Prove a vacuum deleted an object (from its receipt).")
-@click.argument("key")
-@click.option("--out", default=None, metavar="FILE", help="Write the proof (JSON) to FILE, for the offline check.")
+@command(cli, "prove-deleted", short_help="Prove a vacuum deleted an object, or many (from its receipt).")
+@click.argument("key", required=False)
+@click.option("--keys-from", "keys_from", type=click.File("r", encoding="utf-8"), default=None, metavar="FILE",
+              help="Prove every key in FILE (one a line; - reads stdin) at once, into one bundle.")
+@click.option("--out", default=None, metavar="FILE", help="Write the proof, or the bundle (JSON), to FILE, for the "
+                                                          "offline check.")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists (never the ledger itself).")
-def prove_deleted_command(ctx: Context, key: str, out: str | None, overwrite: bool) -> None:
-    """Print the proof that KEY (relative to the warehouse root, or its full path or URI) was
-    deleted by a vacuum: the run, when, and the audit paths to its receipt's root. Check it
-    offline with python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT."""
+def prove_deleted_command(ctx: Context, key: str | None, keys_from: Any, out: str | None, overwrite: bool) -> None:
+    """Print the proof that KEY was deleted by a vacuum: the run, when, and the audit paths to its
+    receipt's root. KEY is relative to the warehouse root or to the table, or a path or URI as Spark
+    gives it (file:/..., s3a://...). With --keys-from, every key of FILE, reading each receipt part
+    once: a key no receipt holds is exit 1 naming it, after the bundle is written. Check a proof or
+    a bundle offline with python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT."""
+    if (key is None) == (keys_from is None):
+        raise click.UsageError("give one KEY, or --keys-from FILE with a key a line" if key is None else
+                               "give one KEY or --keys-from FILE, not both")
     if out is not None:
         outputs.target(out, "deletion proof", overwrite=overwrite, protected=outputs.ledger_files(ctx.path))
+    if key is None:
+        _prove_many(ctx, keys_from, out)
+        return
     proof = ctx.ledger.prove_deleted(key)
     if out is not None:
         with open(out, "w", encoding="utf-8") as sink:
@@ -630,6 +641,32 @@ def prove_deleted_command(ctx: Context, key: str, out: str | None, overwrite: bo
         + (f"receipt root {proof.receipt_root}" if proof.receipt_root else f"part root {proof.part_root} "
            "(the run has not finished)")
         + ("" if out is None else f"; proof written to {out}")))
+
+
+def _prove_many(ctx: Context, source: Any, out: str | None) -> None:
+    """``prove-deleted --keys-from``: the bundle to ``out`` (or stdout: JSON, or a line a key), then
+    exit 1 naming the keys no receipt holds, if any."""
+    keys = [line.rstrip("\r\n") for line in source if line.strip()]
+    if not keys:
+        raise InvalidArgument(f"{source.name} holds no keys: give one a line, as prove-deleted KEY takes them")
+    bundle = ctx.ledger.prove_deleted_many(keys)
+    runs = sorted({p.run_id for p in bundle.proofs})
+    summary = (f"{len(bundle.proofs)} of {len(bundle)} keys proven deleted"
+               + (f" (by vacuum run {runs[0]})" if len(runs) == 1 else f" (by {len(runs)} vacuum runs)" if runs else ""))
+    if out is not None:
+        bundle.write(out, overwrite=True, protected=outputs.ledger_files(ctx.path))  # target checked first
+        if not bundle.not_deleted:
+            ctx.emit({"keys": len(bundle), "proven": len(bundle.proofs), "runs": runs, "out": out},
+                     f"{summary}; proofs written to {out}")
+    elif ctx.as_json:
+        click.echo(bundle.to_json(), nl=False)
+    else:
+        for answer in bundle:
+            click.echo(f"{answer.key}: {answer.size} bytes, recorded {iso_utc(answer.deleted_at)}, deleted by "
+                       f"vacuum run {answer.run_id}" if isinstance(answer, DeletionProof) else
+                       f"{answer.key}: NOT DELETED ({answer.reason.partition(': ')[2]})")
+        click.echo(summary)
+    bundle.require_all()
 
 
 @command(cli, "export", short_help="Write every event with its hash to a file.")
