@@ -40,18 +40,12 @@ Row = tuple
 """A stored event: ``(seq, stream, version, type, schema_version, time, actor, payload[, hash])``."""
 
 _POSTGRES_URL = re.compile(r"^\s*(postgresql|postgres)(\+[A-Za-z0-9_.-]+)?://", re.IGNORECASE)
-_POSTGRES_DSN = re.compile(r"^\s*(host|hostaddr|port|dbname|user|password|service|sslmode|schema)\s*=", re.IGNORECASE)
-
-
-def is_postgres(where: str) -> bool:
-    """Whether ``where`` names a PostgreSQL ledger: a ``postgresql://`` or ``postgres://`` URL, a
-    driver-style one (``postgresql+psycopg://``), or a libpq ``key=value`` connection string. Anything
-    else is a SQLite file (a driver-style URL is never taken for a file name)."""
-    return bool(_POSTGRES_URL.match(where) or _POSTGRES_DSN.match(where))
 
 
 def postgres_scheme(where: str) -> re.Match[str] | None:
-    """The scheme of a PostgreSQL URL (group 1: ``postgresql`` or ``postgres``), or None."""
+    """The scheme of a PostgreSQL URL (group 1: ``postgresql`` or ``postgres``; a driver-style one,
+    ``postgresql+psycopg://``, too), or None. A libpq ``key=value`` string has none: whether a text
+    is one is libpq's to say (``pgaddress.is_conninfo``)."""
     return _POSTGRES_URL.match(where)
 
 MAX_CLOCK_SKEW = 60 * 1_000_000

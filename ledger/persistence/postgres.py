@@ -726,6 +726,9 @@ class PostgresStore(Store):
             return InvalidArgument(f"{where}: the address's option {name} is not valid ({what}); "
                                    "fix it in the URL (libpq's options: https://www.postgresql.org/docs/current/"
                                    "libpq-connect.html#LIBPQ-PARAMKEYWORDS); nothing was opened")
+        if isinstance(exc, psycopg.OperationalError) and _SERVICE_FAULT.search(what):
+            return InvalidArgument(f"{where}: libpq cannot use the address's service ({what}); define it in a service "
+                                   f"file libpq reads ({pgaddress.SERVICES}), or fix that file; nothing was opened")
         if isinstance(exc, (pg.LockNotAvailable, pg.QueryCanceled, pg.SerializationFailure, pg.DeadlockDetected)):
             return Conflict(f"{where}: the ledger stayed locked by another writer ({what})")
         if isinstance(exc, pg.UniqueViolation):
@@ -827,6 +830,8 @@ def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[A
     return tuple(row)
 
 
+_SERVICE_FAULT = re.compile(r'service "[^"]*" not found|service file')
+"""libpq's words when the address's service is not defined, or its service file is missing or unreadable."""
 _BAD_OPTION = re.compile(r'invalid (?:(?P<n1>\w+) value|integer value "[^"]*" for connection option "(?P<n2>\w+)"|'
                          r'connection option "(?P<n3>\w+)")')
 
