@@ -50,6 +50,7 @@ from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
+from .persistence.holders import Holder
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
 from .views import Change, History, PinView, TableInstance, TableVersion, VacuumOrder, WriteView
@@ -531,11 +532,13 @@ class Ledger(Catalog):
         (``as_of`` folds on from the nearest before it), and one at the log's head, which the next
         open reads. Each costs what changed since the one before. In this process, to the end of
         the call, and once at a time across processes and hosts: a second caller meanwhile is told
-        who holds it (``done`` False) and does nothing. Killed, it leaves each stored state whole or
-        absent. ``progress(events folded, events to fold)`` is called as it goes."""
+        who holds it and until when (``done`` False) and does nothing. Killed, it leaves each stored
+        state whole or absent, and the next goes on: at once on the same host (the killed process is
+        no more), from another once its lease has ended. On PostgreSQL a host whose clock the server
+        refuses is refused (``ClockSkew``), as its commands are. ``progress(events folded, events to
+        fold)`` is called as it goes."""
         return maintenance.maintain(self.runner.store, self.runner.cache, history_every=self.runner.history_every,
-                                    holder=f"{self.actor} (pid {os.getpid()})", now=self.runner.now_micros,
-                                    progress=progress)
+                                    holder=Holder.here(self.actor), now=self.runner.reading, progress=progress)
 
     def verify(self, *, against: Checkpoint | None = None, public_key: KeyLike | None = None) -> VerifyReport:
         """Check the file, recompute the hash chain, refold the whole log from nothing, and compare

@@ -114,9 +114,13 @@ class Runner:
 
     # --- time -----------------------------------------------------------------------------
 
+    def reading(self) -> Micros:
+        """What the clock says, as it is: what a shared store holds to its own (R18)."""
+        return read_clock(self.clock)
+
     def now_micros(self, state: State | None = None) -> Micros:
         # The log's time never goes back, so neither does the ledger's idea of now.
-        return max(read_clock(self.clock), (state or self.cache.held).last_time)
+        return max(self.reading(), (state or self.cache.held).last_time)
 
     def now(self) -> datetime:
         return from_micros(self.now_micros(self.refresh()))
@@ -129,7 +133,7 @@ class Runner:
             return self._decide(self.refresh(), command)
 
     def _decide(self, state: State, command: CommandOrBuilder) -> Prepared:
-        reading = read_clock(self.clock)
+        reading = self.reading()
         now = max(reading, state.last_time)  # the log's time never goes back, so neither does now
         if callable(command):
             command = command(now)
