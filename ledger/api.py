@@ -400,10 +400,12 @@ class Ledger(Catalog):
                     only_uncommitted: bool = False, grace: Duration | None = None,
                     run_id: str | None = None) -> VacuumOrder:
         """What a vacuum would do now (purges, watermarks, expiries, sweeps); records nothing.
-        ``run_id``: the id the run would have, refused here as ``start_vacuum`` would refuse it."""
+        ``run_id``: the id the run would have, refused here as ``start_vacuum`` would refuse it.
+        On PostgreSQL a host whose clock the server refuses is refused (``ClockSkew``), as its
+        ``start_vacuum`` would be: a plan on that clock would show purges that are not due."""
         command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
                                       uncommitted, only_uncommitted, grace, run_id)
-        return self._order(self.runner.prepare(command).decision.result, recorded=False)
+        return self._order(self.runner.preview(command).result, recorded=False)
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                      limit: int | None = None, override_floor: bool = False,
