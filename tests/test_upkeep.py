@@ -240,7 +240,7 @@ def test_r22_a_killed_maintain_is_taken_over_at_once_by_exactly_one_of_the_runs_
     every = head // 500 + (1 if head % 500 else 0)  # every 500 events, and at the head
     assert len(winners) == 1 and winners[0]["written"] == every - written_before, said
     for loser in (s for s in said if not s["done"]):
-        assert loser["holder"].startswith(f"pid {winners[0]['pid']} on {socket.gethostname()} "), loser
+        assert loser["holder"].startswith(f"pid {winners[0]['pid']} on {socket.gethostname()}, as "), loser
         assert f"pid {dead} " not in loser["holder"] and loser["until"] is not None and loser["written"] == 0
     with Ledger.open(path, create=False, history_every=500) as led:
         assert len(led.store.generations()) == every
@@ -262,8 +262,8 @@ def test_r22_maintain_from_the_command_line_exits_non_zero_when_it_did_nothing_a
     assert holder.stdout is not None and holder.stdout.readline().startswith("progress")  # it holds the lease
     busy, busy_json = cli(), cli("--json")
     assert busy.returncode == 75, (busy.stdout, busy.stderr)
-    assert re.fullmatch(rf"maintain is running elsewhere \(pid {holder.pid} on {re.escape(socket.gethostname())} "
-                        r"\([^)]*\)\), its lease until \S+Z unless it renews it; nothing was done here\n", busy.stdout), \
+    assert re.fullmatch(rf"maintain is running elsewhere \(pid {holder.pid} on {re.escape(socket.gethostname())}, "
+                        r"as [^)]+\), its lease until \S+Z unless it renews it; nothing was done here\n", busy.stdout), \
         busy.stdout
     said = json.loads(busy_json.stdout)
     assert busy_json.returncode == 75 and said["done"] is False and said["written"] == 0
@@ -287,7 +287,7 @@ def test_r22_a_maintain_killed_on_another_host_holds_its_lease_to_its_end_and_th
     with Ledger.open(path, create=False, history_every=500) as led:
         waiting = led.maintain()
     assert waiting.done is False and waiting.written == 0, waiting
-    assert waiting.holder is not None and waiting.holder.startswith(f"pid {dead} on elsewhere-host ")
+    assert waiting.holder is not None and waiting.holder.startswith(f"pid {dead} on elsewhere-host, as ")
     until = waiting.until
     assert until is not None and f"until {iso_utc(until)} unless it renews it" in waiting.summary()
     with Ledger.open(path, create=False, history_every=500, clock=ManualClock(until - timedelta(microseconds=1))) as led:

@@ -56,7 +56,7 @@ class Holder:
         return holder if isinstance(holder.pid, int) and isinstance(holder.host, str) else None
 
     def shown(self) -> str:
-        return f"pid {self.pid} on {self.host} ({self.actor})"
+        return f"pid {self.pid} on {self.host}, as {self.actor}"
 
     def gone(self) -> bool:
         """Whether this holder is known to have ended: it ran on this host and its process is no

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable
-
 from datetime import datetime
+from typing import Callable
 
 import attrs
 
@@ -52,7 +51,7 @@ class MaintainReport:
     done: bool
     """False: another process holds the upkeep lease, and nothing was done here."""
     holder: str | None
-    """Who holds the lease (``pid N on host (actor)``), when not done."""
+    """Who holds the lease (``pid N on host, as actor``), when not done."""
     written: int
     """Stored states (generations) written by this call."""
     generations: int
