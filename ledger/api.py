@@ -50,6 +50,7 @@ from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
+from .persistence.holders import Holder
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
 from .views import Change, History, PinView, TableInstance, TableVersion, VacuumOrder, WriteView
@@ -399,10 +400,12 @@ class Ledger(Catalog):
                     only_uncommitted: bool = False, grace: Duration | None = None,
                     run_id: str | None = None) -> VacuumOrder:
         """What a vacuum would do now (purges, watermarks, expiries, sweeps); records nothing.
-        ``run_id``: the id the run would have, refused here as ``start_vacuum`` would refuse it."""
+        ``run_id``: the id the run would have, refused here as ``start_vacuum`` would refuse it.
+        On PostgreSQL a host whose clock the server refuses is refused (``ClockSkew``), as its
+        ``start_vacuum`` would be: a plan on that clock would show purges that are not due."""
         command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
                                       uncommitted, only_uncommitted, grace, run_id)
-        return self._order(self.runner.prepare(command).decision.result, recorded=False)
+        return self._order(self.runner.preview(command).result, recorded=False)
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                      limit: int | None = None, override_floor: bool = False,
@@ -540,11 +543,13 @@ class Ledger(Catalog):
         (``as_of`` folds on from the nearest before it), and one at the log's head, which the next
         open reads. Each costs what changed since the one before. In this process, to the end of
         the call, and once at a time across processes and hosts: a second caller meanwhile is told
-        who holds it (``done`` False) and does nothing. Killed, it leaves each stored state whole or
-        absent. ``progress(events folded, events to fold)`` is called as it goes."""
+        who holds it and until when (``done`` False) and does nothing. Killed, it leaves each stored
+        state whole or absent, and the next goes on: at once on the same host (the killed process is
+        no more), from another once its lease has ended. On PostgreSQL a host whose clock the server
+        refuses is refused (``ClockSkew``), as its commands are. ``progress(events folded, events to
+        fold)`` is called as it goes."""
         return maintenance.maintain(self.runner.store, self.runner.cache, history_every=self.runner.history_every,
-                                    holder=f"{self.actor} (pid {os.getpid()})", now=self.runner.now_micros,
-                                    progress=progress)
+                                    holder=Holder.here(self.actor), now=self.runner.reading, progress=progress)
 
     def verify(self, *, against: Checkpoint | None = None, public_key: KeyLike | None = None) -> VerifyReport:
         """Check the file, recompute the hash chain, refold the whole log from nothing, and compare

@@ -1,7 +1,8 @@
 """``retention-ledger``: the ledger from a shell.
 
 Exit codes: 0 done; 1 the ledger refused the command (one line on stderr that
-starts with ``error:``); 2 the command line itself was wrong; 130 interrupted
+starts with ``error:``); 2 the command line itself was wrong; 75 ``maintain`` did
+nothing because another run holds its lease (try again later); 130 interrupted
 (Ctrl-C: one line, Spark stopped, the ledger consistent). ``--json`` prints
 machine-readable output; times are always ISO 8601 UTC.
 
@@ -551,17 +552,25 @@ def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None
                    f"{report.purged} purged" + "".join(f"; {n}" for n in notes))
 
 
+BUSY = 75
+"""``maintain``'s exit code when another run holds its lease and it did nothing: sysexits'
+``EX_TEMPFAIL`` (try again later), so that a scheduler never takes it for a run that ran."""
+
+
 @command(cli, "maintain", short_help="Store the states that keep opens and --as-of fast.")
 def maintain_command(ctx: Context) -> None:
     """Store the state at least every 15,000 events (--as-of and as_of fold on from the nearest
     before) and at the log's head (the next open reads it), each costing what changed since the
     one before. Run it after a vacuum, or from a scheduler: nothing else runs it. Once at a time:
-    a second one meanwhile says which is running and does nothing. Safe to kill: what it stored
-    is whole, and the next run goes on."""
+    a second one meanwhile says which is running and until when, does nothing and exits 75 (try
+    again later). Safe to kill: what it stored is whole, and the next run goes on (at once on the
+    same host; from another, once the killed run's lease of two minutes has ended)."""
     led = ctx.ledger
     with _progress_bar("maintaining", quiet=ctx.as_json) as progress:
         report = led.maintain(progress=progress)
-    ctx.emit(attrs.asdict(report), report.summary())
+    ctx.emit({**attrs.asdict(report), "until": iso_utc(report.until)}, report.summary())
+    if not report.done:
+        sys.exit(BUSY)
 
 
 @command(cli, "checkpoint", short_help="Print (or save) a checkpoint of the log's head.")
