@@ -485,3 +485,31 @@ def test_r11_a_warehouse_whose_folder_holds_glob_characters_reads_by_read_table_
             assert ids(spark.table("globs.parted")) == list(range(6)) and count(spark, "globs.plain") == 6
         finally:
             detach(spark, led)
+
+
+# --- what issue 44 found ---------------------------------------------------------------------
+
+QUERIES_A_GONE_TABLE = textwrap.dedent("""
+    from pyspark.errors import AnalysisException
+    from spark_ops import local_session
+    spark = local_session("gone-child")
+    for query in (lambda: spark.sql("SELECT * FROM sales.gone").collect(), lambda: spark.table("sales.gone"),
+                  lambda: spark.range(1).select("nope").collect()):
+        try:
+            query()
+        except AnalysisException as exc:
+            print(exc.getCondition(), flush=True)
+""")
+
+
+def test_a_query_naming_a_dropped_table_prints_no_stack_trace_to_stderr() -> None:
+    """PySpark logs every AnalysisException it raises with its Java stack trace (its
+    ``SQLQueryContextLogger``, at ERROR) to stderr, though the caller catches it: a local_session's
+    logs are quiet, so a caught error prints nothing."""
+    done = subprocess.run([sys.executable, "-c", QUERIES_A_GONE_TABLE], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == \
+        ["TABLE_OR_VIEW_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND", "UNRESOLVED_COLUMN.WITH_SUGGESTION"]
+    for trace in ("\tat ", "Traceback", "Exception", "SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        assert trace not in done.stderr, done.stderr[-3000:]
