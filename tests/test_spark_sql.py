@@ -489,6 +489,38 @@ def test_r11_a_warehouse_whose_folder_holds_glob_characters_reads_by_read_table_
 
 # --- what issue 44 found ---------------------------------------------------------------------
 
+def test_a_table_in_a_database_spark_reserves_has_no_name_and_holds_no_pin(spark, named: Ledger, caplog) -> None:
+    """``global_temp`` is Spark's: a view cannot be made in it. The table gets no name, with a
+    warning, as any other that cannot be named; the pin taken for it is released."""
+    write_table(frame(spark, 0, 3), named, "sales.orders")
+    write_table(frame(spark, 0, 2), named, "global_temp.t")
+    assert attach(spark, named) == ["sales.orders"]
+    assert "global_temp.t has no name in Spark SQL" in caplog.text and "reserves" in caplog.text
+    assert [p.table for p in named.pins()] == ["sales.orders"]
+    assert count(spark, "sales.orders") == 3
+    write_table(frame(spark, 5, 1), named, "global_temp.t")  # followed: still no name, still no pin
+    assert [p.table for p in named.pins()] == ["sales.orders"]
+    assert ids(read_table(spark, named, "global_temp.t", pin=False)) == [0, 1, 5]
+
+def test_r21_any_failure_while_showing_a_view_releases_that_views_pin(spark, named: Ledger) -> None:
+    """A version whose recorded schema Spark refuses (committed through the ledger's own API, not
+    write_table): putting its view fails, and the pin taken for it goes with the failure."""
+    write_table(frame(spark, 0, 2), named, "sales.odd")
+    location = Path(named.table("sales.odd").location)
+    write = named.begin_write("sales.odd")
+    Path(write.folder).mkdir(parents=True)
+    source = location / named.version("sales.odd").files[0].path
+    shutil.copy(source, Path(write.folder, "part-0.parquet"))
+    schema = json.dumps({"type": "struct", "fields": [
+        {"name": "id", "type": "decimal(40,2)", "nullable": True, "metadata": {}},
+        {"name": "label", "type": "string", "nullable": True, "metadata": {}}]})
+    named.commit_write(write.id, [(f"{write.relative_folder}/part-0.parquet", source.stat().st_size)],
+                       mode="overwrite", schema=schema)
+    with pytest.raises(Exception, match="(?i)decimal"):
+        attach(spark, named)
+    assert named.pins() == []
+    assert not spark.catalog.tableExists("sales.odd")
+
 QUERIES_A_GONE_TABLE = textwrap.dedent("""
     from pyspark.errors import AnalysisException
     from spark_ops import local_session
