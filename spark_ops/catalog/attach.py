@@ -38,7 +38,7 @@ from ..executor import fs
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog
-from .text import files_relation, folder_relation, view_text
+from .text import check_globbable, files_relation, folder_relation, view_text
 
 ATTACH_PIN_LEASE = timedelta(hours=1)
 """The lease of the pins an attachment holds unless told otherwise; ``refresh`` renews them, and so
@@ -165,14 +165,16 @@ class Attachment:
     def _nameable(self, names: list[str], live: dict[str, TableInstance]) -> list[str]:
         """Those of ``names`` Spark can show (their databases made here if need be). The others get
         no name, and no pin (which every sync would take and release again, an append each): a
-        table in a database Spark reserves (``global_temp``)."""
+        table in a database Spark reserves (``global_temp``), a version in a folder no glob can walk."""
         allowed = []
         for name in names:
             database = name.split(".", 1)[0]
             try:
+                if live[name].current_version is not None:
+                    check_globbable(live[name].location, name)
                 if self.catalog.ensure_database(database):
                     self.created_databases.add(database)
-            except InvalidName as exc:
+            except (InvalidArgument, InvalidName) as exc:
                 self._unnamed(name, str(exc))
                 continue
             allowed.append(name)
@@ -210,7 +212,7 @@ class Attachment:
         if missing is not None:  # a brace glob skips what is not there: fewer rows, never an error
             raise TableDataMissing(f"{name} version {version.number} names {missing}, which is not there")
         if version.schema is None:  # adopted files: Spark infers the columns, as read_table lets it
-            return f"SELECT * FROM {files_relation(location, files)}"
+            return f"SELECT * FROM {files_relation(location, files, name)}"
         merged = any(v.schema != version.schema for v in versions if v.number < version.number)
         return view_text(location, files, version.schema, merge_schema=merged, table=name)
 
