@@ -549,6 +549,30 @@ def test_r11_a_warehouse_whose_folder_holds_a_colon_reads_by_read_table_and_its_
         finally:
             detach(spark, led)
 
+def test_the_sql_functions_give_no_rows_for_what_is_not_a_name_and_match_back_quoted_names(
+        spark, named: Ledger) -> None:
+    """``ledger_versions(array('sales.orders'))`` was a Python traceback from this project's own
+    code; a value that is not a name is now as NULL is, no rows. Names are matched as Spark
+    matches them: back-quoted parts, any case, with or without its catalog."""
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    write_table(frame(spark, 0, 1), named, "sales.gone")
+    named.drop_table("sales.gone")
+    attach(spark, named)
+    for bad in ("array('sales.orders')", "map('sales.orders', 1)", "42", "NULL", "named_struct('a', 1)",
+                "'sales.orders.x'", "'`sales.orders`'", "'`sales'", "''"):
+        for function in ("ledger_versions", "ledger_history", "ledger_dropped_tables"):
+            assert spark.sql(f"SELECT * FROM {function}({bad})").collect() == [], (function, bad)
+    assert spark.sql("SELECT * FROM ledger_versions('sales')").collect() == []  # a database is not a table
+    for spelled in ("sales.orders", "`sales`.`orders`", "`Sales`.orders", "spark_catalog.sales.`orders`"):
+        versions = spark.sql(f"SELECT number FROM ledger_versions('{spelled}')").collect()
+        assert [r["number"] for r in versions] == [1], spelled
+        history = spark.sql(f"SELECT seq FROM ledger_history('{spelled}')").collect()
+        assert [r["seq"] for r in history] == [e.seq for e in named.history("sales.orders")], spelled
+        dropped = spark.sql(f"SELECT name FROM ledger_dropped_tables('{spelled.replace('orders', 'gone')}')")
+        assert [r["name"] for r in dropped.collect()] == ["sales.gone"], spelled
+    assert [r["name"] for r in spark.sql("SELECT name FROM ledger_dropped_tables('`sales`')").collect()] == \
+        ["sales.gone"]  # one part: a database's dropped tables, as dropped_tables(database=...)
+
 QUERIES_A_GONE_TABLE = textwrap.dedent("""
     from pyspark.errors import AnalysisException
     from spark_ops import local_session
