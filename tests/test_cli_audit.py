@@ -258,3 +258,19 @@ def test_r16_the_offline_verifier_names_a_field_edited_into_another_type(
                 assert said.err.startswith(f"error: LedgerCorrupt: {edited}: the export is not valid: line {number}, "
                                            f"{name} is not "), said.err
     assert main(["verify", str(exported), str(out)]) == 0
+
+
+def test_history_on_the_command_line_leaves_pins_out_unless_asked(tmp_path: Path) -> None:
+    """Every read pins: without --pins, history shows what was done to the tables, not who read them."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=ManualClock(T0), actor="alice@etl-3") as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)])
+        led.pin("sales.orders").release()
+    assert [e["type"] for e in ok_json(path, "history", "sales.orders")] == \
+        ["TableCreated", "WriteBegun", "VersionCommitted"]
+    shown = ok(path, "history", "sales.orders", "--pins").stdout
+    assert "pinned version 1 of sales.orders" in shown and "released pin" in shown and "recorded" not in shown
+    assert ok(path, "history", "--pins", "--count").stdout == "5 events\n"
+    assert ok(path, "history", "--count").stdout == "3 events\n"

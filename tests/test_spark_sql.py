@@ -308,8 +308,9 @@ def test_the_ledgers_history_versions_and_dropped_tables_as_table_valued_functio
     named.undrop_table("sales.gone")
     assert spark.sql("SELECT * FROM ledger_dropped_tables()").collect() == []
     assert [r["number"] for r in spark.sql("SELECT number FROM ledger_versions('sales.gone')").collect()] == [1]
-    undropped = spark.sql("SELECT seq, type FROM ledger_history('sales.gone') ORDER BY seq").collect()
-    assert [(r["seq"], r["type"]) for r in undropped] == [(e.seq, e.type) for e in named.history("sales.gone")]
+    undropped = spark.sql("SELECT seq, type FROM ledger_history('sales.gone', true) ORDER BY seq").collect()
+    assert [(r["seq"], r["type"]) for r in undropped] == \
+        [(e.seq, e.type) for e in named.history("sales.gone", pins=True)]
     assert {"TableDropped", "TableUndropped", "PinTaken"} <= {r["type"] for r in undropped}
     assert spark.sql("SELECT * FROM ledger_versions('sales.nope')").collect() == []
 
@@ -331,7 +332,6 @@ def test_a_views_text_names_exactly_the_files_with_glob_characters_taken_literal
     for location in ("/wh:1/t", "s3://lake/wh:1/t"):  # no glob can walk it: no view, not a broken one
         with pytest.raises(InvalidArgument, match="sales.orders in Spark SQL: its folder .* holds ':'"):
             view_text(location, ["_writes/a/day=1/p.parquet"], SCHEMA, table="sales.orders")
-
 
 
 def test_files_in_different_partition_folders_cannot_be_named() -> None:
@@ -506,6 +506,7 @@ def test_a_table_in_a_database_spark_reserves_has_no_name_and_holds_no_pin(spark
     assert [p.table for p in named.pins()] == ["sales.orders"]
     assert ids(read_table(spark, named, "global_temp.t", pin=False)) == [0, 1, 5]
 
+
 def test_r21_any_failure_while_showing_a_view_releases_that_views_pin(spark, named: Ledger) -> None:
     """A version whose recorded schema Spark refuses (committed through the ledger's own API, not
     write_table): putting its view fails, and the pin taken for it goes with the failure."""
@@ -524,6 +525,7 @@ def test_r21_any_failure_while_showing_a_view_releases_that_views_pin(spark, nam
         attach(spark, named)
     assert named.pins() == []
     assert not spark.catalog.tableExists("sales.odd")
+
 
 def test_r11_a_warehouse_whose_folder_holds_a_colon_reads_by_read_table_and_its_versions_have_no_name(
         spark, tmp_path, clock, caplog) -> None:
@@ -549,6 +551,7 @@ def test_r11_a_warehouse_whose_folder_holds_a_colon_reads_by_read_table_and_its_
         finally:
             detach(spark, led)
 
+
 def test_the_sql_functions_give_no_rows_for_what_is_not_a_name_and_match_back_quoted_names(
         spark, named: Ledger) -> None:
     """``ledger_versions(array('sales.orders'))`` was a Python traceback from this project's own
@@ -572,6 +575,22 @@ def test_the_sql_functions_give_no_rows_for_what_is_not_a_name_and_match_back_qu
         assert [r["name"] for r in dropped.collect()] == ["sales.gone"], spelled
     assert [r["name"] for r in spark.sql("SELECT name FROM ledger_dropped_tables('`sales`')").collect()] == \
         ["sales.gone"]  # one part: a database's dropped tables, as dropped_tables(database=...)
+
+
+def test_ledger_history_in_sql_leaves_pins_out_unless_asked(spark, named: Ledger) -> None:
+    """6 of the 10 latest rows of ``ledger_history('sales.orders')`` were pins taken by reads."""
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    read_table(spark, named, "sales.orders")
+    attach(spark, named)
+    rows = spark.sql("SELECT type, text FROM ledger_history('sales.orders') ORDER BY seq").collect()
+    assert [r["type"] for r in rows] == ["TableCreated", "WriteBegun", "VersionCommitted"]
+    pinned = spark.sql("SELECT seq, type, text FROM ledger_history('sales.orders', true) ORDER BY seq").collect()
+    assert [(r["seq"], r["text"]) for r in pinned] == \
+        [(e.seq, e.text) for e in named.history("sales.orders", pins=True)]
+    assert [r["type"] for r in pinned].count("PinTaken") == 2  # read_table's and attach's
+    assert all("recorded" not in r["text"] for r in pinned)
+    assert spark.sql("SELECT * FROM ledger_history('sales.orders', false)").count() == 3
+
 
 QUERIES_A_GONE_TABLE = textwrap.dedent("""
     from pyspark.errors import AnalysisException

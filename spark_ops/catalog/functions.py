@@ -1,6 +1,7 @@
 """The ledger in SQL: table-valued functions an attached session can call.
 
     SELECT * FROM ledger_history('sales.orders')          -- what happened to it, event by event
+    SELECT * FROM ledger_history('sales.orders', true)    -- and the pins readers took
     SELECT * FROM ledger_versions('sales.orders')         -- its versions (DESCRIBE HISTORY's rows)
     SELECT * FROM ledger_dropped_tables()                 -- what an undrop could bring back
     SELECT * FROM ledger_dropped_tables('sales')          -- of one database (or one name)
@@ -21,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 from pyspark.sql import SparkSession
 
 from ledger import Ledger
+from ledger.audit.history import PIN_EVENTS
 
 HISTORY = "ledger_history"
 VERSIONS = "ledger_versions"
@@ -30,6 +32,7 @@ _HISTORY_COLUMNS = "seq BIGINT, time TIMESTAMP, actor STRING, stream STRING, typ
 _VERSION_COLUMNS = ("table STRING, table_id STRING, number BIGINT, committed_at TIMESTAMP, mode STRING, "
                     "file_count BIGINT, bytes BIGINT, expired BOOLEAN, current BOOLEAN, write_id STRING, "
                     "restored_from BIGINT, superseded_at TIMESTAMP, schema STRING")
+_HISTORY_TYPE = 4  # the column of a history row that holds the event's type
 _TABLE_NAME = 1  # the column of a table row that holds its name
 _TABLE_COLUMNS = ("id STRING, name STRING, state STRING, location STRING, created_at TIMESTAMP, "
                   "dropped_at TIMESTAMP, purged_at TIMESTAMP, restorable_until TIMESTAMP, "
@@ -77,6 +80,20 @@ def _by_name(rows: Mapping[str, list[tuple[Any, ...]]]) -> type:
     return ByName
 
 
+def _history(rows: Mapping[str, list[tuple[Any, ...]]]) -> type:
+    """``ledger_history(name)``: the name's events, pins' left out as ``Ledger.history`` leaves
+    them; ``ledger_history(name, true)``: with them."""
+    class History(_by_name(rows)):  # type: ignore[misc]
+        pin_events = PIN_EVENTS
+        type_at = _HISTORY_TYPE
+
+        def eval(self, name: Any, pins: Any = False):  # type: ignore[no-untyped-def]
+            for row in super().eval(name):
+                if pins is True or row[History.type_at] not in History.pin_events:
+                    yield row
+    return History
+
+
 def _dropped(rows: list[tuple[Any, ...]]) -> type:
     """``ledger_dropped_tables()``: every dropped table; given a name, the dropped tables of that
     name (``'sales.orders'``) or database (``'sales'``), as ``Ledger.dropped_tables`` filters them."""
@@ -117,7 +134,7 @@ class Functions:
         ids = {name: s.table_id for name, s in shown.items()}
         if self.history.read(ledger, set(shown)) or self.registered is None or ids != self.registered[0]:
             rows = {name: self.history.of(name) for name in shown}
-            self.spark.udtf.register(HISTORY, _udtf(_by_name(rows), _HISTORY_COLUMNS))
+            self.spark.udtf.register(HISTORY, _udtf(_history(rows), _HISTORY_COLUMNS))
         versions_moved = False
         for name in set(self.versions) - set(shown):
             del self.versions[name]
@@ -139,9 +156,10 @@ class Functions:
 
 
 class _History:
-    """Each name's history as ``Ledger.history(name)`` gives it: the events of every instance that
-    ever bore the name. Read as the log grows; held only for the names that are live or shown (an
-    instance that comes back under a held name, by an undrop, has its events read again, whole)."""
+    """Each name's history as ``Ledger.history(name, pins=True)`` gives it (the function leaves the
+    pins out unless asked): the events of every instance that ever bore the name. Read as the log
+    grows; held only for the names that are live or shown (an instance that comes back under a
+    held name, by an undrop, has its events read again, whole)."""
 
     def __init__(self) -> None:
         self.bore: dict[str, set[str]] = {}  # name -> every instance that bore it
@@ -157,7 +175,7 @@ class _History:
         moved = self._follow(ledger, names, shown)
         wanted = set().union(*(self.bore.get(n, set()) for n in names))
         for table_id in sorted(wanted - self.held) if not first else ():
-            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id)
+            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id, pins=True)
                                      if e.seq <= self.last[0]]
             moved = True
         for table_id in set(self.events) - wanted:
@@ -169,7 +187,7 @@ class _History:
         last_seq, last_time = self.last
         shown_ids = set().union(*(self.bore.get(n, set()) for n in shown))
         moved = False
-        for entry in ledger.history(since=last_time):
+        for entry in ledger.history(since=last_time, pins=True):
             if entry.seq <= last_seq:
                 continue
             name, table_id = entry.data.get("name"), entry.data.get("table_id")
