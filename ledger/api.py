@@ -525,10 +525,13 @@ class Ledger(Catalog):
 
     def history(self, name: str | None = None, *, table_id: str | None = None, actor: str | None = None,
                 since: datetime | None = None, until: datetime | None = None,
-                type: str | Iterable[str] | None = None) -> History:
+                type: str | Iterable[str] | None = None, pins: bool = False) -> History:
         """The events that match every filter given, oldest first, each with what happened in words
         (``entry.text``): by table name (every instance that ever bore it, across renames) or id,
         by actor, within ``since``..``until`` (inclusive), of an event type (or several).
+
+        Pins (``PinTaken``, ``PinRenewed``, ``PinReleased``: every ``read_table`` and ``attach``
+        takes one) are left out unless ``pins=True``, or ``type`` names them.
 
         Streamed: iterating reads the log in batches, never whole. ``len()`` counts the matches,
         ``.last(n)`` (or ``[-n:]``) gives the latest ``n`` and ``[-1]`` the latest, each holding
@@ -536,7 +539,7 @@ class Ledger(Catalog):
         rather than in your loop.
         """
         return histories.history(self.runner, name, table_id=table_id, actor=actor, since=since, until=until,
-                               type=type)
+                                 type=type, pins=pins)
 
     def maintain(self, *, progress: Callable[[int, int], None] | None = None) -> MaintainReport:
         """Store the states no command needs (R22): one at least every ``history_every`` events

@@ -489,14 +489,16 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
 @click.option("--last", type=click.IntRange(min=0), default=None, metavar="N",
               help="Only the N latest of the events that match.")
 @click.option("--count", "count_only", is_flag=True, help="Print how many events match, not the events.")
+@click.option("--pins", is_flag=True, help="Also the pins readers took, renewed and released (every read pins).")
 def history(ctx: Context, name: str | None, table_id: str | None, actor: str | None, since: str | None,
-            until: str | None, types: tuple[str, ...], last: int | None, count_only: bool) -> None:
+            until: str | None, types: tuple[str, ...], last: int | None, count_only: bool, pins: bool) -> None:
     """Every event, or those that match every filter given: one table (by NAME across renames, or
-    --id), an actor, a time window, event types. Each says in words what happened. Printed as
-    it is read, so a long log starts at once and never sits in memory."""
+    --id), an actor, a time window, event types. Each says in words what happened. Pins are left
+    out unless --pins (or --type names them). Printed as it is read, so a long log starts at once
+    and never sits in memory."""
     found = ctx.ledger.history(name, table_id=table_id, actor=actor,
                                since=None if since is None else parse_time(since),
-                               until=None if until is None else parse_time(until), type=types or None)
+                               until=None if until is None else parse_time(until), type=types or None, pins=pins)
     if count_only:
         n = len(found) if last is None else len(found.last(last))
         click.echo(json.dumps({"count": n}) if ctx.as_json else f"{n} event{'' if n == 1 else 's'}")

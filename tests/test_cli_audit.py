@@ -289,3 +289,19 @@ def test_r20_prove_deleted_takes_one_key_or_a_file_of_them_and_refuses_bad_ones(
     assert result.exit_code == 1 and result.stderr.startswith("error: NotDeleted: a/b.parquet is not in any vacuum's")
     assert json.loads(out.read_text())["answers"] == [{"key": "a/b.parquet", "not_deleted": result.stderr[
         len("error: NotDeleted: "):].rstrip("\n")}]
+
+
+def test_history_on_the_command_line_leaves_pins_out_unless_asked(tmp_path: Path) -> None:
+    """Every read pins: without --pins, history shows what was done to the tables, not who read them."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=ManualClock(T0), actor="alice@etl-3") as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)])
+        led.pin("sales.orders").release()
+    assert [e["type"] for e in ok_json(path, "history", "sales.orders")] == \
+        ["TableCreated", "WriteBegun", "VersionCommitted"]
+    shown = ok(path, "history", "sales.orders", "--pins").stdout
+    assert "pinned version 1 of sales.orders" in shown and "released pin" in shown and "recorded" not in shown
+    assert ok(path, "history", "--pins", "--count").stdout == "5 events\n"
+    assert ok(path, "history", "--count").stdout == "3 events\n"
