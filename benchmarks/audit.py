@@ -28,24 +28,33 @@ vacuum purges), the hardest case for comparing snapshots.
 
     python benchmarks/audit.py [--sizes 100000,1000000] [--shape churn|large-state] [--points 20] [--keep]
     python benchmarks/audit.py --reuse /path/kept/ledger.db
+    python benchmarks/audit.py --receipts 24000 [--one-by-one 300]
+
+``--receipts N`` measures proving deletions instead (issue 44): a real vacuum (local Spark) deletes
+N small files of one dropped table, then every key is proven at once (``prove_deleted_many``, each
+receipt part read once) and ``--one-by-one`` keys, chosen at random, with ``prove_deleted`` each
+(each reads and hashes a part of up to 10,000 objects), scaled to N: the ratio is how much sooner
+the many-keys form answers for all N. Reported, no target.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sqlite3
 import statistics
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from _common import REPO_ROOT, environment, print_table, scratch_dir, verdict
 from fold import SHAPES, build, drop_snapshot
 
-from ledger import Ledger
+from ledger import Ledger, ManualClock
 from ledger.chain import chain
 from ledger.core.model import State, fold_rows
 from ledger.persistence.sqlite import SQLiteStore
@@ -82,7 +91,7 @@ def chain_floor(path: Path) -> float:
 _CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from ledger import Ledger
+from ledger import Ledger, ManualClock
 t0 = time.perf_counter()
 led = Ledger.open(sys.argv[2], create=False)
 t1 = time.perf_counter()
@@ -207,6 +216,43 @@ def measure(path: Path, points: int, seed: int, folder: Path) -> bool:
     return all(met)
 
 
+def measure_receipts(files: int, one_by_one: int, seed: int, folder: Path) -> None:
+    """Proving ``files`` deleted keys at once against one by one (see the module docstring)."""
+    from spark_ops import local_session, vacuum
+    clock = ManualClock(datetime.now(timezone.utc))
+    with Ledger.open(folder / "receipts.db", clock=clock) as led:
+        table = led.create_table("bench.old")
+        for i in range(files):
+            path = os.path.join(table.location, f"day={i % 10:02d}", f"part-{i:06d}.parquet")
+            if i < 10:
+                os.makedirs(os.path.dirname(path))
+            with open(path, "wb") as out:
+                out.write(b"x" * (i % 7 + 1))
+        led.drop_table("bench.old")
+        clock.advance(timedelta(days=14))
+        spark = local_session("retention-ledger-bench")
+        report = vacuum(spark, led)
+        receipt = led.receipt(report.run_id)
+        keys = [f"{table.id}/day={i % 10:02d}/part-{i:06d}.parquet" for i in range(files)]
+        start = time.perf_counter()
+        bundle = led.prove_deleted_many(keys)
+        many = time.perf_counter() - start
+        assert len(bundle.proofs) == files == receipt.files, (len(bundle.proofs), files, receipt.files)
+        chosen = random.Random(seed).sample(keys, min(one_by_one, files))
+        start = time.perf_counter()
+        for key in chosen:
+            led.prove_deleted(key)
+        each = (time.perf_counter() - start) / len(chosen)
+    print()
+    print(f"--- proving {files:,} deleted keys ({len(receipt.parts)} receipt parts) ---")
+    print_table(("measurement", "seconds", ""), [
+        ("prove_deleted_many: every key at once", many, f"{files / many:,.0f} keys/s"),
+        (f"prove_deleted one by one ({len(chosen)} keys, scaled to {files:,})", each * files,
+         f"{1 / each:,.1f} keys/s"),
+    ])
+    print(f"many at once: {each * files / many:,.0f}x sooner than one by one, for {files:,} keys")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100000,1000000", help="events, comma-separated")
@@ -216,10 +262,17 @@ def main() -> int:
     parser.add_argument("--dir", default=None, help="make the scratch folder in here")
     parser.add_argument("--keep", action="store_true", help="keep the ledger files for --reuse")
     parser.add_argument("--reuse", metavar="LEDGER", default=None, help="measure a kept file")
+    parser.add_argument("--receipts", type=int, default=None, metavar="N",
+                        help="measure proving N deleted keys at once against one by one instead")
+    parser.add_argument("--one-by-one", type=int, default=300, metavar="K",
+                        help="with --receipts: keys proven one by one, scaled to N")
     args = parser.parse_args()
 
     print(environment())
     with scratch_dir(args.dir, keep=args.keep and args.reuse is None) as folder:
+        if args.receipts:
+            measure_receipts(args.receipts, args.one_by_one, args.seed, folder)
+            return 0
         if args.reuse:
             print(f"audit benchmark: reusing {args.reuse}")
             measure(Path(args.reuse), args.points, args.seed, folder)

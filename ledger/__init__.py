@@ -16,7 +16,7 @@ command loop that joins them.
 from .api import Ledger, Pin, copy_ledger
 from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport
-from .audit.receipts import DeletionProof, Receipt
+from .audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey, Receipt
 from .catalog import AsOf
 from .clock import ManualClock
 from .errors import (
@@ -38,5 +38,5 @@ __all__ = [
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
-    "NotDeleted", "Receipt", "DeletionProof",
+    "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey",
 ]

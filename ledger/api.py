@@ -25,7 +25,7 @@ from vacuum_work import Plan, new_run_id
 from .audit import (
     copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
 )
-from .audit.receipts import DeletionProof, Receipt
+from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
@@ -50,6 +50,7 @@ from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
+from .persistence.holders import Holder
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
 from .vacuum_run import VacuumRun
@@ -403,10 +404,12 @@ class Ledger(Catalog):
                     run_id: str | None = None) -> Plan:
         """What a vacuum would do now (purges, watermarks, expiries, sweeps, straggler scans), as the
         typed records its executors take (``vacuum_work``); records nothing. ``run_id``: the id the
-        run would have, refused here as ``start_vacuum`` would refuse it."""
+        run would have, refused here as ``start_vacuum`` would refuse it. On PostgreSQL a host whose
+        clock the server refuses is refused (``ClockSkew``), as its ``start_vacuum`` would be: a plan
+        on that clock would show purges that are not due."""
         command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
                                       uncommitted, only_uncommitted, grace, run_id)
-        plan = self.runner.prepare(command).decision.result
+        plan = self.runner.preview(command).result
         return self._named(replace(plan, run_id=None, lease_until=None))
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
@@ -452,11 +455,20 @@ class Ledger(Catalog):
         return receipt_reader.receipt(self.runner.refresh(), run_id)
 
     def prove_deleted(self, key: str) -> DeletionProof:
-        """That a vacuum deleted ``key`` (relative to the warehouse root, or its full path or URI):
-        the run, the time and the audit paths to its receipt's root, which the chain records
-        (``proof.verify()``; offline, ``python -m ledger.audit prove-deleted``). ``NotDeleted`` if
-        no receipt holds it."""
+        """That a vacuum deleted ``key``: the run, the time and the audit paths to its receipt's root,
+        which the chain records (``proof.verify()``; offline, ``python -m ledger.audit prove-deleted``).
+        ``key`` is spelt any way Spark gives a file (``ledger.audit.object_keys``): relative to the
+        warehouse root or to the table, a path, a ``file:`` or store URI. ``NotDeleted`` if no receipt
+        holds it."""
         return receipt_reader.prove_deleted(self.store, self.runner.refresh(), key, self.warehouse)
+
+    def prove_deleted_many(self, keys: Iterable[str]) -> DeletionProofs:
+        """For each of ``keys`` (spelt as for ``prove_deleted``), in order, its ``DeletionProof`` or a
+        ``NotDeletedKey`` saying why there is none, reading each receipt part once (one by one,
+        each key reads and hashes a part of up to 10,000 objects). ``.require_all()`` raises
+        ``NotDeleted`` naming the keys not proven; ``.write(path)`` is the bundle the offline check
+        (``python -m ledger.audit prove-deleted``) reads."""
+        return receipt_reader.prove_deleted_many(self.store, self.runner.refresh(), keys, self.warehouse)
 
     def _start_command(self, retention: Duration | None, database: str | None, limit: int | None,
                        override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,
@@ -486,10 +498,13 @@ class Ledger(Catalog):
 
     def history(self, name: str | None = None, *, table_id: str | None = None, actor: str | None = None,
                 since: datetime | None = None, until: datetime | None = None,
-                type: str | Iterable[str] | None = None) -> History:
+                type: str | Iterable[str] | None = None, pins: bool = False) -> History:
         """The events that match every filter given, oldest first, each with what happened in words
         (``entry.text``): by table name (every instance that ever bore it, across renames) or id,
         by actor, within ``since``..``until`` (inclusive), of an event type (or several).
+
+        Pins (``PinTaken``, ``PinRenewed``, ``PinReleased``: every ``read_table`` and ``attach``
+        takes one) are left out unless ``pins=True``, or ``type`` names them.
 
         Streamed: iterating reads the log in batches, never whole. ``len()`` counts the matches,
         ``.last(n)`` (or ``[-n:]``) gives the latest ``n`` and ``[-1]`` the latest, each holding
@@ -497,18 +512,20 @@ class Ledger(Catalog):
         rather than in your loop.
         """
         return histories.history(self.runner, name, table_id=table_id, actor=actor, since=since, until=until,
-                               type=type)
+                                 type=type, pins=pins)
 
     def maintain(self, *, progress: Callable[[int, int], None] | None = None) -> MaintainReport:
         """Store the states no command needs (R22): one at least every ``history_every`` events
         (``as_of`` folds on from the nearest before it), and one at the log's head, which the next
         open reads. Each costs what changed since the one before. In this process, to the end of
         the call, and once at a time across processes and hosts: a second caller meanwhile is told
-        who holds it (``done`` False) and does nothing. Killed, it leaves each stored state whole or
-        absent. ``progress(events folded, events to fold)`` is called as it goes."""
+        who holds it and until when (``done`` False) and does nothing. Killed, it leaves each stored
+        state whole or absent, and the next goes on: at once on the same host (the killed process is
+        no more), from another once its lease has ended. On PostgreSQL a host whose clock the server
+        refuses is refused (``ClockSkew``), as its commands are. ``progress(events folded, events to
+        fold)`` is called as it goes."""
         return maintenance.maintain(self.runner.store, self.runner.cache, history_every=self.runner.history_every,
-                                    holder=f"{self.actor} (pid {os.getpid()})", now=self.runner.now_micros,
-                                    progress=progress)
+                                    holder=Holder.here(self.actor), now=self.runner.reading, progress=progress)
 
     def verify(self, *, against: Checkpoint | None = None, public_key: KeyLike | None = None) -> VerifyReport:
         """Check the file, recompute the hash chain, refold the whole log from nothing, and compare

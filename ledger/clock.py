@@ -8,10 +8,11 @@ guard compares times to the microsecond.
 
 from __future__ import annotations
 
-import math
 import re
+import reprlib
 import threading
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Annotated, Callable
 
 import msgspec
@@ -122,7 +123,6 @@ class ManualClock:
 
 
 _DURATION = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(w|d|h|m|s)?\s*$", re.IGNORECASE)
-_LONGEST = timedelta(seconds=LONGEST_SECONDS)
 _UNIT_SECONDS = {"w": 604_800, "d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 
@@ -133,30 +133,45 @@ def parse_duration(value: str | timedelta | int | float, what: str = "retention"
     Negative durations are refused here; the floor is checked by the caller
     because only it knows whether the floor was overridden. ``what`` names the duration in
     messages and ``error`` is what a bad one raises (a lease is not a retention).
+    Every duration argument comes through here, so a whole number no float holds (``10**400``)
+    is compared as the integer it is, and refused like any other, never an ``OverflowError``.
     """
+    seconds = _seconds(value, what, error)
+    if seconds != seconds:  # NaN: neither more nor less than anything
+        raise error(f"{what} {_shown(value)} is not a finite duration")
+    if seconds < 0:
+        raise error(f"{what} {_shown(value)} is negative; it must be zero or more")
+    if seconds > LONGEST_SECONDS:
+        raise error(f"{what} {_shown(value)} is longer than a century; use e.g. 365d")
+    return timedelta(seconds=seconds)
+
+
+def _seconds(value: object, what: str, error: type[LedgerError]) -> int | float:
+    """How many seconds ``value`` says, unchecked: an ``int`` stays one, however large."""
     if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, bool):
+        return value.total_seconds()
+    if isinstance(value, bool):
         raise error(f"{what} must be a duration, got {value!r}")
-    elif isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
         match = _DURATION.match(value)
         if not match:
-            raise error(f"{what} {value!r} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, 3600s")
+            raise error(f"{what} {_shown(value)} is not a duration; use a number with a unit, e.g. 7d, 36h, 90m, "
+                        "3600s")
         amount, unit = match.groups()
         if unit is None and float(amount) != 0:  # "7" could mean seconds or days: never guess
-            raise error(f"{what} {value!r} has no unit; write e.g. {amount}d, {amount}h, {amount}m or {amount}s")
-        seconds = float(amount) * _UNIT_SECONDS[(unit or "s").lower()]
-    else:
-        raise error(f"{what} must be a duration such as '7d', got {type(value).__name__}")
-    if not math.isfinite(seconds):
-        raise error(f"{what} {value!r} is not a finite duration")
-    if seconds < 0:
-        raise error(f"{what} {value!r} is negative; it must be zero or more")
-    if seconds > _LONGEST.total_seconds():
-        raise error(f"{what} {value!r} is longer than a century; use e.g. 365d")
-    return timedelta(seconds=seconds)
+            raise error(f"{what} {_shown(value)} has no unit; write e.g. {amount}d, {amount}h, {amount}m or "
+                        f"{amount}s")
+        return float(amount) * _UNIT_SECONDS[(unit or "s").lower()]  # past any float: inf, longer than a century
+    raise error(f"{what} must be a duration such as '7d', got {type(value).__name__}")
+
+
+def _shown(value: object) -> str:
+    """A value as a message shows it: short, whatever its size (``10**400`` as ``1.000e+400``)."""
+    if isinstance(value, int) and abs(value) > 10 ** 20:
+        return f"{Decimal(value):.3e}"
+    return reprlib.repr(value) if isinstance(value, str) else repr(value)
 
 
 def format_duration(seconds: int) -> str:

@@ -62,6 +62,11 @@ class Prepared:
     """What the clock said (``now`` is that, held to the log's time): the store gets the reading, so a
     shared store can hold each host's clock to its own (R18); an event's time is never before ``now``."""
 
+    @property
+    def clock(self) -> Micros:
+        """What the store holds to its own clock: the reading (``now``, if none was kept)."""
+        return self.now if self.reading is None else self.reading
+
 
 class Runner:
     """Runs commands against one store, with the state cache holding the folded state."""
@@ -114,9 +119,13 @@ class Runner:
 
     # --- time -----------------------------------------------------------------------------
 
+    def reading(self) -> Micros:
+        """What the clock says, as it is: what a shared store holds to its own (R18)."""
+        return read_clock(self.clock)
+
     def now_micros(self, state: State | None = None) -> Micros:
         # The log's time never goes back, so neither does the ledger's idea of now.
-        return max(read_clock(self.clock), (state or self.cache.held).last_time)
+        return max(self.reading(), (state or self.cache.held).last_time)
 
     def now(self) -> datetime:
         return from_micros(self.now_micros(self.refresh()))
@@ -129,12 +138,19 @@ class Runner:
             return self._decide(self.refresh(), command)
 
     def _decide(self, state: State, command: CommandOrBuilder) -> Prepared:
-        reading = read_clock(self.clock)
+        reading = self.reading()
         now = max(reading, state.last_time)  # the log's time never goes back, so neither does now
         if callable(command):
             command = command(now)
         decision = decide(state, command)
         return Prepared(decision, {s: state.version(s) for s in decision.reads}, now, state.seq, reading)
+
+    def preview(self, command: CommandOrBuilder) -> Decision:
+        """Decide without appending (a dry run), held to the store's clock as an append is: a host
+        whose clock a shared store refuses (``ClockSkew``) is not shown what it may not do (R18)."""
+        prepared = self.prepare(command)
+        self.store.check_clock(prepared.clock)
+        return prepared.decision
 
     def commit(self, prepared: Prepared) -> None:
         """Append a prepared decision; raises ``Conflict`` if a stream it read has moved.
@@ -147,7 +163,7 @@ class Runner:
         # The store times the events after its last one, so at or after ``now`` either way.
         appended = self.store.append(
             [NewEvent(stream, *type_of(event), encode(event)) for stream, event in decided],
-            prepared.conditions, prepared.now if prepared.reading is None else prepared.reading, self.actor,
+            prepared.conditions, prepared.clock, self.actor,
             expected_head=prepared.seq,
             blobs=dict(prepared.decision.attachments))
         with self._lock:

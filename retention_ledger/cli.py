@@ -1,7 +1,8 @@
 """``retention-ledger``: the ledger from a shell.
 
 Exit codes: 0 done; 1 the ledger refused the command (one line on stderr that
-starts with ``error:``); 2 the command line itself was wrong; 130 interrupted
+starts with ``error:``); 2 the command line itself was wrong; 75 ``maintain`` did
+nothing because another run holds its lease (try again later); 130 interrupted
 (Ctrl-C: one line, Spark stopped, the ledger consistent). ``--json`` prints
 machine-readable output; times are always ISO 8601 UTC.
 
@@ -28,7 +29,9 @@ import attrs
 import click
 import rich.console
 
-from ledger import HistoryEntry, Ledger, LedgerError, Scope, TableInstance, VacuumRun, copy_ledger
+from ledger import (
+    DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance, VacuumRun, copy_ledger,
+)
 from ledger.audit import Checkpoint, generate_key, outputs
 from ledger.catalog import Catalog
 from ledger.clock import format_duration, iso_utc, parse_time
@@ -490,14 +493,16 @@ def retention(ctx: Context, duration: str | None, scope: str, override_floor: bo
 @click.option("--last", type=click.IntRange(min=0), default=None, metavar="N",
               help="Only the N latest of the events that match.")
 @click.option("--count", "count_only", is_flag=True, help="Print how many events match, not the events.")
+@click.option("--pins", is_flag=True, help="Also the pins readers took, renewed and released (every read pins).")
 def history(ctx: Context, name: str | None, table_id: str | None, actor: str | None, since: str | None,
-            until: str | None, types: tuple[str, ...], last: int | None, count_only: bool) -> None:
+            until: str | None, types: tuple[str, ...], last: int | None, count_only: bool, pins: bool) -> None:
     """Every event, or those that match every filter given: one table (by NAME across renames, or
-    --id), an actor, a time window, event types. Each says in words what happened. Printed as
-    it is read, so a long log starts at once and never sits in memory."""
+    --id), an actor, a time window, event types. Each says in words what happened. Pins are left
+    out unless --pins (or --type names them). Printed as it is read, so a long log starts at once
+    and never sits in memory."""
     found = ctx.ledger.history(name, table_id=table_id, actor=actor,
                                since=None if since is None else parse_time(since),
-                               until=None if until is None else parse_time(until), type=types or None)
+                               until=None if until is None else parse_time(until), type=types or None, pins=pins)
     if count_only:
         n = len(found) if last is None else len(found.last(last))
         click.echo(json.dumps({"count": n}) if ctx.as_json else f"{n} event{'' if n == 1 else 's'}")
@@ -553,17 +558,25 @@ def verify(ctx: Context, checkpoint: str | None, public_key: str | None) -> None
                    f"{report.purged} purged" + "".join(f"; {n}" for n in notes))
 
 
+BUSY = 75
+"""``maintain``'s exit code when another run holds its lease and it did nothing: sysexits'
+``EX_TEMPFAIL`` (try again later), so that a scheduler never takes it for a run that ran."""
+
+
 @command(cli, "maintain", short_help="Store the states that keep opens and --as-of fast.")
 def maintain_command(ctx: Context) -> None:
     """Store the state at least every 15,000 events (--as-of and as_of fold on from the nearest
     before) and at the log's head (the next open reads it), each costing what changed since the
     one before. Run it after a vacuum, or from a scheduler: nothing else runs it. Once at a time:
-    a second one meanwhile says which is running and does nothing. Safe to kill: what it stored
-    is whole, and the next run goes on."""
+    a second one meanwhile says which is running and until when, does nothing and exits 75 (try
+    again later). Safe to kill: what it stored is whole, and the next run goes on (at once on the
+    same host; from another, once the killed run's lease of two minutes has ended)."""
     led = ctx.ledger
     with _progress_bar("maintaining", quiet=ctx.as_json) as progress:
         report = led.maintain(progress=progress)
-    ctx.emit(attrs.asdict(report), report.summary())
+    ctx.emit({**attrs.asdict(report), "until": iso_utc(report.until)}, report.summary())
+    if not report.done:
+        sys.exit(BUSY)
 
 
 @command(cli, "checkpoint", short_help="Print (or save) a checkpoint of the log's head.")
@@ -612,16 +625,27 @@ def receipt_command(ctx: Context, run_id: str) -> None:
           for p in r.parts)]))
 
 
-@command(cli, "prove-deleted", short_help="Prove a vacuum deleted an object (from its receipt).")
-@click.argument("key")
-@click.option("--out", default=None, metavar="FILE", help="Write the proof (JSON) to FILE, for the offline check.")
+@command(cli, "prove-deleted", short_help="Prove a vacuum deleted an object, or many (from its receipt).")
+@click.argument("key", required=False)
+@click.option("--keys-from", "keys_from", type=click.File("r", encoding="utf-8"), default=None, metavar="FILE",
+              help="Prove every key in FILE (one a line; - reads stdin) at once, into one bundle.")
+@click.option("--out", default=None, metavar="FILE", help="Write the proof, or the bundle (JSON), to FILE, for the "
+                                                          "offline check.")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists (never the ledger itself).")
-def prove_deleted_command(ctx: Context, key: str, out: str | None, overwrite: bool) -> None:
-    """Print the proof that KEY (relative to the warehouse root, or its full path or URI) was
-    deleted by a vacuum: the run, when, and the audit paths to its receipt's root. Check it
-    offline with python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT."""
+def prove_deleted_command(ctx: Context, key: str | None, keys_from: Any, out: str | None, overwrite: bool) -> None:
+    """Print the proof that KEY was deleted by a vacuum: the run, when, and the audit paths to its
+    receipt's root. KEY is relative to the warehouse root or to the table, or a path or URI as Spark
+    gives it (file:/..., s3a://...). With --keys-from, every key of FILE, reading each receipt part
+    once: a key no receipt holds is exit 1 naming it, after the bundle is written. Check a proof or
+    a bundle offline with python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT."""
+    if (key is None) == (keys_from is None):
+        raise click.UsageError("give one KEY, or --keys-from FILE with a key a line" if key is None else
+                               "give one KEY or --keys-from FILE, not both")
     if out is not None:
         outputs.target(out, "deletion proof", overwrite=overwrite, protected=outputs.ledger_files(ctx.path))
+    if key is None:
+        _prove_many(ctx, keys_from, out)
+        return
     proof = ctx.ledger.prove_deleted(key)
     if out is not None:
         with open(out, "w", encoding="utf-8") as sink:
@@ -632,6 +656,32 @@ def prove_deleted_command(ctx: Context, key: str, out: str | None, overwrite: bo
         + (f"receipt root {proof.receipt_root}" if proof.receipt_root else f"part root {proof.part_root} "
            "(the run has not finished)")
         + ("" if out is None else f"; proof written to {out}")))
+
+
+def _prove_many(ctx: Context, source: Any, out: str | None) -> None:
+    """``prove-deleted --keys-from``: the bundle to ``out`` (or stdout: JSON, or a line a key), then
+    exit 1 naming the keys no receipt holds, if any."""
+    keys = [line.rstrip("\r\n") for line in source if line.strip()]
+    if not keys:
+        raise InvalidArgument(f"{source.name} holds no keys: give one a line, as prove-deleted KEY takes them")
+    bundle = ctx.ledger.prove_deleted_many(keys)
+    runs = sorted({p.run_id for p in bundle.proofs})
+    summary = (f"{len(bundle.proofs)} of {len(bundle)} keys proven deleted"
+               + (f" (by vacuum run {runs[0]})" if len(runs) == 1 else f" (by {len(runs)} vacuum runs)" if runs else ""))
+    if out is not None:
+        bundle.write(out, overwrite=True, protected=outputs.ledger_files(ctx.path))  # target checked first
+        if not bundle.not_deleted:
+            ctx.emit({"keys": len(bundle), "proven": len(bundle.proofs), "runs": runs, "out": out},
+                     f"{summary}; proofs written to {out}")
+    elif ctx.as_json:
+        click.echo(bundle.to_json(), nl=False)
+    else:
+        for answer in bundle:
+            click.echo(f"{answer.key}: {answer.size} bytes, recorded {iso_utc(answer.deleted_at)}, deleted by "
+                       f"vacuum run {answer.run_id}" if isinstance(answer, DeletionProof) else
+                       f"{answer.key}: NOT DELETED ({answer.reason.partition(': ')[2]})")
+        click.echo(summary)
+    bundle.require_all()
 
 
 @command(cli, "export", short_help="Write every event with its hash to a file.")

@@ -1,8 +1,8 @@
 """The local SparkSession every entry point uses unless the caller brings its own.
 
 UTC everywhere (the ledger's times are UTC; a session in local time would make
-timestamps in tables disagree with the ledger's), no UI, quiet logs, and the
-driver's own Python for the workers so they import the same ``spark_ops``.
+timestamps in tables disagree with the ledger's), no UI, quiet logs (the JVM's and PySpark's
+own), and the driver's own Python for the workers so they import the same ``spark_ops``.
 
 Spark needs a Java runtime; without one PySpark prints forty lines of py4j
 traceback, so we look for it first and say in one line what is missing.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import re
 import shutil
@@ -62,7 +63,25 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
         first = _cause_in(jvm_log) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise SparkUnavailable(f"Spark did not start: {first}{where}") from exc
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_query_context_logs()
     return spark
+
+
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+"""PySpark's loggers that log each analysis error it raises (a query naming a dropped table, a
+column that is not there) at ERROR, with the Java stack trace, to stderr (handlers of their own,
+not propagated), before the caller's ``except`` runs: the error itself carries the same message."""
+
+
+def _quiet_query_context_logs() -> None:
+    """Quiet PySpark's query-context loggers as the JVM's are quieted: an error reaches the caller
+    as the exception it is, not also as a stack trace on stderr. A level the caller set is kept."""
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        if logger.level == logging.WARNING:  # PySpark's own default: nobody chose it
+            logger.setLevel(logging.CRITICAL)
 
 
 def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | None,

@@ -28,6 +28,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledger import LEDGER, Checkpoint, Ledger, ManualClock, Scope
+from ledger.clock import iso_utc
 from ledger.audit import generate_key, verify_export
 from ledger.chain import (
     consistency_proof, inclusion_proof, merkle_root, root_from_inclusion, verify_consistency,
@@ -994,6 +995,68 @@ def test_every_event_type_is_described_in_words(small_db: Path) -> None:
         for entry in led.history():
             assert entry.text.startswith(entry.actor + " ")
             assert "{" not in entry.text, entry.text  # words, not a payload dump
+
+
+
+def _sample(hint: object) -> object:
+    """A value of the type ``hint`` names, for building an event of any registered type."""
+    import types
+    import typing
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _sample(args[0])
+    if origin is tuple:
+        return (_sample(args[0]),)
+    if origin is dict:
+        return {_sample(args[0]): _sample(args[1])}
+    return {str: "ab12cd34ef56ab78cd90", int: 3}[hint]  # type: ignore[index]
+
+
+def test_every_registered_event_type_is_said_in_words_not_recorded_x() -> None:
+    """Every type, not only the ones a small ledger holds: a new event with no words would read
+    "alice recorded PinTaken" (as the pins did in 0.4)."""
+    import typing
+    from ledger.audit.words import describe
+    from ledger.core.events import registered
+    for type_name, cls in registered().items():
+        hints = typing.get_type_hints(cls)
+        event = cls(**{f.name: _sample(hints[f.name]) for f in attrs.fields(cls)})
+        text = describe(type_name, "alice", event, lambda table_id: "sales.orders")
+        assert text.startswith("alice ") and "recorded " + type_name not in text, text
+
+
+def test_pins_are_said_in_words_and_history_leaves_them_out_unless_asked(tmp_path: Path) -> None:
+    """Every read_table and attach pins: 6 of the 10 latest events of a table read by name were
+    pins. history() leaves them out unless ``pins=True`` (or a pin type is asked for by name)."""
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "l.db", clock=clock, actor="alice@etl-3") as led:
+        table = led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)])
+        clock.advance(timedelta(hours=1))  # past the events before, so the pin's times are the clock's
+        pin = led.pin("sales.orders", lease=timedelta(hours=2))
+        clock.advance(timedelta(minutes=30))
+        pin.renew()
+        pin.release()
+        led.drop_table("sales.orders")
+
+        assert [e.type for e in led.history("sales.orders")] == \
+            ["TableCreated", "WriteBegun", "VersionCommitted", "TableDropped"]
+        assert len(led.history()) == 4 and led.history().last(1)[0].type == "TableDropped"
+        said = [e.text for e in led.history("sales.orders", pins=True) if e.type.startswith("Pin")]
+        assert said == [
+            f"alice@etl-3 pinned version 1 of sales.orders (id {table.id}) for 2h (pin {pin.id}, until "
+            f"{iso_utc(T0 + timedelta(hours=3))})",
+            f"alice@etl-3 renewed pin {pin.id} on sales.orders (id {table.id}) until "
+            f"{iso_utc(T0 + timedelta(hours=3, minutes=30))}",
+            f"alice@etl-3 released pin {pin.id} on sales.orders (id {table.id})"]
+        assert len(led.history(pins=True)) == 7
+        assert [e.type for e in led.history(type="PinReleased")] == ["PinReleased"]  # asked for by name
+        events = led.event_count()
+        with pytest.raises(InvalidArgument, match="pins must be True or False"):
+            led.history(pins="yes")  # type: ignore[arg-type]
+        assert led.event_count() == events
 
 
 # --- export and the offline verifier -------------------------------------------------------

@@ -765,10 +765,10 @@ def _cli_refuses(row: Row, led: Ledger, facts: Facts) -> None:
     assert led.state == state
 
 
-def _cases(rule: str | None) -> list:
+def _cases(rule: str | None, rows: list[Row] = CATALOGUE) -> list:
     """(row, side) params for the rows of one rule (None: rows without a rule), with xfail marks."""
     params = []
-    for row in CATALOGUE:
+    for row in rows:
         if row.rule != rule:
             continue
         for side, present, reason in (("python", row.call is not None, row.py_xfail),
@@ -812,6 +812,68 @@ def test_r7_undrop_onto_a_bound_name_is_refused_with_table_exists(row: Row, side
 
 @pytest.mark.parametrize("row, side", _cases("R8"))
 def test_r8_undrop_of_a_purged_instance_is_refused_for_good(row: Row, side: str, prepared) -> None:
+    _check(row, side, prepared)
+
+
+# --- every duration argument, given a number no float holds (issue 44) -------------------------
+
+HUGE = 10 ** 400
+"""Past any float: ``float(HUGE)`` is an ``OverflowError``, which escaped raw from ``parse_duration``
+(``led.pin("db.t", lease=10**400)``), whatever the argument."""
+HUGE_TEXT = "1" + "0" * 400 + "d"
+"""The same on the command line, which used to call it "not a finite duration"."""
+
+DURATION_ARGUMENTS: list[tuple[str, Callable[[Ledger, Facts, Any], Any], type[LedgerError], str, list | None]] = [
+    # (id, the call given the value, the error, how the message names the argument, the CLI's argv)
+    ("set-retention", lambda L, f, v: L.set_retention("ledger", v, override_floor=True), InvalidRetention,
+     "retention", ["retention", "--override-floor", "--"]),
+    ("set-retention-on-a-table", lambda L, f, v: L.set_retention(f"table:{f.live}", v), InvalidRetention,
+     "retention", None),
+    ("plan-vacuum-retention", lambda L, f, v: L.plan_vacuum(retention=v), InvalidRetention, "retention",
+     ["vacuum", "--dry-run", "--retention"]),
+    ("start-vacuum-retention", lambda L, f, v: L.start_vacuum(retention=v), InvalidRetention, "retention", None),
+    ("spark-ops-vacuum-retention", lambda L, f, v: _vacuum(L, retention=v), InvalidRetention, "retention", None),
+    ("plan-vacuum-grace", lambda L, f, v: L.plan_vacuum(grace=v), InvalidRetention, "the straggler grace period",
+     ["vacuum", "--dry-run", "--grace"]),
+    ("start-vacuum-grace", lambda L, f, v: L.start_vacuum(grace=v), InvalidRetention,
+     "the straggler grace period", None),
+    ("spark-ops-vacuum-grace", lambda L, f, v: _vacuum(L, grace=v, dry_run=True), InvalidRetention,
+     "the straggler grace period", None),
+    ("start-vacuum-lease", lambda L, f, v: L.start_vacuum(lease=v), InvalidArgument, "a vacuum's lease", None),
+    ("renew-vacuum-lease", lambda L, f, v: L.renew_vacuum(f.purge_run, lease=v), InvalidArgument,
+     "a vacuum's lease", None),
+    ("begin-write-lease", lambda L, f, v: L.begin_write("sales.live", lease=v), InvalidArgument, "a write's lease",
+     None),
+    ("pin-lease", lambda L, f, v: L.pin("sales.live", lease=v), InvalidArgument, "a pin's lease", None),
+    ("pin-tables-lease", lambda L, f, v: L.pin_tables(["sales.live"], lease=v), InvalidArgument, "a pin's lease",
+     None),
+    ("open-max-clock-skew", lambda L, f, v: Ledger.open(L.path, max_clock_skew=v), InvalidArgument,
+     "max_clock_skew", None),
+]
+
+
+def _duration_rows() -> list[Row]:
+    """Each duration argument given ``HUGE`` and ``-HUGE`` (on the command line, as text): a typed
+    refusal whose message names the argument and shows the value short."""
+    rows = []
+    for name, call, error, what, argv in DURATION_ARGUMENTS:
+        for sign, why in (("", "is longer than a century; use e\\.g\\. 365d"),
+                          ("-", "is negative; it must be zero or more")):
+            value = -HUGE if sign else HUGE
+            rows.append(Row(f"{name}-{'minus-' if sign else ''}1e400",
+                            lambda L, f, call=call, value=value: call(L, f, value),
+                            None if argv is None else [*argv, sign + HUGE_TEXT], error,
+                            rf"^{re.escape(what)} \S{{1,48}} {why}$", cli_match=rf" {re.escape(what)} \S{{1,48}} {why}$"))
+    return rows
+
+
+DURATION_ROWS = _duration_rows()
+
+
+@pytest.mark.usefixtures("no_spark_for_the_cli")
+@pytest.mark.parametrize("row, side", _cases(None, DURATION_ROWS))
+def test_every_duration_argument_refuses_a_number_no_float_holds_typed_and_changes_nothing(
+        row: Row, side: str, prepared) -> None:
     _check(row, side, prepared)
 
 

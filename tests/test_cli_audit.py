@@ -1,5 +1,6 @@
 """The auditor's commands: ``--as-of`` on every read command, ``history`` filters,
-``checkpoint``, ``prove``, ``export``, ``keygen``, ``verify --against`` (R16, R17).
+``checkpoint``, ``prove``, ``export``, ``keygen``, ``verify --against`` (R16, R17), and what
+``prove-deleted`` refuses (R20; its proofs, on a real vacuum, are in ``test_receipts``).
 
 The ledger is built through the API on a manual clock, so times are exact; the CLI then
 reads it as an auditor would. Helpers and conventions are those of ``test_cli``.
@@ -13,9 +14,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from ledger import Checkpoint, Ledger, ManualClock
 from ledger.clock import iso_utc
+from retention_ledger.cli import cli
 from tests.conftest import T0
 from tests.test_cli import ISO_Z, event_count, invoke, ok, ok_json, refused, usage_error
 
@@ -258,3 +261,47 @@ def test_r16_the_offline_verifier_names_a_field_edited_into_another_type(
                 assert said.err.startswith(f"error: LedgerCorrupt: {edited}: the export is not valid: line {number}, "
                                            f"{name} is not "), said.err
     assert main(["verify", str(exported), str(out)]) == 0
+
+
+def test_r20_prove_deleted_takes_one_key_or_a_file_of_them_and_refuses_bad_ones(db: Path, tmp_path: Path) -> None:
+    """``prove-deleted`` takes KEY or ``--keys-from FILE``, exactly one; a keys file that is missing
+    is a usage error, one that holds no keys or a key outside the warehouse is refused before
+    anything is written, and the bundle never replaces a file without ``--overwrite``."""
+    keys, out = tmp_path / "keys.txt", tmp_path / "bundle.json"
+    keys.write_text("a/b.parquet\n")
+    assert "give one KEY, or --keys-from FILE" in usage_error(db, "prove-deleted").stderr
+    assert "not both" in usage_error(db, "prove-deleted", "a/b.parquet", "--keys-from", str(keys)).stderr
+    assert "No such file" in usage_error(db, "prove-deleted", "--keys-from", str(tmp_path / "nope.txt")).stderr
+    keys.write_text("\n  \n")
+    assert "holds no keys" in refused(db, "prove-deleted", "--keys-from", str(keys), "--out", str(out),
+                                      error="InvalidArgument")
+    keys.write_text("a/b.parquet\n/etc/passwd\n")
+    assert "/etc/passwd is not inside the warehouse" in refused(db, "prove-deleted", "--keys-from", str(keys),
+                                                                "--out", str(out), error="InvalidArgument")
+    assert not out.exists()
+    out.write_text("mine")
+    keys.write_text("a/b.parquet\n")
+    assert "exists" in refused(db, "prove-deleted", "--keys-from", str(keys), "--out", str(out),
+                               error="InvalidArgument")
+    assert out.read_text() == "mine"
+    result = CliRunner().invoke(cli, ["--ledger", str(db), "prove-deleted", "--keys-from", "-", "--out", str(out),
+                                      "--overwrite"], input="a/b.parquet\n")  # the keys on stdin
+    assert result.exit_code == 1 and result.stderr.startswith("error: NotDeleted: a/b.parquet is not in any vacuum's")
+    assert json.loads(out.read_text())["answers"] == [{"key": "a/b.parquet", "not_deleted": result.stderr[
+        len("error: NotDeleted: "):].rstrip("\n")}]
+
+
+def test_history_on_the_command_line_leaves_pins_out_unless_asked(tmp_path: Path) -> None:
+    """Every read pins: without --pins, history shows what was done to the tables, not who read them."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=ManualClock(T0), actor="alice@etl-3") as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)])
+        led.pin("sales.orders").release()
+    assert [e["type"] for e in ok_json(path, "history", "sales.orders")] == \
+        ["TableCreated", "WriteBegun", "VersionCommitted"]
+    shown = ok(path, "history", "sales.orders", "--pins").stdout
+    assert "pinned version 1 of sales.orders" in shown and "released pin" in shown and "recorded" not in shown
+    assert ok(path, "history", "--pins", "--count").stdout == "5 events\n"
+    assert ok(path, "history", "--count").stdout == "3 events\n"

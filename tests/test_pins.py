@@ -156,7 +156,7 @@ def test_r21_a_pin_as_a_context_manager_is_released_on_leaving(ledger: Ledger, t
     with ledger.pin(table) as pin:
         assert ledger.pins()[0].id == pin.id
     assert ledger.pins() == [] and pin.released_at is not None
-    kinds = [e.type for e in ledger.history(table)][-2:]
+    kinds = [e.type for e in ledger.history(table, pins=True)][-2:]
     assert kinds == ["PinTaken", "PinReleased"]
 
 

@@ -3,22 +3,25 @@
 The backend-neutral contract (``tests/store_contract.py``), then what only a server shared by
 hosts has: triggers that keep the log append-only, typed errors for what a server says, a
 lost acknowledgement looked up rather than guessed (R18), a server restarted under a ledger in
-use, several tenants in one database, and the command line on a URL.
+use, several tenants in one database, the command line on a URL, and what a host does on its
+clock without appending (upkeep's lease, a dry run's plan) held to the server's, as its commands are.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from ledger import InvalidArgument, Ledger, LedgerNotFound, LedgerUnavailable
+from ledger import ClockSkew, InvalidArgument, Ledger, LedgerNotFound, LedgerUnavailable, ManualClock
 from ledger.persistence.contract import Store
 from ledger.persistence.postgres import PostgresStore
 
@@ -240,3 +243,43 @@ def test_r18_a_lost_answer_to_a_commit_with_attachments_is_found_too(postgres: P
             assert led.verify().events == 3
     finally:
         proxy.close()
+
+
+# --- what a host does on its clock without appending, held to the server's (R6, R18) -------------
+
+AHEAD = (r"this host's clock reads \S+Z, \d+\.\d s ahead of the PostgreSQL server's \S+Z \(at most 60 s is "
+         r"allowed\).*nothing was recorded")
+"""``ClockSkew``'s message, the one a command on that clock is refused with."""
+
+
+def test_r6_r18_a_host_whose_clock_is_refused_is_refused_maintain_and_a_dry_run_plan_too(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    """Host B's clock runs 8 days ahead, and its commands are refused (``ClockSkew``). Its
+    ``maintain`` took the hosts' upkeep lease all the same, on its own clock: it found host A's
+    running one ended (A's lease ends two minutes after A's now) and ran beside it. Its dry run
+    (``plan_vacuum``, which ``spark_ops.vacuum(dry_run=True)`` shows) listed as due the purge of a
+    table A had dropped a minute before. Both are refused now, with the commands' message."""
+    url = fresh_url()
+    with Ledger.open(url, warehouse=tmp_path, actor="host-a") as a:
+        a.create_table("sales.orders")
+        a.drop_table("sales.orders")
+        fast = ManualClock(datetime.now(timezone.utc) + timedelta(days=8))
+        with Ledger.open(url, clock=fast, actor="host-b") as b:
+            with pytest.raises(ClockSkew, match=AHEAD):
+                b.create_table("crm.contacts")
+            with pytest.raises(ClockSkew, match=AHEAD):
+                b.plan_vacuum()
+            beside: list[object] = []
+
+            def while_a_maintains(done: int, total: int) -> None:  # A holds the upkeep lease here
+                try:
+                    beside.append(b.maintain())
+                except ClockSkew as exc:
+                    beside.append(exc)
+            assert a.maintain(progress=while_a_maintains).done
+            assert len(beside) == 1 and isinstance(beside[0], ClockSkew) and re.search(AHEAD, str(beside[0])), beside
+            assert a.plan_vacuum().targets == ()  # on the server's time, nothing is due
+        # What the check prevents, let through on purpose (max_clock_skew=None): the same plan
+        # shows A's table as due.
+        with Ledger.open(url, clock=fast, max_clock_skew=None, actor="host-b") as told:
+            assert [t.name for t in told.plan_vacuum().targets] == ["sales.orders"]

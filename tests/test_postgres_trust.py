@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -22,7 +23,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
-from ledger import ClockSkew, Conflict, InvalidArgument, Ledger, LedgerError, ManualClock, UndropBlocked, copy_ledger
+from ledger import (ClockSkew, Conflict, InvalidArgument, Ledger, LedgerError, LedgerNotFound, ManualClock,
+                    UndropBlocked, copy_ledger)
 
 from .pg import PostgresServer, fresh_url
 from .pgproxy import PostgresProxy
@@ -159,7 +161,8 @@ def _forms(port: int, database: str, role: str, sep: str) -> list[str]:
     return [f"postgresql://{role}:{pw}@127.0.0.1:{port}/{database}",
             f"postgres://{role}@127.0.0.1:{port}/{database}?password={quote(pw, safe='')}",
             f"postgresql+psycopg://{role}:{pw}@127.0.0.1:{port}/{database}",
-            f"host=127.0.0.1 port={port} dbname={database} user={role} password='{pw}'"]
+            f"host=127.0.0.1 port={port} dbname={database} user={role} password='{pw}'",
+            f"connect_timeout=5 host=127.0.0.1 port={port} dbname={database} user={role} password='{pw}'"]
 
 
 def _assert_hidden(*texts: str) -> None:
@@ -298,6 +301,136 @@ def test_r18_a_typo_in_the_address_is_the_addresses_fault_naming_the_option(
     """It used to be LedgerUnavailable: "cannot reach the server ... check that it runs"."""
     with pytest.raises(InvalidArgument, match=name):
         Ledger.open(f"{postgres.url}?{option}", warehouse=tmp_path)
+
+
+# --- what libpq reads is PostgreSQL, and a service is an address (R18, R23; issue 44) --------
+
+@pytest.mark.parametrize("first", ["connect_timeout=5", "application_name=etl", "target_session_attrs=any"])
+def test_r18_a_key_value_address_beginning_with_any_libpq_option_opens_the_shared_ledger(
+        postgres: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str) -> None:
+    """Only a few first keywords were known: this address became a new SQLite file in the working
+    folder named after the whole string, so that host wrote alone while the others shared the
+    real ledger, and its path showed the password."""
+    role = postgres.password_role(SECRET.format("#"))
+    base = postgres.database("kv")
+    name = base.rsplit("/", 1)[1]
+    with Ledger.open(f"{base}?schema=shared", warehouse=tmp_path / "wh") as led:
+        made = led.create_table("sales.orders").id
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    address = (f"{first} host=127.0.0.1 port={postgres.port} dbname={name} user={role} "
+               f"password='{SECRET.format('#')}' schema=shared")
+    with Ledger.open(address) as led:
+        assert led.table("sales.orders").id == made
+        assert led.path == f"postgresql://{role}@127.0.0.1:{postgres.port}/{name}?schema=shared"
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+@pytest.mark.parametrize("address", [
+    "sslmod=require host=127.0.0.1 port={port} dbname=postgres user=postgres",
+    "application_name=nightly etl host=127.0.0.1 port={port} dbname=postgres user=postgres",
+    "host=127.0.0.1 port={port} dbname=postgres user=postgres application_name='nightly",
+], ids=["typo in the first option", "unquoted space", "unterminated quote"])
+def test_r18_an_address_libpq_cannot_read_is_refused_never_taken_for_a_file(
+        postgres: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidArgument, match="the PostgreSQL address cannot be read .*nothing was opened"):
+        Ledger.open(address.format(port=postgres.port), warehouse=tmp_path / "wh")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["dt=2026-01-01/ledger.db", "run id=7.db", "x=1 y=2.db", "./user=bob.db"])
+def test_r18_a_file_name_holding_an_equals_sign_but_no_libpq_option_is_still_a_sqlite_ledger(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Hive-style folders (dt=...) are common beside a pipeline's data; only a word libpq knows
+    (host=, user=, ...) makes a connection string."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dt=2026-01-01").mkdir()
+    with Ledger.open(name) as led:
+        led.create_table("a.t")
+        assert led.path == name
+    assert (tmp_path / name).is_file()
+
+
+SPLIT = ("postgresql://postgres@127.0.0.1:{port}/postgres?password=se&cret99Xy",
+         "host=127.0.0.1 port={port} dbname=postgres user=postgres password=se cret99Xy")
+"""A password holding a character that ends it (``&`` in a URL's query, a space in key=value)."""
+
+
+@pytest.mark.parametrize("address", SPLIT, ids=["url", "key=value"])
+def test_r23_a_mistyped_password_is_refused_without_any_piece_of_it(
+        postgres: PostgresServer, tmp_path: Path, address: str) -> None:
+    """libpq's words quoted "cret99Xy", and the scrubber cut "se" out of them (***parator)."""
+    with pytest.raises(InvalidArgument, match="the PostgreSQL address cannot be read") as refused:
+        Ledger.open(address.format(port=postgres.port), warehouse=tmp_path)
+    said = str(refused.value)
+    assert "cret99Xy" not in said and not re.search(r"(?<![A-Za-z0-9])se(?![A-Za-z0-9])", said), said
+    assert "***" not in said and "percent-encode" in said and "quote" in said, said
+
+
+def test_r23_the_command_line_refuses_a_mistyped_password_without_any_piece_of_it(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    for address in SPLIT:
+        for args in (["tables"], ["--json", "tables"], ["--json", "--warehouse", str(tmp_path), "create", "a.t"]):
+            done = subprocess.run([sys.executable, "-m", "retention_ledger.cli", "--ledger",
+                                   address.format(port=postgres.port), *args], cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=120, stdin=subprocess.DEVNULL,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)})
+            assert done.returncode == 1 and done.stderr.startswith("error: InvalidArgument: the PostgreSQL "
+                                                                   "address cannot be read"), done.stderr
+            shown = done.stdout + done.stderr
+            assert "cret99Xy" not in shown and not re.search(r"(?<![A-Za-z0-9])se(?![A-Za-z0-9])", shown), shown
+            assert list(tmp_path.iterdir()) == []
+
+
+def test_r23_a_short_password_is_not_cut_out_of_the_servers_words(postgres: PostgresServer, tmp_path: Path) -> None:
+    """A wrong password "se": the server's 'for user "ledger_pw"' read 'for u***r'."""
+    role = postgres.password_role(SECRET.format(""))
+    with pytest.raises(LedgerError, match="the server refused the login") as refused:
+        Ledger.open(f"postgresql://{role}:se@127.0.0.1:{postgres.port}/postgres", warehouse=tmp_path)
+    said = str(refused.value)
+    assert f'for user "{role}"' in said and "***" not in said, said
+    assert not re.search(r"(?<![A-Za-z0-9])se(?![A-Za-z0-9])", said), said
+
+
+def _service_file(path: Path, port: int, role: str, database: str) -> Path:
+    path.write_text("# services of this host\n[other]\ndbname=elsewhere\n\n"
+                    f"[tenant]\nhost=127.0.0.1\nport={port}\nuser={role}\npassword={SECRET.format('#')}\n"
+                    f"dbname={database}\n"
+                    f"[nodb]\nhost=127.0.0.1\nport={port}\nuser={role}\n")
+    return path
+
+
+@pytest.mark.parametrize("where", ["PGSERVICEFILE", "PGSYSCONFDIR"])
+def test_r18_a_service_address_opens_the_ledger_libpq_resolves_and_shows_the_service(
+        postgres: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """It was refused ("it names no database") though libpq resolves one, and service=x dbname=d
+    showed as postgresql:///d, losing the service."""
+    role = postgres.password_role(SECRET.format("#"))
+    base = postgres.database("svc")
+    name = base.rsplit("/", 1)[1]
+    services = _service_file(tmp_path / "pg_service.conf", postgres.port, role, name)
+    monkeypatch.delenv("PGSERVICEFILE", raising=False)
+    monkeypatch.delenv("PGSERVICE", raising=False)
+    monkeypatch.setenv(where, str(services) if where == "PGSERVICEFILE" else str(tmp_path))
+    with Ledger.open("service=tenant", warehouse=tmp_path / "wh") as led:
+        made = led.create_table("sales.orders").id
+        assert led.path == "postgresql:///?service=tenant"
+    with Ledger.open("postgresql:///?service=tenant") as led:
+        assert led.table("sales.orders").id == made and led.drop_table("sales.orders").id == made
+    with Ledger.open(base) as led:  # the same ledger, named in full
+        assert led.dropped_tables()[0].id == made
+    with Ledger.open(f"service=tenant schema=t2", warehouse=tmp_path / "wh") as led:
+        assert led.create_table("a.t").is_live and led.path == "postgresql:///?service=tenant&schema=t2"
+    with pytest.raises(LedgerNotFound) as refused:
+        Ledger.open("service=tenant dbname=no_such_db", warehouse=tmp_path / "wh")
+    assert str(refused.value).startswith("postgresql:///no_such_db?service=tenant: ")
+    _assert_hidden(str(refused.value))
+    with pytest.raises(InvalidArgument, match="names no database.*service nodb") as refused:
+        Ledger.open("service=nodb", warehouse=tmp_path / "wh")
+    with pytest.raises(InvalidArgument, match='service "missing"') as refused:
+        Ledger.open("postgresql:///?service=missing", warehouse=tmp_path / "wh")
+    _assert_hidden(str(refused.value))
 
 
 # --- acknowledgements (R18) --------------------------------------------------------------------

@@ -14,8 +14,9 @@ import sqlite3
 import subprocess
 import sys
 import tracemalloc
+import urllib.parse
 import zlib
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import attrs
@@ -23,13 +24,15 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ledger import InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted
-from ledger.audit.receipts import DeletionProof
+from ledger.audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey
 from ledger.chain import deleted_leaf, merkle_root, read_deleted
-from spark_ops import vacuum, write_table
+from ledger.persistence.sqlite import SQLiteStore
+from spark_ops import read_table, vacuum, write_table
 from spark_ops.executor import receipts as executor_receipts
 from tests.forge import rehash
 from tests.test_audit import raw
-from tests.test_cli import event_count, ok, ok_json, refused
+from tests.test_cli import event_count, invoke, ok, ok_json, refused
+from tests.test_s3 import proxy, s3  # noqa: F401  (the S3 server, for the s3a spellings)
 
 REPO = Path(__file__).resolve().parent.parent
 WEEK = timedelta(days=7)
@@ -209,6 +212,97 @@ def test_r20_a_key_no_vacuum_deleted_is_not_deleted_and_bad_keys_are_refused(spa
     assert led.event_count() == before
 
 
+# --- every spelling Spark gives a file (issue 44) ---------------------------------------------
+
+def _hadoop_path(spark, uri: str) -> str:
+    """How Spark's plans print a file: Hadoop's ``Path`` of the URI, as text (not percent-encoded)."""
+    jvm = spark.sparkContext._jvm
+    return str(jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(uri)).toString())
+
+
+def test_r20_every_spelling_spark_gives_a_deleted_file_proves_it(spark, clock, tmp_path: Path) -> None:
+    """Issue 44: ``prove_deleted`` of the path Spark's ``_metadata.file_path`` gives
+    (``file:/...``) was ``NotDeleted`` for a file in the run's receipt. Every spelling Spark
+    gives a file now proves it: ``_metadata.file_path`` and ``inputFiles()`` (URIs, with a space
+    as ``%20`` and the ``%3A`` Spark writes for ':' in a partition value as ``%253A``), a plan's
+    (Hadoop's ``Path``: ``file:/`` and the name as on disk), RFC 8089's ``file://localhost/``, the
+    plain path, the warehouse-relative key, and the key relative to the table as ``versions``
+    lists it (a write folder belongs to one table). The warehouse's own name has a space."""
+    with Ledger.open(tmp_path / "ledger.db", warehouse=tmp_path / "my warehouse", clock=clock) as led:
+        table = led.create_table("sales.events")
+        df = spark.createDataFrame([(1, "2024-01-01 10:00:00"), (2, "a=b%c d#e"), (3, "plain")],
+                                   "id int, dt string")
+        write_table(df.repartition(1), led, "sales.events", partition_by=["dt"])
+        read = read_table(spark, led, "sales.events")
+        input_files = sorted(read.inputFiles())
+        metadata = sorted(r[0] for r in read.select("_metadata.file_path").distinct().collect())
+        files = {f.path: f.size for f in led.versions("sales.events")[0].files}
+        assert any("%3A" in path for path in files) and any("%3D" in path for path in files)  # Spark's escapes
+        led.drop_table("sales.events")
+        clock.advance(WEEK * 2)
+        report = vacuum(spark, led)
+        root = led.warehouse
+        assert " " in root
+        for relative, size in files.items():
+            key = f"{table.id}/{relative}"
+            local = f"{root}/{key}"
+            assert not os.path.exists(local)
+            [meta] = [m for m in metadata if urllib.parse.unquote(m) == f"file:{local}"]
+            [listed] = [i for i in input_files if urllib.parse.unquote(i) == f"file://{local}"]
+            spellings = [meta, listed, _hadoop_path(spark, listed), "file://localhost" + urllib.parse.quote(local),
+                         local, key, relative]
+            for spelling in spellings:
+                proof = led.prove_deleted(spelling)
+                assert (proof.key, proof.size, proof.run_id) == (key, size, report.run_id), spelling
+                assert proof.verify()
+
+
+def test_r20_a_spelling_that_could_name_two_deleted_files_is_refused(spark, led, clock, tmp_path: Path) -> None:
+    """A URI is percent-decoded, but a plan prints a file's name as it is on disk, ``%3D`` and all,
+    with ``file:`` in front: ``file:.../k=a%3Db/x`` is the file ``k=a=b/x`` as a URI and the file
+    ``k=a%3Db/x`` as a plan prints it. When a receipt holds both, the proof would be a guess:
+    ``InvalidArgument`` names both keys and nothing is recorded. A key relative to a table's own
+    folder that no write folder starts is ``NotDeleted``, saying the key starts with the table's id."""
+    table = led.create_table("sales.old")
+    for folder in ("k=a=b", "k=a%3Db", "k=c%3Dd"):
+        os.makedirs(os.path.join(table.location, folder))
+        Path(table.location, folder, "x.parquet").write_bytes(b"12345")
+    led.drop_table("sales.old")
+    clock.advance(WEEK * 2)
+    vacuum(spark, led)
+    before = led.event_count()
+    with pytest.raises(InvalidArgument, match=f"could name {table.id}/k=a=b/x.parquet or "
+                                              f"{table.id}/k=a%3Db/x.parquet"):
+        led.prove_deleted(f"file:{table.location}/k=a%3Db/x.parquet")
+    assert led.prove_deleted(f"file:{table.location}/k=a%253Db/x.parquet").key == f"{table.id}/k=a%3Db/x.parquet"
+    assert led.prove_deleted(f"file:{table.location}/k=c%3Dd/x.parquet").key == f"{table.id}/k=c%3Dd/x.parquet"
+    with pytest.raises(NotDeleted, match="starts with its table's id"):
+        led.prove_deleted("k=a=b/x.parquet")
+    assert led.event_count() == before
+
+
+def test_r20_on_s3_the_s3a_and_s3n_spellings_prove_an_s3_key(spark, s3, tmp_path: Path) -> None:
+    """On an object store Spark names a file ``s3a://`` (Hadoop's connector) where the warehouse
+    says ``s3://``: one bucket, one key, proven either way, percent-encoded as Spark's URIs are."""
+    from tests.test_s3 import put
+    clock = ManualClock(datetime.now(timezone.utc))  # the store's LastModified is on the real clock
+    with Ledger.open(tmp_path / "ledger.db", warehouse=f"s3://lake/wh-{tmp_path.name}", clock=clock) as lake:
+        table = lake.create_table("sales.old")
+        relative = "dt=2024-01-01 10%3A00%3A00/part-0.parquet"
+        put(f"{table.location}/{relative}", b"12345")
+        lake.drop_table("sales.old")
+        clock.advance(WEEK * 2)
+        report = vacuum(spark, lake)
+        key = f"{table.id}/{relative}"
+        after = table.location[len("s3://"):]
+        for spelling in (f"s3://{after}/{relative}", f"s3a://{after}/{urllib.parse.quote(relative)}",
+                         f"s3n://{after}/{urllib.parse.quote(relative)}", f"s3a://{after}/{relative}"):
+            proof = lake.prove_deleted(spelling)
+            assert (proof.key, proof.size, proof.run_id) == (key, 5, report.run_id) and proof.verify(), spelling
+        with pytest.raises(InvalidArgument, match="not inside the warehouse"):
+            lake.prove_deleted(f"s3a://other/wh-{tmp_path.name}/{key}")
+
+
 def test_r20_the_cli_shows_a_receipt_and_writes_a_proof(spark, led, clock, tmp_path: Path) -> None:
     table = led.create_table("sales.old")
     made = put_files(table.location, 4)
@@ -224,6 +318,143 @@ def test_r20_the_cli_shows_a_receipt_and_writes_a_proof(spark, led, clock, tmp_p
     before = event_count(db)
     refused(db, "prove-deleted", "sales/nothing.parquet", error="NotDeleted")
     assert event_count(db) == before
+
+
+# --- many keys at once (issue 44) ---------------------------------------------------------------
+
+class CountingStore(SQLiteStore):
+    """A ledger file that notes every attachment read (a receipt part is one)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.reads: list[str] = []
+
+    def read_blob(self, digest: str) -> bytes | None:
+        self.reads.append(digest)
+        return super().read_blob(digest)
+
+
+def test_r20_many_keys_are_proven_in_order_reading_each_part_once(spark, clock, tmp_path: Path) -> None:
+    """Issue 44: proving a run's keys one by one read and hashed a whole part (up to 10,000 objects)
+    for each key. ``prove_deleted_many`` reads each part once, and answers every key in the order
+    asked: its proof (the one ``prove_deleted`` gives), or a ``NotDeletedKey`` saying why there is
+    none, typed, not dropped; ``require_all()`` raises ``NotDeleted`` naming those."""
+    store = CountingStore(tmp_path / "ledger.db")
+    with Ledger(store, clock=clock, actor="auditor-test") as led:
+        table = led.create_table("sales.old")
+        made = put_files(table.location, 3_000, folders=3)
+        led.drop_table("sales.old")
+        clock.advance(WEEK * 2)
+        report = vacuum(spark, led)
+        parts = led.receipt(report.run_id).parts
+        assert len(parts) >= 2
+        root = led.warehouse + "/"
+        spell = (lambda p: p, lambda p: f"file:{p}", lambda p: p[len(root):])  # a path, Spark's URI, the key
+        spelt = [(spell[i % 3](p), p) for i, p in enumerate(made)]
+        missing = [("sales/never.parquet", None), (f"{table.id}/day=000/missing.parquet", None)]
+        asked = [missing[0], *spelt[:1500], missing[1], *spelt[1500:]]
+        before = led.event_count()
+        store.reads.clear()
+        proofs = led.prove_deleted_many(iter(name for name, _ in asked))
+        assert sorted(store.reads) == sorted(p.digest for p in parts)  # each part once, and nothing else
+        assert len(proofs) == len(asked) == 3_002 and proofs.verify() and len(proofs.proofs) == 3_000
+        for (name, path), answer in zip(asked, proofs):
+            if path is None:
+                assert isinstance(answer, NotDeletedKey) and answer.key == name
+                assert "not in any vacuum's receipt" in answer.reason
+            else:
+                assert isinstance(answer, DeletionProof) and answer.run_id == report.run_id
+                assert (answer.key, answer.size) == (path[len(root):], made[path])
+        assert [a.key for a in proofs.not_deleted] == ["sales/never.parquet", f"{table.id}/day=000/missing.parquet"]
+        proven = [(name, answer) for (name, path), answer in zip(asked, proofs) if path is not None]
+        for name, answer in proven[::250]:
+            assert led.prove_deleted(name) == answer
+        with pytest.raises(NotDeleted, match=f"2 of the 3002 keys are in no vacuum's receipt: sales/never.parquet, "
+                                             f"{table.id}/day=000/missing.parquet; "):
+            proofs.require_all()
+        assert led.prove_deleted_many(name for name, _ in spelt[:5]).require_all().proofs == proofs.proofs[:5]
+        assert len(led.prove_deleted_many([])) == 0
+
+        store.reads.clear()
+        with pytest.raises(InvalidArgument, match="not inside the warehouse"):
+            led.prove_deleted_many([spelt[0][0], "/etc/passwd"])
+        with pytest.raises(InvalidArgument, match="for one key, prove_deleted"):
+            led.prove_deleted_many(spelt[0][0])  # a string is an iterable of characters, not of keys
+        with pytest.raises(InvalidArgument, match="must be a list"):
+            led.prove_deleted_many(None)  # type: ignore[arg-type]
+        assert store.reads == [] and led.event_count() == before
+
+
+def test_r20_a_bundle_of_proofs_is_checked_offline(spark, led, clock, tmp_path: Path) -> None:
+    """The proofs of many keys are one file: the offline check (``python -m ledger.audit
+    prove-deleted``, a process of its own) checks each proof against the export and the
+    checkpoint. A proof edited in the bundle fails it; a bundle with a key not deleted is exit 1
+    naming the key (every proof in it still checked)."""
+    table = led.create_table("sales.old")
+    made = put_files(table.location, 40, folders=2)
+    led.drop_table("sales.old")
+    clock.advance(WEEK * 2)
+    report = vacuum(spark, led)
+    bundle = led.prove_deleted_many(made)
+    bundle.write(tmp_path / "bundle.json")
+    assert DeletionProofs.read(tmp_path / "bundle.json") == bundle
+    with pytest.raises(InvalidArgument, match="exists; refusing to replace it"):
+        led.prove_deleted_many(list(made)[:1]).write(tmp_path / "bundle.json")
+    assert DeletionProofs.read(tmp_path / "bundle.json") == bundle
+    led.export(tmp_path / "log.jsonl")
+    led.checkpoint().write(tmp_path / "cp.json")
+    checked = _audit("prove-deleted", tmp_path / "bundle.json", tmp_path / "log.jsonl", tmp_path / "cp.json")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.startswith(f"ok: all 40 keys were deleted, by vacuum run {report.run_id}"), checked.stdout
+
+    text = (tmp_path / "bundle.json").read_text().splitlines()
+    edited = json.loads(text[5].rstrip(","))
+    edited["size"] += 1
+    text[5] = json.dumps(edited) + ","
+    (tmp_path / "edited.json").write_text("\n".join(text))
+    bad = _audit("prove-deleted", tmp_path / "edited.json", tmp_path / "log.jsonl", tmp_path / "cp.json")
+    assert bad.returncode == 1 and f"the proof that {edited['key']} was deleted does not hold" in bad.stderr
+
+    led.prove_deleted_many([*made, "sales/nothing.parquet"]).write(tmp_path / "short.json")
+    short = _audit("prove-deleted", tmp_path / "short.json", tmp_path / "log.jsonl", tmp_path / "cp.json")
+    assert short.returncode == 1 and short.stdout == ""
+    assert short.stderr.startswith("error: NotDeleted: 40 of the 41 keys in the bundle are proven deleted; "
+                                   "sales/nothing.parquet is not in any vacuum's receipt"), short.stderr
+    (tmp_path / "cut.json").write_text("\n".join(text[:10]))
+    cut = _audit("prove-deleted", tmp_path / "cut.json", tmp_path / "log.jsonl", tmp_path / "cp.json")
+    assert cut.returncode == 1 and "error: InvalidArgument: not a deletion proof or a bundle" in cut.stderr
+
+
+def test_r20_the_cli_proves_keys_from_a_file_into_one_bundle(spark, led, clock, tmp_path: Path) -> None:
+    """``prove-deleted --keys-from FILE --out BUNDLE``: keys one a line, spelt any way, proven
+    at once into one bundle. A key no receipt holds is exit 1 naming it, the bundle written all the
+    same (its answer says why); nothing is recorded either way."""
+    table = led.create_table("sales.old")
+    made = put_files(table.location, 30, folders=3)
+    led.drop_table("sales.old")
+    clock.advance(WEEK * 2)
+    report = vacuum(spark, led)
+    db = tmp_path / "ledger.db"
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(f"file://{p}\n" for p in made) + "\n")  # a blank line, as editors leave
+    shown = ok(db, "prove-deleted", "--keys-from", str(keys), "--out", str(tmp_path / "b.json")).stdout
+    assert shown == f"30 of 30 keys proven deleted (by vacuum run {report.run_id}); proofs written to " \
+                    f"{tmp_path / 'b.json'}\n"
+    bundle = DeletionProofs.read(tmp_path / "b.json")
+    assert len(bundle) == 30 and bundle.verify() and [p.size for p in bundle.proofs] == list(made.values())
+    assert ok_json(db, "prove-deleted", "--keys-from", str(keys))["proven"] == 30
+    lines = ok(db, "prove-deleted", "--keys-from", str(keys)).stdout.splitlines()
+    assert len(lines) == 31 and lines[0].endswith(f"deleted by vacuum run {report.run_id}") and \
+        lines[0].startswith(os.path.relpath(next(iter(made)), led.warehouse))
+
+    keys.write_text("".join(f"{p}\n" for p in made) + "sales/nothing.parquet\n")
+    before = event_count(db)
+    result = invoke(db, "prove-deleted", "--keys-from", str(keys), "--out", str(tmp_path / "c.json"))
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("error: NotDeleted: sales/nothing.parquet is not in any vacuum's receipt")
+    assert result.stderr.count("\n") == 1 and event_count(db) == before
+    written = DeletionProofs.read(tmp_path / "c.json")
+    assert len(written.proofs) == 30 and [a.key for a in written.not_deleted] == ["sales/nothing.parquet"]
 
 
 # --- the driver's memory ---------------------------------------------------------------------

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -22,10 +24,11 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import attrs
 import pytest
 
 from ledger import Ledger, ManualClock
-from ledger.persistence.maintain import LEASE_SECONDS
+from ledger.clock import iso_utc
 from ledger.persistence.snapshot import KEYED_FORMAT
 from tests.conftest import T0
 from tests.test_audit import children, copy_of as copy
@@ -152,21 +155,51 @@ def test_r22_verify_runs_nothing_beside_itself_and_returns_whatever_is_stopped(l
 
 
 _MAINTAIN = """
-import json, sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from ledger import Ledger
 with Ledger.open(sys.argv[2], create=False, history_every=int(sys.argv[3])) as led:
+    if sys.argv[5] == "wait":  # until told to go, so that several runs start at once
+        print("ready", flush=True)
+        sys.stdin.readline()
     def slowly(done, total):
         print("progress", done, flush=True)
         time.sleep(float(sys.argv[4]))
     report = led.maintain(progress=slowly)
-    print(json.dumps({"done": report.done, "holder": report.holder, "written": report.written}), flush=True)
+    print(json.dumps({"pid": os.getpid(), "done": report.done, "holder": report.holder, "written": report.written,
+                      "until": None if report.until is None else report.until.isoformat()}), flush=True)
 """
 
 
-def _maintain(path: Path, every: int, pause: float) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", _MAINTAIN, str(REPO), str(path), str(every), str(pause)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _maintain(path: Path, every: int, pause: float, *, wait: bool = False,
+              host: str | None = None) -> subprocess.Popen[str]:
+    """A ``maintain`` in a process of its own, pausing ``pause`` s at each stored state; ``wait``:
+    it says ``ready`` and waits for a line on its stdin; ``host``: it runs under that host name (a
+    UTS namespace of its own, as on another host)."""
+    command = [sys.executable, "-c", _MAINTAIN, str(REPO), str(path), str(every), str(pause),
+               "wait" if wait else "go"]
+    if host is not None:
+        command = ["unshare", "--uts", "sh", "-c", f'hostname {host} && exec "$@"', "sh", *command]
+    return subprocess.Popen(command, stdin=subprocess.PIPE if wait else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _killed_midway(path: Path, every: int, *, host: str | None = None) -> int:
+    """A ``maintain`` SIGKILLed after it stored three states (and reaped, as its parent would); its pid."""
+    victim = _maintain(path, every, 0.2, host=host)
+    assert victim.stdout is not None
+    for _ in range(3):
+        line = victim.stdout.readline()
+        assert line.startswith("progress"), (line, victim.stderr.read() if victim.stderr else "")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=60)
+    return victim.pid
+
+
+def _said(run: subprocess.Popen[str]) -> dict:
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_r22_maintain_runs_once_at_a_time_the_other_says_which_runs(long_ledger: Path, tmp_path: Path) -> None:
@@ -184,27 +217,103 @@ def test_r22_maintain_runs_once_at_a_time_the_other_says_which_runs(long_ledger:
         assert again.done and again.written == 0
 
 
-def test_r22_maintain_killed_midway_leaves_whole_stored_states_and_the_next_one_goes_on(long_ledger: Path,
-                                                                                   tmp_path: Path) -> None:
+def test_r22_a_killed_maintain_is_taken_over_at_once_by_exactly_one_of_the_runs_that_find_it(
+        long_ledger: Path, tmp_path: Path) -> None:
+    """Killed midway, it leaves whole stored states, and its lease holds nothing: its pid is dead on
+    this very host. Three runs started at that moment find it: one takes the lease over (atomically:
+    the others then find that one, alive, and say so, and until when), and stores what is missing.
+    (In 0.4 the dead run held every next one off for two minutes, each told it was running.)"""
     path = copy(long_ledger, tmp_path / "l.db")
-    victim = _maintain(path, 500, 0.2)
-    assert victim.stdout is not None
-    for _ in range(3):
-        assert victim.stdout.readline().startswith("progress")
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=60)
+    dead = _killed_midway(path, 500)
+    with Ledger.open(path, create=False) as led:
+        head, written_before = led.event_count(), len(led.store.generations())
+    assert 3 <= written_before < head // 500
+    runs = [_maintain(path, 500, 0.3, wait=True) for _ in range(3)]
+    for run in runs:
+        assert run.stdout is not None and run.stdout.readline().strip() == "ready"
+    for run in runs:
+        assert run.stdin is not None
+        run.stdin.write("go\n")
+        run.stdin.flush()
+    said = [_said(run) for run in runs]
+    winners = [s for s in said if s["done"]]
+    every = head // 500 + (1 if head % 500 else 0)  # every 500 events, and at the head
+    assert len(winners) == 1 and winners[0]["written"] == every - written_before, said
+    for loser in (s for s in said if not s["done"]):
+        assert loser["holder"].startswith(f"pid {winners[0]['pid']} on {socket.gethostname()}, as "), loser
+        assert f"pid {dead} " not in loser["holder"] and loser["until"] is not None and loser["written"] == 0
     with Ledger.open(path, create=False, history_every=500) as led:
-        head = led.event_count()
-        written_before = len(led.store.generations())
-        assert 3 <= written_before < head // 500
-        assert led.maintain().done is False  # the dead run's lease holds the next one off until it ends
-    later = ManualClock(datetime.now(timezone.utc) + timedelta(seconds=LEASE_SECONDS + 60))
-    with Ledger.open(path, create=False, history_every=500, clock=later) as led:
-        done = led.maintain()
-        every = head // 500 + (1 if head % 500 else 0)  # every 500 events, and at the head
-        assert done.done and done.generations == every and done.written == every - written_before
+        assert len(led.store.generations()) == every
         report = led.verify()
         assert (report.generations_compared, report.generations_discarded, report.snapshot_discarded) == (every, 0, False)
+
+
+def test_r22_maintain_from_the_command_line_exits_non_zero_when_it_did_nothing_and_says_until_when(
+        long_ledger: Path, tmp_path: Path) -> None:
+    """A scheduler reads the exit code: 75 (try again later) when another run holds the lease, with
+    who and until when; once that run is killed, the next one here goes on at once, and exits 0."""
+    path = copy(long_ledger, tmp_path / "l.db")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ledger", "--ledger", str(path), *args, "maintain"], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+
+    holder = _maintain(path, 500, 5.0)
+    assert holder.stdout is not None and holder.stdout.readline().startswith("progress")  # it holds the lease
+    busy, busy_json = cli(), cli("--json")
+    assert busy.returncode == 75, (busy.stdout, busy.stderr)
+    assert re.fullmatch(rf"maintain is running elsewhere \(pid {holder.pid} on {re.escape(socket.gethostname())}, "
+                        r"as [^)]+\), its lease until \S+Z unless it renews it; nothing was done here\n", busy.stdout), \
+        busy.stdout
+    said = json.loads(busy_json.stdout)
+    assert busy_json.returncode == 75 and said["done"] is False and said["written"] == 0
+    assert re.fullmatch(r"\S+Z", said["until"]) and said["holder"].startswith(f"pid {holder.pid} on ")  # renewed since
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=60)
+    done = cli("--json")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert json.loads(done.stdout)["done"] is True and json.loads(done.stdout)["written"] > 0
+
+
+def test_r22_a_maintain_killed_on_another_host_holds_its_lease_to_its_end_and_the_wait_is_said(
+        long_ledger: Path, tmp_path: Path) -> None:
+    """Another host's pids cannot be looked at from here (a process under another host name: a UTS
+    namespace of its own): its killed run's lease holds until it ends, which the next run says;
+    at that moment (a clock set to it) the next one goes on."""
+    if subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode != 0:
+        pytest.skip("this machine does not let a test run a process under another host name (unshare --uts)")
+    path = copy(long_ledger, tmp_path / "l.db")
+    dead = _killed_midway(path, 500, host="elsewhere-host")
+    with Ledger.open(path, create=False, history_every=500) as led:
+        waiting = led.maintain()
+    assert waiting.done is False and waiting.written == 0, waiting
+    assert waiting.holder is not None and waiting.holder.startswith(f"pid {dead} on elsewhere-host, as ")
+    until = waiting.until
+    assert until is not None and f"until {iso_utc(until)} unless it renews it" in waiting.summary()
+    with Ledger.open(path, create=False, history_every=500, clock=ManualClock(until - timedelta(microseconds=1))) as led:
+        assert led.maintain().done is False  # to the microsecond
+    with Ledger.open(path, create=False, history_every=500, clock=ManualClock(until)) as led:
+        assert led.maintain().done is True
+
+
+def test_r22_a_lease_holder_is_gone_when_its_pid_is_dead_reused_or_a_zombie_on_this_host() -> None:
+    """What a run on this host is told of a holder on this host: gone (its lease holds nothing) when
+    its pid names no process, another process (a pid reused: its start time differs), or a zombie
+    (killed, not yet reaped); not gone while it runs, nor when it ran on another host."""
+    from ledger.persistence.holders import Holder
+    me = Holder.here("tester")
+    assert not me.gone()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    while Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        time.sleep(0.01)  # exited, not yet reaped: a zombie
+    zombie = attrs.evolve(me, pid=child.pid, started=None)
+    assert zombie.gone()
+    child.wait()
+    assert zombie.gone()  # reaped: no such process
+    assert attrs.evolve(me, started=me.started + 1).gone()  # this pid, another process
+    assert not attrs.evolve(me, host="elsewhere-host").gone()  # not ours to look at
+    assert not attrs.evolve(me, space="another-boot").gone()
+    assert Holder.read(me.text()) == me and Holder.read("etl@host (pid 12)") is None  # 0.4's text: no one's
 
 
 def test_r22_maintain_replaces_the_stored_states_of_a_release_whose_state_had_another_shape(

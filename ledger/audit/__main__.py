@@ -1,6 +1,6 @@
 """``python -m ledger.audit verify EXPORT CHECKPOINT [--public-key K]``: the offline verifier; and
-``python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT [--public-key K]``: a deletion proof
-checked against them (R20).
+``python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT [--public-key K]``: a deletion proof,
+or a bundle of them (``retention-ledger prove-deleted --keys-from``), checked against them (R20).
 
 Exit status 0 when the export holds a sound chain that extends the checkpoint (and the
 signature verifies with the key given), 1 when it does not (one line says why), 2 for
@@ -16,8 +16,8 @@ import sys
 from ..clock import iso_utc
 from ..errors import LedgerError
 from .checkpoints import Checkpoint
-from .offline import verify_deletion, verify_export
-from .receipts import DeletionProof
+from .offline import verify_deletions, verify_export
+from .receipts import DeletionProof, DeletionProofs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--public-key", default=None,
                        help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
     deleted = commands.add_parser("prove-deleted", help="Check a deletion proof against an export and a checkpoint.")
-    deleted.add_argument("proof", help="the proof file (retention-ledger prove-deleted KEY --out FILE)")
+    deleted.add_argument("proof", help="the proof file (retention-ledger prove-deleted KEY --out FILE), or a bundle "
+                                       "(prove-deleted --keys-from KEYS --out FILE)")
     deleted.add_argument("export", help="the export file (retention-ledger export)")
     deleted.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the receipt")
     deleted.add_argument("--public-key", default=None,
@@ -39,21 +40,32 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cp = Checkpoint.read(args.checkpoint)
         if args.command == "prove-deleted":
-            proof = DeletionProof.read(args.proof)
-            report = verify_deletion(proof, args.export, cp, public_key=args.public_key)
+            proofs = DeletionProofs.read(args.proof)
+            report = verify_deletions(proofs, args.export, cp, public_key=args.public_key)
         else:
             report = verify_export(args.export, cp, public_key=args.public_key)
     except LedgerError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     if args.command == "prove-deleted":
-        print(f"ok: {proof.key} ({proof.size} bytes) was deleted by vacuum run {proof.run_id}, recorded "
-              f"{iso_utc(proof.deleted_at)} (event #{proof.seq}), in the export's chain and covered by checkpoint "
-              f"#{cp.seq}; {_signed(report.signature_checked, cp)}")
+        print(f"ok: {_deleted(proofs.proofs)}, in the export's chain and covered by checkpoint #{cp.seq}; "
+              f"{_signed(report.signature_checked, cp)}")
         return 0
     print(f"ok: {report.events} events, chain intact; checkpoint #{cp.seq} ({iso_utc(cp.time)}) matches: "
           f"head {cp.head[:16]}..., root {cp.root[:16]}...; {_signed(report.signature_checked, cp)}")
     return 0
+
+
+def _deleted(proofs: tuple[DeletionProof, ...]) -> str:
+    """What a bundle's proofs say, in words (one proof: the key, its run and when)."""
+    if len(proofs) == 1:
+        [p] = proofs
+        return (f"{p.key} ({p.size} bytes) was deleted by vacuum run {p.run_id}, recorded {iso_utc(p.deleted_at)} "
+                f"(event #{p.seq})")
+    runs = sorted({p.run_id for p in proofs})
+    return (f"all {len(proofs)} keys were deleted, by " +
+            (f"vacuum run {runs[0]}" if len(runs) == 1 else f"{len(runs)} vacuum runs ({', '.join(runs)})") +
+            f", recorded by {iso_utc(max(p.deleted_at for p in proofs))}, each proof")
 
 
 def _signed(checked: bool, cp: Checkpoint) -> str:

@@ -13,6 +13,7 @@ from typing import Iterable, Iterator
 
 from ..clock import to_micros
 from ..core.events import Recorded, decode, registered
+from ..core.pins import PinReleased, PinRenewed, PinTaken
 from ..errors import InvalidArgument, InvalidTime, TableNotFound
 from ..names import table_id as valid_table_id, table_name
 from ..runner import Runner
@@ -20,17 +21,26 @@ from ..views import History, HistoryEntry, concerned
 from .words import describe
 
 
+PIN_EVENTS = frozenset(name for name, cls in registered().items() if cls in (PinTaken, PinRenewed, PinReleased))
+"""The events of pins (R21), which history leaves out unless asked: every ``read_table`` and
+``attach`` pins what it reads, so they would crowd out what was done to the tables (6 of the 10
+latest events of a table read by name)."""
+
+
 def history(runner: Runner, name: str | None = None, *, table_id: str | None = None,
             actor: str | None = None, since: datetime | None = None, until: datetime | None = None,
-            type: str | Iterable[str] | None = None) -> History:
-    """The events that match every filter given, oldest first (``since`` and ``until`` inclusive).
+            type: str | Iterable[str] | None = None, pins: bool = False) -> History:
+    """The events that match every filter given, oldest first (``since`` and ``until`` inclusive),
+    pins' events only with ``pins=True`` or when ``type`` names them.
 
     Arguments are checked now, before the first entry is asked for: a bad one is a typed
     error from this call, not from the loop that reads it.
     """
     store = runner.store
     state = runner.state
-    types = _types(type)
+    if not isinstance(pins, bool):
+        raise InvalidArgument(f"pins must be True or False, got {pins!r}")
+    types = _types(type, pins)
     if actor is not None and (not isinstance(actor, str) or not actor):
         raise InvalidArgument(f"actor must be non-empty text such as 'alice@etl-3', got {actor!r}")
     first, last = _window(runner, since, until)
@@ -69,9 +79,10 @@ def history(runner: Runner, name: str | None = None, *, table_id: str | None = N
     return History(entries, count)
 
 
-def _types(type_: str | Iterable[str] | None) -> list[str] | None:
+def _types(type_: str | Iterable[str] | None, pins: bool) -> list[str] | None:
+    """The event types to read (None: all of them)."""
     if type_ is None:
-        return None
+        return None if pins else sorted(set(registered()) - PIN_EVENTS)
     wanted = [type_] if isinstance(type_, str) else list(type_)
     known = registered()
     unknown = [t for t in wanted if t not in known]

@@ -17,10 +17,10 @@ import attrs
 
 from ..chain import ChainCheck, leaf, root_of_leaves
 from ..core.model import State, fold_rows
-from ..errors import CheckpointInvalid, LedgerCorrupt
+from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, NotDeleted
 from . import export
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
-from .receipts import DeletionProof, check_against
+from .receipts import DeletionProof, DeletionProofs, check_against
 
 
 @attrs.frozen
@@ -74,7 +74,24 @@ def verify_deletion(proof: DeletionProof, path: str | os.PathLike[str], cp: Chec
                     public_key: KeyLike | None = None) -> OfflineReport:
     """That ``proof`` holds (both audit paths), that its root is the one the export records, and that
     the export is sound and extends the checkpoint, which covers the receipt (R20, R16)."""
+    return verify_deletions(DeletionProofs((proof,)), path, cp, public_key=public_key)
+
+
+def verify_deletions(proofs: DeletionProofs, path: str | os.PathLike[str], cp: Checkpoint, *,
+                     public_key: KeyLike | None = None) -> OfflineReport:
+    """Every proof of a bundle checked as ``verify_deletion`` checks one (the export read once);
+    then, if the bundle answers a key with no proof, ``NotDeleted`` naming it: the bundle does not
+    prove that every key it was asked about was deleted."""
+    if not proofs.answers:
+        raise InvalidArgument("the bundle of deletion proofs holds no keys: it proves nothing")
     report = verify_export(path, cp, public_key=public_key)
     assert report.state is not None
-    check_against(proof, report.state, cp.seq)
+    for proof in proofs.proofs:
+        check_against(proof, report.state, cp.seq)
+    missing = proofs.not_deleted
+    if missing:
+        said = missing[0].reason if len(missing) == 1 else \
+            f"{len(missing)} are not: {', '.join(m.key for m in missing[:5])}{' ...' if len(missing) > 5 else ''} " \
+            "(each answer in the bundle says why)"
+        raise NotDeleted(f"{len(proofs.proofs)} of the {len(proofs)} keys in the bundle are proven deleted; {said}")
     return report

@@ -10,6 +10,11 @@ leaf's audit path to its part's root, and the part's to the receipt's root (or, 
 never finished, the part's event alone). ``DeletionProof.verify()`` recomputes both paths; the
 offline verifier (``python -m ledger.audit prove-deleted``) also checks that the root is the one
 the export's chain records, before the checkpoint.
+
+``prove_deleted_many(keys)`` answers for a set of keys (``DeletionProofs``: each key's proof, or
+why it has none) reading each part once: a part holds up to 10,000 objects, and reading and
+hashing it again for each of its keys made proving a run's 24,000 keys take minutes. A key is
+spelt as the user has it (``object_keys``).
 """
 
 from __future__ import annotations
@@ -20,16 +25,18 @@ import json
 import os
 import zlib
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterable, Iterator, Union
 
 import attrs
 
-from ..chain import deleted_leaf, inclusion_proof, leaf, part_entry, read_deleted, root_from_inclusion, root_of_leaves
+from ..chain import deleted_leaf, leaf, node, part_entry, read_deleted, root_from_inclusion
 from ..clock import from_micros, iso_utc
 from ..core.model import State
-from ..core.receipts import PartInfo, receipt_root
+from ..core.receipts import PartInfo
 from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
 from ..persistence.contract import EventStore
+from . import outputs
+from .object_keys import warehouse_keys, why_not_held
 
 
 @attrs.frozen
@@ -118,8 +125,12 @@ class DeletionProof:
 
     @classmethod
     def from_json(cls, text: str) -> DeletionProof:
+        return cls.from_dict(_json(text, "a deletion proof (retention-ledger prove-deleted KEY --out FILE writes one)"))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DeletionProof:
         try:
-            data = json.loads(text)
+            data = dict(data)
             data.pop("verified", None)  # the CLI's --json output says whether it verified there
             data["deleted_at"] = datetime.fromisoformat(data["deleted_at"].replace("Z", "+00:00"))
             data["leaf_path"], data["part_path"] = tuple(data["leaf_path"]), tuple(data["part_path"])
@@ -130,11 +141,119 @@ class DeletionProof:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> DeletionProof:
-        try:
-            with open(path, encoding="utf-8") as source:
-                return cls.from_json(source.read())
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read the deletion proof {os.fspath(path)}: {exc.strerror or exc}") from None
+        return cls.from_json(_read_text(path, "deletion proof"))
+
+
+@attrs.frozen
+class NotDeletedKey:
+    """Why one of the keys asked has no deletion proof: no vacuum's receipt holds ``key`` (spelt as
+    receipts hold keys). It says nothing about whether the object exists."""
+    key: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "not_deleted": self.reason}
+
+
+Answer = Union[DeletionProof, NotDeletedKey]
+
+BUNDLE_KIND = "retention-ledger deletion proofs"
+
+
+@attrs.frozen
+class DeletionProofs:
+    """The answer for a set of keys, one per key in the order asked: its ``DeletionProof``, or a
+    ``NotDeletedKey`` saying why there is none. A key no receipt holds is an answer, not an error,
+    so that 23,999 proofs are not lost to one key missing; ``require_all()`` makes it one."""
+    answers: tuple[Answer, ...]
+
+    def __iter__(self) -> Iterator[Answer]:
+        return iter(self.answers)
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    @property
+    def proofs(self) -> tuple[DeletionProof, ...]:
+        return tuple(a for a in self.answers if isinstance(a, DeletionProof))
+
+    @property
+    def not_deleted(self) -> tuple[NotDeletedKey, ...]:
+        return tuple(a for a in self.answers if isinstance(a, NotDeletedKey))
+
+    def verify(self) -> bool:
+        """Whether every proof's audit paths lead where they claim (``DeletionProof.verify``)."""
+        return all(p.verify() for p in self.proofs)
+
+    def require_all(self) -> DeletionProofs:
+        """Itself if every key is proven; else ``NotDeleted`` naming the keys that are not."""
+        missing = self.not_deleted
+        if len(missing) == 1:
+            raise NotDeleted(missing[0].reason)
+        if missing:
+            shown = ", ".join(m.key for m in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise NotDeleted(f"{len(missing)} of the {len(self.answers)} keys are in no vacuum's receipt: {shown}; no "
+                             "vacuum run recorded deleting them (files a vacuum never reached, or deleted by other "
+                             "means, or misspelt: each answer says why)")
+        return self
+
+    def lines(self) -> Iterator[str]:
+        """The JSON bundle, one answer a line (what ``write`` writes and ``read`` reads)."""
+        yield json.dumps({"kind": BUNDLE_KIND, "keys": len(self.answers), "proven": len(self.proofs)})[:-1] + \
+            ', "answers": [\n'
+        for i, answer in enumerate(self.answers):
+            yield json.dumps(answer.to_dict()) + (",\n" if i + 1 < len(self.answers) else "\n")
+        yield "]}\n"
+
+    def to_json(self) -> str:
+        return "".join(self.lines())
+
+    def write(self, path: str | os.PathLike[str], *, overwrite: bool = False, protected: Iterable[str] = ()) -> None:
+        """The bundle to a file: never over one that exists without ``overwrite=True``, nor ever over
+        one of ``protected`` (``outputs.target``)."""
+        out = outputs.target(path, "deletion proofs", overwrite=overwrite, protected=protected)
+        with open(out, "w", encoding="utf-8") as sink:
+            sink.writelines(self.lines())
+
+    @classmethod
+    def from_json(cls, text: str) -> DeletionProofs:
+        """A bundle, or a single proof (``prove-deleted KEY --out``) as a bundle of one."""
+        data = _json(text, "a deletion proof or a bundle of them (retention-ledger prove-deleted --out FILE "
+                           "writes one)")
+        if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
+            return cls((DeletionProof.from_dict(data),))
+        answers = data.get("answers")
+        if not isinstance(answers, list) or data.get("keys") != len(answers):
+            raise InvalidArgument(f"a bundle of deletion proofs that does not hold its {data.get('keys')!r} "
+                                  "answers: the file was cut short or edited")
+        return cls(tuple(_answer_from(a) for a in answers))
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> DeletionProofs:
+        """A bundle, or a single proof as a bundle of one."""
+        return cls.from_json(_read_text(path, "deletion proofs"))
+
+
+def _answer_from(data: Any) -> Answer:
+    if isinstance(data, dict) and set(data) == {"key", "not_deleted"}:
+        if isinstance(data["key"], str) and isinstance(data["not_deleted"], str):
+            return NotDeletedKey(data["key"], data["not_deleted"])
+    return DeletionProof.from_dict(data)
+
+
+def _read_text(path: str | os.PathLike[str], what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as source:
+            return source.read()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read the {what} {os.fspath(path)}: {exc.strerror or exc}") from None
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument(f"not {what}: {exc}") from None
 
 
 def receipt(state: State, run_id: str) -> Receipt:
@@ -152,6 +271,12 @@ def receipt(state: State, run_id: str) -> Receipt:
 
 def leaves_of(store: EventStore, part: PartInfo) -> list[tuple[str, int]]:
     """A part's leaves as stored, checked against the digest and the root its event carries."""
+    return read_part(store, part)[0]
+
+
+def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]], list[list[bytes]]]:
+    """A part's leaves as stored and every level of their Merkle tree, checked against the digest and
+    the root its event carries."""
     data = store.read_blob(part.digest)
     where = f"{store.path}: the receipt part of vacuum {part.run_id} ({part.first} to {part.last}, {part.digest})"
     if data is None or hashlib.sha256(data).hexdigest() != part.digest:
@@ -163,16 +288,41 @@ def leaves_of(store: EventStore, part: PartInfo) -> list[tuple[str, int]]:
     except (zlib.error, ValueError, UnicodeError) as exc:
         raise LedgerCorrupt(f"{where} cannot be read ({exc}); restore the ledger from a backup") from None
     keys = [k for k, _ in leaves]
+    tree = merkle_levels([leaf(deleted_leaf(k, s)) for k, s in leaves]) if leaves else []
     problem = ("holds no objects" if not leaves else
                "is not sorted by key" if any(a > b for a, b in zip(keys, keys[1:])) else
                "does not run from its first key to its last" if (keys[0], keys[-1]) != (part.first, part.last) else
                "does not hold as many objects, or bytes, as its event says"
                if (len(leaves), sum(s for _, s in leaves)) != (part.count, part.bytes) else
-               "does not hash to the Merkle root its event carries"
-               if root_of_leaves([leaf(deleted_leaf(k, s)) for k, s in leaves]).hex() != part.root else None)
+               "does not hash to the Merkle root its event carries" if tree[-1][0].hex() != part.root else None)
     if problem is not None:
         raise LedgerCorrupt(f"{where} {problem}: the receipt was edited; restore the ledger from a backup")
-    return leaves
+    return leaves, tree
+
+
+def merkle_levels(leaves: list[bytes]) -> list[list[bytes]]:
+    """Every level of RFC 6962's tree over leaf hashes, from the leaves to the root (built as
+    ``chain.root_of_leaves`` builds it, and kept): an audit path is then read off the levels
+    (``audit_path``) instead of rehashing the tree for each leaf."""
+    levels = [leaves]
+    while len(levels[-1]) > 1:
+        level = levels[-1]
+        paired = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        levels.append(paired)
+    return levels
+
+
+def audit_path(levels: list[list[bytes]], index: int) -> tuple[str, ...]:
+    """RFC 6962's audit path of leaf ``index``, leaf first: its sibling on each level that has one
+    (a last node with none is carried up as it is)."""
+    path = []
+    for level in levels[:-1]:
+        if index ^ 1 < len(level):
+            path.append(level[index ^ 1].hex())
+        index //= 2
+    return tuple(path)
 
 
 def check_receipts(store: EventStore, state: State) -> int:
@@ -184,45 +334,76 @@ def check_receipts(store: EventStore, state: State) -> int:
     return total
 
 
-def relative_key(key: str, root: str) -> str:
-    """A key as receipts hold it (relative to the warehouse root), from a key or a full path or URI."""
-    if not isinstance(key, str) or not key.strip():
-        raise InvalidArgument(f"a key is the path of an object in the warehouse, such as 'sales/t-1/a.parquet' "
-                              f"or '{root.rstrip('/')}/sales/t-1/a.parquet', not {key!r}")
-    stems = [root.rstrip("/") + "/"]
-    if "://" not in root:
-        stems.append("file://" + stems[0])
-    for stem in stems:
-        if key.startswith(stem):
-            return key[len(stem):]
-    if "://" in key or key.startswith("/"):
-        raise InvalidArgument(f"{key} is not inside the warehouse {root}: receipts name objects under it")
-    return key
-
-
 def prove_deleted(store: EventStore, state: State, key: str, root: str) -> DeletionProof:
-    wanted = relative_key(key, root)
-    for part in state.receipts.covering(wanted):
-        leaves = leaves_of(store, part)
-        keys = [k for k, _ in leaves]
-        at = bisect.bisect_left(keys, wanted)
-        if at == len(keys) or keys[at] != wanted:
+    """The proof that a vacuum deleted ``key`` (any spelling ``object_keys`` reads), or ``NotDeleted``."""
+    [answer] = prove_deleted_many(store, state, [key], root).answers
+    if isinstance(answer, NotDeletedKey):
+        raise NotDeleted(answer.reason)
+    return answer
+
+
+def prove_deleted_many(store: EventStore, state: State, keys: Iterable[str], root: str) -> DeletionProofs:
+    """Each key's proof, or why it has none, in the order given; each part read at most once.
+    ``InvalidArgument`` (before any part is read) for a key that names nothing in the warehouse."""
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+        raise InvalidArgument(f"keys must be a list (or any iterable) of keys, not {type(keys).__name__} "
+                              f"{str(keys)[:60]!r}; for one key, prove_deleted(key)")
+    asked = list(keys)
+    readings = [warehouse_keys(k, root, state) for k in asked]
+    found = _proofs(store, state, sorted({k for keys_ in readings for k in keys_}))
+    return DeletionProofs(tuple(_answer(name, keys_, found, state) for name, keys_ in zip(asked, readings)))
+
+
+def _answer(name: str, keys: tuple[str, ...], found: dict[str, DeletionProof], state: State) -> Answer:
+    held = [found[k] for k in keys if k in found]
+    if len(held) > 1:
+        raise InvalidArgument(f"{name} could name {keys[0]} or {keys[1]}, both deleted (as a URI, its escapes are "
+                              "decoded; as Spark's plans print a path, they are the file's own name): give the key "
+                              "relative to the warehouse")
+    return held[0] if held else NotDeletedKey(keys[0], why_not_held(keys[0], state))
+
+
+def _proofs(store: EventStore, state: State, wanted: list[str]) -> dict[str, DeletionProof]:
+    """The proofs of those of ``wanted`` (sorted) that receipts hold, each from the newest part that
+    holds it. A part is read only if a wanted key falls in its key range, and then once."""
+    found: dict[str, DeletionProof] = {}
+    anchors = _Anchors(state)
+    for part in sorted(state.receipts.parts.values(), key=lambda p: p.seq, reverse=True):
+        todo = [k for k in wanted[bisect.bisect_left(wanted, part.first):bisect.bisect_right(wanted, part.last)]
+                if k not in found]
+        if not todo:
             continue
-        entries = [deleted_leaf(k, s) for k, s in leaves]
-        leaf_path = tuple(p.hex() for p in inclusion_proof(at, entries))
-        closed = state.receipts.closed.get(part.run_id)
+        leaves, tree = read_part(store, part)
+        keys = [k for k, _ in leaves]
+        for key in todo:
+            at = bisect.bisect_left(keys, key)
+            if at < len(keys) and keys[at] == key:
+                found[key] = anchors.proof(part, at, key, leaves[at][1], audit_path(tree, at))
+    return found
+
+
+class _Anchors:
+    """Where each part's proofs lead: its run's receipt (the part's audit path in it, worked out
+    once per run), or, for a run that never finished, the part's own event."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self._runs: dict[str, tuple[list[PartInfo], list[list[bytes]]]] = {}
+
+    def proof(self, part: PartInfo, at: int, key: str, size: int, leaf_path: tuple[str, ...]) -> DeletionProof:
+        closed = self._state.receipts.closed.get(part.run_id)
         if closed is None:
-            return DeletionProof(wanted, leaves[at][1], part.run_id, from_micros(part.time), part.seq, at, part.first,
-                                 part.last, part.count, part.bytes, part.root, leaf_path, None, None, (), None)
-        parts = state.receipts.of_run(part.run_id)
+            return DeletionProof(key, size, part.run_id, from_micros(part.time), part.seq, at, part.first, part.last,
+                                 part.count, part.bytes, part.root, leaf_path, None, None, (), None)
+        if part.run_id not in self._runs:
+            parts = self._state.receipts.of_run(part.run_id)
+            self._runs[part.run_id] = parts, merkle_levels([leaf(p.entry()) for p in parts])
+        parts, tree = self._runs[part.run_id]
+        assert tree[-1][0].hex() == closed.root  # the fold checked it
         index = parts.index(part)
-        part_path = tuple(p.hex() for p in inclusion_proof(index, [p.entry() for p in parts]))
-        assert receipt_root(parts) == closed.root
-        return DeletionProof(wanted, leaves[at][1], part.run_id, from_micros(closed.time), closed.seq, at,
-                             part.first, part.last, part.count, part.bytes, part.root, leaf_path, index, len(parts),
-                             part_path, closed.root)
-    raise NotDeleted(f"{wanted} is not in any vacuum's receipt: no vacuum run recorded deleting it (a file a "
-                     "vacuum never reached, one outside the warehouse, or one deleted by other means)")
+        return DeletionProof(key, size, part.run_id, from_micros(closed.time), closed.seq, at, part.first, part.last,
+                             part.count, part.bytes, part.root, leaf_path, index, len(parts), audit_path(tree, index),
+                             closed.root)
 
 
 def check_against(proof: DeletionProof, state: State, upto: int) -> None:

@@ -60,6 +60,11 @@ def _vacuum_finished(e: Any, n: NameOf) -> str:
     return text + (f", {e.failed} failed" if e.failed else "")
 
 
+def _pin_taken(e: Any, n: NameOf) -> str:
+    what = f"dropped {_table(e, n)}" if e.version is None else f"version {e.version} of {_table(e, n)}"
+    return f"pinned {what} for {format_duration(e.lease_seconds)} (pin {e.pin_id}, until {iso(e.expires_at)})"
+
+
 _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "TableCreated": lambda e, n: f"created {_table(e, n)}",
     "TableDropped": lambda e, n: f"dropped {_table(e, n)}",
@@ -94,6 +99,9 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
                                    f"({format_bytes(e.bytes)}) in {_plural(e.parts, 'part')}, Merkle root "
                                    f"{e.root[:16]}..."),
     "WarehouseMoved": lambda e, n: f"moved the warehouse from {e.from_root} to {e.to_root}",
+    "PinTaken": _pin_taken,
+    "PinRenewed": lambda e, n: f"renewed pin {e.pin_id} on {_table(e, n)} until {iso(e.expires_at)}",
+    "PinReleased": lambda e, n: f"released pin {e.pin_id} on {_table(e, n)}",
 }
 
 

@@ -27,7 +27,7 @@ import re
 import zlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
-from typing import Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from ..chain import GENESIS, event_hash
 from ..clock import Micros
@@ -40,18 +40,12 @@ Row = tuple
 """A stored event: ``(seq, stream, version, type, schema_version, time, actor, payload[, hash])``."""
 
 _POSTGRES_URL = re.compile(r"^\s*(postgresql|postgres)(\+[A-Za-z0-9_.-]+)?://", re.IGNORECASE)
-_POSTGRES_DSN = re.compile(r"^\s*(host|hostaddr|port|dbname|user|password|service|sslmode|schema)\s*=", re.IGNORECASE)
-
-
-def is_postgres(where: str) -> bool:
-    """Whether ``where`` names a PostgreSQL ledger: a ``postgresql://`` or ``postgres://`` URL, a
-    driver-style one (``postgresql+psycopg://``), or a libpq ``key=value`` connection string. Anything
-    else is a SQLite file (a driver-style URL is never taken for a file name)."""
-    return bool(_POSTGRES_URL.match(where) or _POSTGRES_DSN.match(where))
 
 
 def postgres_scheme(where: str) -> re.Match[str] | None:
-    """The scheme of a PostgreSQL URL (group 1: ``postgresql`` or ``postgres``), or None."""
+    """The scheme of a PostgreSQL URL (group 1: ``postgresql`` or ``postgres``; a driver-style one,
+    ``postgresql+psycopg://``, too), or None. A libpq ``key=value`` string has none: whether a text
+    is one is libpq's to say (``pgaddress.is_conninfo``)."""
     return _POSTGRES_URL.match(where)
 
 MAX_CLOCK_SKEW = 60 * 1_000_000
@@ -85,22 +79,35 @@ LEASE_PREFIX = "lease:"
 """Leases are meta rows (``lease:<name>`` -> ``{"holder": ..., "until": micros}``), beside the log."""
 
 
-def lease_free(found: str | None, holder: str, now: Micros) -> bool:
-    """Whether a stored lease (its meta value, or None) lets ``holder`` take it at ``now``."""
+class Lease(NamedTuple):
+    """Who holds a lease, and until when (unless they renew it)."""
+    holder: str
+    until: Micros
+
+
+Gone = Callable[[str], bool]
+"""Whether a lease's holder (as stored) is known to have ended, so that its lease holds nothing
+(``holders.gone``: a process that ran on this host and is no more)."""
+
+
+def stored_lease(found: str | None) -> Lease | None:
+    """A stored lease (its meta value): None for none, or an unreadable one (it holds nothing)."""
     if found is None:
-        return True
+        return None
     try:
         held = json.loads(found)
-        return held["holder"] == holder or int(held["until"]) <= now
+        return Lease(str(held["holder"]), int(held["until"]))
     except (ValueError, KeyError, TypeError):
-        return True  # an unreadable lease holds nothing
+        return None
 
 
-def lease_holder(found: str) -> str:
-    try:
-        return str(json.loads(found)["holder"])
-    except (ValueError, KeyError, TypeError):
-        return "?"
+def lease_held(found: str | None, holder: str, now: Micros, gone: Gone | None = None) -> Lease | None:
+    """The lease a stored one (its meta value, or None) holds against ``holder`` at ``now``: None if
+    it is free (none, ended, ``holder``'s own, or its holder ``gone``), else who holds it until when."""
+    lease = stored_lease(found)
+    if lease is None or lease.holder == holder or lease.until <= now or (gone is not None and gone(lease.holder)):
+        return None
+    return lease
 
 
 def lease_value(holder: str, until: Micros) -> str:
@@ -316,6 +323,11 @@ class EventStore(ABC):
     def set_meta_once(self, key: str, value: str) -> str:
         """Set ``key`` unless it is set already; the value it has now (the warehouse root, R10)."""
 
+    def check_clock(self, now: Micros) -> None:
+        """Refuse (``ClockSkew``) a reading ``now`` of this host's clock that the store would refuse
+        in an append: what a host does on its clock without appending (a dry run's plan) is held to
+        the same time as what it appends. A store on one host has that host's clock only: nothing."""
+
     @abstractmethod
     def exclusive(self) -> AbstractContextManager[None]:
         """Hold the log's write lock across reads and appends (appends inside join it): the way
@@ -385,10 +397,14 @@ class SnapshotStore(ABC):
     def generation_part(self, generation: Generation, part: str) -> StoredPart: ...
 
     @abstractmethod
-    def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
-        """Hold lease ``name`` until ``until`` if nobody else holds it at ``now`` (free, ended, or
-        ``holder``'s already): None when taken, else the holder who has it. Atomic between processes
-        and hosts: upkeep that must run once at a time (``maintain``) takes one."""
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros, *,
+                   gone: Gone | None = None) -> Lease | None:
+        """Hold lease ``name`` until ``until`` if nobody else holds it at ``now`` (free, ended,
+        ``holder``'s already, or held by one that ``gone`` says ended): None when taken, else who
+        has it until when. Atomic between processes and hosts (``gone`` is asked inside: of two that
+        find a holder gone, one takes its lease over, and the other finds that one): upkeep that
+        must run once at a time (``maintain``) takes one. ``now`` is this host's clock: a shared
+        store refuses one too far from its own (``ClockSkew``), as it refuses an append."""
 
     @abstractmethod
     def release_lease(self, name: str, holder: str) -> None:

@@ -11,31 +11,36 @@ caller's process, to the end of the call, and nothing else.
 Each generation it writes is a delta of the one before (what the fold says it changed since),
 so writing one costs what changed, and the one at the head is what the next open reads. It
 runs once at a time, across processes and hosts: it takes a lease in the store first (as a
-vacuum run does), renews it as it goes, and a second caller meanwhile is told who holds it and
-does nothing. Killed at any point, it leaves what it stored whole (each generation is one
-transaction) and the rest absent; the lease ends on its own, and the next ``maintain`` writes
-what is missing.
+vacuum run does), renews it as it goes, and a second caller meanwhile is told who holds it, until
+when, and does nothing. Killed at any point, it leaves what it stored whole (each generation is one
+transaction) and the rest absent, and the next ``maintain`` writes what is missing: on the same
+host at once (a holder whose process is no more holds nothing: ``holders``), from another host
+once the lease has ended (``LEASE_SECONDS`` at most). On a shared store the lease is held to the
+server's clock, as commands are: a host whose clock the store refuses is refused (``ClockSkew``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from datetime import datetime
 from typing import Callable
 
 import attrs
 
-from ..clock import Micros
+from ..clock import Micros, from_micros, iso_utc
 from ..core.model import State
 from ..errors import Conflict
-from . import collector, snapshot, writing
-from .contract import Generation, Store
+from . import collector, holders, snapshot, writing
+from .contract import Generation, Lease, Store
 from .held import HeldState
+from .holders import Holder
 
 LEASE = "maintain"
 LEASE_SECONDS = 120
 """How long the upkeep lease lasts unless renewed (it is renewed at every generation written): a
-process killed while it held it holds the next one off for at most this long."""
+process killed on another host while it held it holds the next one off for at most this long (on
+its own host, not at all)."""
 
 Progress = Callable[[int, int], None]
 """``progress(events folded, events to fold)``."""
@@ -46,7 +51,7 @@ class MaintainReport:
     done: bool
     """False: another process holds the upkeep lease, and nothing was done here."""
     holder: str | None
-    """Who holds the lease, when not done."""
+    """Who holds the lease (``pid N on host, as actor``), when not done."""
     written: int
     """Stored states (generations) written by this call."""
     generations: int
@@ -54,26 +59,33 @@ class MaintainReport:
     newest: int | None
     """The event the newest stored state ends at, after it."""
     seconds: float
+    until: datetime | None = None
+    """When not done: when the holder's lease ends unless it renews it (it does at every stored
+    state); a run then goes on."""
 
     def summary(self) -> str:
         if not self.done:
-            return f"maintain is running elsewhere ({self.holder}); nothing was done here"
+            until = "" if self.until is None else f", its lease until {iso_utc(self.until)} unless it renews it"
+            return f"maintain is running elsewhere ({self.holder}){until}; nothing was done here"
         return (f"maintained in {self.seconds:.1f} s: {self.written} stored state(s) written ({self.generations} "
                 f"in all), the newest at event #{self.newest or 0}")
 
 
-def maintain(store: Store, held: HeldState, *, history_every: int, holder: str, now: Callable[[], Micros],
+def maintain(store: Store, held: HeldState, *, history_every: int, holder: Holder, now: Callable[[], Micros],
              progress: Progress | None = None) -> MaintainReport:
-    """Store the generations missing up to the log's head; see the module docstring."""
+    """Store the generations missing up to the log's head; see the module docstring. ``now``:
+    this host's clock, which a shared store holds to its own."""
     started = time.monotonic()
+    me = holder.text()
 
-    def lease() -> str | None:
+    def lease() -> Lease | None:
         at = now()
-        return store.take_lease(LEASE, holder, at + LEASE_SECONDS * 1_000_000, at)
+        return store.take_lease(LEASE, me, at + LEASE_SECONDS * 1_000_000, at, gone=holders.gone)
 
     taken = lease()
     if taken is not None:
-        return MaintainReport(False, taken, 0, 0, None, time.monotonic() - started)
+        return MaintainReport(False, holders.shown(taken.holder), 0, 0, None, time.monotonic() - started,
+                              until=from_micros(taken.until))
     try:
         _forget_earlier(store)
         head = held.refresh().seq
@@ -86,7 +98,7 @@ def maintain(store: Store, held: HeldState, *, history_every: int, holder: str, 
         return MaintainReport(True, None, written, len(generations), generations[-1].seq if generations else None,
                               time.monotonic() - started)
     finally:
-        store.release_lease(LEASE, holder)
+        store.release_lease(LEASE, me)
 
 
 def missing(stored: list[int], head: int, every: int) -> list[int]:

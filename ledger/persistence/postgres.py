@@ -44,8 +44,8 @@ from ..errors import (
 )
 from . import pgaddress
 from .contract import (
-    MANY, MAX_CLOCK_SKEW, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart,
-    LEASE_PREFIX, Snapshot, Store, check_copied, lease_free, lease_holder, lease_value, seal, own_rows,
+    MANY, MAX_CLOCK_SKEW, Appended, Generation, Gone, Lease, NewEvent, NoLedgerYet, Row, SealedPart,
+    LEASE_PREFIX, Snapshot, Store, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -692,17 +692,19 @@ class PostgresStore(Store):
             self._chains[key] = found
         return found
 
-    def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
-        def take(conn: psycopg.Connection[Any]) -> str | None:
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros, *,
+                   gone: Gone | None = None) -> Lease | None:
+        def take(conn: psycopg.Connection[Any]) -> Lease | None:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 2, self._lock_key))
-                row = conn.execute("SELECT value FROM meta WHERE key = %s", (LEASE_PREFIX + name,)).fetchone()
-                found = None if row is None else row[0]
-                if found is not None and not lease_free(found, holder, now):
-                    return lease_holder(found)
-                conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                             (LEASE_PREFIX + name, lease_value(holder, until)))
-                return None
+                server, found = _one(conn, f"SELECT {_SERVER_NOW}, (SELECT value FROM meta WHERE key = %s)",
+                                     (LEASE_PREFIX + name,))
+                self._hold(now, server)  # a lease taken on a refused clock would hold the others off on it
+                held = lease_held(found, holder, now, gone)
+                if held is None:
+                    conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
+                                 "excluded.value", (LEASE_PREFIX + name, lease_value(holder, until)))
+                return held
         return self._run(take)
 
     def release_lease(self, name: str, holder: str) -> None:
@@ -710,9 +712,18 @@ class PostgresStore(Store):
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 2, self._lock_key))
                 row = conn.execute("SELECT value FROM meta WHERE key = %s", (LEASE_PREFIX + name,)).fetchone()
-                if row is not None and lease_holder(row[0]) == holder:
+                lease = stored_lease(None if row is None else row[0])
+                if lease is not None and lease.holder == holder:
                     conn.execute("DELETE FROM meta WHERE key = %s", (LEASE_PREFIX + name,))
         self._run(release)
+
+    def check_clock(self, now: Micros) -> None:
+        self._hold(now, self._run(lambda conn: _one(conn, f"SELECT {_SERVER_NOW}"))[0])
+
+    def _hold(self, now: Micros, server: Micros) -> None:
+        """Hold a reading of this host's clock to the server's, as ``ledger_append`` does (R18)."""
+        if self.max_skew is not None and abs(now - server) > self.max_skew:
+            raise self._skew(now, server)
 
     # --- errors -------------------------------------------------------------------------------
 
@@ -726,6 +737,9 @@ class PostgresStore(Store):
             return InvalidArgument(f"{where}: the address's option {name} is not valid ({what}); "
                                    "fix it in the URL (libpq's options: https://www.postgresql.org/docs/current/"
                                    "libpq-connect.html#LIBPQ-PARAMKEYWORDS); nothing was opened")
+        if isinstance(exc, psycopg.OperationalError) and _SERVICE_FAULT.search(what):
+            return InvalidArgument(f"{where}: libpq cannot use the address's service ({what}); define it in a service "
+                                   f"file libpq reads ({pgaddress.SERVICES}), or fix that file; nothing was opened")
         if isinstance(exc, (pg.LockNotAvailable, pg.QueryCanceled, pg.SerializationFailure, pg.DeadlockDetected)):
             return Conflict(f"{where}: the ledger stayed locked by another writer ({what})")
         if isinstance(exc, pg.UniqueViolation):
@@ -827,6 +841,8 @@ def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[A
     return tuple(row)
 
 
+_SERVICE_FAULT = re.compile(r'service "[^"]*" not found|service file')
+"""libpq's words when the address's service is not defined, or its service file is missing or unreadable."""
 _BAD_OPTION = re.compile(r'invalid (?:(?P<n1>\w+) value|integer value "[^"]*" for connection option "(?P<n2>\w+)"|'
                          r'connection option "(?P<n3>\w+)")')
 

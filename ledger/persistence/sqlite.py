@@ -38,8 +38,8 @@ from ..chain import GENESIS, chain, event_hash
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
-    CHAIN_FORMAT, MANY, Appended, Generation, NewEvent, Row, Snapshot, SealedPart, Store,
-    LEASE_PREFIX, check_copied, lease_free, lease_holder, lease_value, seal, own_rows,
+    CHAIN_FORMAT, MANY, Appended, Generation, Gone, Lease, NewEvent, Row, Snapshot, SealedPart, Store,
+    LEASE_PREFIX, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -656,20 +656,21 @@ class SQLiteStore(Store):
             self._chains[key] = found
         return found
 
-    def take_lease(self, name: str, holder: str, until: Micros, now: Micros) -> str | None:
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros, *,
+                   gone: Gone | None = None) -> Lease | None:
         with self.transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,)).fetchone()
-            found = None if row is None else row[0]
-            if found is not None and not lease_free(found, holder, now):
-                return lease_holder(found)
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                       (LEASE_PREFIX + name, lease_value(holder, until)))
-            return None
+            held = lease_held(None if row is None else row[0], holder, now, gone)
+            if held is None:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                           (LEASE_PREFIX + name, lease_value(holder, until)))
+            return held
 
     def release_lease(self, name: str, holder: str) -> None:
         with self.transaction() as db:
             row = db.execute("SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,)).fetchone()
-            if row is not None and lease_holder(row[0]) == holder:
+            lease = stored_lease(None if row is None else row[0])
+            if lease is not None and lease.holder == holder:
                 db.execute("DELETE FROM meta WHERE key = ?", (LEASE_PREFIX + name,))
 
     # --- health ----------------------------------------------------------------------------

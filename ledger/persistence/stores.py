@@ -1,17 +1,25 @@
 """Which backend a ledger's address names: a path is SQLite (the embedded default, one file per
-tenant), a ``postgresql://`` URL PostgreSQL (one database or schema per tenant, shared by hosts:
-R18). The PostgreSQL driver is imported only for a URL."""
+tenant), a ``postgresql://`` URL or a libpq connection string PostgreSQL (one database or schema
+per tenant, shared by hosts: R18). The PostgreSQL driver is imported only for a text that may be
+one of those (a URL, or a text holding an ``=``)."""
 
 from __future__ import annotations
 
 import os
 
-from .contract import MAX_CLOCK_SKEW, NoLedgerYet, Store, is_postgres
+from .contract import MAX_CLOCK_SKEW, NoLedgerYet, Store, postgres_scheme
 
 
 def is_url(where: str) -> bool:
-    """Whether ``where`` names a PostgreSQL ledger (else it is a SQLite path)."""
-    return is_postgres(where)
+    """Whether ``where`` names a PostgreSQL ledger (else it is a SQLite path): a ``postgresql://``
+    URL, or a text libpq reads as a connection string, or would but cannot (``pgaddress.is_conninfo``:
+    that one is refused, never made a file). Only a text holding an ``=`` can be one."""
+    if postgres_scheme(where):
+        return True
+    if "=" not in where:
+        return False
+    from .pgaddress import is_conninfo
+    return is_conninfo(where)
 
 
 def shown(where: str) -> str:

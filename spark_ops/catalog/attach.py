@@ -29,8 +29,8 @@ import attrs
 from pyspark.sql import SparkSession
 
 from ledger import (
-    InvalidArgument, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound, VersionExpired,
-    VersionNotFound,
+    InvalidArgument, InvalidName, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound,
+    VersionExpired, VersionNotFound,
 )
 from ledger.views import Change, TableInstance, TableVersion
 
@@ -38,7 +38,7 @@ from ..executor import fs
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog
-from .text import files_relation, folder_relation, view_text
+from .text import check_globbable, files_relation, folder_relation, view_text
 
 ATTACH_PIN_LEASE = timedelta(hours=1)
 """The lease of the pins an attachment holds unless told otherwise; ``refresh`` renews them, and so
@@ -139,14 +139,18 @@ class Attachment:
         """Show ``names``, adding what they showed before to ``replaced`` (whose pins the caller
         releases, whatever happens here)."""
         fresh = self.catalog.absent([n for n in names if n not in self.named])
+        nameable = self._nameable(names, live)
+        replaced.extend(self.named.pop(n) for n in names if n not in nameable and n in self.named)
+        names = nameable
         versioned = [n for n in names if live[n].current_version is not None]
         pins = {p.table: p for p in self.ledger.pin_tables(versioned, lease=self.lease)} if versioned else {}
         if pins and self.renewed_at is None:
             self.renewed_at, self.lease_seconds = self.ledger.now(), next(iter(pins.values())).lease.total_seconds()
         try:
             for name in names:
-                pin = pins.pop(name, None)
+                pin = pins.get(name)
                 shown = self._show(live[name], pin, new=name in fresh)
+                pins.pop(name, None)  # shown, its pin is the name's; not shown, it is released below
                 if name in self.named:
                     replaced.append(self.named.pop(name))
                 if shown is not None:
@@ -155,15 +159,31 @@ class Attachment:
                 elif pin is not None:
                     self._release([pin.id])
         except BaseException:
-            self._release([p.id for p in pins.values()])  # taken, not yet shown
+            self._release([p.id for p in pins.values()])  # taken, not shown (the one that failed among them)
             raise
+
+    def _nameable(self, names: list[str], live: dict[str, TableInstance]) -> list[str]:
+        """Those of ``names`` Spark can show (their databases made here if need be). The others get
+        no name, and no pin (which every sync would take and release again, an append each): a
+        table in a database Spark reserves (``global_temp``), a version in a folder no glob can walk."""
+        allowed = []
+        for name in names:
+            database = name.split(".", 1)[0]
+            try:
+                if live[name].current_version is not None:
+                    check_globbable(live[name].location, name)
+                if self.catalog.ensure_database(database):
+                    self.created_databases.add(database)
+            except (InvalidArgument, InvalidName) as exc:
+                self._unnamed(name, str(exc))
+                continue
+            allowed.append(name)
+        return allowed
 
     def _show(self, table: TableInstance, pin: Pin | None, *, new: bool) -> Named | None:
         """Put the view of what ``pin`` holds (no pin: a table written before versions, read from
         its folder as ``read_table`` does). None, and the reason kept, when it cannot be named."""
         database, short = table.name.split(".", 1)
-        if self.catalog.ensure_database(database):
-            self.created_databases.add(database)
         if pin is None:
             if fs.is_local(table.location) and not os.path.isdir(fs.local_path(table.location)):
                 return self._unnamed(table.name, NOTHING_YET)  # asking Spark would cost a failed inference
@@ -192,7 +212,7 @@ class Attachment:
         if missing is not None:  # a brace glob skips what is not there: fewer rows, never an error
             raise TableDataMissing(f"{name} version {version.number} names {missing}, which is not there")
         if version.schema is None:  # adopted files: Spark infers the columns, as read_table lets it
-            return f"SELECT * FROM {files_relation(location, files)}"
+            return f"SELECT * FROM {files_relation(location, files, name)}"
         merged = any(v.schema != version.schema for v in versions if v.number < version.number)
         return view_text(location, files, version.schema, merge_schema=merged, table=name)
 

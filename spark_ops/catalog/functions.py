@@ -1,8 +1,10 @@
 """The ledger in SQL: table-valued functions an attached session can call.
 
     SELECT * FROM ledger_history('sales.orders')          -- what happened to it, event by event
+    SELECT * FROM ledger_history('sales.orders', true)    -- and the pins readers took
     SELECT * FROM ledger_versions('sales.orders')         -- its versions (DESCRIBE HISTORY's rows)
     SELECT * FROM ledger_dropped_tables()                 -- what an undrop could bring back
+    SELECT * FROM ledger_dropped_tables('sales')          -- of one database (or one name)
 
 They are Python UDTFs, and Python UDTFs run on the executors, which never import the ledger
 (R19): so the rows are computed here, on the driver, when the attachment syncs (attach, refresh,
@@ -14,11 +16,13 @@ asking the executors to import this module.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+import re
+from typing import Any, Callable, Iterable, Mapping
 
 from pyspark.sql import SparkSession
 
 from ledger import Ledger
+from ledger.audit.history import PIN_EVENTS
 
 HISTORY = "ledger_history"
 VERSIONS = "ledger_versions"
@@ -28,30 +32,88 @@ _HISTORY_COLUMNS = "seq BIGINT, time TIMESTAMP, actor STRING, stream STRING, typ
 _VERSION_COLUMNS = ("table STRING, table_id STRING, number BIGINT, committed_at TIMESTAMP, mode STRING, "
                     "file_count BIGINT, bytes BIGINT, expired BOOLEAN, current BOOLEAN, write_id STRING, "
                     "restored_from BIGINT, superseded_at TIMESTAMP, schema STRING")
+_HISTORY_TYPE = 4  # the column of a history row that holds the event's type
+_TABLE_NAME = 1  # the column of a table row that holds its name
 _TABLE_COLUMNS = ("id STRING, name STRING, state STRING, location STRING, created_at TIMESTAMP, "
                   "dropped_at TIMESTAMP, purged_at TIMESTAMP, restorable_until TIMESTAMP, "
                   "effective_watermark TIMESTAMP, retention STRING, retention_seconds BIGINT, "
                   "retention_from STRING, current_version BIGINT, retention_mark TIMESTAMP")
 
 
+def _name_parts() -> Callable[[Any], tuple[str, ...] | None]:
+    """How the functions read a name on the executors: as Spark's parser reads a multi-part name
+    (parts joined by dots, each bare or in backticks, a doubled backtick in one being a backtick,
+    any case, the session catalog's own name ``spark_catalog`` first or not). None for what is
+    not a name (a number, an array, a map, NULL, an unclosed backtick): no rows, not an error.
+    Made by a function, so Spark pickles it with the class instead of importing this module."""
+    part = re.compile(r"\s*(?:`((?:[^`]|``)*)`|([^.`\s]+))\s*(\.|\Z)")
+
+    def parts(value: Any) -> tuple[str, ...] | None:
+        if not isinstance(value, str):
+            return None
+        found: list[str] = []
+        at = 0
+        while True:
+            match = part.match(value, at)
+            if match is None:
+                return None
+            quoted, bare, dot = match.groups()
+            found.append((bare if quoted is None else quoted.replace("``", "`")).lower())
+            if not dot:
+                break
+            at = match.end()
+        return tuple(found[1:]) if len(found) == 3 and found[0] == "spark_catalog" else tuple(found)
+    return parts
+
+
 def _by_name(rows: Mapping[str, list[tuple[Any, ...]]]) -> type:
     """A UDTF that yields the rows kept for the table name it is called with (none for a name
-    not attached)."""
+    not attached, or for what is not a table's name)."""
     class ByName:
         kept = dict(rows)
+        parts = staticmethod(_name_parts())
 
-        def eval(self, name: str):  # type: ignore[no-untyped-def]
-            yield from ByName.kept.get(name.lower() if isinstance(name, str) else name, ())
+        def eval(self, name: Any):  # type: ignore[no-untyped-def]
+            found = ByName.parts(name)
+            if found is not None and len(found) == 2:
+                yield from ByName.kept.get(".".join(found), ())
     return ByName
 
 
-def _all(rows: list[tuple[Any, ...]]) -> type:
-    class All:
-        kept = list(rows)
+def _history(rows: Mapping[str, list[tuple[Any, ...]]]) -> type:
+    """``ledger_history(name)``: the name's events, pins' left out as ``Ledger.history`` leaves
+    them; ``ledger_history(name, true)``: with them."""
+    class History(_by_name(rows)):  # type: ignore[misc]
+        pin_events = PIN_EVENTS
+        type_at = _HISTORY_TYPE
 
-        def eval(self):  # type: ignore[no-untyped-def]
-            yield from All.kept
-    return All
+        def eval(self, name: Any, pins: Any = False):  # type: ignore[no-untyped-def]
+            for row in super().eval(name):
+                if pins is True or row[History.type_at] not in History.pin_events:
+                    yield row
+    return History
+
+
+def _dropped(rows: list[tuple[Any, ...]]) -> type:
+    """``ledger_dropped_tables()``: every dropped table; given a name, the dropped tables of that
+    name (``'sales.orders'``) or database (``'sales'``), as ``Ledger.dropped_tables`` filters them."""
+    class Dropped:
+        kept = list(rows)
+        parts = staticmethod(_name_parts())
+        name_at = _TABLE_NAME
+
+        def eval(self, *name: Any):  # type: ignore[no-untyped-def]
+            if not name:
+                yield from Dropped.kept
+                return
+            found = Dropped.parts(name[0]) if len(name) == 1 else None
+            if found is None:
+                return
+            for row in Dropped.kept:
+                database, _, table = row[Dropped.name_at].partition(".")
+                if found in ((database,), (database, table)):  # one part names a database, two a table
+                    yield row
+    return Dropped
 
 
 class Functions:
@@ -72,7 +134,7 @@ class Functions:
         ids = {name: s.table_id for name, s in shown.items()}
         if self.history.read(ledger, set(shown)) or self.registered is None or ids != self.registered[0]:
             rows = {name: self.history.of(name) for name in shown}
-            self.spark.udtf.register(HISTORY, _udtf(_by_name(rows), _HISTORY_COLUMNS))
+            self.spark.udtf.register(HISTORY, _udtf(_history(rows), _HISTORY_COLUMNS))
         versions_moved = False
         for name in set(self.versions) - set(shown):
             del self.versions[name]
@@ -85,7 +147,7 @@ class Functions:
             self.spark.udtf.register(VERSIONS, _udtf(_by_name(self.versions), _VERSION_COLUMNS))
         dropped = [_table_row(t) for t in ledger.dropped_tables()]
         if self.registered is None or dropped != self.registered[1]:
-            self.spark.udtf.register(DROPPED, _udtf(_all(dropped), _TABLE_COLUMNS))
+            self.spark.udtf.register(DROPPED, _udtf(_dropped(dropped), _TABLE_COLUMNS))
         self.registered = (ids, dropped)
 
     def drop(self) -> None:
@@ -94,9 +156,10 @@ class Functions:
 
 
 class _History:
-    """Each name's history as ``Ledger.history(name)`` gives it: the events of every instance that
-    ever bore the name. Read as the log grows; held only for the names that are live or shown (an
-    instance that comes back under a held name, by an undrop, has its events read again, whole)."""
+    """Each name's history as ``Ledger.history(name, pins=True)`` gives it (the function leaves the
+    pins out unless asked): the events of every instance that ever bore the name. Read as the log
+    grows; held only for the names that are live or shown (an instance that comes back under a
+    held name, by an undrop, has its events read again, whole)."""
 
     def __init__(self) -> None:
         self.bore: dict[str, set[str]] = {}  # name -> every instance that bore it
@@ -112,7 +175,7 @@ class _History:
         moved = self._follow(ledger, names, shown)
         wanted = set().union(*(self.bore.get(n, set()) for n in names))
         for table_id in sorted(wanted - self.held) if not first else ():
-            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id)
+            self.events[table_id] = [_history_row(e) for e in ledger.history(table_id=table_id, pins=True)
                                      if e.seq <= self.last[0]]
             moved = True
         for table_id in set(self.events) - wanted:
@@ -124,7 +187,7 @@ class _History:
         last_seq, last_time = self.last
         shown_ids = set().union(*(self.bore.get(n, set()) for n in shown))
         moved = False
-        for entry in ledger.history(since=last_time):
+        for entry in ledger.history(since=last_time, pins=True):
             if entry.seq <= last_seq:
                 continue
             name, table_id = entry.data.get("name"), entry.data.get("table_id")

@@ -20,7 +20,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ledger import TableExists
+from ledger import InvalidName, TableExists
 
 from ..tables import spark_uri
 from .text import literal, quote
@@ -39,6 +39,7 @@ class SparkCatalog:
         self._catalog = session.sessionState().catalog() if session is not None else None
         self._parser = session.sessionState().sqlParser() if session is not None else None
         self._databases: set[str] = set()
+        self._reserved: dict[str, str] = {}  # a database Spark refused -> why
         self._schemas: dict[str, Any] = {}
         self._template: Any = None
         self._scratch: str | None = None
@@ -51,9 +52,22 @@ class SparkCatalog:
     def ensure_database(self, database: str) -> bool:
         """Create the database if need be; True if it was created here. Its folder (Spark makes
         one for every database, ``./spark-warehouse/<name>.db`` unless told) goes in a scratch
-        folder of the attachment's, not in the caller's: a view holds no data."""
+        folder of the attachment's, not in the caller's: a view holds no data. A name Spark
+        reserves (``global_temp``, its global temporary views') is ``InvalidName``."""
         if database in self._databases:
             return False
+        if database in self._reserved:
+            raise InvalidName(self._reserved[database])
+        try:
+            return self._create_database(database)
+        except Exception as exc:  # Spark's AnalysisException, or py4j's error that holds it
+            if "RESERVED_DATABASE_NAME" not in str(exc):
+                raise
+            self._reserved[database] = f"Spark reserves the database name {database} for its own use (no view " \
+                                       "can be put in it)"
+            raise InvalidName(self._reserved[database]) from None
+
+    def _create_database(self, database: str) -> bool:
         exists = self._catalog.databaseExists(database) if self._catalog is not None else \
             self.spark.catalog.databaseExists(database)
         if not exists:

@@ -42,14 +42,29 @@ def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_sc
         else:
             columns.append(f"CAST({partition_value(depth)} AS {_sql_type(field['type'])}) AS {quote(field['name'])}")
     options = " WITH ('mergeSchema' = 'true')" if merge_schema else ""
-    return f"SELECT {', '.join(columns)} FROM {files_relation(location, files)}{options}"
+    return f"SELECT {', '.join(columns)} FROM {files_relation(location, files, table)}{options}"
 
 
-def files_relation(location: str, files: Sequence[str]) -> str:
+def files_relation(location: str, files: Sequence[str], table: str = "") -> str:
     """Exactly ``files`` under ``location``, as Spark SQL names Parquet files: a brace glob in which
-    every character the glob would read as special is taken literally."""
+    every character the glob would read as special is taken literally.
+
+    SQL names one path per relation, so many files need a glob, and Hadoop's glob cannot walk a
+    folder whose name holds ``:`` (it builds each folder's path from its name, and reads
+    ``wh:1`` as the URI scheme ``wh``; no escape changes that). Such a location is
+    ``InvalidArgument``: its tables are read with ``read_table``, which names the files one by one."""
+    check_globbable(location, table)
     glob = ",".join(glob_escape(f) for f in files)
     return "parquet." + quote(glob_escape(spark_uri(location)) + "/{" + glob + "}")
+
+
+def check_globbable(location: str, table: str = "") -> None:
+    """That a glob can name files under ``location`` (``files_relation``): no ``:`` in its path."""
+    if ":" in spark_uri(location).split("://", 1)[1]:
+        raise InvalidArgument(
+            f"cannot name {table or 'this table'} in Spark SQL: its folder {location} holds ':', which Hadoop's "
+            "path globs read as a URI scheme; read it with read_table (or keep the warehouse in a folder "
+            "whose path has no ':')")
 
 
 def folder_relation(location: str) -> str:
