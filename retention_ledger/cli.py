@@ -30,12 +30,9 @@ import click
 import rich.console
 
 from ledger import (
-    DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance, VacuumRun, copy_ledger,
+    Catalog, Checkpoint, DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance,
+    VacuumRun, copy_ledger, format_bytes, format_duration, generate_key, iso_utc, ledger_files, output_target, parse_time,
 )
-from ledger.audit import Checkpoint, generate_key, outputs
-from ledger.catalog import Catalog
-from ledger.clock import format_duration, iso_utc, parse_time
-from ledger.views import format_bytes
 from vacuum_work import new_run_id
 
 DEFAULT_LEDGER = "ledger.db"
@@ -586,9 +583,9 @@ def maintain_command(ctx: Context) -> None:
 def checkpoint_command(ctx: Context, key: str | None, out: str | None, overwrite: bool) -> None:
     """Take a checkpoint of the log: seq, time, head hash and Merkle root, signed with --key if
     given. Keep it outside the ledger; verify --against it later."""
-    protected = outputs.ledger_files(ctx.path) + ([key] if key else [])
+    protected = ledger_files(ctx.path) + ([key] if key else [])
     if out is not None:  # refused before a checkpoint is taken: a bad target changes nothing
-        outputs.target(out, "checkpoint", overwrite=overwrite, protected=protected)
+        output_target(out, "checkpoint", overwrite=overwrite, protected=protected)
     cp = ctx.ledger.checkpoint(key=key)
     if out is None:
         click.echo(cp.to_json(), nl=False)
@@ -642,7 +639,7 @@ def prove_deleted_command(ctx: Context, key: str | None, keys_from: Any, out: st
         raise click.UsageError("give one KEY, or --keys-from FILE with a key a line" if key is None else
                                "give one KEY or --keys-from FILE, not both")
     if out is not None:
-        outputs.target(out, "deletion proof", overwrite=overwrite, protected=outputs.ledger_files(ctx.path))
+        output_target(out, "deletion proof", overwrite=overwrite, protected=ledger_files(ctx.path))
     if key is None:
         _prove_many(ctx, keys_from, out)
         return
@@ -669,7 +666,7 @@ def _prove_many(ctx: Context, source: Any, out: str | None) -> None:
     summary = (f"{len(bundle.proofs)} of {len(bundle)} keys proven deleted"
                + (f" (by vacuum run {runs[0]})" if len(runs) == 1 else f" (by {len(runs)} vacuum runs)" if runs else ""))
     if out is not None:
-        bundle.write(out, overwrite=True, protected=outputs.ledger_files(ctx.path))  # target checked first
+        bundle.write(out, overwrite=True, protected=ledger_files(ctx.path))  # target checked first
         if not bundle.not_deleted:
             ctx.emit({"keys": len(bundle), "proven": len(bundle.proofs), "runs": runs, "out": out},
                      f"{summary}; proofs written to {out}")

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from ledger import Ledger, LedgerError, Pin, TableNotFound
 from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
-from ledger.views import TableInstance, TableVersion
+from ledger import TableInstance, TableVersion
 
 from . import schemas
 from .executor import fs

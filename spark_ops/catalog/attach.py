@@ -32,7 +32,7 @@ from ledger import (
     InvalidArgument, InvalidName, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound,
     VersionExpired, VersionNotFound,
 )
-from ledger.views import Change, TableInstance, TableVersion
+from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
 from ..tables import check_filesystem

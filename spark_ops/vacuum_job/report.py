@@ -12,8 +12,7 @@ from typing import Any
 
 import attrs
 
-from ledger.clock import format_duration, from_micros, iso, iso_utc
-from ledger.views import FileEntry, format_bytes
+from ledger import FileEntry, format_bytes, format_duration, from_micros, iso_utc
 from vacuum_work import Held, Plan, Result, Waiting, location
 
 
@@ -233,13 +232,13 @@ def held_line(h: dict[str, Any]) -> str:
 
 
 def _waiting(w: Waiting) -> dict[str, Any]:
-    return {"id": w.table_id, "name": w.name, "dropped_at": iso(w.dropped_at), "due_at": iso(w.due_at),
+    return {"id": w.table_id, "name": w.name, "dropped_at": iso_utc(from_micros(w.dropped_at)), "due_at": iso_utc(from_micros(w.due_at)),
             "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
 
 
 def _held(h: Held) -> dict[str, Any]:
     return {"name": h.name, "id": h.table_id, "what": h.what, "version": h.version, "pin": h.pin_id,
-            "until": iso(h.until)}
+            "until": iso_utc(from_micros(h.until))}
 
 
 def build_report(plan: Plan, dry_run: bool, results: dict[str, Result], started: float,
