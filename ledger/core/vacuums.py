@@ -28,6 +28,10 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Union
 
 import attrs
+from vacuum_work import (
+    EXPIRE, PURGE, STRAGGLERS, SWEEP, Expiry, Folder, ForeignScan, Held, Plan, Purge, Result, StragglerScan,
+    Sweep, Waiting, Work,
+)
 
 from ..clock import Micros
 from ..errors import InvalidArgument, PurgeRefused
@@ -41,11 +45,6 @@ from .streams import (
 )
 from .tables import Instance, check_counts, guard_streams, purge
 from .versions import advance_mark, folders_deleted, stragglers_deleted, sweep
-
-from vacuum_work import (
-    EXPIRE, PURGE, STRAGGLERS, SWEEP, Expiry, Folder, ForeignScan, Held, Plan, Purge, Result, StragglerScan,
-    Sweep, Waiting,
-)
 
 DEFAULT_GRACE_SECONDS = 6 * 3600
 GRACE_FLOOR_SECONDS = 3600
@@ -226,7 +225,7 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
         Purge(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks), i.id in resumed_ids,
               state.data.known_manifests(i.id))
         for i in chosen)
-    waiting.sort(key=lambda w: (w.due_at, w.id))
+    waiting.sort(key=lambda w: (w.due_at, w.table_id))
     chosen_ids = {i.id for i in chosen}
     held_folders = {w for run in busy_runs for w in run.write_folders}
     written = _versioned(state, database, chosen_ids)
@@ -375,7 +374,8 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         cmd.run_id, tuple(p.table_id for p in plan.purges), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
         plan.lease_until, {e.table_id: e.mark for e in plan.expiries if e.mark is not None},
-        tuple(f.write_id for item in (*plan.expiries, *plan.sweeps) for f in item.folders)
+        tuple(f.write_id for e in plan.expiries for f in e.folders) + tuple(f.write_id for sw in plan.sweeps
+                                                                            for f in sw.folders)
         + tuple(sc.folder.write_id for sc in plan.stragglers))))
     reads = {VACUUM_STREAM}
     # A commit or renewal racing the sweep lands first or is refused (R4, R15).
@@ -417,45 +417,48 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
     deleted, so that no later vacuum lists it again). Results of one item's parts are added up."""
     if cmd.run_id not in state.vacuums.runs:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
-    results = _results(cmd.run_id, cmd.results)
+    done = _done(cmd.run_id, cmd.results)
     events: list[tuple[str, Any]] = []
     reads = {VACUUM_STREAM}
-    for done in results[PURGE]:
-        inst = state.tables.instance(done.item.table_id)
+    for item, result in done[PURGE]:
+        inst = state.tables.instance(item.table_id)
         if inst is not None and inst.purged_at is not None:
             continue  # a run that took this one over recorded it first; the files are gone either way
         try:
-            events.append(purge(state, done.item.table_id, cmd.run_id, done.files, done.bytes, cmd.now))
+            events.append(purge(state, item.table_id, cmd.run_id, result.files, result.bytes, cmd.now))
         except PurgeRefused as exc:
             raise PurgeRefused(f"vacuum {cmd.run_id}: {exc}") from None
-        reads |= guard_streams(state, state.tables.instances[done.item.table_id])
+        reads |= guard_streams(state, state.tables.instances[item.table_id])
     purged = len(events)
     for kind, record, pending in ((EXPIRE, folders_deleted, _not_deleted), (SWEEP, folders_deleted, _not_deleted),
                                   (STRAGGLERS, stragglers_deleted, _not_cleaned)):
-        for table_id, group in _by_table(results[kind]).items():
-            writes = tuple(w for done in group for w in _write_ids(done.item) if pending(state, w))
+        for table_id, group in _by_table(done[kind]).items():
+            writes = tuple(w for item, _ in group for w in _write_ids(item) if pending(state, w))
             if writes:  # a run that took this one over may have recorded them first
-                events.append(record(state, table_id, cmd.run_id, writes, sum(d.files for d in group),
-                                     sum(d.bytes for d in group)))
+                events.append(record(state, table_id, cmd.run_id, writes, sum(r.files for _, r in group),
+                                     sum(r.bytes for _, r in group)))
                 reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append(close_receipt(state, cmd.run_id))
     reads.add(receipt_stream(cmd.run_id))
-    every = [r for r in cmd.results if r.item is not None]
+    every = [(r.item, r) for r in cmd.results if r.item is not None]
     events.append((VACUUM_STREAM, VacuumFinished(
-        cmd.run_id, purged, len({r.item.base_key for r in every if not r.ok}),  # type: ignore[union-attr]
-        sum(r.files for r in every), sum(r.bytes for r in every))))
+        cmd.run_id, purged, len({item.base_key for item, r in every if not r.ok}),
+        sum(r.files for _, r in every), sum(r.bytes for _, r in every))))
     return Decision(tuple(events), frozenset(reads), purged)
 
 
-def _results(run_id: str, results: object) -> dict[str, list[Result]]:
-    """The results worth recording, by kind: a purge's parts added up, the rest as they came (each
-    part names its folders); none that failed or, for stragglers, left some behind."""
+Done = list[tuple[Work, Result]]
+
+
+def _done(run_id: str, results: object) -> dict[str, Done]:
+    """The results worth recording, by kind, each with its item: a purge's parts added up, the rest
+    as they came (each part names its folders); none that failed or, for stragglers, left some."""
     if not isinstance(results, tuple) or not all(isinstance(r, Result) for r in results):
         raise InvalidArgument(f"vacuum {run_id}: a run's results are vacuum_work.Result values, one for each item "
                               "(or part) it carried out")
-    by_kind: dict[str, list[Result]] = {PURGE: [], EXPIRE: [], SWEEP: [], STRAGGLERS: []}
-    purges: dict[str, Result] = {}
+    by_kind: dict[str, Done] = {PURGE: [], EXPIRE: [], SWEEP: [], STRAGGLERS: []}
+    purges: dict[str, tuple[Work, Result]] = {}
     for result in results:
         item = result.item
         if item is None:
@@ -465,22 +468,24 @@ def _results(run_id: str, results: object) -> dict[str, list[Result]]:
             raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
                                   "nothing of it to record")
         if item.kind == PURGE:
-            purges[item.key] = purges[item.key] + result if item.key in purges else result
+            purges[item.key] = (item, purges[item.key][1] + result) if item.key in purges else (item, result)
         elif result.ok and not result.left:
-            by_kind[item.kind].append(result)
-    by_kind[PURGE] = [r for r in purges.values() if r.ok]
+            by_kind[item.kind].append((item, result))
+    by_kind[PURGE] = [(item, r) for item, r in purges.values() if r.ok]
     return by_kind
 
 
-def _by_table(results: list[Result]) -> dict[str, list[Result]]:
-    grouped: dict[str, list[Result]] = defaultdict(list)
-    for result in results:
-        grouped[result.item.table_id].append(result)  # type: ignore[union-attr]
+def _by_table(done: Done) -> dict[str, Done]:
+    grouped: dict[str, Done] = defaultdict(list)
+    for item, result in done:
+        grouped[item.table_id].append((item, result))
     return dict(sorted(grouped.items()))
 
 
-def _write_ids(item: Any) -> tuple[str, ...]:
-    return (item.folder.write_id,) if item.kind == STRAGGLERS else tuple(f.write_id for f in item.folders)
+def _write_ids(item: Work) -> tuple[str, ...]:
+    if isinstance(item, StragglerScan):
+        return (item.folder.write_id,)
+    return tuple(f.write_id for f in item.folders) if isinstance(item, (Expiry, Sweep)) else ()
 
 
 def _not_deleted(state: State, write_id: str) -> bool:
