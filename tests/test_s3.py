@@ -454,6 +454,46 @@ def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledge
     assert vacuum(spark, lake).failures == []  # and the next vacuum is clean too
 
 
+def test_r15_r20_a_straggler_scan_the_store_will_not_list_is_reported_and_the_vacuum_goes_on(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A committed write's folder whose listing the store keeps failing: its straggler scan reports
+    why and deletes nothing, and the rest of the run is recorded. (Before: the scan caught only the
+    disk's errors; the store's escaped it and failed the whole vacuum.)"""
+    from spark_ops import vacuum
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders")
+    named = [put(f"{w.folder}/part-{i}.parquet", b"x" * 7) for i in range(2)]
+    late = put(f"{w.folder}/late-task.parquet", b"x" * 7)
+    lake.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 7) for i in range(2)])
+    gone = lake.create_table("sales.gone")
+    put_table(gone.location, 3)
+    lake.drop_table("sales.gone")
+    clock.advance(WEEK * 2)
+    s3.inject(Fault("status", times=1_000, status=500, code="InternalError",
+                    match=lambda method, target: LISTINGS(method, target) and w.id in target))
+    report = vacuum(spark, lake)
+    [cleaned] = report.stragglers
+    assert cleaned.error is not None and "InternalError" in cleaned.error and cleaned.files == 0
+    assert [i.id for i in report.purged] == [gone.id] and objects_under(gone.location) == []
+    s3.clear()
+    assert objects_under(w.folder) == sorted(named + [late])
+    assert not list(lake.history(type="StragglersDeleted"))
+
+
+def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothing(s3) -> None:
+    """A straggler item whose table lies in another bucket (a plan gone wrong): the executor's
+    re-check refuses it and says so in its outcome. (Before: the object store's refusal escaped
+    the scan, which caught only the disk's, and failed the task.)"""
+    from spark_ops.executor import tasks
+    from spark_ops.executor.work import STRAGGLERS, Plan, Work
+    victim = put("s3://other/wh/t1/_writes/w1/late.parquet")
+    item = Work("stragglers:w1", STRAGGLERS, "t1", "s3://other/wh/t1", folder="s3://other/wh/t1/_writes/w1",
+                cutoff=time.time() + 3_600)
+    [outcome] = tasks.run_items(tasks.Held(Plan("s3://lake/wh", {item.key: item})), [item.key], dry_run=False)
+    assert outcome.key == item.key and outcome.error is not None and outcome.error.startswith("refused: ")
+    assert outcome.files == 0 and not s3.deleted_keys() and victim in objects_under("s3://other/wh/t1")
+
+
 # --- tables by name in Spark SQL ---------------------------------------------------------------
 
 def test_r21_attach_on_a_warehouse_spark_has_no_file_system_for_says_so_and_records_nothing(
