@@ -574,7 +574,8 @@ def test_r4_a_vacuum_never_takes_over_a_live_run_and_each_run_records_what_it_de
     assert b.plan_vacuum().busy == (first.run_id,)
 
     from spark_ops.executor.fs import purge
-    deleted = [(t.id, *purge(first.root, t.location, dry_run=False)[:2]) for t in first.targets]
+    outcomes = {t.id: purge(first.root, t.location, dry_run=False) for t in first.targets}
+    deleted = [(table_id, out.files, out.bytes) for table_id, out in outcomes.items()]
     assert a.finish_vacuum(first.run_id, deleted) == 3
     [finished] = [e for e in a.history() if e.type == "VacuumFinished"]
     assert (finished.data["files"], finished.data["bytes"], finished.data["purged"]) == (files, files * 7, 3)

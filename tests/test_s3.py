@@ -24,7 +24,9 @@ from typing import Iterator
 import pytest
 
 from ledger import Ledger, LedgerUnavailable, ManualClock
-from spark_ops.executor import fs, objects
+from spark_ops.executor import fs
+from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
+from spark_ops.executor.work import Outcome
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
 from tests.stores import FaultyStore
 
@@ -233,14 +235,14 @@ def test_r9_r20_each_key_is_checked_before_it_joins_a_batch(s3) -> None:
     keys = put_table("s3://lake/wh9/t1", 3)
     victim = put("s3://lake/wh9/t1-evil/precious.parquet")
     s3.add_listed(victim)
-    files, _, error = objects.purge("s3://lake/wh9", ["s3://lake/wh9/t1"])[0]
-    assert error is not None and error.startswith("refused: ") and "t1-evil/precious.parquet is not inside" in error
-    assert victim not in s3.deleted_keys()
+    outcome = fs.purge("s3://lake/wh9", "s3://lake/wh9/t1", dry_run=False)
+    assert outcome.error is not None and outcome.error.startswith("refused: ")
+    assert "t1-evil/precious.parquet is not inside" in outcome.error and victim not in s3.deleted_keys()
     s3.clear()
     assert objects_under("s3://lake/wh9/t1-evil") == [victim]
-    with pytest.raises(objects.Unsafe):
-        objects.Batches(objects.bucket("s3://lake")).add(victim, 1, objects.Totals(), "wh9/t1")
-    assert files <= 3 and set(keys) >= set(objects_under("s3://lake/wh9/t1"))
+    with pytest.raises(Unsafe), Deleter(storage_for("s3://lake")) as deleter:
+        deleter.add([FileEntry(victim, 1)], Totals(), "wh9/t1")
+    assert outcome.files <= 3 and set(keys) >= set(objects_under("s3://lake/wh9/t1"))
 
 
 # --- R20: faults on the wire ------------------------------------------------------------------
@@ -249,7 +251,7 @@ def test_r20_throttling_is_retried_until_every_object_is_gone(s3) -> None:
     keys = put_table("s3://lake/thr/t1", 1_500)
     s3.inject(Fault("status", times=4, status=503, code="SlowDown", match=DELETES))
     s3.inject(Fault("status", times=2, status=500, code="InternalError", match=LISTINGS))
-    assert objects.purge("s3://lake/thr", ["s3://lake/thr/t1"]) == [(1_500, 15_000, None)]
+    assert fs.purge("s3://lake/thr", "s3://lake/thr/t1", dry_run=False) == Outcome(files=1_500, bytes=15_000)
     assert objects_under("s3://lake/thr/t1") == [] and sorted(set(s3.deleted_keys())) == keys
     assert [r.status for r in s3.requests if r.fault == "status"] == [500, 500, 503, 503, 503, 503]
 
@@ -263,7 +265,7 @@ def test_r20_a_batch_whose_answer_is_lost_is_sent_again(s3, fault: Fault, monkey
     monkeypatch.setenv("RETENTION_LEDGER_STORE_TIMEOUT", "1")
     put_table("s3://lake/lost/t1", 10)
     s3.inject(fault)
-    assert objects.purge("s3://lake/lost", ["s3://lake/lost/t1"]) == [(10, 100, None)]
+    assert fs.purge("s3://lake/lost", "s3://lake/lost/t1", dry_run=False) == Outcome(files=10, bytes=100)
     assert objects_under("s3://lake/lost/t1") == []
     sent = [r.fault for r in s3.requests if DELETES(r.method, r.target)]
     assert fault.hits == 1 and None in sent, sent  # the fault hit one batch, and it was sent again
@@ -337,11 +339,11 @@ def test_r20_a_half_failed_batch_on_s3_leaves_exactly_the_deleted_keys_in_the_re
 _SLOW_VACUUM = r"""
 import sys
 from ledger import Ledger
-from spark_ops.executor import objects
+from spark_ops.executor import fs
 led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
 order = led.start_vacuum()
 print("started", order.run_id, flush=True)
-objects.purge(order.root, [t.location for t in order.targets])
+fs.purge_each(order.root, [t.location for t in order.targets])
 print("finished", flush=True)
 """
 
@@ -452,6 +454,46 @@ def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledge
     assert objects_under(w.folder) == sorted(named)
     assert [e.type for e in lake.history(type="StragglersDeleted")] == ["StragglersDeleted"]
     assert vacuum(spark, lake).failures == []  # and the next vacuum is clean too
+
+
+def test_r15_r20_a_straggler_scan_the_store_will_not_list_is_reported_and_the_vacuum_goes_on(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A committed write's folder whose listing the store keeps failing: its straggler scan reports
+    why and deletes nothing, and the rest of the run is recorded. (Before: the scan caught only the
+    disk's errors; the store's escaped it and failed the whole vacuum.)"""
+    from spark_ops import vacuum
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders")
+    named = [put(f"{w.folder}/part-{i}.parquet", b"x" * 7) for i in range(2)]
+    late = put(f"{w.folder}/late-task.parquet", b"x" * 7)
+    lake.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 7) for i in range(2)])
+    gone = lake.create_table("sales.gone")
+    put_table(gone.location, 3)
+    lake.drop_table("sales.gone")
+    clock.advance(WEEK * 2)
+    s3.inject(Fault("status", times=1_000, status=500, code="InternalError",
+                    match=lambda method, target: LISTINGS(method, target) and w.id in target))
+    report = vacuum(spark, lake)
+    [cleaned] = report.stragglers
+    assert cleaned.error is not None and "InternalError" in cleaned.error and cleaned.files == 0
+    assert [i.id for i in report.purged] == [gone.id] and objects_under(gone.location) == []
+    s3.clear()
+    assert objects_under(w.folder) == sorted(named + [late])
+    assert not list(lake.history(type="StragglersDeleted"))
+
+
+def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothing(s3) -> None:
+    """A straggler item whose table lies in another bucket (a plan gone wrong): the executor's
+    re-check refuses it and says so in its outcome. (Before: the object store's refusal escaped
+    the scan, which caught only the disk's, and failed the task.)"""
+    from spark_ops.executor import tasks
+    from spark_ops.executor.work import STRAGGLERS, Plan, Work
+    victim = put("s3://other/wh/t1/_writes/w1/late.parquet")
+    item = Work("stragglers:w1", STRAGGLERS, "t1", "s3://other/wh/t1", folder="s3://other/wh/t1/_writes/w1",
+                cutoff=time.time() + 3_600)
+    [outcome] = tasks.run_items(tasks.Held(Plan("s3://lake/wh", {item.key: item})), [item.key], dry_run=False)
+    assert outcome.key == item.key and outcome.error is not None and outcome.error.startswith("refused: ")
+    assert outcome.files == 0 and not s3.deleted_keys() and victim in objects_under("s3://other/wh/t1")
 
 
 # --- tables by name in Spark SQL ---------------------------------------------------------------

@@ -402,19 +402,20 @@ def test_progress_starts_at_zero_of_a_known_total_and_ends_complete(spark, led, 
 
 # --- deletion split below the table, on a pool of I/O threads (issue 11) -----------------------
 
-def test_r9_every_deleting_thread_refuses_a_path_outside_its_location(tmp_path: Path) -> None:
-    from spark_ops.executor import fs
+def test_r9_every_path_is_checked_against_its_location_before_it_joins_a_batch(tmp_path: Path) -> None:
+    from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
     inside, outside = tmp_path / "loc", tmp_path / "elsewhere"
     inside.mkdir()
     outside.mkdir()
     (outside / "precious.parquet").write_bytes(b"x")
     (inside / "a.parquet").write_bytes(b"x")
-    with pytest.raises(fs.Unsafe, match="elsewhere"):
-        with fs.Deleter(lambda e: (os.unlink(e.path), e.size)[1], str(inside) + os.sep) as deleter:
-            deleter.add(fs.FileEntry(str(inside / "a.parquet"), 1))
-            deleter.add(fs.FileEntry(str(outside / "precious.parquet"), 1))
-            deleter.finish()
-    assert (outside / "precious.parquet").exists()
+    totals = Totals()
+    with pytest.raises(Unsafe, match="elsewhere"):
+        with Deleter(storage_for(str(tmp_path))) as deleter:
+            deleter.add([FileEntry(str(inside / "a.parquet"), 1)], totals, str(inside))
+            deleter.add([FileEntry(str(outside / "precious.parquet"), 1)], totals, str(inside))
+    assert (outside / "precious.parquet").exists() and not (inside / "a.parquet").exists()
+    assert (totals.files, totals.bytes, totals.error) == (1, 1, None)
 
 
 def test_pieces_are_the_sub_folders_two_levels_down_and_never_follow_a_link(tmp_path: Path) -> None:

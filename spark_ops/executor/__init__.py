@@ -8,6 +8,9 @@ of retention-ledger installed: PySpark and pyarrow, and obstore for an object st
 
 * ``work``: the typed work items the driver hands over, and the outcomes that come back;
 * ``tasks``: what a task does with them (re-check against the plan, then delete);
-* ``fs``: one location's files on a local disk (never through a symbolic link) or, through
-  ``objects``, on an object store (streamed listings, batched deletes by key).
+* ``fs``: what is done to one location's files, written once for every storage;
+* ``storage``: where the files are, chosen once from the root (``storage_for``): ``disk``'s
+  ``LocalDisk`` (never through a symbolic link) or ``objects``' ``ObjectStore`` (streamed listings,
+  DeleteObjects batches); and the ``Deleter`` that deletes in batches on either;
+* ``receipts``: what a task deleted, written down as it goes (R20).
 """

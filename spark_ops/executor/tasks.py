@@ -4,7 +4,9 @@ Every function here is handed to Spark by reference (``functools.partial`` of a 
 this module, never a lambda of the driver's), so an executor needs this package and nothing
 of the ledger (R19). Each re-checks what it is given: an item the plan does not hold is
 refused; a purge runs only if its table was dropped at or before its watermark (the ledger's
-decision, re-checked, R2); every path is confined to its location (``fs``, ``objects``, R9).
+decision, re-checked, R2). What is done to the files then is ``fs``'s, the same wherever they are
+(every path confined to its location, R9): ``storage_for(root)`` is the one place that knows a
+local disk from an object store.
 
 Three shapes of work:
 
@@ -22,10 +24,12 @@ import hashlib
 import os
 import sys
 import zlib
+from dataclasses import replace
 from typing import Any, Iterable, Iterator
 
-from . import fs, objects
+from . import fs
 from .receipts import Receipt
+from .storage import StoreError, Unsafe, storage_for
 from .work import EXPIRE, FOREIGN, PARTS, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Share, Work
 
 LISTING_SAMPLE = 20
@@ -83,20 +87,15 @@ def _run(spec: Plan, keys: list[str], dry_run: bool, receipt: Receipt | None) ->
         elif item.kind == PURGE:
             yield _purge_location(spec.root, item, dry_run, receipt)
         elif item.kind == STRAGGLERS:
-            done, left = fs.delete_unnamed(spec.root, item.location, item.folder, set(item.named), item.cutoff,
-                                           dry_run=dry_run, receipt=receipt)
-            yield Outcome(key, done.files, done.bytes, done.error, _entries(done.listing), left)
+            yield replace(fs.delete_unnamed(spec.root, item.location, item.folder, set(item.named), item.cutoff,
+                                            dry_run=dry_run, receipt=receipt), key=key)
         elif item.kind == FOREIGN:
             found = fs.foreign_files(spec.root, item.location, set(item.named))
-            yield Outcome(key, len(found), sum(f.size for f in found), None, _entries(found))
+            yield Outcome(key, len(found), sum(f.size for f in found), None, tuple((f.path, f.size) for f in found))
         elif item.kind in (EXPIRE, SWEEP):
             yield _delete_folders(spec.root, item, dry_run, receipt)
         else:
             yield Outcome(key, error=f"refused: no such kind of work {item.kind!r}")
-
-
-def _entries(listing: Iterable[fs.FileEntry] | None) -> tuple[tuple[str, int], ...] | None:
-    return None if listing is None else tuple((e.path, e.size) for e in listing)
 
 
 def _purge_known(spec: Plan, keys: list[str], receipt: Receipt | None) -> Iterator[Outcome]:
@@ -110,18 +109,17 @@ def _purge_known(spec: Plan, keys: list[str], receipt: Receipt | None) -> Iterat
         else:
             allowed.append(spec.items[key])
     if allowed:
-        done = objects.purge(spec.root, [i.location for i in allowed], named=[list(i.manifests) for i in allowed],
+        done = fs.purge_each(spec.root, [i.location for i in allowed], known=[i.manifests for i in allowed],
                              siblings=spec.siblings, receipt=receipt)
-        for item, (files, size, error) in zip(allowed, done):
-            yield Outcome(item.key, files, size, error)
+        for item, outcome in zip(allowed, done):
+            yield replace(outcome, key=item.key)
 
 
 def _purge_location(root: str, item: Work, dry_run: bool, receipt: Receipt | None) -> Outcome:
     refused = None if dry_run else refusal(item)
     if refused is not None:
         return Outcome(item.key, error=refused)
-    done = fs.purge(root, item.location, dry_run=dry_run, receipt=receipt)
-    return Outcome(item.key, done.files, done.bytes, done.error, _entries(done.listing))
+    return replace(fs.purge(root, item.location, dry_run=dry_run, receipt=receipt), key=item.key)
 
 
 def _delete_folders(root: str, item: Work, dry_run: bool, receipt: Receipt | None) -> Outcome:
@@ -132,17 +130,11 @@ def _delete_folders(root: str, item: Work, dry_run: bool, receipt: Receipt | Non
         if not folder.startswith(inside) or "/" in folder[len(inside):].strip("/"):
             return Outcome(item.key, error=f"refused: {folder} is not a write folder of {item.location}",
                            listing=() if dry_run else None)
-    if item.manifests and not dry_run:  # on an object store what the ledger knows goes by key (R20)
-        done = objects.delete_named(root, item.location, list(zip(item.folders, item.manifests)), receipt=receipt)
-        return Outcome(item.key, sum(f for f, _, _ in done), sum(b for _, b, _ in done),
-                       next((e for _, _, e in done if e is not None), None))
-    outcomes = fs.purge_each(root, list(item.folders), dry_run=dry_run, receipt=receipt)
-    files, size, error = _totals(outcomes)
-    listing = tuple((e.path, e.size) for o in outcomes for e in o.listing or ()) if dry_run else None
-    return Outcome(item.key, files, size, error, listing)
+    done = fs.delete_folders(root, item.location, list(item.folders), item.manifests, dry_run=dry_run, receipt=receipt)
+    return replace(done, key=item.key)
 
 
-def _totals(outcomes: list[fs.Outcome]) -> tuple[int, int, str | None]:
+def _totals(outcomes: list[Outcome]) -> tuple[int, int, str | None]:
     """Files and bytes deleted by several purges, and the first error among them."""
     error = next((o.error for o in outcomes if o.error is not None), None)
     return sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error
@@ -211,12 +203,11 @@ def delete_share(plan: Any, key: str, share: int, shares: int) -> Share:
         done = _purge_location(spec.root, item, False, receipt)
         return Share(done.files, done.bytes, done.error, True, _parts(receipt))
     inside = item.location.rstrip("/") + "/"
-    local = fs.is_local(spec.root)
-    folders = share_of_listing(pieces, share, shares, local)
+    folders = share_of_listing(pieces, share, shares, not storage_for(spec.root).keyed)
     outside = next((f for f in folders if not f.startswith(inside)), None)
     if outside is not None:
         return Share(error=f"refused: {outside} is not inside {item.location}")
-    return Share(*_totals(fs.purge_each(spec.root, folders, keep=local, receipt=receipt)), parts=_parts(receipt))
+    return Share(*_totals(fs.purge_each(spec.root, folders, keep=True, receipt=receipt)), parts=_parts(receipt))
 
 
 def _parts(receipt: Receipt | None) -> tuple:
@@ -257,7 +248,7 @@ def finish_purge(plan: Any, pair: tuple[str, Share]) -> Outcome:
 
 def root_seen(root: str) -> bool:
     """Whether the warehouse root is there, as seen from here (a local folder; a store: True)."""
-    return not fs.is_local(root) or os.path.isdir(fs.local_path(root))
+    return not storage_for(root).absent(root)
 
 
 def preflight(root: str, driver_sees_root: bool, _partition: Iterable[Any]) -> Iterator[str]:
@@ -270,19 +261,14 @@ def preflight(root: str, driver_sees_root: bool, _partition: Iterable[Any]) -> I
         import pyarrow  # noqa: F401  (a dry run's dataset)
     except ImportError as exc:
         yield f"{where}: {type(exc).__name__}: {exc}"
-    if fs.is_local(root):
-        folder = fs.local_path(root)
-        if driver_sees_root and not os.path.isdir(folder):
-            yield (f"{where} does not see the warehouse {folder}: a local warehouse must be on a file system the "
-                   "driver and every executor share")
-        return
     try:
-        import obstore  # noqa: F401
+        store = storage_for(root)
+        if driver_sees_root and store.absent(root):
+            yield (f"{where} does not see the warehouse {store.base}: a local warehouse must be on a file system "
+                   "the driver and every executor share")
+        elif store.keyed:  # one page of a listing: the store's client is here, and the store answers
+            next(iter(store.pages(store.base or "_retention_ledger_preflight")), None)
     except ImportError as exc:
         yield f"{where}: {type(exc).__name__}: {exc} (the object-store client, needed for {root})"
-        return
-    try:
-        store = objects.bucket(root)
-        next(iter(store.pages(store.key(root, root=True) or "_retention_ledger_preflight")), None)
-    except (objects.StoreError, objects.Unsafe) as exc:
+    except (StoreError, Unsafe, OSError) as exc:
         yield f"{where}: cannot list {root}: {exc}"

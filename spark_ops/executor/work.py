@@ -69,7 +69,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Outcome:
-    key: str
+    key: str = ""
+    """The item's (empty as a location's operation returns it, before a task names its item)."""
     files: int = 0
     bytes: int = 0
     error: str | None = None

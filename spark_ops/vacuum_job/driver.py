@@ -37,7 +37,8 @@ from pyspark.sql import SparkSession
 
 from ledger import Ledger, LedgerError, VacuumOrder
 
-from ..executor import fs, objects, receipts, tasks
+from ..executor import objects, receipts, tasks
+from ..executor.storage import storage_for
 from ..executor.work import EXPIRE, FOREIGN, PARTS, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Work
 from ..heartbeat import Heartbeat
 from . import budget, listing as listings, progress as progress_of, ship
@@ -246,7 +247,7 @@ def _carry_out(spark: SparkSession, order: VacuumOrder, dry_run: bool, progress:
     keys = sorted(plan.items)
     if not keys:
         return {}, [], False
-    on_driver = [] if dry_run or fs.is_local(plan.root) else \
+    on_driver = [] if dry_run or not storage_for(plan.root).keyed else \
         [k for k in keys if not (plan.items[k].kind == PURGE and not plan.items[k].manifests)]
     driving = set(on_driver)
     keys = [k for k in keys if k not in driving]
@@ -271,7 +272,7 @@ def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool,
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip, ~0.1 s
     # here). On an object store a task keeps several batches in flight itself: one a core.
-    per_core = 4 if fs.is_local(plan.root) else 1
+    per_core = 1 if storage_for(plan.root).keyed else 4
     slices = max(1, min(len(keys), context.defaultParallelism * per_core))
     # Purges the ledger knows the files of go with the other items; on a local disk the others
     # are split below the table (their folders listed and shared out over the cores, which pays
@@ -280,7 +281,7 @@ def _on_spark(context: Any, plan: Plan, keys: list[str], dry_run: bool,
     # listing that proves it empty (R20). Split below the table, the store answered a listing per
     # folder and another to prove each empty: 421 listings for 20,000 objects in 200 folders,
     # where 21 do.
-    purges = [] if dry_run or not fs.is_local(plan.root) else \
+    purges = [] if dry_run or storage_for(plan.root).keyed else \
         [k for k in keys if plan.items[k].kind == PURGE and not plan.items[k].manifests]
     others = sorted(set(keys) - set(purges))
     # Known up front, except the second purge job's, which starts only if a big table is found.
