@@ -7,37 +7,38 @@ the location to the root before it looks (R9), hands each page of a listing to t
 as it arrives (a listing never waits for the deletes, and nothing is held whole), deletes what
 the ledger already knows by name without listing, and takes a location for clean only when a
 fresh look finds nothing left (R20). Except ``committed_files``, none raises: the first error
-comes back in the ``Outcome``.
+comes back in the ``Result``.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Iterable, Sequence
+import itertools
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
-from .storage import Deleter, FileEntry, Storage, StoreError, Totals, Unsafe, each, storage_for
-from .work import Outcome
+from vacuum_work import Result
+
+from .storage import BATCH, Deleter, FileEntry, Storage, StoreError, Totals, Unsafe, each, storage_for
 
 if TYPE_CHECKING:
     from .receipts import Receipt
 
 __all__ = ["FileEntry", "Unsafe", "committed_files", "delete_folders", "delete_unnamed", "first_missing",
-           "foreign_files", "pieces", "purge", "purge_each", "usage"]
+           "foreign_files", "pieces", "purge", "purge_each", "total", "usage"]
 
-Manifests = Sequence[bytes | None]
-"""The stored file lists of what the ledger knows lies in a location (JSON ``[[path, size], ...]``,
-paths relative to the location; None where it knows nothing)."""
+Known = Sequence[Iterable[tuple[str, int]] | None]
+"""What the ledger knows lies in a location: file lists of ``(path, size)``, paths relative to the
+location (None where it knows nothing), read from the ledger one at a time as they are deleted."""
 
 
-def purge(root: str, location: str, *, dry_run: bool, keep: bool = False, receipt: Receipt | None = None) -> Outcome:
+def purge(root: str, location: str, *, dry_run: bool, keep: bool = False, receipt: Receipt | None = None) -> Result:
     """Delete (or, for a dry run, list) every file under ``location``. ``keep``: on a disk, leave
     the emptied folder itself, for a later purge of its parent. ``receipt``: told every file deleted."""
     return purge_each(root, [location], dry_run=dry_run, keep=keep, receipt=receipt)[0]
 
 
 def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: bool = False,
-               known: list[Manifests] | None = None, siblings: int | None = None,
-               receipt: Receipt | None = None) -> list[Outcome]:
+               known: list[Known] | None = None, siblings: int | None = None,
+               receipt: Receipt | None = None) -> list[Result]:
     """``purge`` of several locations, listed a few at once, their deletes sharing batches (a task
     with many small tables keeps the store as busy as one with a big one). ``known``: for each
     location, what the ledger knows lies there, deleted first, without listing; then each location
@@ -48,48 +49,50 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
     try:
         store = storage_for(root)
     except (Unsafe, StoreError) as exc:
-        return [Outcome(error=_why(exc)) for _ in locations]
+        return [Result(None, error=_why(exc)) for _ in locations]
     wheres = _confine(store, locations, totals)
     if dry_run:
         listings = each(lambda job: _list(store, *job), list(zip(wheres, totals)))
         return [_outcome(found, listing) for found, listing in zip(totals, listings)]
-    jobs = [(where, found, _named(where, lists, found))
+    jobs = [(where, found, _named(where, lists))
             for where, found, lists in zip(wheres, totals, known or [()] * len(locations)) if where is not None]
     _delete(store, jobs, receipt, siblings=siblings, keep=keep, verify=True)
     return [_outcome(found) for found in totals]
 
 
-def delete_folders(root: str, location: str, folders: list[str], known: Manifests, *, dry_run: bool,
-                   receipt: Receipt | None = None) -> Outcome:
+def delete_folders(root: str, location: str, folders: list[str], known: Known, *, dry_run: bool,
+                   receipt: Receipt | None = None) -> Result:
     """A table's write folders (an expiry's or a sweep's), their counts added up. ``known``: for each
     folder the ledger's stored list of its files (paths relative to ``location``), deleted by name
     without listing; then each folder is listed for what only the store knows (Spark's
     ``_SUCCESS``, a late task's file). A committed write's folder gains nothing after its commit,
     so that listing is the last look; folders the ledger knows nothing of are purged as locations."""
     if not known or dry_run:
-        return _sum(purge_each(root, folders, dry_run=dry_run, receipt=receipt))
+        return total(purge_each(root, folders, dry_run=dry_run, receipt=receipt))
     found = Totals()
     try:
         store = storage_for(root)
         home = store.confine(location)
-        jobs = [(store.confine(folder, within=home), found, _named(home, [data], found))
+        jobs = [(store.confine(folder, within=home), found, _named(home, [data]))
                 for folder, data in zip(folders, known)]
     except (Unsafe, StoreError) as exc:
-        return Outcome(error=_why(exc))
+        return Result(None, error=_why(exc))
     _delete(store, jobs, receipt, verify=False)
     return _outcome(found)
 
 
-def _delete(store: Storage, jobs: list[tuple[str, Totals, list[FileEntry]]], receipt: Receipt | None, *,
+def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | None]], receipt: Receipt | None, *,
             siblings: int | None = None, keep: bool = False, verify: bool) -> None:
     """Empty each job's folder (its name, its totals, the files the ledger knows lie there): the
     known files first, by name; then what a listing finds; then a fresh look (``verify``; on a
     disk always, since it removes the emptied folders). A store's listing that found nothing was
-    itself the fresh look."""
+    itself the fresh look. The known files are read a list at a time as they go (the driver's memory
+    does not grow with how many the ledger knows, R20)."""
     with Deleter(store, receipt) as deleter:
-        if any(named for _, _, named in jobs):
+        if any(named is not None for _, _, named in jobs):
             for where, found, named in jobs:
-                _add(deleter, named, found, where)
+                if named is not None:
+                    _add(deleter, named, found, where)
             deleter.finish()  # gone before the listings, which would find them again
             if siblings is not None:
                 holding = store.still_holding([where for where, _, _ in jobs], siblings)
@@ -122,26 +125,26 @@ def _settle(store: Storage, where: str, found: Totals, *, keep: bool) -> None:
         found.failed(error)
 
 
-def _named(home: str, lists: Iterable[bytes | None], found: Totals) -> list[FileEntry]:
-    """The files the ledger's stored lists name, paths relative to the location ``home``."""
-    entries: list[FileEntry] = []
-    for data in lists:
-        try:
-            entries += [FileEntry(f"{home}/{path}", size) for path, size in json.loads(data or b"[]")]
-        except ValueError as exc:
-            found.failed(f"refused: a file list the ledger gave cannot be read ({exc})")
-    return entries
+def _named(home: str, lists: Iterable[Iterable[tuple[str, int]] | None]) -> Iterator[FileEntry] | None:
+    """The files the ledger's lists name, paths relative to the location ``home``, read as they are
+    deleted; None where the ledger knows of none."""
+    lists = list(lists)
+    if all(listed is None for listed in lists):
+        return None
+    return (FileEntry(f"{home}/{path}", size) for listed in lists for path, size in listed or ())
 
 
-def _add(deleter: Deleter, entries: list[FileEntry], found: Totals, within: str) -> None:
+def _add(deleter: Deleter, entries: Iterator[FileEntry], found: Totals, within: str) -> None:
+    """Known files to the deleter a batch at a time, as they are read."""
     try:
-        deleter.add(entries, found, within)
+        while page := list(itertools.islice(entries, BATCH)):
+            deleter.add(page, found, within)
     except Unsafe as exc:  # the ledger checked them when they were committed: never expected
         found.failed(_why(exc))
 
 
 def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutoff: float, *,
-                   dry_run: bool, receipt: Receipt | None = None) -> Outcome:
+                   dry_run: bool, receipt: Receipt | None = None) -> Result:
     """Delete (or list) the files in a committed write's ``folder`` that its version does not name
     (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
     (seconds since the epoch, by the store's own clock): stragglers. The outcome's ``left``: the
@@ -242,19 +245,19 @@ def _list(store: Storage, where: str | None, found: Totals) -> list[tuple[str, i
     return listed
 
 
-def _outcome(found: Totals, listing: list[tuple[str, int]] | None = None, *, left: int = 0) -> Outcome:
+def _outcome(found: Totals, listing: list[tuple[str, int]] | None = None, *, left: int = 0) -> Result:
     """What ``found`` counted; for a dry run, what its ``listing`` holds (no listing after an error)."""
     if listing is None or found.error is not None:
-        return Outcome(files=found.files, bytes=found.bytes, error=found.error, left=left)
-    return Outcome(files=len(listing), bytes=sum(size for _, size in listing), listing=tuple(listing), left=left)
+        return Result(None, files=found.files, bytes=found.bytes, error=found.error, left=left)
+    return Result(None, files=len(listing), bytes=sum(size for _, size in listing), listing=tuple(listing), left=left)
 
 
-def _sum(outcomes: list[Outcome]) -> Outcome:
-    """Several folders' outcomes as one: counts added, the first error kept."""
-    total = Outcome()
-    for outcome in outcomes:
-        total = total + outcome
-    return total
+def total(results: list[Result]) -> Result:
+    """Several folders' results as one: counts added, the first error kept."""
+    summed = Result(None)
+    for result in results:
+        summed = summed + result
+    return summed
 
 
 def _why(exc: Exception) -> str:

@@ -10,18 +10,20 @@ each in the ledger (``ReceiptPart``: its root, and the bytes as an attachment) a
 scratch. So however many objects a run deletes, no process holds their list whole, and the
 driver holds one part at most.
 
-The encodings are ``ledger.chain``'s (a test checks they agree); this module imports the
-standard library only (R19); parts are written, read and removed through the run's ``Storage``.
+The encoding is ``vacuum_work.leaves``, which ``ledger.chain`` documents and checks with; this
+module imports the standard library only (R19); parts are written, read and removed through the run's ``Storage``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
 import threading
 import uuid
 import zlib
-from typing import Iterable, NamedTuple
+from typing import Iterable
+
+from vacuum_work import Part
+from vacuum_work.leaves import leaf_input, read_leaves, tree_root
 
 from .storage import Storage, storage_for
 
@@ -32,37 +34,6 @@ the driver holds at a time."""
 SCRATCH = ".retention-ledger/receipts"
 """Where parts wait for the driver, under the warehouse root (no table's location can be there:
 a database name never starts with a dot)."""
-
-
-class Part(NamedTuple):
-    """A sealed part's summary: what the ledger records, and where its leaves wait."""
-    first: str
-    last: str
-    leaves: int
-    size: int
-    """The objects' bytes."""
-    root: str
-    digest: str
-    where: str
-    """The scratch file (a path, or a key of the warehouse's bucket)."""
-
-
-def leaf_input(key: str, size: int) -> bytes:
-    data = key.encode("utf-8")
-    return struct.pack(">I", len(data)) + data + struct.pack(">Q", size)
-
-
-def tree_root(entries: Iterable[bytes]) -> bytes:
-    """RFC 6962's Merkle tree hash over leaf inputs (pairs left to right, an odd last node carried up)."""
-    level = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
-    if not level:
-        return hashlib.sha256(b"").digest()
-    while len(level) > 1:
-        paired = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            paired.append(level[-1])
-        level = paired
-    return level[0]
 
 
 class Receipt:
@@ -108,23 +79,13 @@ def summarize(data: bytes, where: str) -> Part:
     """A part's summary recomputed from its bytes (a part a dead run's task left, which no summary
     reached a driver for); ``ValueError`` if they are not a whole, sorted part."""
     try:
-        raw = zlib.decompress(data)
+        leaves = list(read_leaves(zlib.decompress(data)))
     except zlib.error as exc:
         raise ValueError(f"not a compressed part ({exc})") from None
-    entries, leaves, at = [], [], 0
-    while at < len(raw):
-        if at + 4 > len(raw):
-            raise ValueError("a leaf is cut short")
-        (n,) = struct.unpack_from(">I", raw, at)
-        if at + 12 + n > len(raw):
-            raise ValueError("a leaf is cut short")
-        leaves.append((raw[at + 4:at + 4 + n].decode("utf-8"), struct.unpack_from(">Q", raw, at + 4 + n)[0]))
-        entries.append(raw[at:at + 12 + n])
-        at += 12 + n
     if not leaves or any(a[0] > b[0] for a, b in zip(leaves, leaves[1:])):
         raise ValueError("no leaves, or not sorted by key")
-    return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves), tree_root(entries).hex(),
-                hashlib.sha256(data).hexdigest(), where)
+    return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
+                tree_root(leaf_input(k, s) for k, s in leaves).hex(), hashlib.sha256(data).hexdigest(), where)
 
 
 def _scratch(store: Storage, run_id: str) -> str:
