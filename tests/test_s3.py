@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -549,3 +550,42 @@ def test_r20_a_dropped_table_written_outside_the_ledger_is_listed_once_and_delet
     assert len(mine) == 3 + 1  # three pages of 1,000, and the listing that proves it empty
     deletes = [r for r in seen if DELETES(r.method, r.target) and not all(map(receipt_part, r.keys))]
     assert len(deletes) == 3 and sorted(len(r.keys) for r in deletes) == [500, 1_000, 1_000]
+
+
+# --- the driver's memory on a store (R20) --------------------------------------------------------
+
+def _dropped_known_table(led: Ledger, name: str, files: int, per_write: int = 10_000) -> None:
+    """A dropped table whose files the ledger knows, ``per_write`` a commit. Their objects are never
+    put: a key that is not there deletes as a key that is (DeleteObjects answers both "deleted"), so
+    the ledger can know 200,000 without 200,000 puts."""
+    led.create_table(name)
+    for start in range(0, files, per_write):
+        w = led.begin_write(name)
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-{i:06d}.parquet", 100)
+                                for i in range(start, min(files, start + per_write))])
+    led.drop_table(name)
+
+
+def test_r20_the_drivers_heap_over_a_vacuum_of_known_files_on_s3_does_not_grow_with_them(
+        spark, proxy: FaultProxy, tmp_path: Path, clock: ManualClock, monkeypatch) -> None:
+    """On a store the driver deletes what the ledger knows itself, by key (R20). It loaded every file
+    list the plan named into its memory and broadcast them: its heap grew with the files. Now each
+    list is read as its keys go, so a vacuum of 200,000 known files peaks within 1.5x of one of
+    20,000 (Python's own count of what it allocated). The store is reached without the fault proxy,
+    which runs in this process and keeps every request it sees."""
+    from spark_ops import vacuum
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://{}:{}".format(*proxy.upstream))
+    peaks = {}
+    for files in (20_000, 200_000):
+        with Ledger.open(tmp_path / f"heap-{files}.db", warehouse=f"s3://lake/heap-{files}-{tmp_path.name}",
+                         clock=clock) as led:
+            _dropped_known_table(led, "sales.known", files)
+            clock.advance(WEEK * 2)
+            tracemalloc.start()
+            try:
+                report = vacuum(spark, led)
+                peaks[files] = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert report.failures == [] and report.files == files == led.receipt(report.run_id).files
+    assert peaks[200_000] <= 1.5 * peaks[20_000], peaks
