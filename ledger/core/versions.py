@@ -713,20 +713,24 @@ def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
     target = state.data.mark_for(inst.id, cmd.to)
     if target is None or (current is not None and target <= current):
         return Decision((), frozenset({stream}), current)
-    pin = _pin_over(state.data, state.pins.holding_versions(inst.id, cmd.now), inst.id, target)
-    if pin is not None:
-        held = state.data.versions[_key(inst.id, pin.version)]
+    over = _pin_over(state.data, state.pins.holding_versions(inst.id, cmd.now), inst.id, target)
+    if over is not None:
+        pin, number = over
+        held = state.data.versions[_key(inst.id, number)]
         raise PinRefused(f"cannot advance the retention mark of {inst.name} to {iso(target)}: pin {pin.id} holds "
                          f"version {held.number} (committed at {iso(held.committed_at)}) until "
                          f"{iso(pin.expires_at)} (R21); advance it to before that version, or release the pin")
     return Decision(((stream, RetentionMarkAdvanced(inst.id, target)),), frozenset({stream}), current)
 
 
-def _pin_over(data: Data, pin: Pin | None, table_id: str, mark: Micros) -> Pin | None:
-    """``pin`` (the one on the instance's oldest pinned version) if a retention mark at ``mark`` would
-    expire its version, measured as the pins concern says: by version number (R21)."""
+def _pin_over(data: Data, pin: Pin | None, table_id: str, mark: Micros) -> tuple[Pin, int] | None:
+    """``pin`` (the one on the instance's oldest pinned version) and that version's number, if a
+    retention mark at ``mark`` would expire it, measured as the pins concern says: by version number (R21)."""
     reached = data.as_of(table_id, mark)  # the newest version the mark covers
-    return pin if pin is not None and reached is not None and reached.number >= pin.version else None
+    number = None if pin is None else pin.version  # never None from ``Pins.holding_versions``
+    if pin is None or number is None or reached is None or reached.number < number:
+        return None
+    return pin, number
 
 
 def advance_mark(table_id: str, to: Micros, run_id: str) -> tuple[str, RetentionMarkAdvanced]:
@@ -869,9 +873,10 @@ def _on_mark(b: Builder, e: RetentionMarkAdvanced, seq: int, time: Micros) -> No
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} back or nowhere (R12)")
     if head is None or e.to >= data.versions[_key(e.table_id, head)].committed_at:
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} to or past its current version (R12)")
-    pin = _pin_over(data, b.pins.holding_versions(e.table_id, time), e.table_id, e.to)
-    if pin is not None:
-        raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} over version {pin.version}, which "
+    over = _pin_over(data, b.pins.holding_versions(e.table_id, time), e.table_id, e.to)
+    if over is not None:
+        pin, number = over
+        raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} over version {number}, which "
                       f"pin {pin.id} holds until {iso(pin.expires_at)} (R21)")
     data.marks[e.table_id] = e.to
 
