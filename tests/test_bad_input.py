@@ -56,11 +56,12 @@ import ledger
 from ledger import (
     DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
     Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
-    UndropBlocked, LedgerNotFound, WarehouseMismatch,
+    UndropBlocked, LedgerNotFound, VacuumRun, WarehouseMismatch,
 )
 from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
+from vacuum_work import Result
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
 LONG = "x" * 65                  # one over the 64-character identifier limit
@@ -113,7 +114,7 @@ def prepared(template: tuple[Path, Facts, datetime, int], tmp_path: Path) -> Ite
     One of everything a bad input can hit:
 
     * ``sales.live``: a live table;
-    * ``sales.purged``: dropped, then purged by a real ``start_vacuum``/``finish_vacuum``
+    * ``sales.purged``: dropped, then purged by a real ``start_vacuum`` and its run's ``finish``
       (the vacuum set the ledger watermark at its drop time);
     * ``sales.blocked``: dropped behind a ``table:<id>`` watermark;
     * database ``old`` (``old.a``, ``old.b``): dropped behind a ``database:old`` watermark;
@@ -140,9 +141,9 @@ def _prepare(led: Ledger, clock: ManualClock) -> Facts:
     purged = led.create_table("sales.purged")
     purged_drop = led.drop_table("sales.purged").dropped_at
     clock.advance(60)
-    plan = led.start_vacuum(retention="0s", override_floor=True)
-    assert [p.id for p in plan.targets] == [purged.id]
-    assert led.finish_vacuum(plan.run_id, [(purged.id, 0, 0)]) == 1
+    run = led.start_vacuum(retention="0s", override_floor=True)
+    assert [p.table_id for p in run.plan.purges] == [purged.id]
+    assert run.finish([Result(run.plan.purges[0], 0, 0)]) == 1
     purged_view = led.instance(purged.id)
 
     clock.advance(60)
@@ -172,7 +173,7 @@ def _prepare(led: Ledger, clock: ManualClock) -> Facts:
         dir="",  # set per test, to that test's tmp_path
         live=live.id,
         purged=purged.id, purged_dropped=_iso(purged_drop), purged_at=_iso(purged_view.purged_at),
-        purge_mark=_iso(purged_view.effective_watermark), purge_run=plan.run_id,
+        purge_mark=_iso(purged_view.effective_watermark), purge_run=run.run_id,
         blocked=blocked.id, blocked_dropped=_iso(blocked_drop), blocked_mark=_iso(blocked_drop),
         old_a=old_a.id, old_dropped=_iso(old_drop), old_mark=_iso(old_drop),
         restorable=restorable.id, reused_old=reused_old.id, reused_new=reused_new.id,
@@ -629,10 +630,10 @@ CATALOGUE: list[Row] = [
     r("vacuum-run-id-taken", lambda L, f: L.start_vacuum(run_id=f.purge_run), None, InvalidArgument,
       lambda f: rf"vacuum run id '{f.purge_run}' is taken: a run of that id is already on record; "
                 r"choose another, or leave run_id out for a fresh one"),
-    r("finish-vacuum-unknown-run", lambda L, f: L.finish_vacuum("no-such-run", []), None,
+    r("finish-vacuum-unknown-run", lambda L, f: VacuumRun.of(L, "no-such-run").finish([]), None,
       InvalidArgument, r"vacuum run no-such-run is unknown or already finished"),
 
-    # --- record_purge (public on Ledger, though the vacuum itself uses finish_vacuum) ------------
+    # --- record_purge (public on Ledger, though a vacuum's run records its own purges) -----------
     r("record-purge-malformed-id", lambda L, f: L.record_purge("xyz", run_id="r", files=0, bytes=0), None,
       InvalidName, rf"'xyz' {NOT_ID}"),
     r("record-purge-unknown-id", lambda L, f: L.record_purge(UNKNOWN_ID, run_id="r", files=0, bytes=0), None,
@@ -840,7 +841,7 @@ DURATION_ARGUMENTS: list[tuple[str, Callable[[Ledger, Facts, Any], Any], type[Le
     ("spark-ops-vacuum-grace", lambda L, f, v: _vacuum(L, grace=v, dry_run=True), InvalidRetention,
      "the straggler grace period", None),
     ("start-vacuum-lease", lambda L, f, v: L.start_vacuum(lease=v), InvalidArgument, "a vacuum's lease", None),
-    ("renew-vacuum-lease", lambda L, f, v: L.renew_vacuum(f.purge_run, lease=v), InvalidArgument,
+    ("renew-vacuum-lease", lambda L, f, v: VacuumRun.of(L, f.purge_run).renew(lease=v), InvalidArgument,
      "a vacuum's lease", None),
     ("begin-write-lease", lambda L, f, v: L.begin_write("sales.live", lease=v), InvalidArgument, "a write's lease",
      None),
