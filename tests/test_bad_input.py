@@ -55,13 +55,13 @@ from click.testing import CliRunner
 import ledger
 from ledger import (
     DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
-    Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
+    Ledger, LedgerError, LedgerUnavailable, ManualClock, PurgeRefused, Scope, TableExists, TableNotFound,
     UndropBlocked, LedgerNotFound, VacuumRun, WarehouseMismatch,
 )
 from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
-from vacuum_work import Result
+from vacuum_work import ForeignScan, Part, Purge, Result
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
 LONG = "x" * 65                  # one over the 64-character identifier limit
@@ -814,6 +814,64 @@ def test_r7_undrop_onto_a_bound_name_is_refused_with_table_exists(row: Row, side
 @pytest.mark.parametrize("row, side", _cases("R8"))
 def test_r8_undrop_of_a_purged_instance_is_refused_for_good(row: Row, side: str, prepared) -> None:
     _check(row, side, prepared)
+
+
+# --- what a vacuum's driver tells its run (issue 45) --------------------------------------------
+
+ROOT64 = "0" * 64
+"""A well-formed Merkle root (64 hex digits), so that a part's other fields are what is wrong."""
+
+
+def _part(first: str = "a", last: str = "b", leaves: int = 1, size: int = 1, root: str = ROOT64) -> Part:
+    return Part(first, last, leaves, size, root, "d" * 64, "scratch/part")
+
+
+RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[LedgerError], Text]] = [
+    # (id, the call given the ledger and a run in progress, the error, the message)
+    ("finish-with-tuples", lambda L, run, f: run.finish([(f.restorable, 0, 0)]), InvalidArgument,
+     r"a run's results are vacuum_work\.Result values, one for each item \(or part\) it carried out"),
+    ("finish-negative-files", lambda L, run, f: run.finish([Result(run.plan.purges[0], files=-5)]), InvalidArgument,
+     r"a purge's files must be a whole number of 0 or more, got -5"),
+    ("finish-bytes-not-a-number", lambda L, run, f: run.finish([Result(run.plan.purges[0], bytes="lots")]),
+     InvalidArgument, r"a purge's bytes must be a whole number of 0 or more, got 'lots'"),
+    ("finish-a-listing", lambda L, run, f: run.finish([Result(ForeignScan(f.live, "sales.live", f.live), 1, 1)]),
+     InvalidArgument, r"a foreign item lists files, it deletes none: there is nothing of it to record"),
+    ("finish-a-purge-of-a-live-table",
+     lambda L, run, f: run.finish([Result(Purge(f.live, "sales.live", f.live, 0, 0))]), PurgeRefused,
+     lambda f: rf"^vacuum \S+: cannot record purge of sales\.live \(id {f.live}\): it is not a dropped"),
+    ("record-deleted-old-tuple", lambda L, run, f: run.record_deleted([("a", "b", 1, 1, ROOT64, b"x")]),
+     InvalidArgument, r"is a \(vacuum_work\.Part, leaves\) pair, not tuple"),
+    ("record-deleted-no-leaves", lambda L, run, f: run.record_deleted([(_part(), b"")]), InvalidArgument,
+     r"a receipt part of run \S+ has no leaves"),
+    ("record-deleted-no-objects", lambda L, run, f: run.record_deleted([(_part(leaves=0), b"x")]), InvalidArgument,
+     r"counts 0 objects of 1 bytes: whole numbers, at least one object, are needed"),
+    ("record-deleted-not-a-key-range", lambda L, run, f: run.record_deleted([(_part("b", "a"), b"x")]),
+     InvalidArgument, r"runs from 'b' to 'a', which is not a key range"),
+    ("record-deleted-no-root", lambda L, run, f: run.record_deleted([(_part(root="xyz"), b"x")]), InvalidArgument,
+     r"has no Merkle root \(64 hex digits\)"),
+    ("renew-a-finished-run", lambda L, run, f: VacuumRun.of(L, f.purge_run).renew(), InvalidArgument,
+     lambda f: rf"vacuum run {f.purge_run} is unknown or already finished"),
+    ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidArgument,
+     r"a vacuum run id is text such as 20261126T101500Z-1a2b3c4d, got 7"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", [row[1:] for row in RUN_ROWS], ids=[row[0] for row in RUN_ROWS])
+def test_a_runs_calls_refuse_bad_input_typed_and_change_nothing(call, error, match, prepared) -> None:
+    """What a driver (``spark_ops.vacuum``, or a vacuum of one's own) tells a run in progress is
+    checked before anything is recorded: its results and receipt parts are ``vacuum_work`` records
+    with counts that make sense, about items a vacuum may record. A refusal says what was wrong,
+    and the run, its receipt and the ledger are as they were."""
+    led, facts = prepared
+    run = led.start_vacuum(retention="0s", override_floor=True)
+    assert run.plan.run_id == run.run_id and run.plan.purges  # on record, not finished
+    before, state = led.event_count(), led.state
+    with pytest.raises(LedgerError) as refused:
+        call(led, run, facts)
+    assert type(refused.value) is error, f"{type(refused.value).__name__}: {refused.value}"
+    assert re.search(match(facts) if callable(match) else match, str(refused.value)), str(refused.value)
+    assert led.event_count() == before and led.state == state
+    assert led.receipt(run.run_id).parts == ()
 
 
 # --- every duration argument, given a number no float holds (issue 44) -------------------------

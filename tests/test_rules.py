@@ -515,7 +515,8 @@ def test_r10_another_warehouse_is_refused_and_a_move_is_a_recorded_command(tmp_p
         plan = led.start_vacuum().plan
         assert plan.root == str(other)
         assert [location(plan.root, t.path) for t in plan.purges] == [str(other / home.name)]
-        assert os.path.exists(location(plan.root, plan.purges[0].path) + "/part-0.parquet")  # the vacuum looks where the files are
+        # The vacuum looks where the files are.
+        assert os.path.exists(location(plan.root, plan.purges[0].path) + "/part-0.parquet")
     with pytest.raises(WarehouseMismatch):
         Ledger.open(path, warehouse=tmp_path / "warehouse", clock=clock)
 
