@@ -55,12 +55,13 @@ from click.testing import CliRunner
 import ledger
 from ledger import (
     DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
-    Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
-    UndropBlocked, LedgerNotFound, WarehouseMismatch,
+    Ledger, LedgerError, LedgerUnavailable, ManualClock, PurgeRefused, Scope, TableExists, TableNotFound,
+    UndropBlocked, LedgerNotFound, VacuumRun, WarehouseMismatch,
 )
 from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
+from vacuum_work import ForeignScan, Part, Purge, Result
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
 LONG = "x" * 65                  # one over the 64-character identifier limit
@@ -113,7 +114,7 @@ def prepared(template: tuple[Path, Facts, datetime, int], tmp_path: Path) -> Ite
     One of everything a bad input can hit:
 
     * ``sales.live``: a live table;
-    * ``sales.purged``: dropped, then purged by a real ``start_vacuum``/``finish_vacuum``
+    * ``sales.purged``: dropped, then purged by a real ``start_vacuum`` and its run's ``finish``
       (the vacuum set the ledger watermark at its drop time);
     * ``sales.blocked``: dropped behind a ``table:<id>`` watermark;
     * database ``old`` (``old.a``, ``old.b``): dropped behind a ``database:old`` watermark;
@@ -140,9 +141,9 @@ def _prepare(led: Ledger, clock: ManualClock) -> Facts:
     purged = led.create_table("sales.purged")
     purged_drop = led.drop_table("sales.purged").dropped_at
     clock.advance(60)
-    plan = led.start_vacuum(retention="0s", override_floor=True)
-    assert [p.id for p in plan.targets] == [purged.id]
-    assert led.finish_vacuum(plan.run_id, [(purged.id, 0, 0)]) == 1
+    run = led.start_vacuum(retention="0s", override_floor=True)
+    assert [p.table_id for p in run.plan.purges] == [purged.id]
+    assert run.finish([Result(run.plan.purges[0], 0, 0)]) == 1
     purged_view = led.instance(purged.id)
 
     clock.advance(60)
@@ -172,7 +173,7 @@ def _prepare(led: Ledger, clock: ManualClock) -> Facts:
         dir="",  # set per test, to that test's tmp_path
         live=live.id,
         purged=purged.id, purged_dropped=_iso(purged_drop), purged_at=_iso(purged_view.purged_at),
-        purge_mark=_iso(purged_view.effective_watermark), purge_run=plan.run_id,
+        purge_mark=_iso(purged_view.effective_watermark), purge_run=run.run_id,
         blocked=blocked.id, blocked_dropped=_iso(blocked_drop), blocked_mark=_iso(blocked_drop),
         old_a=old_a.id, old_dropped=_iso(old_drop), old_mark=_iso(old_drop),
         restorable=restorable.id, reused_old=reused_old.id, reused_new=reused_new.id,
@@ -629,10 +630,10 @@ CATALOGUE: list[Row] = [
     r("vacuum-run-id-taken", lambda L, f: L.start_vacuum(run_id=f.purge_run), None, InvalidArgument,
       lambda f: rf"vacuum run id '{f.purge_run}' is taken: a run of that id is already on record; "
                 r"choose another, or leave run_id out for a fresh one"),
-    r("finish-vacuum-unknown-run", lambda L, f: L.finish_vacuum("no-such-run", []), None,
+    r("finish-vacuum-unknown-run", lambda L, f: VacuumRun.of(L, "no-such-run").finish([]), None,
       InvalidArgument, r"vacuum run no-such-run is unknown or already finished"),
 
-    # --- record_purge (public on Ledger, though the vacuum itself uses finish_vacuum) ------------
+    # --- record_purge (public on Ledger, though a vacuum's run records its own purges) -----------
     r("record-purge-malformed-id", lambda L, f: L.record_purge("xyz", run_id="r", files=0, bytes=0), None,
       InvalidName, rf"'xyz' {NOT_ID}"),
     r("record-purge-unknown-id", lambda L, f: L.record_purge(UNKNOWN_ID, run_id="r", files=0, bytes=0), None,
@@ -815,6 +816,64 @@ def test_r8_undrop_of_a_purged_instance_is_refused_for_good(row: Row, side: str,
     _check(row, side, prepared)
 
 
+# --- what a vacuum's driver tells its run (issue 45) --------------------------------------------
+
+ROOT64 = "0" * 64
+"""A well-formed Merkle root (64 hex digits), so that a part's other fields are what is wrong."""
+
+
+def _part(first: str = "a", last: str = "b", leaves: int = 1, size: int = 1, root: str = ROOT64) -> Part:
+    return Part(first, last, leaves, size, root, "d" * 64, "scratch/part")
+
+
+RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[LedgerError], Text]] = [
+    # (id, the call given the ledger and a run in progress, the error, the message)
+    ("finish-with-tuples", lambda L, run, f: run.finish([(f.restorable, 0, 0)]), InvalidArgument,
+     r"a run's results are vacuum_work\.Result values, one for each item \(or part\) it carried out"),
+    ("finish-negative-files", lambda L, run, f: run.finish([Result(run.plan.purges[0], files=-5)]), InvalidArgument,
+     r"a purge's files must be a whole number of 0 or more, got -5"),
+    ("finish-bytes-not-a-number", lambda L, run, f: run.finish([Result(run.plan.purges[0], bytes="lots")]),
+     InvalidArgument, r"a purge's bytes must be a whole number of 0 or more, got 'lots'"),
+    ("finish-a-listing", lambda L, run, f: run.finish([Result(ForeignScan(f.live, "sales.live", f.live), 1, 1)]),
+     InvalidArgument, r"a foreign item lists files, it deletes none: there is nothing of it to record"),
+    ("finish-a-purge-of-a-live-table",
+     lambda L, run, f: run.finish([Result(Purge(f.live, "sales.live", f.live, 0, 0))]), PurgeRefused,
+     lambda f: rf"^vacuum \S+: cannot record purge of sales\.live \(id {f.live}\): it is not a dropped"),
+    ("record-deleted-old-tuple", lambda L, run, f: run.record_deleted([("a", "b", 1, 1, ROOT64, b"x")]),
+     InvalidArgument, r"is a \(vacuum_work\.Part, leaves\) pair, not tuple"),
+    ("record-deleted-no-leaves", lambda L, run, f: run.record_deleted([(_part(), b"")]), InvalidArgument,
+     r"a receipt part of run \S+ has no leaves"),
+    ("record-deleted-no-objects", lambda L, run, f: run.record_deleted([(_part(leaves=0), b"x")]), InvalidArgument,
+     r"counts 0 objects of 1 bytes: whole numbers, at least one object, are needed"),
+    ("record-deleted-not-a-key-range", lambda L, run, f: run.record_deleted([(_part("b", "a"), b"x")]),
+     InvalidArgument, r"runs from 'b' to 'a', which is not a key range"),
+    ("record-deleted-no-root", lambda L, run, f: run.record_deleted([(_part(root="xyz"), b"x")]), InvalidArgument,
+     r"has no Merkle root \(64 hex digits\)"),
+    ("renew-a-finished-run", lambda L, run, f: VacuumRun.of(L, f.purge_run).renew(), InvalidArgument,
+     lambda f: rf"vacuum run {f.purge_run} is unknown or already finished"),
+    ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidArgument,
+     r"a vacuum run id is text such as 20261126T101500Z-1a2b3c4d, got 7"),
+]
+
+
+@pytest.mark.parametrize("call, error, match", [row[1:] for row in RUN_ROWS], ids=[row[0] for row in RUN_ROWS])
+def test_a_runs_calls_refuse_bad_input_typed_and_change_nothing(call, error, match, prepared) -> None:
+    """What a driver (``spark_ops.vacuum``, or a vacuum of one's own) tells a run in progress is
+    checked before anything is recorded: its results and receipt parts are ``vacuum_work`` records
+    with counts that make sense, about items a vacuum may record. A refusal says what was wrong,
+    and the run, its receipt and the ledger are as they were."""
+    led, facts = prepared
+    run = led.start_vacuum(retention="0s", override_floor=True)
+    assert run.plan.run_id == run.run_id and run.plan.purges  # on record, not finished
+    before, state = led.event_count(), led.state
+    with pytest.raises(LedgerError) as refused:
+        call(led, run, facts)
+    assert type(refused.value) is error, f"{type(refused.value).__name__}: {refused.value}"
+    assert re.search(match(facts) if callable(match) else match, str(refused.value)), str(refused.value)
+    assert led.event_count() == before and led.state == state
+    assert led.receipt(run.run_id).parts == ()
+
+
 # --- every duration argument, given a number no float holds (issue 44) -------------------------
 
 HUGE = 10 ** 400
@@ -840,7 +899,7 @@ DURATION_ARGUMENTS: list[tuple[str, Callable[[Ledger, Facts, Any], Any], type[Le
     ("spark-ops-vacuum-grace", lambda L, f, v: _vacuum(L, grace=v, dry_run=True), InvalidRetention,
      "the straggler grace period", None),
     ("start-vacuum-lease", lambda L, f, v: L.start_vacuum(lease=v), InvalidArgument, "a vacuum's lease", None),
-    ("renew-vacuum-lease", lambda L, f, v: L.renew_vacuum(f.purge_run, lease=v), InvalidArgument,
+    ("renew-vacuum-lease", lambda L, f, v: VacuumRun.of(L, f.purge_run).renew(lease=v), InvalidArgument,
      "a vacuum's lease", None),
     ("begin-write-lease", lambda L, f, v: L.begin_write("sales.live", lease=v), InvalidArgument, "a write's lease",
      None),

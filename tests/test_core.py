@@ -16,8 +16,11 @@ from ledger.core.tables import (
 )
 from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import Scope
+from vacuum_work import Result
 
 ID_A, ID_B = "a" * 16, "b" * 16
+ROOT = "/warehouse"
+"""The warehouse root a vacuum's plan is made under (the core touches no file)."""
 
 
 def recorded(*events_and_streams) -> list[Recorded]:
@@ -164,11 +167,11 @@ def test_vacuum_plan_honours_retention_to_the_microsecond() -> None:
     week = 7 * 86_400 * 1_000_000
     state = fold(State(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
     dropped_at = state.tables.instances[ID_A].dropped_at
-    assert plan_vacuum(state, StartVacuum("r", dropped_at + week - 1)).instances == ()
-    due = plan_vacuum(state, StartVacuum("r", dropped_at + week))
-    assert [p.id for p in due.instances] == [ID_A] and due.watermarks == {"ledger": dropped_at}
+    assert plan_vacuum(state, StartVacuum("r", dropped_at + week - 1, ROOT)).purges == ()
+    due = plan_vacuum(state, StartVacuum("r", dropped_at + week, ROOT))
+    assert [p.table_id for p in due.purges] == [ID_A] and dict(due.watermarks) == {"ledger": dropped_at}
     state = fold(state, [Recorded(3, "retention:database:db", 1, 30, "t", RetentionSet("database:db", 30 * 86_400))])
-    assert plan_vacuum(state, StartVacuum("r", dropped_at + 29 * 86_400 * 1_000_000)).instances == ()
+    assert plan_vacuum(state, StartVacuum("r", dropped_at + 29 * 86_400 * 1_000_000, ROOT)).purges == ()
 
 
 def _decided(state: State, command) -> list[Recorded]:
@@ -196,9 +199,10 @@ def test_r16_a_replay_of_thousands_of_tables_leaves_every_purge_archived_for_its
     for command in commands:
         records = _decided(stepwise, command)
         stepwise, log = fold(stepwise, records), log + records
-    week = 7 * 86_400 * 1_000_000
-    for command in (StartVacuum("run", stepwise.last_time + week),
-                    FinishVacuum("run", tuple((i, 1, 10) for i in ids[:-1]), failed=0)):
+    start = StartVacuum("run", stepwise.last_time + 7 * 86_400 * 1_000_000, ROOT)
+    purges = decide(stepwise, start).result.purges
+    assert sorted(p.table_id for p in purges) == ids[:-1]
+    for command in (start, FinishVacuum("run", tuple(Result(p, 1, 10) for p in purges))):
         records = _decided(stepwise, command)
         stepwise, log = fold(stepwise, records), log + records
 
@@ -228,8 +232,10 @@ def test_r16_a_fold_in_steps_is_the_fold_at_every_stop_and_tells_what_changed_si
     for command in commands:
         records = _decided(state, command)
         state, log = fold(state, records), log + records
-    for command in (StartVacuum("run", state.last_time + 7 * 86_400 * 1_000_000),
-                    FinishVacuum("run", tuple((i, 1, 10) for i in ids[:30:3]), failed=0)):
+    start = StartVacuum("run", state.last_time + 7 * 86_400 * 1_000_000, ROOT)
+    purges = [p for p in decide(state, start).result.purges if p.table_id in ids[:30:3]]
+    assert sorted(p.table_id for p in purges) == ids[:30:3]
+    for command in (start, FinishVacuum("run", tuple(Result(p, 1, 10) for p in purges))):
         records = _decided(state, command)
         state, log = fold(state, records), log + records
     rows = [(r.seq, r.stream, r.version, *type_of(r.event), r.time, r.actor, encode(r.event)) for r in log]

@@ -27,9 +27,9 @@ import pytest
 from ledger import Ledger, LedgerUnavailable, ManualClock
 from spark_ops.executor import fs
 from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
-from spark_ops.executor.work import Outcome
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
 from tests.stores import FaultyStore
+from vacuum_work import Result
 
 pytestmark = pytest.mark.spark
 boto3 = pytest.importorskip("boto3")
@@ -252,7 +252,7 @@ def test_r20_throttling_is_retried_until_every_object_is_gone(s3) -> None:
     keys = put_table("s3://lake/thr/t1", 1_500)
     s3.inject(Fault("status", times=4, status=503, code="SlowDown", match=DELETES))
     s3.inject(Fault("status", times=2, status=500, code="InternalError", match=LISTINGS))
-    assert fs.purge("s3://lake/thr", "s3://lake/thr/t1", dry_run=False) == Outcome(files=1_500, bytes=15_000)
+    assert fs.purge("s3://lake/thr", "s3://lake/thr/t1", dry_run=False) == Result(None, files=1_500, bytes=15_000)
     assert objects_under("s3://lake/thr/t1") == [] and sorted(set(s3.deleted_keys())) == keys
     assert [r.status for r in s3.requests if r.fault == "status"] == [500, 500, 503, 503, 503, 503]
 
@@ -266,7 +266,7 @@ def test_r20_a_batch_whose_answer_is_lost_is_sent_again(s3, fault: Fault, monkey
     monkeypatch.setenv("RETENTION_LEDGER_STORE_TIMEOUT", "1")
     put_table("s3://lake/lost/t1", 10)
     s3.inject(fault)
-    assert fs.purge("s3://lake/lost", "s3://lake/lost/t1", dry_run=False) == Outcome(files=10, bytes=100)
+    assert fs.purge("s3://lake/lost", "s3://lake/lost/t1", dry_run=False) == Result(None, files=10, bytes=100)
     assert objects_under("s3://lake/lost/t1") == []
     sent = [r.fault for r in s3.requests if DELETES(r.method, r.target)]
     assert fault.hits == 1 and None in sent, sent  # the fault hit one batch, and it was sent again
@@ -341,10 +341,11 @@ _SLOW_VACUUM = r"""
 import sys
 from ledger import Ledger
 from spark_ops.executor import fs
+from vacuum_work import location
 led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
-order = led.start_vacuum()
-print("started", order.run_id, flush=True)
-fs.purge_each(order.root, [t.location for t in order.targets])
+run = led.start_vacuum()
+print("started", run.run_id, flush=True)
+fs.purge_each(run.plan.root, [location(run.plan.root, t.path) for t in run.plan.purges])
 print("finished", flush=True)
 """
 
@@ -483,18 +484,23 @@ def test_r15_r20_a_straggler_scan_the_store_will_not_list_is_reported_and_the_va
     assert not list(lake.history(type="StragglersDeleted"))
 
 
-def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothing(s3) -> None:
-    """A straggler item whose table lies in another bucket (a plan gone wrong): the executor's
-    re-check refuses it and says so in its outcome. (Before: the object store's refusal escaped
-    the scan, which caught only the disk's, and failed the task.)"""
+@pytest.mark.parametrize("path, victim", [
+    ("../other/wh/t1", "s3://lake/other/wh/t1/_writes/w1/late.parquet"),  # out of the warehouse's prefix
+    ("s3://other/wh/t1", "s3://other/wh/t1/_writes/w1/late.parquet"),     # another bucket, spelt whole
+], ids=["climbs-out", "another-bucket"])
+def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothing(s3, path: str, victim: str) -> None:
+    """A straggler item whose table lies outside the warehouse (a plan gone wrong: its path, which
+    is relative to the root, climbs out of it or names another bucket): the executor's re-check
+    refuses it and says so in its result. (Before: the object store's refusal escaped the scan,
+    which caught only the disk's, and failed the task.)"""
     from spark_ops.executor import tasks
-    from spark_ops.executor.work import STRAGGLERS, Plan, Work
-    victim = put("s3://other/wh/t1/_writes/w1/late.parquet")
-    item = Work("stragglers:w1", STRAGGLERS, "t1", "s3://other/wh/t1", folder="s3://other/wh/t1/_writes/w1",
-                cutoff=time.time() + 3_600)
-    [outcome] = tasks.run_items(tasks.Held(Plan("s3://lake/wh", {item.key: item})), [item.key], dry_run=False)
-    assert outcome.key == item.key and outcome.error is not None and outcome.error.startswith("refused: ")
-    assert outcome.files == 0 and not s3.deleted_keys() and victim in objects_under("s3://other/wh/t1")
+    from vacuum_work import Folder, StragglerScan
+    key = put(victim)
+    item = StragglerScan("t1", "sales.t1", path, Folder("w1", "_writes/w1"), int((time.time() + 3_600) * 1e6))
+    outcome, closing = tasks.run_items(tasks.Job("s3://lake/wh", run_id="r9-scan"), [item])
+    assert outcome.item == item and outcome.error is not None and outcome.error.startswith("refused: ")
+    assert outcome.files == 0 and closing.item is None and closing.parts == ()  # nothing deleted, nothing receipted
+    assert not s3.deleted_keys() and key in objects_under(victim.rsplit("/", 1)[0])
 
 
 # --- tables by name in Spark SQL ---------------------------------------------------------------

@@ -11,6 +11,7 @@ import textwrap
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,6 +22,10 @@ from spark_ops import read_table, vacuum, write_table
 from tests.conftest import T0
 from tests.forge import forge
 from tests.stores import FaultyStore
+
+if TYPE_CHECKING:
+    from spark_ops.executor.tasks import Job
+    from vacuum_work import Purge
 
 pytestmark = pytest.mark.spark
 WEEK = timedelta(days=7)
@@ -460,18 +465,21 @@ def test_shares_of_a_flat_table_running_side_by_side_each_find_their_folders(tmp
         (loc / f"p={p:04d}").mkdir(parents=True)
         for f in range(3):
             (loc / f"p={p:04d}" / f"part-{f}.parquet").write_bytes(b"abc")
-    plan = _one_purge(root, loc)
+    job, purge = _one_purge(root, loc)
     with ThreadPoolExecutor(2) as pool:  # two at a time, as on two cores
-        done = list(pool.map(lambda j: tasks.delete_share(plan, "purge:t1", j, 8), range(8)))
+        keyed = list(pool.map(lambda j: tasks.share_task(job, (purge, j, 8)), range(8)))
+    assert {key for key, _ in keyed} == {purge.key}  # keyed for the sum per table
+    done = [share for _, share in keyed]
     assert [d.error for d in done] == [None] * 8 and not any(d.finished for d in done)
     assert sum(d.files for d in done) == 900 and _files_under(loc) == 0
 
 
-def _one_purge(root: Path, location: Path):
-    """A plan holding one purge of ``location``, as the driver hands it over."""
+def _one_purge(root: Path, location: Path) -> tuple[Job, Purge]:
+    """A run's job and its one purge, of ``location`` (behind its watermark), as the driver hands
+    them over."""
     from spark_ops.executor import tasks
-    from spark_ops.executor.work import PURGE, Plan, Work
-    return tasks.Held(Plan(str(root), {"purge:t1": Work("purge:t1", PURGE, "t1", str(location), 1, 2)}))
+    from vacuum_work import Purge
+    return tasks.Job(str(root), run_id="r1"), Purge("t1", "sales.t1", str(location.relative_to(root)), 1, 2)
 
 
 def _files_under(folder: Path) -> int:
@@ -497,21 +505,21 @@ def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path:
     the one task that finishes the location); now every share sees the same folders (emptied,
     kept for the finish), so between them they take every one, and as many each."""
     from spark_ops.executor import tasks
-    from spark_ops.executor.work import Outcome, Share
+    from vacuum_work import Result
     root = tmp_path / "warehouse"
     loc = root / "t1"
     for w in range(40):
         folder = loc / "_writes" / f"{w * 0x9E3779B97F4A7C15 % 2**64:016x}"  # random-looking ids, as real ones
         folder.mkdir(parents=True)
         (folder / "part-0.parquet").write_bytes(b"abc")
-    plan = _one_purge(root, loc)
-    done = [tasks.delete_share(plan, "purge:t1", j, 8) for j in range(8)]
+    job, purge = _one_purge(root, loc)
+    done = [tasks.share_task(job, (purge, j, 8))[1] for j in range(8)]
     assert [d.error for d in done] == [None] * 8
     assert sum(d.files for d in done) == 40 and sum(d.bytes for d in done) == 120
     assert [d.files for d in done] == [5] * 8
     assert len(os.listdir(loc / "_writes")) == 40 and _files_under(loc) == 0  # emptied, kept
     # The finish removes them: nothing more to count, and the location is gone.
-    assert tasks.finish_purge(plan, ("purge:t1", Share(40, 120))) == Outcome("purge:t1", 40, 120)
+    assert tasks.finish_purge(job, (purge.key, tasks.Share(purge, 40, 120))) == Result(purge, 40, 120)
     assert not loc.exists()
 
 
