@@ -39,7 +39,7 @@ class JavaNotFound(SparkUnavailable):
     """Spark needs a Java runtime (17 or newer) and none was found."""
 
 
-def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]",
+def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]", remote: str | None = None,
                   shuffle_partitions: int = 4, jvm_log: str | None = None,
                   scratch: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """The process's local SparkSession, started if need be. With ``jvm_log``, the JVM's own
@@ -48,7 +48,16 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     ``scratch``, Spark's own temporary files (block manager, shipped files, native libraries)
     go in that folder instead of the system's, for the caller to remove afterwards. ``conf``:
     Spark settings as ``spark-submit --conf`` takes them (``spark.executorEnv.AWS_REGION``...);
-    the user's ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``) is read as Spark reads it."""
+    the user's ``spark-defaults.conf`` (in ``SPARK_CONF_DIR``) is read as Spark reads it.
+
+    With ``remote`` (or PySpark's own ``SPARK_REMOTE`` variable), a Spark Connect session instead:
+    ``sc://host:port`` (a server of one's own, Databricks' or Snowpark Connect's address), or
+    ``local[2]`` for a Connect server PySpark starts in this process; ``master`` then does not
+    apply (the server chose its own), and ``conf`` is given to the session as runtime settings.
+    ``remote=""`` asks for a classic session even where ``SPARK_REMOTE`` is set."""
+    remote = remote if remote is not None else os.environ.get("SPARK_REMOTE") or None
+    if remote:
+        return connect_session(app_name, remote, shuffle_partitions, dict(conf or {}))
     active = SparkSession.getActiveSession()
     if active is None:
         check_java()
@@ -65,6 +74,62 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     spark.sparkContext.setLogLevel("ERROR")
     _quiet_query_context_logs()
     return spark
+
+
+def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: dict[str, str]) -> SparkSession:
+    """A Spark Connect session on ``remote`` with the same settings a classic one gets where a
+    client may set them (UTC, static partition overwrite). A server that does not answer, or a
+    client without Connect's libraries, is one line, not gRPC's page."""
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+        check_dependencies()
+    except ImportError as exc:
+        raise SparkUnavailable(f"Spark Connect needs PySpark's connect extras ({exc}): pip install "
+                               "'retention-ledger[connect]' (or 'pyspark[connect]')") from None
+    if remote.startswith("local"):
+        check_java()  # PySpark starts the Connect server in this process's own JVM
+    else:
+        check_remote(remote)
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(shuffle_partitions),
+                "spark.sql.sources.partitionOverwriteMode": "static", **conf}
+    try:
+        if remote.startswith("local"):
+            spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        else:  # as PySpark's builder does, but beside a classic session if this process has one
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions build Connect columns
+            spark = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+        for key, value in settings.items():
+            spark.conf.set(key, value)
+    except Exception as exc:  # gRPC's and PySpark's own types; the caller needs one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SparkUnavailable(f"the Spark Connect server at {remote} did not answer: {first}") from exc
+    _quiet_query_context_logs()
+    return spark
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``, no JVM of ours), told by
+    its class so that asking never needs Connect's libraries on a classic session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def check_remote(remote: str) -> None:
+    """A Connect address (``sc://host:port/;token=...``) that nothing answers is said at once:
+    gRPC itself retries for a minute and then prints a page."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(remote.split(";", 1)[0])
+    if parts.scheme != "sc" or not parts.hostname:
+        raise SparkUnavailable(f"{remote!r} is not a Spark Connect address: give sc://host:port (or local[N] "
+                               "for a server in this process)")
+    port = parts.port or 15002
+    try:
+        socket.create_connection((parts.hostname, port), timeout=MASTER_TIMEOUT).close()
+    except OSError as exc:
+        raise SparkUnavailable(f"cannot reach the Spark Connect server at {parts.hostname}:{port} "
+                               f"({exc.strerror or exc}): check the address, and that the server runs; "
+                               "nothing was recorded") from None
 
 
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")

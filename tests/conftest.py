@@ -1,21 +1,24 @@
 """Shared fixtures: real ledger files in a temporary folder, a controllable clock,
 and Hypothesis profiles (``ci`` is used when CI=true; ``long`` by hand).
 
-The session's SparkSession (``spark``) comes from the package's own pytest plugin
-(``retention_ledger.pytest_plugin``), the one pipeline authors use; ``ledger`` here
-overrides the plugin's with this suite's actor and clock."""
+The plugin's fixtures (``retention_ledger.pytest_plugin``, the ones pipeline authors use) are
+overridden here: ``ledger`` with this suite's actor and clock, and ``spark`` with a session of
+either kind (a module that sets ``BOTH_SESSIONS`` runs its Spark tests on both: classic, and
+Spark Connect on a server process the tests start)."""
 
 from __future__ import annotations
 
 import os
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from ledger import Ledger, ManualClock
 
+from .connect import ConnectServer, connect_client
 from .pg import MANUAL, PostgresServer, ledger_location, shared
 
 settings.register_profile("dev", max_examples=60, deadline=None,
@@ -44,6 +47,56 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_kind" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_STORES", False) \
             and metafunc.definition.get_closest_marker("sqlite_only") is None:
         metafunc.parametrize("store_kind", STORES, indirect=True)
+    # Likewise ``BOTH_SESSIONS = True``: each test that asks for ``spark`` runs on a classic session
+    # and on a Spark Connect one (R24), unless marked ``classic_only`` (it says why).
+    if "spark_kind" in metafunc.fixturenames and getattr(metafunc.module, "BOTH_SESSIONS", False) \
+            and metafunc.definition.get_closest_marker("classic_only") is None:
+        metafunc.parametrize("spark_kind", SESSIONS, indirect=True)
+
+
+SESSIONS = ("classic", "connect")
+
+
+@pytest.fixture
+def spark_kind(request: pytest.FixtureRequest) -> str:
+    """The kind of SparkSession this test's ``spark`` is: classic unless the module runs on both."""
+    return getattr(request, "param", "classic")
+
+
+@pytest.fixture(scope="session")
+def classic_spark() -> Iterator[Any]:
+    """One local classic SparkSession for the test session (``local[2]``, UI off, UTC)."""
+    from spark_ops import local_session
+    session = local_session("retention-ledger-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server in a process of its own (``local[2]``), started by the first test
+    that needs it and killed at the end."""
+    server = ConnectServer(tmp_path_factory.mktemp("connect") / "server.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server: ConnectServer) -> Any:
+    """A Spark Connect session on the tests' server, as a Databricks or Snowpark Connect user has."""
+    return connect_client(connect_server.address)
+
+
+@pytest.fixture
+def spark(request: pytest.FixtureRequest, spark_kind: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """This test's SparkSession, of the kind it runs on (R24): a process holds one kind, as a
+    user's does, so PySpark's Connect mark is set for a Connect test and cleared for a classic one."""
+    session = request.getfixturevalue(f"{spark_kind}_spark")
+    if spark_kind == "connect":
+        monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    else:
+        monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
+    return session
 
 
 @pytest.fixture
