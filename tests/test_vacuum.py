@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from vacuum_work import Purge
 
 pytestmark = pytest.mark.spark
+BOTH_SESSIONS = True  # R24: every Spark test here runs on a classic and a Spark Connect session
 WEEK = timedelta(days=7)
 
 
@@ -301,10 +302,12 @@ def test_write_table_data_reads_back_identical_after_undrop(spark, led, rows) ->
     assert read_table(spark, led, "sales.orders").count() == 3
 
 
-def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_path, clock) -> None:
-    """A real vacuum process (its own Spark) is SIGKILLed while executors delete. The
-    undrop is refused at every point after the watermark lands, and the next vacuum
-    finishes the purge and records it."""
+def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, spark_kind, request, tmp_path, clock) -> None:
+    """A real vacuum process (its own Spark, or its own client of the Connect server, whose tasks
+    run on after their client is killed) is SIGKILLed while executors delete. The undrop is
+    refused at every point after the watermark lands, and the next vacuum finishes the purge and
+    records it."""
+    remote = request.getfixturevalue("connect_server").address if spark_kind == "connect" else ""
     path = tmp_path / "ledger.db"
     with Ledger.open(path, clock=clock) as led:
         for t in range(24):  # many small files, so deleting them takes a while
@@ -320,11 +323,11 @@ def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_pat
             from datetime import datetime, timezone
             from ledger import Ledger
             from spark_ops import local_session, vacuum
-            spark = local_session("killed-vacuum")
+            spark = local_session("killed-vacuum", remote={remote!r})
             led = Ledger.open({str(path)!r}, clock=lambda: datetime({T0.year + 1}, 1, 1, tzinfo=timezone.utc))
             vacuum(spark, led)
         """)],
-        cwd=Path(__file__).parent.parent, start_new_session=True,
+        cwd=Path(__file__).parent.parent, start_new_session=True, env=_without_connect_mark(),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     watcher = Ledger.open(path, clock=clock)
     blocked_seen = False
@@ -361,6 +364,13 @@ def test_r10_vacuum_killed_mid_delete_is_finished_by_the_next_run(spark, tmp_pat
     assert count_files(warehouse) == 0, [os.path.join(d, f) for d, _, fs in os.walk(warehouse) for f in fs]
     assert all(watcher.instance(r.id).state == "purged" for r in report.purged)
     watcher.close()
+
+
+def _without_connect_mark() -> dict[str, str]:
+    """This process's environment for a child that makes its own session: without PySpark's mark
+    of a Connect process (the ``spark`` fixture sets it for a Connect test), which would make a
+    classic child build Connect columns."""
+    return {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
 
 
 def test_r4_a_vacuum_started_while_another_deletes_leaves_it_alone_and_counts_stay_exact(
@@ -467,9 +477,7 @@ def test_shares_of_a_flat_table_running_side_by_side_each_find_their_folders(tmp
             (loc / f"p={p:04d}" / f"part-{f}.parquet").write_bytes(b"abc")
     job, purge = _one_purge(root, loc)
     with ThreadPoolExecutor(2) as pool:  # two at a time, as on two cores
-        keyed = list(pool.map(lambda j: tasks.share_task(job, (purge, j, 8)), range(8)))
-    assert {key for key, _ in keyed} == {purge.key}  # keyed for the sum per table
-    done = [share for _, share in keyed]
+        done = list(pool.map(lambda j: tasks.share_task(job, (purge, j, 8)), range(8)))
     assert [d.error for d in done] == [None] * 8 and not any(d.finished for d in done)
     assert sum(d.files for d in done) == 900 and _files_under(loc) == 0
 
@@ -513,13 +521,15 @@ def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path:
         folder.mkdir(parents=True)
         (folder / "part-0.parquet").write_bytes(b"abc")
     job, purge = _one_purge(root, loc)
-    done = [tasks.share_task(job, (purge, j, 8))[1] for j in range(8)]
+    done = [tasks.share_task(job, (purge, j, 8)) for j in range(8)]
     assert [d.error for d in done] == [None] * 8
     assert sum(d.files for d in done) == 40 and sum(d.bytes for d in done) == 120
     assert [d.files for d in done] == [5] * 8
     assert len(os.listdir(loc / "_writes")) == 40 and _files_under(loc) == 0  # emptied, kept
+    [summed] = tasks.per_table(done)  # as the driver sums them
+    assert (summed.item, summed.files, summed.bytes, summed.error, summed.finished) == (purge, 40, 120, None, False)
     # The finish removes them: nothing more to count, and the location is gone.
-    assert tasks.finish_purge(job, (purge.key, tasks.Share(purge, 40, 120))) == Result(purge, 40, 120)
+    assert tasks.finish_purge(job, tasks.Share(purge, 40, 120)) == Result(purge, 40, 120)
     assert not loc.exists()
 
 

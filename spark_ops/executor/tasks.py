@@ -12,10 +12,13 @@ Three shapes of work, each answering with ``vacuum_work.Result``:
 
 * ``run_items``: whole items, several a task (expiries, sweeps, stragglers, a dry run's
   listings, and on an object store the purges the ledger knows the files of);
-* ``look_or_purge``, then ``share_task`` and ``finish_purge``: dropped tables split below
+* ``look_or_purge``, then ``share_out`` and ``finish_purges``: dropped tables split below
   the table, their sub-folders shared out over several tasks (a local disk, or an object
-  store location the ledger does not know);
+  store location the ledger does not know), the shares summed per table on the driver between;
 * ``preflight``: can this executor run the rest at all.
+
+Each takes a task's slice of the items and yields what goes back; ``on_spark`` runs it in a Spark
+task on either kind of session.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import os
 import sys
 import zlib
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from vacuum_work import Expiry, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, Work, location
 
@@ -209,28 +212,34 @@ def look_or_purge(job: Job, items: Iterable[Purge]) -> Iterator[Result | tuple[P
     yield from _closing(receipt)
 
 
-def share_task(job: Job, share: tuple[Purge, int, int]) -> tuple[str, Share]:
+def share_out(job: Job, shares: Iterable[tuple[Purge, int, int]]) -> Iterator[Share]:
+    """A task's shares of tables split below the table (``share_task`` each)."""
+    for share in shares:
+        yield share_task(job, share)
+
+
+def share_task(job: Job, share: tuple[Purge, int, int]) -> Share:
     """Re-check the table, then delete the sub-folders that are this share's (``share_of_listing``),
     several at once (a table with fewer than two: share 0 purges it whole). One that appears
-    meanwhile is left to the final purge of the location. Keyed for the sum per table."""
+    meanwhile is left to the final purge of the location."""
     item, share_n, shares = share
     refused = item.refusal()
     if refused is not None:
-        return item.key, Share(item, error=refused)
+        return Share(item, error=refused)
     here = job.at(item)
     pieces = fs.pieces(job.root, here)
     receipt = job.receipt()
     if len(pieces) < 2:
         if share_n:
-            return item.key, Share(item)
+            return Share(item)
         done = _purge_location(job, item, receipt)
-        return item.key, Share(item, done.files, done.bytes, done.error, True, _parts(receipt))
+        return Share(item, done.files, done.bytes, done.error, True, _parts(receipt))
     folders = share_of_listing(pieces, share_n, shares, not storage_for(job.root).keyed)
     outside = next((f for f in folders if not f.startswith(here.rstrip("/") + "/")), None)
     if outside is not None:
-        return item.key, Share(item, error=f"refused: {outside} is not inside {here}")
+        return Share(item, error=f"refused: {outside} is not inside {here}")
     done = fs.total(fs.purge_each(job.root, folders, keep=True, receipt=receipt))
-    return item.key, Share(item, done.files, done.bytes, done.error, parts=_parts(receipt))
+    return Share(item, done.files, done.bytes, done.error, parts=_parts(receipt))
 
 
 def _parts(receipt: Receipt | None) -> tuple[Part, ...]:
@@ -252,13 +261,24 @@ def share_of_listing(pieces: list[str], share: int, shares: int, local: bool) ->
     return [p for p in pieces if zlib.crc32(p.encode()) % shares == share]
 
 
-def add_shares(a: Share, b: Share) -> Share:
-    return a + b
+def per_table(shares: Iterable[Share]) -> list[Share]:
+    """The shares summed table by table (a few numbers each: the driver sums them between the
+    share-out and the finishing job)."""
+    summed: dict[str, Share] = {}
+    for share in shares:
+        key = share.item.key
+        summed[key] = summed[key] + share if key in summed else share
+    return list(summed.values())
 
 
-def finish_purge(job: Job, pair: tuple[str, Share]) -> Result:
+def finish_purges(job: Job, tables: Iterable[Share]) -> Iterator[Result]:
+    """A task's tables after their shares (``finish_purge`` each)."""
+    for done in tables:
+        yield finish_purge(job, done)
+
+
+def finish_purge(job: Job, done: Share) -> Result:
     """After the shares, purge the rest of the location (or report the first error)."""
-    _, done = pair
     if done.error is not None or done.finished:
         return Result(done.item, done.files, done.bytes, done.error, parts=done.parts)
     receipt = job.receipt()
@@ -274,7 +294,7 @@ def root_seen(root: str) -> bool:
     return not storage_for(root).absent(root)
 
 
-def preflight(root: str, driver_sees_root: bool, _partition: Iterable[Any]) -> Iterator[str]:
+def preflight(root: str, driver_sees_root: bool) -> Iterator[str]:
     """What stops this executor from running the vacuum's tasks (an empty answer: nothing).
     Asked of every executor before the ledger records anything: a missing library, a store it
     cannot reach, a warehouse folder it does not see (a local warehouse must be on a file system

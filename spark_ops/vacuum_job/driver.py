@@ -8,9 +8,10 @@
    dry run only asks ``ledger.plan_vacuum``, which records nothing. Before either, the
    executors are asked whether they can run the job at all (``ship.preflight``, R19).
 2. **Delete (R9, R20).** The plan's items go to the executors as they are (big ones split into
-   parts); each re-checks its item and deletes with ``spark_ops.executor``, which stays inside
-   each location and never follows a link. Only per-item results come back, so the driver's
-   memory depends on the number of items, not of files. On an object store, what the ledger
+   parts), in DataFrame jobs that run alike on a classic and a Spark Connect session
+   (``jobs``, R24); each task re-checks its items and deletes with ``spark_ops.executor``,
+   which stays inside each location and never follows a link. Only per-item results come
+   back, so the driver's memory depends on the number of items, not of files. On an object store, what the ledger
    knows is deleted from the driver itself with the same code, its file lists read from the
    ledger one at a time (a Spark job would cost more than the deletes); the executors list
    what it does not know. Meanwhile the driver renews the run's lease.
@@ -44,7 +45,8 @@ from ..executor import receipts, tasks
 from ..executor.storage import StoreError, storage_for
 from ..heartbeat import Heartbeat
 from . import budget, listing as listings, progress as progress_of, ship
-from .progress import Progress, ProgressWatcher
+from .jobs import Jobs
+from .progress import Progress, Watch
 from .report import VacuumReport, build_report
 
 _log = logging.getLogger("spark_ops.vacuum")
@@ -86,7 +88,7 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     if _idle(plan, dry_run):
         timings["plan"] = time.monotonic() - started
         return build_report(plan, dry_run, {}, started, timings)
-    ship.preflight(spark.sparkContext, plan.root)  # R19: before anything is recorded
+    cores = ship.preflight(spark, plan.root)  # R19: before anything is recorded
     run = None if dry_run else ledger.start_vacuum(run_id=run_id, **options)
     plan = plan if run is None else run.plan  # type: ignore[assignment]
     timings["plan"] = time.monotonic() - started
@@ -95,7 +97,7 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     folder = listings.folder_for(listing_dir) if dry_run else None
     try:
         with contextlib.nullcontext() if run is None else _lease_keeper(run):
-            results, retried = _carry_out(spark, plan, run, progress, folder)
+            results, retried = _carry_out(spark, cores, plan, run, progress, folder)
             if run is not None:
                 _record_receipt(run, plan.root, [p for r in results for p in r.parts])
                 # Parts no summary came back for: a task attempt that failed after writing one (its
@@ -195,10 +197,11 @@ def work_of(plan: Plan, dry_run: bool, pieces: int) -> list[Work]:
 _DRIVER = ThreadPoolExecutor(1, thread_name_prefix="vacuum-driver")
 
 
-def _carry_out(spark: SparkSession, plan: Plan, run: VacuumRun | None, progress: Progress | None,
+def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | None, progress: Progress | None,
                listing: str | None) -> tuple[list[Result], bool]:
     """Every item's result (those of a split item's parts, and the tasks' closing results with
-    their receipt parts), and whether a task attempt failed (``_on_spark``).
+    their receipt parts), and whether a task attempt failed (``_on_spark``). ``cores``: tasks
+    Spark runs at once.
 
     On an object store, what the ledger knows (the files of the tables it purges, of the versions
     it expires) and the small listings of write folders are deleted from the driver, with the
@@ -208,9 +211,8 @@ def _carry_out(spark: SparkSession, plan: Plan, run: VacuumRun | None, progress:
     process. What the ledger does not know (a dropped location written outside it) is listed on
     the executors, once per location. A dry run, and everything on a local disk, runs on the
     executors."""
-    context = spark.sparkContext
     job = tasks.Job(plan.root, plan.run_id, listing, plan.locations)
-    items = work_of(plan, run is None, context.defaultParallelism * 2)
+    items = work_of(plan, run is None, cores * 2)
     if not items:
         return [], False
     keyed = storage_for(plan.root).keyed
@@ -218,7 +220,7 @@ def _carry_out(spark: SparkSession, plan: Plan, run: VacuumRun | None, progress:
     there = [i for i in items if i not in here]
     on_driver = _DRIVER.submit(lambda: list(tasks.run_items(job, here, files=run.files))) if here and run else None
     try:
-        results, retried = _on_spark(context, job, there, keyed, progress) if there else ([], False)
+        results, retried = _on_spark(spark, cores, job, there, keyed, progress) if there else ([], False)
     finally:
         done = [] if on_driver is None else on_driver.result()
     if progress is not None and here and not there:
@@ -226,16 +228,16 @@ def _carry_out(spark: SparkSession, plan: Plan, run: VacuumRun | None, progress:
     return results + done, retried
 
 
-def _on_spark(context: Any, job: tasks.Job, items: list[Work], keyed: bool,
+def _on_spark(spark: SparkSession, cores: int, job: tasks.Job, items: list[Work], keyed: bool,
               progress: Progress | None) -> tuple[list[Result], bool]:
     """The items given to the executors: one job for whole items, and the purges split below the
-    table in one or two more. Also whether a task attempt failed (or Spark cannot say): a failed
-    attempt may have left a receipt part no result names."""
-    ship.ship(context)
+    table in one, two or three more. Also whether a task attempt failed: a failed attempt may
+    have left a receipt part no result names."""
+    ship.ship(spark)
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip, ~0.1 s
     # here). On an object store a task keeps several batches in flight itself: one a core.
-    slices = max(1, min(len(items), context.defaultParallelism * (1 if keyed else 4)))
+    slices = max(1, min(len(items), cores * (1 if keyed else 4)))
     # Purges the ledger knows the files of go with the other items; on a local disk the others
     # are split below the table (their folders listed and shared out over the cores, which pays
     # where deleting is a system call a file). On an object store each is one item: one streamed
@@ -246,59 +248,41 @@ def _on_spark(context: Any, job: tasks.Job, items: list[Work], keyed: bool,
     purges = [] if job.run_id is None or keyed else [i for i in items if isinstance(i, Purge)]
     others = [i for i in items if i not in purges]
     # Known up front, except the second purge job's, which starts only if a big table is found.
-    total = (max(1, min(len(others), slices)) if others else 0) + \
-        budget.first_purge_tasks(context.defaultParallelism, len(purges))
-    if progress is not None:
-        progress(0, total)
-    group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
-    context.setJobGroup(group, "retention-ledger vacuum", interruptOnCancel=True)
-    watcher = ProgressWatcher(context, group, progress, total) if progress else None
-    try:
-        rows: list[Result] = context.parallelize(others, max(1, min(len(others), slices))).mapPartitions(
-            functools.partial(tasks.run_items, job)).collect() if others else []
+    total = (min(len(others), slices) if others else 0) + budget.first_purge_tasks(cores, len(purges))
+    jobs = Jobs(spark)
+    with progress_of.watching(spark, progress, total) as watch:
+        rows: list[Result] = jobs.run(functools.partial(tasks.run_items, job), others, slices) if others else []
         if purges:
-            rows += _purge_below_tables(context, job, purges, watcher)
-        retried = progress_of.failed_attempts(context, group) != 0
-    finally:
-        if watcher:
-            watcher.stop()
-        context.setLocalProperty("spark.jobGroup.id", None)
-    return rows, retried
+            rows += _purge_below_tables(jobs, cores, job, purges, watch)
+    return rows, jobs.retried
 
 
-def _purge_below_tables(context: Any, job: tasks.Job, items: list[Purge],
-                        watcher: ProgressWatcher | None) -> list[Result]:
-    """Purge dropped tables with the work split below the table, in one or two jobs.
+def _purge_below_tables(jobs: Jobs, cores: int, job: tasks.Job, items: list[Purge], watch: Watch) -> list[Result]:
+    """Purge dropped tables with the work split below the table.
 
     Fewer tables than cores cannot keep the executors busy one task each, so each is shared out
     at once (``_share_out``). Many are looked at one task each first: a table with fewer than
     two sub-folders (``fs.pieces``: write folders, partitions) is purged whole there, and that
-    is usually every table, so one single-stage job does it all; only the bigger ones are
-    counted and shared out by a second job. The driver receives one row per table from each
-    job, never a path."""
-    cores = context.defaultParallelism
+    is usually every table, so one job does it all; only the bigger ones are counted and shared
+    out after. The driver receives one row per table from each job, never a path."""
     if len(items) <= cores:
-        return _share_out(context, job, budget.shares(cores, dict.fromkeys(items)))
-    looked: Iterable[Result | tuple[Purge, int]] = context.parallelize(
-        items, budget.first_purge_tasks(cores, len(items))).mapPartitions(
-        functools.partial(tasks.look_or_purge, job)).collect()
+        return _share_out(jobs, cores, job, budget.shares(cores, dict.fromkeys(items)))
+    looked: Iterable[Result | tuple[Purge, int]] = jobs.run(
+        functools.partial(tasks.look_or_purge, job), items, budget.first_purge_tasks(cores, len(items)))
     rows = [r for r in looked if isinstance(r, Result)]
     big = budget.shares(cores, {item: pieces for item, pieces in (r for r in looked if not isinstance(r, Result))})
     if not big:
         return rows
-    if watcher is not None:
-        watcher.expect(budget.share_tasks(cores, big))
-    return rows + _share_out(context, job, big)
+    watch.expect(budget.share_tasks(cores, big))
+    return rows + _share_out(jobs, cores, job, big)
 
 
-def _share_out(context: Any, job: tasks.Job, shares: dict[Purge, int]) -> list[Result]:
+def _share_out(jobs: Jobs, cores: int, job: tasks.Job, shares: dict[Purge, int]) -> list[Result]:
     """Each table's sub-folders shared out over ``shares[item]`` tasks (``tasks.share_task``; a
     table with fewer than two is purged whole by share 0), each deleting several at once; the
-    totals summed per table on the executors; then one task per table purges what is left
-    (files at the top, emptied folders, any late file) and removes the location."""
+    shares' few numbers summed per table here; then one task per table (at most one a core)
+    purges what is left (files at the top, emptied folders, any late file) and removes the
+    location."""
     work = [(item, j, k) for item, k in sorted(shares.items(), key=lambda pair: pair[0].key) for j in range(k)]
-    return (context.parallelize(work, len(work))
-            .map(functools.partial(tasks.share_task, job))
-            .reduceByKey(tasks.add_shares, numPartitions=budget.finishing_tasks(context.defaultParallelism, shares))
-            .map(functools.partial(tasks.finish_purge, job))
-            .collect())
+    done = tasks.per_table(jobs.run(functools.partial(tasks.share_out, job), work, len(work)))
+    return jobs.run(functools.partial(tasks.finish_purges, job), done, budget.finishing_tasks(cores, shares))

@@ -3,84 +3,144 @@
 A cluster's executors have PySpark, pyarrow and (for object stores) obstore; they need not
 have retention-ledger. So the driver zips what they run (``spark_ops.executor``, which imports
 nothing of the ledger, the ``spark_ops`` package's small ``__init__``, and ``vacuum_work``, the
-standard-library records of a vacuum) and adds it to the
-SparkContext once (``addPyFile``), from where Spark hands it to every executor. The functions
-given to Spark are that package's, by reference, so an executor imports exactly that.
+standard-library records of a vacuum) and adds it to the session once, as a Python artifact
+(``SparkSession.addArtifacts(..., pyfile=True)``: on a classic session PySpark 4 makes that
+``addPyFile``, on a Spark Connect one it uploads the zip to the server, which puts it on the
+path of that session's Python workers). The functions given to Spark are that package's, by
+reference, so an executor imports exactly that.
 
 Before the ledger records anything, a small job asks every executor whether it can do the
 work: import what it needs, see the warehouse. A vacuum whose executors cannot run it says
 so in one line (``SparkUnavailable``) with nothing recorded, instead of failing in the middle
-with a hundred-line traceback after its watermarks are in the log. Each SparkContext is
-asked once per warehouse root.
+with a hundred-line traceback after its watermarks are in the log. Each session is asked once
+per warehouse root. The same job says how many tasks Spark runs at once (its tasks are as many
+as a default DataFrame has partitions), which the vacuum sizes its jobs by.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import hashlib
+import io
 import os
+import re
+import shutil
 import sys
+import tempfile
 import threading
 import zipfile
 from importlib import resources
-from typing import Any
+
+from pyspark.sql import SparkSession
 
 from ..executor import tasks
-from ..session import SparkUnavailable
+from ..session import SparkUnavailable, is_connect
+from . import jobs
 
 _SHIPPED: set[str] = set()
-"""Application ids of the SparkContexts that have the executor package."""
+"""Sessions (``session_key``) that have the executor package."""
 _CHECKED: set[tuple[str, str]] = set()
-"""(application id, root) of the pre-flight checks that passed."""
+"""(session, root) of the pre-flight checks that passed."""
+_CORES: dict[str, int] = {}
+"""Tasks each session runs at once, as its last pre-flight found."""
 _LOCK = threading.Lock()
+_ARCHIVE: list[str] = []
+"""The zip, written once a process (in a temporary folder removed when the process ends: a
+classic session's file server serves it from there for as long as the session lives)."""
 
 
-def ship(context: Any) -> None:
-    """Put ``spark_ops.executor`` on every executor's path, once per SparkContext."""
+def session_key(spark: SparkSession) -> str:
+    """What the executor package and the pre-flight are remembered by: a Connect session (its
+    artifacts are its own), or a classic session's application (its files are the SparkContext's)."""
+    if is_connect(spark):
+        return f"connect:{spark.session_id}"  # type: ignore[attr-defined]
+    return f"classic:{spark.conf.get('spark.app.id')}"
+
+
+def ship(spark: SparkSession) -> None:
+    """Put ``spark_ops.executor`` on every executor's path, once per session."""
+    key = session_key(spark)
     with _LOCK:
-        if context.applicationId in _SHIPPED:
+        if key in _SHIPPED:
             return
-        from pyspark import SparkFiles
-        # In the SparkContext's own file root: Spark serves it from there and removes it when it stops.
-        path = os.path.join(SparkFiles.getRootDirectory(), "retention_ledger_executor.zip")
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        try:
+            spark.addArtifacts(_archive(), pyfile=True)
+        except Exception as exc:  # a server that takes no Python artifacts
+            raise SparkUnavailable(f"Spark did not take the vacuum's executor code: {_python_error(exc)}; nothing "
+                                   "was recorded (the server must accept Python artifacts: "
+                                   "SparkSession.addArtifacts(..., pyfile=True))") from None
+        _SHIPPED.add(key)
+
+
+def _archive() -> str:
+    """The executor package as a zip file, named by its content (so that a session never holds
+    two different archives of one name)."""
+    if not _ARCHIVE:
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as archive:
             for name, text in executor_files():
                 archive.writestr(name, text)
-        context.addPyFile(path)
-        _SHIPPED.add(context.applicationId)
+        folder = tempfile.mkdtemp(prefix="retention-ledger-executor-")
+        atexit.register(shutil.rmtree, folder, True)
+        path = os.path.join(folder, f"retention_ledger_executor_{hashlib.sha256(data.getvalue()).hexdigest()[:16]}.zip")
+        with open(path, "wb") as out:
+            out.write(data.getvalue())
+        _ARCHIVE.append(path)
+    return _ARCHIVE[0]
 
 
-def preflight(context: Any, root: str) -> None:
-    """``SparkUnavailable`` in one line if an executor cannot run a vacuum of ``root``; once per
-    SparkContext and root. Runs one small task a core."""
-    key = (context.applicationId, root)
-    if key in _CHECKED:
-        return
-    ship(context)
-    if _own_python_here(context):  # the executors are this process's JVM, this Python, this disk
-        _CHECKED.add(key)
-        return
-    tasks_n = max(1, context.defaultParallelism)
-    expected = tasks.root_seen(root)
+def preflight(spark: SparkSession, root: str) -> int:
+    """``SparkUnavailable`` in one line if an executor cannot run a vacuum of ``root``; else how
+    many tasks Spark runs at once. Asks once per session and root: one small task a core."""
+    key = session_key(spark)
+    ship(spark)
+    if (key, root) in _CHECKED:
+        return _CORES[key]
+    if _own_python_here(spark):
+        _CORES[key] = _local_cores(spark)
+        _CHECKED.add((key, root))
+        return _CORES[key]
+    question = functools.partial(tasks.preflight, root, tasks.root_seen(root))
     try:
-        problems = sorted(set(context.parallelize(range(tasks_n), tasks_n)
-                              .mapPartitions(functools.partial(tasks.preflight, root, expected)).collect()))
-    except Exception as exc:  # py4j wraps the executor's Python error in pages of Java
+        answers, cores = jobs.ask(spark, question)
+    except Exception as exc:  # the executor's Python error, wrapped in pages of Java (or of gRPC)
         raise SparkUnavailable(f"the executors cannot run the vacuum: {_python_error(exc)}; nothing was "
                                "recorded (README, \"Running on a cluster\": what executors need)") from None
+    problems = sorted(set(answers))
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SparkUnavailable(f"the executors cannot run the vacuum: {problems[0]}{more}; nothing was recorded")
-    _CHECKED.add(key)
+    _CORES[key] = cores
+    _CHECKED.add((key, root))
+    return cores
 
 
-def _own_python_here(context: Any) -> bool:
-    """Whether the executors run in this driver's JVM (a ``local`` master) with this very interpreter:
-    then they import what this process imports and see what it sees, and asking them is a Spark job
-    (a tenth of a second a vacuum) that can only say yes."""
-    master = context.master
+def _own_python_here(spark: SparkSession) -> bool:
+    """Whether the executors run in this driver's JVM (a classic session on a ``local`` master)
+    with this very interpreter: then they import what this process imports and see what it sees,
+    and asking them is a Spark job (a tenth of a second a vacuum) that can only say yes. Of a
+    Connect session's executors nothing is known here (its server may run on this machine, with
+    another Python): they are asked."""
+    if is_connect(spark):
+        return False
+    master = spark.conf.get("spark.master") or ""
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
     return (master == "local" or master.startswith("local[")) and os.path.realpath(python) == \
         os.path.realpath(sys.executable)
+
+
+def _local_cores(spark: SparkSession) -> int:
+    """Tasks a ``local`` master runs at once, as Spark counts them (its default parallelism)."""
+    chosen = spark.conf.get("spark.default.parallelism", None)
+    if chosen:
+        return max(1, int(chosen))
+    found = re.match(r"local\[(\d+|\*)", spark.conf.get("spark.master") or "")
+    if found is None:
+        return 1
+    if found.group(1) == "*":
+        return os.cpu_count() or 1
+    return max(1, int(found.group(1)))
 
 
 def _python_error(exc: BaseException) -> str:
@@ -103,4 +163,3 @@ def executor_files() -> list[tuple[str, str]]:
         found += [(f"{home}/{e.name}", e.read_text()) for e in sorted(folder.iterdir(), key=lambda e: e.name)
                   if e.name.endswith(".py")]
     return found
-
