@@ -5,8 +5,11 @@ whose Python workers run the interpreter named by ``PYSPARK_PYTHON``: here a vir
 holds pyarrow and obstore and nothing of retention-ledger, as a cluster's executors would.
 Every step writes what it saw to a JSON file (``facts``), which the tests read; one
 SparkSession does them all, since a process has one and a cluster takes seconds to start.
+With ``--remote sc://host:port`` the session is a Spark Connect client of a server that runs
+the cluster (``tests/test_cluster_connect.py`` starts one): the same steps, from a process that
+has no JVM, whose executors' Python is the server's.
 
-    python -m tests.cluster_job WORKDIR [preflight-only]
+    python -m tests.cluster_job WORKDIR [pipeline|preflight] [--remote sc://host:port]
 """
 
 from __future__ import annotations
@@ -22,15 +25,46 @@ from typing import Any
 from ledger import Ledger, LedgerError, ManualClock
 
 
+def probe(batches: Any) -> Any:
+    """What an executor's Python is (its interpreter, and whether the ledger could be imported),
+    as one JSON row of a ``mapInArrow`` task (this module is ``__main__``: it goes by value)."""
+    import importlib.util
+    import sys as executor_sys
+
+    import pyarrow as pa
+    for _ in batches:
+        pass
+    seen = {"python": executor_sys.executable, **{name: importlib.util.find_spec(name) is not None for name in
+                                                  ("ledger", "attrs", "immutables", "orjson", "pyarrow", "obstore")}}
+    yield pa.RecordBatch.from_arrays([pa.array([json.dumps(seen)])], names=["seen"])
+
+
 def executors(spark: Any) -> list[dict[str, Any]]:
-    """What an executor's Python is: its interpreter, and whether the ledger could be imported."""
-    def probe(_: Any) -> list[dict[str, Any]]:
-        import importlib.util
-        import sys as executor_sys
-        return [{"python": executor_sys.executable,
-                 **{name: importlib.util.find_spec(name) is not None
-                    for name in ("ledger", "attrs", "immutables", "orjson", "pyarrow", "obstore")}}]
-    return spark.sparkContext.parallelize(range(4), 4).mapPartitions(probe).collect()
+    """What each of four tasks' Python is (a DataFrame job: it runs on either kind of session)."""
+    return [json.loads(r["seen"]) for r in spark.range(0, 4, numPartitions=4).mapInArrow(probe, "seen string").collect()]
+
+
+def echo(items: Any) -> list[Any]:
+    return list(items)
+
+
+def flaky(items: Any) -> list[Any]:
+    """The first attempt of the task holding item 0 fails; Spark runs it again."""
+    from pyspark import TaskContext
+    context = TaskContext.get()
+    if 0 in items and context is not None and context.attemptNumber() == 0:
+        raise RuntimeError("the first attempt of this task fails, on purpose")
+    return list(items)
+
+
+def retries(spark: Any) -> dict[str, Any]:
+    """Whether the vacuum's jobs see a task attempt that failed (it may have left a receipt part
+    that no result names, which the run then looks for): one job where none fails, one where one
+    does. A cluster retries a failed task (``local`` masters do not)."""
+    from spark_ops.vacuum_job.jobs import Jobs
+    steady, failing = Jobs(spark), Jobs(spark)
+    return {"steady": (steady.run(echo, list(range(8)), 4), steady.retried),
+            "failing": (failing.run(flaky, list(range(8)), 4), failing.retried)}
 
 
 def pipeline(spark: Any, work: Path, facts: dict[str, Any]) -> None:
@@ -83,7 +117,10 @@ def pipeline(spark: Any, work: Path, facts: dict[str, Any]) -> None:
     except LedgerError as exc:
         facts["undrop_purged"] = type(exc).__name__
     facts["verified_events"] = led.verify().events == led.event_count()
-    by_name(spark, led, facts)
+    try:
+        by_name(spark, led, facts)
+    except Exception as exc:  # noqa: BLE001 - the test shows it
+        facts["by_name_failed"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
     led.close()
 
 
@@ -128,16 +165,28 @@ def preflight_only(spark: Any, work: Path, facts: dict[str, Any]) -> None:
     led.close()
 
 
-def main() -> None:
-    work, mode = Path(sys.argv[1]), (sys.argv[2] if len(sys.argv) > 2 else "pipeline")
-    facts: dict[str, Any] = {}
+def session(remote: str | None) -> Any:
+    """The cluster's session: a classic one on ``local-cluster``, or a Connect client of ``remote``."""
+    if remote:
+        from spark_ops import local_session
+        return local_session("retention-ledger-cluster-test", remote=remote)
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("retention-ledger-cluster-test")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "2")
-             .getOrCreate())
+    return (SparkSession.builder.master("local-cluster[2,1,1024]").appName("retention-ledger-cluster-test")
+            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC").config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate())
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--remote")]
+    remote = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--remote=")), None)
+    work, mode = Path(args[0]), (args[1] if len(args) > 1 else "pipeline")
+    facts: dict[str, Any] = {}
+    spark = session(remote)
     try:
-        facts["executors"] = executors(spark)
+        if mode == "pipeline":  # (executors without pyarrow cannot answer a DataFrame job's probe)
+            facts["executors"] = executors(spark)
+            facts["retries"] = retries(spark)
         (pipeline if mode == "pipeline" else preflight_only)(spark, work, facts)
     except Exception:  # noqa: BLE001 - the test shows it
         facts["crash"] = traceback.format_exc()
