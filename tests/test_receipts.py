@@ -37,6 +37,7 @@ from vacuum_work.leaves import leaf_input, tree_root
 
 REPO = Path(__file__).resolve().parent.parent
 WEEK = timedelta(days=7)
+BOTH_SESSIONS = True  # R24: every vacuum here runs on a classic and a Spark Connect session
 
 
 def put_files(location: str, count: int, *, folders: int = 1) -> dict[str, int]:
@@ -236,8 +237,12 @@ def _hadoop_path(spark, uri: str) -> str:
     return str(jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(uri)).toString())
 
 
+@pytest.mark.classic_only
 def test_r20_every_spelling_spark_gives_a_deleted_file_proves_it(spark, clock, tmp_path: Path) -> None:
-    """Issue 44: ``prove_deleted`` of the path Spark's ``_metadata.file_path`` gives
+    """Classic only: one spelling is Hadoop's ``Path`` of a URI, made here through the session's
+    JVM, which a Connect client has no handle on (the vacuum itself runs on both in this module).
+
+    Issue 44: ``prove_deleted`` of the path Spark's ``_metadata.file_path`` gives
     (``file:/...``) was ``NotDeleted`` for a file in the run's receipt. Every spelling Spark
     gives a file now proves it: ``_metadata.file_path`` and ``inputFiles()`` (URIs, with a space
     as ``%20`` and the ``%3A`` Spark writes for ':' in a partition value as ``%253A``), a plan's
@@ -297,8 +302,13 @@ def test_r20_a_spelling_that_could_name_two_deleted_files_is_refused(spark, led,
     assert led.event_count() == before
 
 
+@pytest.mark.classic_only
 def test_r20_on_s3_the_s3a_and_s3n_spellings_prove_an_s3_key(spark, s3, tmp_path: Path) -> None:
-    """On an object store Spark names a file ``s3a://`` (Hadoop's connector) where the warehouse
+    """Classic only: the S3 endpoint reaches the classic session's executors from this process;
+    a Connect server's executors are given it when the server starts, as ``test_s3``'s own
+    server is (the vacuum on S3 runs on Connect there).
+
+    On an object store Spark names a file ``s3a://`` (Hadoop's connector) where the warehouse
     says ``s3://``: one bucket, one key, proven either way, percent-encoded as Spark's URIs are."""
     from tests.test_s3 import put
     clock = ManualClock(datetime.now(timezone.utc))  # the store's LastModified is on the real clock

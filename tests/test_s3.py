@@ -5,7 +5,9 @@ throttles, delays, resets and fails keys on the wire, as a store or a network wo
 Spark here has no s3a connector, so the tables' objects are put with boto3 (as a Spark job would
 leave them); the vacuum itself runs on Spark, whose Python workers delete through obstore in
 DeleteObjects batches (R20). The endpoint reaches them as ``AWS_ENDPOINT_URL``, set for the
-executors the way a deployment sets ``spark.executorEnv.*``.
+executors the way a deployment sets ``spark.executorEnv.*``: on the classic session from this
+process, and on Spark Connect by the environment of a Connect server of this module's own, as a
+cluster's configuration gives its executors theirs (R24: the vacuums here run on both kinds).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ import pytest
 from ledger import Ledger, LedgerUnavailable, ManualClock
 from spark_ops.executor import fs
 from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
+from tests.connect import ConnectServer
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
 from tests.stores import FaultyStore
 from vacuum_work import Result
 
 pytestmark = pytest.mark.spark
+BOTH_SESSIONS = True
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto")
 
@@ -47,9 +51,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def proxy(spark) -> Iterator[FaultProxy]:
+def proxy(classic_spark) -> Iterator[FaultProxy]:
     """A moto S3 server on the loopback address (buckets ``lake`` and ``other``) behind the fault
-    proxy, which every client here (and on the executors) uses as its endpoint; stopped at the end."""
+    proxy, which every client here (and on the classic session's executors) uses as its endpoint;
+    stopped at the end."""
+    spark = classic_spark
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -82,6 +88,25 @@ def proxy(spark) -> Iterator[FaultProxy]:
         faults.stop()
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def connect_spark(proxy: FaultProxy, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """This module's Spark Connect session (it overrides the suite's): on a server started with the
+    store's endpoint and credentials in its environment, which its executors' Python workers
+    inherit. A session of its own, not PySpark's ``getOrCreate``, which would hand back the
+    suite's session on the other server."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    settings = {**CREDENTIALS, "AWS_ENDPOINT_URL": proxy.url}
+    server = ConnectServer(tmp_path_factory.mktemp("connect-s3") / "server.log", env=settings)
+    session = ConnectSession.builder.remote(server.address).create()
+    session.conf.set("spark.sql.session.timeZone", "UTC")
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # the ``spark`` fixture sets it per test
+    try:
+        yield session
+    finally:
+        session.stop()
+        server.stop()
 
 
 @pytest.fixture
@@ -506,11 +531,13 @@ def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothin
 # --- tables by name in Spark SQL ---------------------------------------------------------------
 
 def test_r21_attach_on_a_warehouse_spark_has_no_file_system_for_says_so_and_records_nothing(
-        spark, lake: Ledger, clock, s3) -> None:
+        spark, spark_kind, request, lake: Ledger, clock, s3) -> None:
     """Spark here has no s3a connector (no Maven): ``attach`` says so in one line, as a read does,
     before it pins anything or names anything; the views it would put name exactly the keys the
     version lists, under the bucket's own URI (no credential in them: those stay in the
     environment)."""
+    if spark_kind == "connect":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="attach on Connect lands with i46-attach"))
     from spark_ops import SparkUnavailable, attach
     from spark_ops.catalog.text import files_relation
     table = lake.create_table("lake_sql.orders")

@@ -28,6 +28,7 @@ from tests.stores import FaultyStore
 from vacuum_work import Plan, Result, location
 
 HOUR = timedelta(hours=1)
+BOTH_SESSIONS = True  # R24: the sweeps on Spark run on a classic and a Spark Connect session
 REPO = Path(__file__).resolve().parent.parent
 
 
