@@ -57,7 +57,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from _common import environment, load, print_table, scratch_dir, verdict
+from _common import environment, load, print_table, scratch_dir, verdict, warm
 
 from ledger import Ledger, ManualClock
 from spark_ops import local_session, vacuum
@@ -310,9 +310,7 @@ def main() -> None:
     python = None if args.no_deltalake else peers_python()
     spark = local_session("retention-ledger-bench", master=args.master)
     print(f"Spark master: {args.master}")
-    spark.sparkContext.parallelize(range(100), 8).map(lambda x: x).count()  # warm the workers
-    from spark_ops.vacuum_job import ship
-    ship.ship(spark.sparkContext)  # once per SparkContext, as a pipeline pays it once (R19)
+    warm(spark)
     # On the repository's file system, like a warehouse beside the code (not a tmpfs /tmp).
     with scratch_dir(args.dir) as scratch:
         run(spark, scratch, python, args)

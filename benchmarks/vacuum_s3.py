@@ -74,7 +74,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from _common import environment, load, print_table, verdict
+from _common import environment, load, print_table, verdict, warm
 from vacuum import peers_python
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
@@ -332,7 +332,7 @@ def main() -> None:
     from spark_ops import local_session
     spark = local_session("retention-ledger-bench-s3")
     spark.sparkContext.environment.update({**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint})
-    spark.sparkContext.parallelize(range(100), 8).map(lambda x: x).count()  # warm the workers
+    warm(spark)
     scratch = Path(tempfile.mkdtemp(prefix="ledger-bench-s3-"))
     counter = iter(range(10**6))
     try:
