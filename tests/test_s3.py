@@ -397,6 +397,53 @@ def _commit(led: Ledger, name: str, files: int, *, mode: str = "append",
     led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 5) for i in range(files)], mode=mode)
     return w, keys
 
+def _die_after_deleting(led: Ledger, keys: list[str]) -> str:
+    """A run started that deleted ``keys`` (as its tasks do: in a batch, each written down in its
+    receipt, whose part its driver recorded), then died: its lease runs out, it never finishes."""
+    from spark_ops.executor import receipts
+    dead = led.start_vacuum()
+    root = dead.plan.root
+    receipt = receipts.Receipt(root, dead.run_id)
+    store = storage_for(root)
+    with Deleter(store, receipt) as deleter:
+        deleter.add([FileEntry(key, 5) for key in keys], Totals(), store.base)
+    parts = receipt.close()
+    dead.record_deleted([(part, receipts.read_part(root, part.where)) for part in parts])
+    receipts.clear(root, dead.run_id, [part.where for part in parts])
+    return dead.run_id
+
+
+def test_r10_r20_a_run_taking_over_on_s3_counts_and_receipts_only_what_it_deleted(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A run died having deleted some of the files the ledger knows of a dropped table and of an
+    expired version. The next takes it over: it used to delete the ledger's whole lists again by key,
+    which S3 answers "deleted" for keys already gone, so it counted them (TablePurged, the expiry's
+    WriteFoldersDeleted) and put them in its receipt too, and prove_deleted named it, not the run that
+    deleted them. Now what a stopped run had is listed: each run counts and receipts only its own."""
+    from spark_ops import vacuum
+    dropped = lake.create_table("sales.dropped")
+    _, dropped_keys = _commit(lake, "sales.dropped", 6, marker=False)
+    lake.create_table("sales.orders")
+    old, old_keys = _commit(lake, "sales.orders", 4, marker=False)
+    _commit(lake, "sales.orders", 1, mode="overwrite", marker=False)
+    lake.drop_table("sales.dropped")
+    clock.advance(WEEK * 2)
+    gone = dropped_keys[:4] + old_keys[:3]
+    dead = _die_after_deleting(lake, gone)
+    clock.advance(timedelta(minutes=11))  # its lease ran out
+
+    report = vacuum(spark, lake)
+    assert report.resumed_runs == (dead,) and report.failures == []
+    assert [i.id for i in report.purged] == [dropped.id] and objects_under(dropped.location) == []
+    assert objects_under(old.folder) == []
+    assert (report.files, report.bytes) == (3, 15)  # two of the dropped table's, one of the old version's
+    assert [(e.data["files"], e.data["bytes"]) for e in lake.history(type="TablePurged")] == [(2, 10)]
+    assert [(e.data["files"], e.data["bytes"]) for e in lake.history(type="WriteFoldersDeleted")] == [(1, 5)]
+    assert lake.receipt(report.run_id).files == 3
+    for key in dropped_keys + old_keys:  # each in one receipt: the run that deleted it
+        assert lake.prove_deleted(f"s3://lake/{key}").run_id == (dead if key in gone else report.run_id), key
+
+
 
 def test_r13_r20_an_expired_versions_files_are_deleted_by_key_without_listing_them(
         spark, lake: Ledger, clock, s3) -> None:

@@ -43,8 +43,9 @@ class Folder:
     write_id: str
     path: str
     listed: str | None = None
-    """The digest of the file list its write's commit named (a ledger attachment), if it committed:
-    on an object store those files are deleted by key, without listing (R20)."""
+    """The digest of the file list its write's commit named (a ledger attachment), if it committed
+    and no stopped run set out to delete it (which may have deleted some already): on an object
+    store those files are deleted by key, without listing (R20). None: the folder is listed."""
     why: str = ""
     """Why a sweep takes it: ``aborted``, ``lease expired``, or an earlier run's unfinished sweep."""
 
@@ -87,7 +88,9 @@ class Purge(_Item):
     """Behind a watermark before this run: an earlier vacuum (or a hand) blocked it."""
     listed: tuple[str, ...] = ()
     """Digests of the file lists its commits named whose folders are still there: what the ledger
-    knows lies in the location (on an object store, deleted by key before the rest is listed)."""
+    knows lies in the location (on an object store, deleted by key before the rest is listed).
+    Empty for a resumed purge: an earlier run may have deleted some, and a store answers "deleted"
+    for a key already gone, so its location is listed and the run counts only what it deletes."""
 
     kind: ClassVar[str] = PURGE
 

@@ -221,16 +221,22 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
     chosen = due[: cmd.limit] if cmd.limit is not None else due
     marks = choose_watermarks(state, chosen)
     resumed_ids = {i.id for i in chosen if guard.is_blocked(i)}
+    # A purge an earlier run (or a hand) began may have lost files already: it is listed, never
+    # deleted by the ledger's lists, or a store that answers "deleted" for a key already gone would
+    # have this run count, and receipt, what the other deleted (R10, R20).
     planned = tuple(
         Purge(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks), i.id in resumed_ids,
-              state.data.known_manifests(i.id))
+              () if i.id in resumed_ids else state.data.known_manifests(i.id))
         for i in chosen)
     waiting.sort(key=lambda w: (w.due_at, w.table_id))
     chosen_ids = {i.id for i in chosen}
     held_folders = {w for run in busy_runs for w in run.write_folders}
+    stopped_folders = {w for run in state.vacuums.unfinished() if not run.is_live(cmd.now)
+                       for w in run.write_folders}
     written = _versioned(state, database, chosen_ids)
     expiries = () if cmd.only_uncommitted else tuple(
-        e for e in (_expiry(state, i, cmd, held_folders, pinned) for i in written if i.id in state.data.heads)
+        e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned)
+                    for i in written if i.id in state.data.heads)
         if e is not None)
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
     going = {f.write_id for e in expiries for f in e.folders}
@@ -295,10 +301,13 @@ def _versioned(state: State, database: str | None, purging: set[str]) -> list[In
     return sorted(found, key=lambda i: (i.name, i.id))
 
 
-def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinned: list[Held]) -> Expiry | None:
+def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], stopped: set[str],
+            pinned: list[Held]) -> Expiry | None:
     """R13 for one instance: the mark its retention allows (evidence: the commit time of a version
     superseded at or before now minus the retention), stopped short of a pinned version (R21,
-    added to ``pinned`` when it stopped one), and the folders that then go."""
+    added to ``pinned`` when it stopped one), and the folders that then go. A folder a stopped run
+    set out to delete (``stopped``) may have lost files already: it carries no list, so it is
+    listed, as a resumed purge is."""
     data = state.data
     seconds = state.guard.retention_seconds(inst, cmd.retention_seconds)
     until = cmd.now - seconds * 1_000_000
@@ -316,7 +325,7 @@ def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinn
     if mark is None and not gone:
         return None
     return Expiry(inst.id, inst.name, inst.path, mark, expired,
-                  tuple(Folder(w.id, w.folder, data.write_manifest(w)) for w in gone))
+                  tuple(Folder(w.id, w.folder, None if w.id in stopped else data.write_manifest(w)) for w in gone))
 
 
 def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:
