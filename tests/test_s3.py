@@ -483,6 +483,40 @@ def test_r15_an_abandoned_write_on_s3_is_swept(spark, lake: Ledger, clock, s3) -
         ["WriteFoldersDeleted"]
 
 
+def test_r15_a_late_file_in_a_swept_folder_on_s3_is_found_by_a_fresh_look_and_not_recorded_gone(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A zombie task of an abandoned write puts a file into its folder while the vacuum lists it (the
+    listing's answer is already on its way, without it). The swept folder used to be recorded deleted
+    on that one listing, with the late file still there; now a folder the ledger knows no files of
+    is looked at afresh once emptied: the sweep fails, nothing is recorded deleted, and the next
+    vacuum deletes the late file and records the folder."""
+    from spark_ops import vacuum
+    from spark_ops.executor import tasks
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders", lease="1h")
+    put(f"{w.folder}/part-0.parquet", b"x" * 3)
+    clock.advance(timedelta(hours=2))
+    run = lake.start_vacuum()
+    assert [f.write_id for sw in run.plan.sweeps for f in sw.folders] == [w.id]
+    late = f"{w.folder}/part-1.parquet"
+    upstream = _client("http://{}:{}".format(*s3.upstream))
+    bucket, _, late_key = late[len("s3://"):].partition("/")
+    s3.inject(Fault("meanwhile", match=lambda method, target: LISTINGS(method, target) and w.id in target,
+                    meanwhile=lambda: upstream.put_object(Bucket=bucket, Key=late_key, Body=b"z" * 4)))
+    results = list(tasks.run_items(tasks.Job(run.plan.root, run.run_id), run.plan.items(), files=run.files))
+    [swept] = [r for r in results if r.item is not None]
+    assert swept.files == 1 and swept.error is not None and "remain" in swept.error, swept
+    run.finish(results)
+    assert objects_under(w.folder) == [late_key]
+    assert len(lake.history(type="WriteFoldersDeleted")) == 0
+
+    s3.clear()
+    report = vacuum(spark, lake)
+    [again] = report.swept
+    assert again.ok and (again.files, again.bytes) == (1, 4) and objects_under(w.folder) == []
+    assert len(lake.history(type="WriteFoldersDeleted")) == 1
+
+
 def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledger, clock, s3) -> None:
     """A late task's object in a committed write's folder, that the version does not name, goes once
     it is older than the grace period by the store's LastModified against the ledger's clock; the

@@ -63,10 +63,12 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
 def delete_folders(root: str, location: str, folders: list[str], known: Known, *, dry_run: bool,
                    receipt: Receipt | None = None) -> Result:
     """A table's write folders (an expiry's or a sweep's), their counts added up. ``known``: for each
-    folder the ledger's stored list of its files (paths relative to ``location``), deleted by name
-    without listing; then each folder is listed for what only the store knows (Spark's
-    ``_SUCCESS``, a late task's file). A committed write's folder gains nothing after its commit,
-    so that listing is the last look; folders the ledger knows nothing of are purged as locations."""
+    folder the ledger's stored list of its files (paths relative to ``location``; None where it has
+    none), deleted by name without listing; then each folder is listed for what only the store
+    knows (Spark's ``_SUCCESS``, a late task's file). A committed write's folder gains nothing after
+    its commit, so that listing is its last look. A folder with no list (an abandoned write's, whose
+    zombie task may still be writing, or one a stopped run began) is listed and, if that found
+    anything, looked at afresh once emptied: it is clean only if that look finds nothing (R15)."""
     if not known or dry_run:
         return total(purge_each(root, folders, dry_run=dry_run, receipt=receipt))
     found = Totals()
@@ -84,10 +86,11 @@ def delete_folders(root: str, location: str, folders: list[str], known: Known, *
 def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | None]], receipt: Receipt | None, *,
             siblings: int | None = None, keep: bool = False, verify: bool) -> None:
     """Empty each job's folder (its name, its totals, the files the ledger knows lie there): the
-    known files first, by name; then what a listing finds; then a fresh look (``verify``; on a
-    disk always, since it removes the emptied folders). A store's listing that found nothing was
-    itself the fresh look. The known files are read a list at a time as they go (the driver's memory
-    does not grow with how many the ledger knows, R20)."""
+    known files first, by name; then what a listing finds; then a fresh look (on a disk always,
+    since it removes the emptied folders; on a store for every folder the ledger knows no files of,
+    and with ``verify`` for the others too). A store's listing that found nothing was itself the
+    fresh look. The known files are read a list at a time as they go (the driver's memory does not
+    grow with how many the ledger knows, R20)."""
     with Deleter(store, receipt) as deleter:
         if any(named is not None for _, _, named in jobs):
             for where, found, named in jobs:
@@ -98,7 +101,7 @@ def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | 
                 holding = store.still_holding([where for where, _, _ in jobs], siblings)
                 jobs = [job for job in jobs if job[0] in holding]
         seen = each(lambda job: _empty(store, deleter, job[0], job[1]), jobs)
-    looks = [job for job, n in zip(jobs, seen) if not store.keyed or (verify and n)]
+    looks = [job for job, n in zip(jobs, seen) if not store.keyed or (n and (verify or job[2] is None))]
     each(lambda job: _settle(store, job[0], job[1], keep=keep), looks)
 
 
