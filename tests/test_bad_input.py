@@ -55,13 +55,13 @@ from click.testing import CliRunner
 import ledger
 from ledger import (
     DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
-    Ledger, LedgerError, LedgerUnavailable, ManualClock, PurgeRefused, Scope, TableExists, TableNotFound,
+    Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
     UndropBlocked, LedgerNotFound, VacuumRun, WarehouseMismatch,
 )
 from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
-from vacuum_work import ForeignScan, Part, Purge, Result
+from vacuum_work import Expiry, Folder, ForeignScan, Part, Purge, Result, StragglerScan, Sweep
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
 LONG = "x" * 65                  # one over the 64-character identifier limit
@@ -837,8 +837,8 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
     ("finish-a-listing", lambda L, run, f: run.finish([Result(ForeignScan(f.live, "sales.live", f.live), 1, 1)]),
      InvalidArgument, r"a foreign item lists files, it deletes none: there is nothing of it to record"),
     ("finish-a-purge-of-a-live-table",
-     lambda L, run, f: run.finish([Result(Purge(f.live, "sales.live", f.live, 0, 0))]), PurgeRefused,
-     lambda f: rf"^vacuum \S+: cannot record purge of sales\.live \(id {f.live}\): it is not a dropped"),
+     lambda L, run, f: run.finish([Result(Purge(f.live, "sales.live", f.live, 0, 0))]), InvalidArgument,
+     lambda f: rf"^vacuum \S+ did not plan a purge of table id {f.live}: a run records only what it set out to do"),
     ("record-deleted-old-tuple", lambda L, run, f: run.record_deleted([("a", "b", 1, 1, ROOT64, b"x")]),
      InvalidArgument, r"is a \(vacuum_work\.Part, leaves\) pair, not tuple"),
     ("record-deleted-no-leaves", lambda L, run, f: run.record_deleted([(_part(), b"")]), InvalidArgument,
@@ -872,6 +872,55 @@ def test_a_runs_calls_refuse_bad_input_typed_and_change_nothing(call, error, mat
     assert re.search(match(facts) if callable(match) else match, str(refused.value)), str(refused.value)
     assert led.event_count() == before and led.state == state
     assert led.receipt(run.run_id).parts == ()
+
+
+# A run records only what it planned (R2, R10): what its driver hands ``finish`` about anything
+# else (a purge of another table behind a watermark, a folder it never set out to delete, a scan it
+# never made) is refused, the ledger as it was. (Before: a purge of a table another watermark had
+# blocked was recorded TablePurged, its files still on disk; an aborted write's folder was
+# recorded deleted.)
+UNPLANNED: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
+    # (id, the result given the narrow run's facts, the message)
+    ("a-purge-of-another-blocked-table", lambda f: Purge(f["u"], "a.u", f["u"], f["u_dropped"], f["u_dropped"]),
+     r"vacuum \S+ did not plan a purge of table id {u}: a run records only what it set out to do"),
+    ("an-expiry-of-a-folder-it-never-planned",
+     lambda f: Expiry(f["v"], "a.v", f["v"], None, (), (Folder(f["aborted"], f["aborted_folder"]),)),
+     r"vacuum \S+ did not plan to delete write folder {aborted} \(an expiry's result names it\)"),
+    ("a-sweep-of-a-folder-it-never-planned",
+     lambda f: Sweep(f["v"], "a.v", f["v"], (Folder(f["aborted"], f["aborted_folder"]),)),
+     r"vacuum \S+ did not plan to delete write folder {aborted} \(a sweep's result names it\)"),
+    ("a-straggler-scan-it-never-planned",
+     lambda f: StragglerScan(f["v"], "a.v", f["v"], Folder(f["committed"], f["committed_folder"]), 0),
+     r"vacuum \S+ did not plan a straggler scan of write {committed}"),
+]
+
+
+@pytest.mark.parametrize("result, match", [row[1:] for row in UNPLANNED], ids=[row[0] for row in UNPLANNED])
+def test_r2_r10_a_run_records_only_the_items_it_planned(result, match, tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="tester") as led:
+        t, u = led.create_table("a.t"), led.create_table("a.u")
+        v = led.create_table("a.v")
+        aborted = led.begin_write("a.v")
+        led.abort_write(aborted.id)
+        committed = led.begin_write("a.v")
+        led.commit_write(committed.id, [(f"{committed.relative_folder}/part-0.parquet", 1)])
+        led.drop_table("a.t")
+        clock.advance(60)
+        u_dropped = led.drop_table("a.u").dropped_at
+        clock.advance(60)
+        run = led.start_vacuum(retention="0s", override_floor=True, limit=1, uncommitted=False)
+        assert [p.table_id for p in run.plan.purges] == [t.id] and not run.plan.sweeps and not run.plan.stragglers
+        led.advance_watermark(u_dropped, scope=f"table:{u.id}")  # by hand: a.u is blocked, but not this run's
+        facts = dict(u=u.id, u_dropped=to_micros(u_dropped), v=v.id, aborted=aborted.id,
+                     aborted_folder=aborted.relative_folder, committed=committed.id,
+                     committed_folder=committed.relative_folder)
+        before, state = led.event_count(), led.state
+        with pytest.raises(InvalidArgument, match=match.format(**facts)):
+            run.finish([Result(run.plan.purges[0], 1, 1), Result(result(facts), 7, 70)])
+        assert led.event_count() == before and led.state == state
+        assert led.instance(u.id).state == "blocked" and led.instance(t.id).state == "blocked"
+        led.verify()
 
 
 # --- every duration argument, given a number no float holds (issue 44) -------------------------

@@ -424,9 +424,10 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
     sweep (or part of one) that went without an error; each committed folder cleaned of stragglers
     with none left (one found to hold only what its version names is recorded too, with nothing
     deleted, so that no later vacuum lists it again). Results of one item's parts are added up."""
-    if cmd.run_id not in state.vacuums.runs:
+    run = state.vacuums.runs.get(cmd.run_id)
+    if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
-    done = _done(cmd.run_id, cmd.results)
+    done = _done(run, cmd.results)
     events: list[tuple[str, Any]] = []
     reads = {VACUUM_STREAM}
     for item, result in done[PURGE]:
@@ -460,9 +461,11 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
 Done = list[tuple[Work, Result]]
 
 
-def _done(run_id: str, results: object) -> dict[str, Done]:
+def _done(run: VacuumRun, results: object) -> dict[str, Done]:
     """The results worth recording, by kind, each with its item: a purge's parts added up, the rest
-    as they came (each part names its folders); none that failed or, for stragglers, left some."""
+    as they came (each part names its folders); none that failed or, for stragglers, left some.
+    Every item must be one the run planned (R2, R10)."""
+    run_id = run.run_id
     if not isinstance(results, tuple) or not all(isinstance(r, Result) for r in results):
         raise InvalidArgument(f"vacuum {run_id}: a run's results are vacuum_work.Result values, one for each item "
                               "(or part) it carried out")
@@ -476,12 +479,29 @@ def _done(run_id: str, results: object) -> dict[str, Done]:
         if item.kind not in by_kind:
             raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
                                   "nothing of it to record")
+        _check_planned(run, item)
         if item.kind == PURGE:
             purges[item.key] = (item, purges[item.key][1] + result) if item.key in purges else (item, result)
         elif result.ok and not result.left:
             by_kind[item.kind].append((item, result))
     by_kind[PURGE] = [(item, r) for item, r in purges.values() if r.ok]
     return by_kind
+
+
+def _check_planned(run: VacuumRun, item: Work) -> None:
+    """Refuse an item the run did not set out to do: a purge of a table not in its start, a folder
+    (or a straggler scan of one) not among its write folders. Its watermarks and marks, recorded
+    at its start, cover exactly those; anything else its driver says it did is not its to record."""
+    after = "a run records only what it set out to do, as its start recorded it; nothing was recorded"
+    if isinstance(item, Purge) and item.table_id not in run.table_ids:
+        raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
+    if isinstance(item, StragglerScan) and item.folder.write_id not in run.write_folders:
+        raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
+                              f"{item.folder.write_id}: {after}")
+    for write_id in _write_ids(item) if isinstance(item, (Expiry, Sweep)) else ():
+        if write_id not in run.write_folders:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
+                                  f"{'an expiry' if item.kind == EXPIRE else 'a sweep'}'s result names it): {after}")
 
 
 def _by_table(done: Done) -> dict[str, Done]:
