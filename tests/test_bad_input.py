@@ -41,9 +41,11 @@ into failures that ask for the mark to go.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import shutil
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -62,6 +64,7 @@ from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
 from vacuum_work import Expiry, Folder, ForeignScan, Part, Purge, Result, StragglerScan, Sweep
+from vacuum_work.leaves import leaf_input, tree_root
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
 LONG = "x" * 65                  # one over the 64-character identifier limit
@@ -826,6 +829,17 @@ def _part(first: str = "a", last: str = "b", leaves: int = 1, size: int = 1, roo
     return Part(first, last, leaves, size, root, "d" * 64, "scratch/part")
 
 
+def _sealed(objects: tuple[tuple[str, int], ...] = (("a", 1), ("b", 2)), **wrong: Any) -> tuple[Part, bytes]:
+    """A part as a task seals it (``objects`` in the order given), its summary then given ``wrong``
+    fields: a summary that contradicts its leaves, which would make ``verify`` call the receipt
+    edited for ever after had it been recorded."""
+    entries = [leaf_input(key, size) for key, size in objects]
+    data = zlib.compress(b"".join(entries))
+    part = Part(objects[0][0], objects[-1][0], len(objects), sum(size for _, size in objects), tree_root(entries).hex(),
+                hashlib.sha256(data).hexdigest(), "scratch/part")
+    return dataclasses.replace(part, **wrong), data
+
+
 RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[LedgerError], Text]] = [
     # (id, the call given the ledger and a run in progress, the error, the message)
     ("finish-with-tuples", lambda L, run, f: run.finish([(f.restorable, 0, 0)]), InvalidArgument,
@@ -849,6 +863,24 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
      InvalidArgument, r"runs from 'b' to 'a', which is not a key range"),
     ("record-deleted-no-root", lambda L, run, f: run.record_deleted([(_part(root="xyz"), b"x")]), InvalidArgument,
      r"has no Merkle root \(64 hex digits\)"),
+    ("record-deleted-a-count-its-leaves-do-not-hold",
+     lambda L, run, f: run.record_deleted([_sealed(leaves=3, size=99, root=ROOT64)]), InvalidArgument,
+     r"a receipt part of run \S+ does not hold as many objects, or bytes, as its summary says: not recorded"),
+    ("record-deleted-bytes-its-leaves-do-not-hold", lambda L, run, f: run.record_deleted([_sealed(size=4)]),
+     InvalidArgument, r"a receipt part of run \S+ does not hold as many objects, or bytes, as its summary says"),
+    ("record-deleted-a-key-range-its-leaves-do-not-run", lambda L, run, f: run.record_deleted([_sealed(last="c")]),
+     InvalidArgument, r"a receipt part of run \S+ does not run from its first key to its last"),
+    ("record-deleted-a-root-its-leaves-do-not-hash-to", lambda L, run, f: run.record_deleted([_sealed(root=ROOT64)]),
+     InvalidArgument, r"a receipt part of run \S+ does not hash to the Merkle root its summary carries"),
+    ("record-deleted-leaves-not-sorted",
+     lambda L, run, f: run.record_deleted([_sealed((("b", 2), ("a", 1)), first="a", last="b")]), InvalidArgument,
+     r"a receipt part of run \S+ is not sorted by key"),
+    ("record-deleted-a-digest-its-leaves-do-not-hash-to",
+     lambda L, run, f: run.record_deleted([_sealed(digest="d" * 64)]), InvalidArgument,
+     r"a receipt part of run \S+ does not hash to its digest"),
+    ("record-deleted-leaves-not-compressed",
+     lambda L, run, f: run.record_deleted([(_sealed(digest=hashlib.sha256(b"x").hexdigest())[0], b"x")]),
+     InvalidArgument, r"a receipt part of run \S+ cannot be read \(.*\): not recorded"),
     ("renew-a-finished-run", lambda L, run, f: VacuumRun.of(L, f.purge_run).renew(), InvalidArgument,
      lambda f: rf"vacuum run {f.purge_run} is unknown or already finished"),
     ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidArgument,
@@ -872,6 +904,7 @@ def test_a_runs_calls_refuse_bad_input_typed_and_change_nothing(call, error, mat
     assert re.search(match(facts) if callable(match) else match, str(refused.value)), str(refused.value)
     assert led.event_count() == before and led.state == state
     assert led.receipt(run.run_id).parts == ()
+    led.verify()
 
 
 # A run records only what it planned (R2, R10): what its driver hands ``finish`` about anything
