@@ -63,7 +63,7 @@ from ledger import (
 from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
-from vacuum_work import Expiry, Folder, ForeignScan, Part, Purge, Result, StragglerScan, Sweep
+from vacuum_work import Expiry, Folder, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, split
 from vacuum_work.leaves import leaf_input, tree_root
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
@@ -883,8 +883,20 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
      InvalidArgument, r"a receipt part of run \S+ cannot be read \(.*\): not recorded"),
     ("renew-a-finished-run", lambda L, run, f: VacuumRun.of(L, f.purge_run).renew(), InvalidArgument,
      lambda f: rf"vacuum run {f.purge_run} is unknown or already finished"),
-    ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidArgument,
-     r"a vacuum run id is text such as 20261126T101500Z-1a2b3c4d, got 7"),
+    ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidName, r"^7 is not a vacuum run id"),
+    ("handle-on-a-run-id-with-a-space", lambda L, run, f: VacuumRun.of(L, "nightly run"), InvalidName,
+     r"^'nightly run' is not a vacuum run id: use 1 to 100 ASCII letters, digits"),
+    ("finish-a-result-of-text", lambda L, run, f: run.finish([Result("purge:x")]), InvalidArgument,
+     r"a result's item is an item of the run's plan \(vacuum_work\.Purge, Expiry, Sweep or StragglerScan\), or "
+     r"None for a task's closing result, not str 'purge:x'"),
+    ("finish-a-result-of-a-number", lambda L, run, f: run.finish([Result(42)]), InvalidArgument,
+     r"a result's item is an item of the run's plan .*, not int 42"),
+    ("finish-none", lambda L, run, f: run.finish(None), InvalidArgument,
+     r"a run's results are vacuum_work\.Result values, one for each item \(or part\) it carried out, not NoneType"),
+    ("finish-the-same-purge-twice", lambda L, run, f: run.finish([Result(run.plan.purges[0], 1, 1)] * 2),
+     InvalidArgument, r"two results name the purge of table id [0-9a-f]{16}: one result an item \(or a part\)"),
+    ("record-deleted-none", lambda L, run, f: run.record_deleted(None), InvalidArgument,
+     r"a run's receipt parts are \(vacuum_work\.Part, leaves\) pairs, not NoneType"),
 ]
 
 
@@ -953,6 +965,36 @@ def test_r2_r10_a_run_records_only_the_items_it_planned(result, match, tmp_path:
             run.finish([Result(run.plan.purges[0], 1, 1), Result(result(facts), 7, 70)])
         assert led.event_count() == before and led.state == state
         assert led.instance(u.id).state == "blocked" and led.instance(t.id).state == "blocked"
+        led.verify()
+
+
+def test_a_runs_finish_takes_each_item_or_part_once(tmp_path: Path) -> None:
+    """An expiry split into parts (as the driver spreads a big table over the cores) is recorded from
+    its parts, each folder once. The same result twice, or a part beside its whole item, names a
+    folder twice: refused, nothing recorded (before: accepted, and WriteFoldersDeleted listed the
+    write twice, its files and bytes counted twice)."""
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="tester") as led:
+        led.create_table("a.v")
+        writes = []
+        for mode in ("append", "append", "overwrite"):
+            w = led.begin_write("a.v")
+            led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 1)], mode=mode)
+            writes.append(w.id)
+            clock.advance(60)
+        run = led.start_vacuum(retention="0s", override_floor=True, uncommitted=False)
+        [expiry] = run.plan.expiries
+        assert [f.write_id for f in expiry.folders] == writes[:2]
+        first, second = split(expiry, 2)
+        before, state = led.event_count(), led.state
+        for twice in ([Result(expiry, 2, 2), Result(expiry, 2, 2)], [Result(first, 1, 1), Result(expiry, 2, 2)]):
+            with pytest.raises(InvalidArgument, match=rf"two results name write folder {writes[0]}: one result an "
+                                                      r"item \(or a part\)"):
+                run.finish(twice)
+            assert led.event_count() == before and led.state == state
+        run.finish([Result(first, 1, 1), Result(second, 1, 1)])
+        [deleted] = led.history(type="WriteFoldersDeleted")
+        assert (list(deleted.data["write_ids"]), deleted.data["files"]) == (writes[:2], 2)
         led.verify()
 
 

@@ -138,6 +138,9 @@ def _record(state: State, cmd: RecordDeleted) -> Decision:
     run = state.vacuums.runs.get(cmd.run_id)
     if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished: its receipt is closed")
+    if not isinstance(cmd.parts, tuple):
+        raise InvalidArgument(f"a run's receipt parts are (vacuum_work.Part, leaves) pairs, not "
+                              f"{type(cmd.parts).__name__}")
     events, blobs = [], []
     for pair in cmd.parts:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Part)):

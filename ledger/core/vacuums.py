@@ -423,7 +423,8 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
     it): a purge for each instance whose whole location went; the write folders of each expiry or
     sweep (or part of one) that went without an error; each committed folder cleaned of stragglers
     with none left (one found to hold only what its version names is recorded too, with nothing
-    deleted, so that no later vacuum lists it again). Results of one item's parts are added up."""
+    deleted, so that no later vacuum lists it again). The folders of one item's parts are recorded
+    together, their counts added up."""
     run = state.vacuums.runs.get(cmd.run_id)
     if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
@@ -459,49 +460,64 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
 
 
 Done = list[tuple[Work, Result]]
+ITEMS = (Purge, Expiry, Sweep, StragglerScan, ForeignScan)
 
 
 def _done(run: VacuumRun, results: object) -> dict[str, Done]:
-    """The results worth recording, by kind, each with its item: a purge's parts added up, the rest
-    as they came (each part names its folders); none that failed or, for stragglers, left some.
-    Every item must be one the run planned (R2, R10)."""
+    """The results worth recording, by kind, each with its item (each part of a split item names its
+    own folders); none that failed or, for stragglers, left some. A run's driver hands over one
+    result for each item it carried out, or for each part of a split one, the shares of one purge
+    added up first (``spark_ops``: ``tasks.finish_purge``): an item, a table or a folder named
+    twice would be recorded twice, and is refused, as is any item the run did not plan (R2, R10)."""
     run_id = run.run_id
-    if not isinstance(results, tuple) or not all(isinstance(r, Result) for r in results):
+    odd = results if not isinstance(results, tuple) else next((r for r in results if not isinstance(r, Result)), None)
+    if odd is not None or not isinstance(results, tuple):
         raise InvalidArgument(f"vacuum {run_id}: a run's results are vacuum_work.Result values, one for each item "
-                              "(or part) it carried out")
+                              f"(or part) it carried out, not {type(odd).__name__}")
     by_kind: dict[str, Done] = {PURGE: [], EXPIRE: [], SWEEP: [], STRAGGLERS: []}
-    purges: dict[str, tuple[Work, Result]] = {}
+    named: set[str] = set()
     for result in results:
         item = result.item
         if item is None:
             continue  # a task's closing result: only receipt parts, recorded as they came
+        if not isinstance(item, ITEMS):
+            raise InvalidArgument(f"vacuum {run_id}: a result's item is an item of the run's plan (vacuum_work.Purge, "
+                                  "Expiry, Sweep or StragglerScan), or None for a task's closing result, not "
+                                  f"{type(item).__name__} {item!r:.60}")
         check_counts(run_id, result.files, result.bytes)
         if item.kind not in by_kind:
             raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
                                   "nothing of it to record")
-        _check_planned(run, item)
-        if item.kind == PURGE:
-            purges[item.key] = (item, purges[item.key][1] + result) if item.key in purges else (item, result)
-        elif result.ok and not result.left:
+        for claim in _claims(run, item):
+            if claim in named:
+                raise InvalidArgument(f"vacuum {run_id}: two results name {claim}: one result an item (or a part) "
+                                      "of the plan, the shares of one purge added up first; nothing was recorded")
+            named.add(claim)
+        if result.ok and (item.kind == PURGE or not result.left):
             by_kind[item.kind].append((item, result))
-    by_kind[PURGE] = [(item, r) for item, r in purges.values() if r.ok]
     return by_kind
 
 
-def _check_planned(run: VacuumRun, item: Work) -> None:
-    """Refuse an item the run did not set out to do: a purge of a table not in its start, a folder
-    (or a straggler scan of one) not among its write folders. Its watermarks and marks, recorded
-    at its start, cover exactly those; anything else its driver says it did is not its to record."""
+def _claims(run: VacuumRun, item: Work) -> list[str]:
+    """What a result of ``item`` records, each named as a message names it: the purge of its table,
+    the straggler scan of its write's folder, or the deletion of each of its folders. Refused if
+    the run did not set out to do it: its watermarks and marks, recorded at its start, cover
+    exactly the tables and write folders its start names; anything else is not its to record."""
     after = "a run records only what it set out to do, as its start recorded it; nothing was recorded"
-    if isinstance(item, Purge) and item.table_id not in run.table_ids:
-        raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
-    if isinstance(item, StragglerScan) and item.folder.write_id not in run.write_folders:
-        raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
-                              f"{item.folder.write_id}: {after}")
-    for write_id in _write_ids(item) if isinstance(item, (Expiry, Sweep)) else ():
+    if isinstance(item, Purge):
+        if item.table_id not in run.table_ids:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
+        return [f"the purge of table id {item.table_id}"]
+    if isinstance(item, StragglerScan):
+        if item.folder.write_id not in run.write_folders:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
+                                  f"{item.folder.write_id}: {after}")
+        return [f"the straggler scan of write {item.folder.write_id}"]
+    for write_id in _write_ids(item):
         if write_id not in run.write_folders:
             raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
                                   f"{'an expiry' if item.kind == EXPIRE else 'a sweep'}'s result names it): {after}")
+    return [f"write folder {write_id}" for write_id in _write_ids(item)]
 
 
 def _by_table(done: Done) -> dict[str, Done]:
