@@ -88,8 +88,9 @@ def _run(job: Job, items: list[Work], receipt: Receipt | None, files: Files | No
     dry_run = job.run_id is None
     known = [i for i in items if isinstance(i, Purge) and i.listed and files is not None and not dry_run]
     yield from _purge_known(job, known, receipt, files) if known and files is not None else ()
+    done = {i.key for i in known}  # keys: a list's ``in`` compares whole records, item by item
     for item in items:
-        if item in known:
+        if item.key in done:
             continue
         if isinstance(item, Purge):
             yield _purge_location(job, item, receipt)
