@@ -577,7 +577,8 @@ def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothin
     from spark_ops.executor import tasks
     from vacuum_work import Folder, StragglerScan
     key = put(victim)
-    item = StragglerScan("t1", "sales.t1", path, Folder("w1", "_writes/w1"), int((time.time() + 3_600) * 1e6))
+    item = StragglerScan("t1", "sales.t1", path, Folder("w1", "_writes/w1"), int((time.time() + 3_600) * 1e6),
+                         named=frozenset())
     outcome, closing = tasks.run_items(tasks.Job("s3://lake/wh", run_id="r9-scan"), [item])
     assert outcome.item == item and outcome.error is not None and outcome.error.startswith("refused: ")
     assert outcome.files == 0 and closing.item is None and closing.parts == ()  # nothing deleted, nothing receipted

@@ -126,8 +126,11 @@ class StragglerScan(_Item):
     ``cutoff`` (now minus the grace period, on the ledger's clock)."""
     folder: Folder
     cutoff: int
-    named: frozenset[str] = frozenset()
-    """What the version names (relative to the location): ``folder.listed``, read (``with_lists``)."""
+    named: frozenset[str] | None = None
+    """What the version names (relative to the location): the list ``folder.listed``, read in by the
+    ledger when it hands the plan out (``Ledger.start_vacuum``, ``plan_vacuum``). None: not read in,
+    and an executor refuses the scan (an empty set would say the version names nothing, and every
+    old file in the folder would go)."""
 
     kind: ClassVar[str] = STRAGGLERS
 
