@@ -216,14 +216,15 @@ class Plan:
     a listing of the root's folders returns."""
 
     @property
-    def acts(self) -> bool:
-        """Whether a run would record anything: a purge, a mark, a sweep, a scan, a run taken over."""
-        return bool(self.purges or self.expiries or self.sweeps or self.stragglers or self.resumes)
-
-    @property
     def empty(self) -> bool:
-        """Nothing to delete, no mark to move and no stopped run to close: nothing to do."""
-        return not self.acts
+        """Nothing a run would record: no purge, no mark, no sweep, no scan, no stopped run to take
+        over (then ``start_vacuum`` records nothing either)."""
+        return not (self.purges or self.expiries or self.sweeps or self.stragglers or self.resumes)
+
+    def idle(self, dry_run: bool) -> bool:
+        """Nothing for a vacuum to do, so no Spark job is needed: the plan is ``empty``, and for a
+        dry run there are no foreign files to list either (it lists them; a run never deletes them)."""
+        return self.empty and not (dry_run and self.foreign)
 
     def items(self) -> Iterator[Work]:
         """Every item that deletes (or, for a dry run, lists): purges, expiries with folders, sweeps,

@@ -371,7 +371,7 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         raise InvalidArgument(f"vacuum run id {cmd.run_id!r} is taken: a run of that id is already on "
                               "record; choose another, or leave run_id out for a fresh one")
     plan = plan_vacuum(state, cmd)
-    if not plan.acts:
+    if plan.empty:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
     events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks]
     events += [advance_mark(e.table_id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]

@@ -6,7 +6,8 @@ where the files are, and then does the same on a local disk and on an object sto
 the location to the root before it looks (R9), hands each page of a listing to the ``Deleter``
 as it arrives (a listing never waits for the deletes, and nothing is held whole), deletes what
 the ledger already knows by name without listing, and takes a location for clean only when a
-fresh look finds nothing left (R20). Except ``committed_files``, none raises: the first error
+fresh look finds nothing left (R20). Except ``committed_files`` and ``first_missing`` (whose callers,
+a read and a check of a version's files, want the store's own error), none raises: the first error
 comes back in the ``Result``.
 """
 
@@ -53,11 +54,11 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
     wheres = _confine(store, locations, totals)
     if dry_run:
         listings = each(lambda job: _list(store, *job), list(zip(wheres, totals)))
-        return [_outcome(found, listing) for found, listing in zip(totals, listings)]
+        return [_result(found, listing) for found, listing in zip(totals, listings)]
     jobs = [(where, found, _named(where, lists))
             for where, found, lists in zip(wheres, totals, known or [()] * len(locations)) if where is not None]
     _delete(store, jobs, receipt, siblings=siblings, keep=keep, verify=True)
-    return [_outcome(found) for found in totals]
+    return [_result(found) for found in totals]
 
 
 def delete_folders(root: str, location: str, folders: list[str], known: Known, *, dry_run: bool,
@@ -80,7 +81,7 @@ def delete_folders(root: str, location: str, folders: list[str], known: Known, *
     except (Unsafe, StoreError) as exc:
         return Result(None, error=_why(exc))
     _delete(store, jobs, receipt, verify=False)
-    return _outcome(found)
+    return _result(found)
 
 
 def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | None]], receipt: Receipt | None, *,
@@ -150,7 +151,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
                    dry_run: bool, receipt: Receipt | None = None) -> Result:
     """Delete (or list) the files in a committed write's ``folder`` that its version does not name
     (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
-    (seconds since the epoch, by the store's own clock): stragglers. The outcome's ``left``: the
+    (seconds since the epoch, by the store's own clock): stragglers. The result's ``left``: the
     unnamed files younger than that, left for a later vacuum."""
     found, left, listing = Totals(), 0, []
     try:
@@ -168,7 +169,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
                     deleter.add(old, found, where)
     except (Unsafe, StoreError, OSError) as exc:
         found.failed(_why(exc))
-    return _outcome(found, listing if dry_run else None, left=left)
+    return _result(found, listing if dry_run else None, left=left)
 
 
 def committed_files(root: str, folder: str) -> list[FileEntry]:
@@ -248,7 +249,7 @@ def _list(store: Storage, where: str | None, found: Totals) -> list[tuple[str, i
     return listed
 
 
-def _outcome(found: Totals, listing: list[tuple[str, int]] | None = None, *, left: int = 0) -> Result:
+def _result(found: Totals, listing: list[tuple[str, int]] | None = None, *, left: int = 0) -> Result:
     """What ``found`` counted; for a dry run, what its ``listing`` holds (no listing after an error)."""
     if listing is None or found.error is not None:
         return Result(None, files=found.files, bytes=found.bytes, error=found.error, left=left)
