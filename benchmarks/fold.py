@@ -325,7 +325,7 @@ class Churn:
         mark = max(self.dropped[i] for i in eligible)
         if mark <= current:
             return []
-        # As Ledger.start_vacuum / finish_vacuum append them: the watermark and
+        # As Ledger.start_vacuum and its run's finish append them: the watermark and
         # VacuumStarted in one append, then the purges and VacuumFinished in another.
         run_id = (datetime.fromtimestamp(self.t / 1e6, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
                   + f"-{self.rng.getrandbits(32):08x}")

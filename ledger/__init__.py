@@ -15,10 +15,12 @@ command loop that joins them.
 
 from .api import Ledger, Pin, copy_ledger
 from .audit.copy import CopyReport
-from .audit import Checkpoint, InclusionProof, VerifyReport
+from .audit import Checkpoint, InclusionProof, VerifyReport, generate_key
+from .audit.history import PIN_EVENTS
+from .audit.outputs import ledger_files, target as output_target
 from .audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey, Receipt
-from .catalog import AsOf
-from .clock import ManualClock
+from .catalog import AsOf, Catalog
+from .clock import ManualClock, format_duration, from_micros, iso_utc, parse_duration, parse_time
 from .errors import (
     CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
@@ -27,15 +29,21 @@ from .errors import (
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
-from .views import Change, History, HistoryEntry, PinView, TableInstance, VacuumOrder, VacuumTarget
+from .vacuum_run import VacuumRun
+from .views import Change, FileEntry, History, HistoryEntry, PinView, TableInstance, TableVersion, format_bytes
 
 __all__ = [
     "Ledger", "Prepared", "VerifyReport", "ManualClock", "Scope", "LEDGER", "TableInstance", "ClockSkew",
-    "History", "HistoryEntry", "VacuumOrder", "VacuumTarget", "LedgerError", "TableNotFound", "DatabaseNotFound",
+    "History", "HistoryEntry", "VacuumRun", "LedgerError", "TableNotFound", "DatabaseNotFound",
     "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
     "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
-    "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey",
+    "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",
+    "FileEntry",
+    # For the edges (the command line, spark_ops, a pipeline's own reports): times, sizes and durations
+    # said as the ledger says them, and the files a ledger's outputs must never overwrite.
+    "iso_utc", "parse_time", "format_duration", "parse_duration", "from_micros", "format_bytes", "generate_key",
+    "output_target", "ledger_files", "PIN_EVENTS",
 ]

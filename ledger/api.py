@@ -13,11 +13,14 @@ import getpass
 import os
 import socket
 import tempfile
-import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+import attrs
+from vacuum_work import Plan, new_run_id
 
 from .audit import (
     copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
@@ -28,16 +31,13 @@ from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
-from .clock import Clock, from_micros, iso_utc, parse_duration, system_clock, to_micros
+from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
 from .core.guard import AdvanceWatermark, SetRetention
-from .core.receipts import RecordDeleted
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
 from .core.model import State
 from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
-from .core.vacuums import (
-    DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum, StartVacuum, VacuumPlan,
-)
+from .core.vacuums import DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, StartVacuum
 from .core.tables import require_live
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
@@ -53,7 +53,8 @@ from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
 from .persistence.holders import Holder
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
-from .views import Change, History, PinView, TableInstance, TableVersion, VacuumOrder, WriteView
+from .vacuum_run import VacuumRun
+from .views import Change, History, PinView, TableInstance, TableVersion, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -231,7 +232,9 @@ class Ledger(Catalog):
         return None if result is None else timedelta(seconds=result)
 
     def record_purge(self, table_id: str, *, run_id: str, files: int, bytes: int) -> TableInstance:
-        """Record that a vacuum deleted an instance's files (the vacuum calls ``finish_vacuum``)."""
+        """Record that an instance's files are gone, deleted outside a vacuum run (by hand, once its
+        watermark passed it; a vacuum's run records its own purges): only a dropped instance behind its
+        watermark that no pin holds (R8, R21)."""
         return self._view(self.runner.run(lambda now: RecordPurge(table_id, run_id, files, bytes, now)))
 
     def move_warehouse(self, to: str | os.PathLike[str]) -> str:
@@ -393,82 +396,58 @@ class Ledger(Catalog):
         state = self.runner.held
         return PinView.of(state, state.pins.pins[pin_id], to_micros(self.now()))
 
-    # --- the vacuum's half of the conversation (spark_ops.vacuum calls these) --------------
+    # --- the vacuum: a plan, then a run on record (spark_ops.vacuum drives these) ---------------
 
     def plan_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                     limit: int | None = None, override_floor: bool = False, uncommitted: bool = True,
                     only_uncommitted: bool = False, grace: Duration | None = None,
-                    run_id: str | None = None) -> VacuumOrder:
-        """What a vacuum would do now (purges, watermarks, expiries, sweeps); records nothing.
-        ``run_id``: the id the run would have, refused here as ``start_vacuum`` would refuse it.
-        On PostgreSQL a host whose clock the server refuses is refused (``ClockSkew``), as its
-        ``start_vacuum`` would be: a plan on that clock would show purges that are not due."""
+                    run_id: str | None = None) -> Plan:
+        """What a vacuum would do now (purges, watermarks, expiries, sweeps, straggler scans), as the
+        typed records its executors take (``vacuum_work``); records nothing. ``run_id``: the id the
+        run would have, refused here as ``start_vacuum`` would refuse it. On PostgreSQL a host whose
+        clock the server refuses is refused (``ClockSkew``), as its ``start_vacuum`` would be: a plan
+        on that clock would show purges that are not due."""
         command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
                                       uncommitted, only_uncommitted, grace, run_id)
-        return self._order(self.runner.preview(command).result, recorded=False)
+        plan = self.runner.preview(command).result
+        return self._named(replace(plan, run_id=None, lease_until=None))
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
                      limit: int | None = None, override_floor: bool = False,
                      lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS), uncommitted: bool = True,
                      only_uncommitted: bool = False, grace: Duration | None = None,
-                     run_id: str | None = None) -> VacuumOrder:
+                     run_id: str | None = None) -> VacuumRun:
         """Decide a plan and durably advance its watermarks and marks, and record its sweeps,
-        before any file is touched (R2, R13, R15).
+        before any file is touched (R2, R13, R15); returns the run (``run.plan`` is what it may
+        delete), through which its driver renews the lease, records its receipt and finishes.
 
-        When this returns, every target is unrestorable and carries the watermark now in the
-        log; if it raises, nothing was recorded and nothing may be deleted. The run holds a
-        lease (renew it with ``renew_vacuum``) that keeps other vacuums off its tables.
-        ``uncommitted`` (default on) also sweeps abandoned writes and cleans committed write
-        folders of stragglers older than ``grace`` (default 6h); ``only_uncommitted`` does only that.
+        When this returns, every purge in the plan is unrestorable and carries the watermark now
+        in the log; if it raises, nothing was recorded and nothing may be deleted. The run holds a
+        lease that keeps other vacuums off its work. ``uncommitted`` (default on) also sweeps
+        abandoned writes and cleans committed write folders of stragglers older than ``grace``
+        (default 6h); ``only_uncommitted`` does only that. With nothing to do, nothing is recorded:
+        the run's ``plan.run_id`` is None.
 
-        ``run_id`` (default: a fresh one, see ``new_run_id``) names the run. A caller that must
-        release the lease if it is stopped (a Ctrl-C handler) chooses it first, so it knows the id
-        even if it is stopped the moment the start lands; an id already on record is refused.
+        ``run_id`` (default: a fresh one, ``vacuum_work.new_run_id()``) names the run. A caller that
+        must release the lease if it is stopped (a Ctrl-C handler) chooses it first, so it knows the
+        id (``VacuumRun.of(ledger, run_id).release()``) even if it is stopped the moment the start
+        lands; an id already on record is refused.
         """
         seconds = max(1, _lease_seconds(lease, "a vacuum's lease"))
         command = self._start_command(retention, database, limit, override_floor, seconds, uncommitted,
                                       only_uncommitted, grace, run_id)
-        return self._order(self.runner.run(command), recorded=True)
+        plan = self.runner.run(command)
+        plan = self._named(replace(plan, run_id=None, lease_until=None) if plan.empty else plan)
+        return VacuumRun(self, command.run_id, plan)
 
-    def _order(self, plan: VacuumPlan, *, recorded: bool) -> VacuumOrder:
-        """The plan as executors need it: absolute locations, and each straggler scan's named files."""
-        wanted = {sc.manifest for sc in plan.stragglers} | {m for *_, m in plan.written if m is not None}
-        manifests = {digest: tuple(p for p, _ in self._manifest(digest)) for digest in wanted}
-        root = self.warehouse
-        # On an object store what the ledger knows is deleted by key, without listing (R20). (On a
-        # local disk a listing costs nothing worth saving, and the lists need not be held.)
-        keyed = "://" in root and not root.startswith("file://")
-        wanted = {m for e in plan.expiries for m in e.manifests if m} | {m for p in plan.instances for m in p.manifests}
-        files = {m: self._manifest_bytes(m) for m in wanted} if keyed else None
-        return VacuumOrder.of(plan, root, recorded=recorded, manifests=manifests, files=files)
-
-    def renew_vacuum(self, run_id: str, *, lease: Duration = timedelta(seconds=DEFAULT_LEASE_SECONDS)) -> bool:
-        """Extend a running vacuum's lease; False if another vacuum took the run over meanwhile."""
-        seconds = max(1, _lease_seconds(lease, "a vacuum's lease"))
-        return self.runner.run(lambda now: RenewVacuum(run_id, now, seconds))
-
-    def release_vacuum(self, run_id: str) -> bool:
-        """End a run's lease now (it stopped without finishing), so that the next vacuum takes its
-        tables over at once instead of waiting for the lease to run out."""
-        return self.runner.run(lambda now: RenewVacuum(run_id, now, 0))
-
-    def finish_vacuum(self, run_id: str, purged: Iterable[tuple[str, int, int]], *, failed: int = 0,
-                      expired: Iterable[tuple[str, Iterable[str], int, int]] = (),
-                      stragglers: Iterable[tuple[str, Iterable[str], int, int]] = ()) -> int:
-        """Record a run's end: the purges (table id, files, bytes), the write folders it deleted
-        (old or swept: table id, write ids, files, bytes) and the committed folders it cleaned of
-        stragglers (likewise); returns how many purges were recorded."""
-        gone = tuple(purged)
-        old = tuple((t, tuple(w), f, b) for t, w, f, b in expired)
-        cleaned = tuple((t, tuple(w), f, b) for t, w, f, b in stragglers)
-        return self.runner.run(lambda now: FinishVacuum(run_id, gone, failed, old, cleaned, now))
-
-    def record_deleted(self, run_id: str, parts: Iterable[tuple[str, str, int, int, str, bytes]]) -> int:
-        """Record parts of a running vacuum's receipt (R20): each ``(first key, last key, count, bytes,
-        Merkle root, compressed leaves)`` as its task made it (``spark_ops.executor.receipts``). The
-        run's ``finish_vacuum`` closes the receipt. Returns how many parts were recorded."""
-        batch = tuple(parts)
-        return self.runner.run(RecordDeleted(run_id, batch)) if batch else 0
+    def _named(self, plan: Plan) -> Plan:
+        """The plan with what each scan keeps read in: a straggler scan's version's files, a foreign
+        scan's adopted ones (the lists a purge or an expiry deletes by key are read one at a time
+        while it runs, ``VacuumRun.files``)."""
+        def named(digest: str | None) -> frozenset[str]:
+            return frozenset() if digest is None else frozenset(p for p, _ in self._manifest(digest))
+        return replace(plan, stragglers=tuple(replace(sc, named=named(sc.folder.listed)) for sc in plan.stragglers),
+                       foreign=tuple(replace(f, named=named(f.adopted)) for f in plan.foreign))
 
     def receipt(self, run_id: str) -> Receipt:
         """What vacuum run ``run_id`` deleted: counts, bytes, its parts and the Merkle root over them
@@ -491,24 +470,18 @@ class Ledger(Catalog):
         (``python -m ledger.audit prove-deleted``) reads."""
         return receipt_reader.prove_deleted_many(self.store, self.runner.refresh(), keys, self.warehouse)
 
-    @staticmethod
-    def new_run_id() -> str:
-        """A vacuum run id no other run has: the UTC start time, then 8 random hex digits."""
-        return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
-
-    @staticmethod
-    def _start_command(retention: Duration | None, database: str | None, limit: int | None,
+    def _start_command(self, retention: Duration | None, database: str | None, limit: int | None,
                        override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,
-                       grace: Duration | None, run_id: str | None = None) -> Any:
-        run_id = Ledger.new_run_id() if run_id is None else names.run_id(run_id)
+                       grace: Duration | None, run_id: str | None = None) -> _Starting:
         seconds = None if retention is None else int(parse_duration(retention).total_seconds())
         grace_seconds = DEFAULT_GRACE_SECONDS if grace is None else \
             int(parse_duration(grace, "the straggler grace period").total_seconds())
         for name, flag in (("uncommitted", uncommitted), ("only_uncommitted", only_uncommitted)):
             if not isinstance(flag, bool):
                 raise InvalidArgument(f"{name} must be True or False, got {flag!r}")
-        return lambda now: StartVacuum(run_id, now, seconds, override_floor, database, limit, lease_seconds,
-                                       uncommitted or only_uncommitted, only_uncommitted, grace_seconds)
+        return _Starting(new_run_id() if run_id is None else names.run_id(run_id), self.warehouse, seconds,
+                         override_floor, database, limit, lease_seconds, uncommitted or only_uncommitted,
+                         only_uncommitted, grace_seconds)
 
     # --- queries --------------------------------------------------------------------------
 
@@ -608,6 +581,26 @@ class Ledger(Catalog):
             target = self.store.seq_at(to_micros(time))
         return AsOf(self.store, self.runner.cache.state_at(target), self._recorded_root)
 
+
+
+@attrs.frozen
+class _Starting:
+    """A vacuum's start, checked and waiting for the ledger's now (the run loop's command maker)."""
+    run_id: str
+    root: str
+    retention_seconds: int | None
+    override_floor: bool
+    database: str | None
+    limit: int | None
+    lease_seconds: int
+    uncommitted: bool
+    only_uncommitted: bool
+    grace_seconds: int
+
+    def __call__(self, now: Micros) -> StartVacuum:
+        return StartVacuum(self.run_id, now, self.root, self.retention_seconds, self.override_floor, self.database,
+                           self.limit, self.lease_seconds, self.uncommitted, self.only_uncommitted,
+                           self.grace_seconds)
 
 
 class Pin:

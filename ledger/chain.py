@@ -22,7 +22,8 @@ the verification algorithms used here).
 
 **Deletion receipts (R20).** A vacuum's receipt is a two-level tree of the same kind. A *leaf*
 is one object the run deleted, ``u32(len(utf8(key))) || utf8(key) || u64(size)``, the key relative
-to the warehouse root; a *part* (what one task deleted, at most a fixed number of leaves) is the
+to the warehouse root (``deleted_leaf``, written by the executors with the same code:
+``vacuum_work.leaves``); a *part* (what one task deleted, at most a fixed number of leaves) is the
 MTH of its leaves sorted by key (byte order), and is recorded with its first and last key, count
 and bytes; the receipt's root is the MTH over the parts' entries
 ``text(first) || text(last) || u64(count) || u64(bytes) || part root``, sorted by (first, last,
@@ -38,6 +39,8 @@ from __future__ import annotations
 import hashlib
 import struct
 from typing import Iterable, Iterator, Sequence
+
+from vacuum_work.leaves import leaf_input as deleted_leaf, read_leaves as read_deleted, unpack as unpack_part
 
 from .errors import LedgerCorrupt
 
@@ -116,31 +119,28 @@ class ChainCheck:
             self.hashes.append(expected)
 
 
-def deleted_leaf(key: str, size: int) -> bytes:
-    """The leaf input for one deleted object (see the module docstring)."""
-    data = key.encode("utf-8")
-    return struct.pack(">I", len(data)) + data + struct.pack(">Q", size)
-
-
-def read_deleted(data: bytes) -> Iterator[tuple[str, int]]:
-    """The ``(key, size)`` of each leaf in a part's (uncompressed) leaf data, in order; a
-    ``ValueError`` if the data is not a whole number of leaves."""
-    at, end = 0, len(data)
-    while at < end:
-        if at + 4 > end:
-            raise ValueError(f"a leaf is cut short at byte {at}")
-        (n,) = struct.unpack_from(">I", data, at)
-        if at + 4 + n + 8 > end:
-            raise ValueError(f"a leaf is cut short at byte {at}")
-        key = data[at + 4:at + 4 + n].decode("utf-8")
-        (size,) = struct.unpack_from(">Q", data, at + 4 + n)
-        yield key, size
-        at += 12 + n
-
-
 def part_entry(first: str, last: str, count: int, size: int, root: bytes) -> bytes:
     """The leaf input for one part in a receipt's tree (see the module docstring)."""
     return _text(first) + _text(last) + struct.pack(">QQ", count, size) + root
+
+
+def part_problem(leaves: Sequence[tuple[str, int]], root: bytes, first: str, last: str, count: int, size: int,
+                 summary_root: str) -> str | None:
+    """What a part's leaves (and ``root``, their tree's) contradict in its summary (``first`` to
+    ``last``, ``count`` objects of ``size`` bytes, ``summary_root``), worded to follow "the part";
+    None when they agree. One check for the ledger's record (refused) and ``verify`` (corrupt)."""
+    keys = [key for key, _ in leaves]
+    if not leaves:
+        return "holds no objects"
+    if any(a > b for a, b in zip(keys, keys[1:])):
+        return "is not sorted by key"
+    if (keys[0], keys[-1]) != (first, last):
+        return "does not run from its first key to its last"
+    if (len(leaves), sum(s for _, s in leaves)) != (count, size):
+        return "does not hold as many objects, or bytes, as its summary says"
+    if root.hex() != summary_root:
+        return "does not hash to the Merkle root its summary carries"
+    return None
 
 
 # --- RFC 6962 ------------------------------------------------------------------------------

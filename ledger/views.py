@@ -16,19 +16,15 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, NamedTuple, overload
 
 import attrs
+from vacuum_work import location
 
 from .clock import Micros, format_duration, from_micros, iso, iso_utc
 from .core.events import Recorded, type_of
 from .core.model import State
 from .core.pins import Pin
 from .core.tables import Instance
-from .core.vacuums import VacuumPlan
 from .core.versions import Version, Write
 from .errors import InvalidArgument
-
-
-def join_location(root: str, path: str) -> str:
-    return root.rstrip("/") + "/" + path
 
 
 def format_bytes(n: int) -> str:
@@ -75,7 +71,7 @@ class TableInstance:
         return cls(
             id=inst.id,
             name=inst.name,
-            location=join_location(warehouse, inst.path),
+            location=location(warehouse, inst.path),
             created_at=from_micros(inst.created_at),
             dropped_at=_dt(inst.dropped_at),
             purged_at=_dt(inst.purged_at),
@@ -194,7 +190,7 @@ class WriteView:
         inst = state.tables.instance(w.table_id)
         assert inst is not None
         return cls(id=w.id, table=inst.name, table_id=w.table_id,
-                   folder=join_location(join_location(warehouse, inst.path), w.folder), relative_folder=w.folder,
+                   folder=location(location(warehouse, inst.path), w.folder), relative_folder=w.folder,
                    began_at=from_micros(w.began_at), expires_at=from_micros(w.expires_at),
                    lease=timedelta(seconds=w.lease_seconds), status=w.status, version=w.version)
 
@@ -203,12 +199,6 @@ class WriteView:
                 "began_at": iso_utc(self.began_at), "expires_at": iso_utc(self.expires_at),
                 "lease": format_duration(int(self.lease.total_seconds())), "status": self.status,
                 "version": self.version}
-
-
-def held_line(h: dict[str, Any]) -> str:
-    """One thing a pin kept from a vacuum (``VacuumOrder.held``), said as a user needs it (R21)."""
-    what = "not purged" if h["what"] == "purge" else f"version {h['version']} and newer not expired"
-    return f"  held by pin {h['pin']} until {h['until']}: {h['name']} (id {h['id']}) {what}"
 
 
 @attrs.frozen
@@ -359,150 +349,3 @@ class HistoryEntry:
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "time": iso_utc(self.time), "actor": self.actor,
                 "stream": self.stream, "type": self.type, "text": self.text, "data": self.data}
-
-
-@attrs.frozen
-class VacuumTarget:
-    """One instance a vacuum is authorised to delete, and what an executor re-checks it against."""
-
-    id: str
-    name: str
-    location: str
-    dropped_at: Micros
-    watermark: Micros
-    """Its effective watermark once the run's watermarks are in the log (at or after ``dropped_at``)."""
-    resumed: bool
-    """Already blocked before this run: an earlier run (or a hand) advanced its watermark."""
-    named: tuple[bytes, ...] = ()
-    """On an object store, the file lists (``[[path, size], ...]`` as stored, paths relative to the
-    location) of what the ledger knows lies there: deleted by key before the rest is listed (R20).
-    Empty on a local disk."""
-
-    @property
-    def authorised(self) -> bool:
-        return self.dropped_at <= self.watermark
-
-
-@attrs.frozen
-class VacuumOrder:
-    """What the ledger decided a vacuum may do. From ``start_vacuum`` it is on record: its
-    watermarks and lease are in the log before the caller sees it (R2). From ``plan_vacuum``
-    (a dry run) nothing was recorded and ``run_id`` is None."""
-
-    run_id: str | None
-    root: str
-    targets: tuple[VacuumTarget, ...]
-    watermarks: dict[str, datetime]
-    resumes: tuple[str, ...]
-    """Runs whose lease expired before they finished; this run takes over their tables."""
-    busy: tuple[str, ...]
-    """Runs still holding a live lease: their tables are left to them."""
-    waiting: tuple[dict[str, Any], ...]
-    """Dropped tables not yet due: name, id, when they become due, and which retention decided."""
-    lease_until: datetime | None
-    expiries: tuple[VacuumExpiry, ...] = ()
-    """Old versions it expires and the write folders it deletes, table by table (R13)."""
-    sweeps: tuple[VacuumSweep, ...] = ()
-    """Abandoned writes it gives up and whose folders it deletes, table by table (R15)."""
-    stragglers: tuple[StragglerScan, ...] = ()
-    """Committed write folders it cleans of files their versions do not name (R15)."""
-    written: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
-    """(id, name, location, adopted files) of each table whose writes it looked at: a dry run lists
-    the foreign files in their locations, which no vacuum ever deletes (only a purge does)."""
-    locations: int = 0
-    """About how many table locations the root holds (live and dropped, not purged)."""
-    held: tuple[dict[str, Any], ...] = ()
-    """What pins kept from this run (R21): table, id, ``purge`` or ``expiry``, version, pin, until."""
-
-    @property
-    def empty(self) -> bool:
-        """Nothing to delete, no mark to move and no stopped run to close: nothing to do."""
-        return not self.targets and not self.resumes and not self.sweeps and not self.stragglers and \
-            not any(e.folders for e in self.expiries) and not any(e.mark is not None for e in self.expiries)
-
-    @classmethod
-    def of(cls, plan: VacuumPlan, root: str, *, recorded: bool,
-           manifests: dict[str, tuple[str, ...]] | None = None,
-           files: dict[str, bytes] | None = None) -> VacuumOrder:
-        """``manifests``: the paths of the file lists the plan names (stragglers' scans, adopted
-        files); ``files``: on an object store, every file list a purge or an expiry deletes by key,
-        as stored (the executors parse them: the driver holds their bytes, not a tuple a file)."""
-        return cls(
-            run_id=plan.run_id if recorded and _acts(plan) else None,
-            root=root,
-            targets=tuple(VacuumTarget(p.id, p.name, join_location(root, p.path), p.dropped_at, p.watermark,
-                                       p.resumed, tuple(files[m] for m in p.manifests) if files else ())
-                          for p in plan.instances),
-            watermarks={scope: from_micros(at) for scope, at in plan.watermarks.items()},
-            resumes=plan.resumes,
-            busy=plan.busy,
-            waiting=tuple({"id": w.id, "name": w.name, "dropped_at": iso(w.dropped_at), "due_at": iso(w.due_at),
-                           "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
-                          for w in plan.waiting),
-            lease_until=from_micros(plan.lease_until) if recorded and _acts(plan) else None,
-            held=tuple({"name": h.name, "id": h.id, "what": h.what, "version": h.version, "pin": h.pin_id,
-                        "until": iso(h.until)} for h in plan.held),
-            expiries=tuple(VacuumExpiry(
-                e.id, e.name, join_location(root, e.path), _dt(e.mark), e.versions,
-                tuple((w, join_location(join_location(root, e.path), folder)) for w, folder in e.folders),
-                tuple(files[m] if m else None for m in e.manifests) if files else ())
-                for e in plan.expiries),
-            sweeps=tuple(VacuumSweep(sw.id, sw.name, join_location(root, sw.path),
-                                     tuple((w, join_location(join_location(root, sw.path), f), why)
-                                           for w, f, why in sw.writes)) for sw in plan.sweeps),
-            stragglers=tuple(StragglerScan(sc.id, sc.name, join_location(root, sc.path), sc.write_id,
-                                           join_location(join_location(root, sc.path), sc.folder),
-                                           (manifests or {}).get(sc.manifest, ()), from_micros(sc.cutoff))
-                             for sc in plan.stragglers),
-            written=tuple((i, name, join_location(root, path), (manifests or {}).get(adopt, ()) if adopt else ())
-                          for i, name, path, adopt in plan.written),
-            locations=plan.locations,
-        )
-
-
-def _acts(plan: VacuumPlan) -> bool:
-    return bool(plan.instances or plan.expiries or plan.resumes or plan.sweeps or plan.stragglers)
-
-
-@attrs.frozen
-class VacuumSweep:
-    """One table's abandoned writes a vacuum gives up (R15), and their folders (absolute)."""
-
-    id: str
-    name: str
-    location: str
-    writes: tuple[tuple[str, str, str], ...]
-    """(write id, absolute folder, why: ``aborted`` or ``lease expired``)."""
-
-
-@attrs.frozen
-class StragglerScan:
-    """A committed write's folder to clean of the files its version does not name, once they are
-    older than ``cutoff`` (now minus the grace period, on the ledger's clock)."""
-
-    id: str
-    name: str
-    location: str
-    write_id: str
-    folder: str
-    named: tuple[str, ...]
-    """What the version names, relative to the table's location."""
-    cutoff: datetime
-
-
-@attrs.frozen
-class VacuumExpiry:
-    """One table's old versions a vacuum expires, and the write folders it deletes (absolute)."""
-
-    id: str
-    name: str
-    location: str
-    mark: datetime | None
-    """The retention mark this run set (None: it stays where it was)."""
-    versions: tuple[int, ...]
-    folders: tuple[tuple[str, str], ...]
-    """(write id, absolute folder) of each write folder to delete."""
-    named: tuple[bytes | None, ...] = ()
-    """On an object store, for each of ``folders``, the file list its write's commit named (as
-    stored: ``[[path, size], ...]``, paths relative to the location): deleted by key, without
-    listing (R20). Empty on a local disk."""

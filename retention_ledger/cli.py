@@ -22,17 +22,18 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import attrs
 import click
 import rich.console
 
-from ledger import DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance, copy_ledger
-from ledger.audit import Checkpoint, generate_key, outputs
-from ledger.catalog import Catalog
-from ledger.clock import format_duration, iso_utc, parse_time
-from ledger.views import format_bytes, held_line
+from ledger import (
+    Catalog, Checkpoint, DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance,
+    VacuumRun, copy_ledger, format_bytes, format_duration, generate_key, iso_utc, ledger_files, output_target, parse_time,
+)
+from vacuum_work import new_run_id
 
 DEFAULT_LEDGER = "ledger.db"
 
@@ -175,7 +176,7 @@ class _SparkGuard:
         kill_local_jvms()
         if self.run is not None:  # a new connection: the main thread may be inside ours
             with contextlib.suppress(Exception), Ledger.open(self.ledger_path, create=False) as led:
-                led.release_vacuum(self.run)
+                VacuumRun.of(led, self.run).release()
         os._exit(130)  # the ledger needs no cleanup: every append is durable or not there (R10)
 
     def __exit__(self, *exc: object) -> None:
@@ -582,9 +583,9 @@ def maintain_command(ctx: Context) -> None:
 def checkpoint_command(ctx: Context, key: str | None, out: str | None, overwrite: bool) -> None:
     """Take a checkpoint of the log: seq, time, head hash and Merkle root, signed with --key if
     given. Keep it outside the ledger; verify --against it later."""
-    protected = outputs.ledger_files(ctx.path) + ([key] if key else [])
+    protected = ledger_files(ctx.path) + ([key] if key else [])
     if out is not None:  # refused before a checkpoint is taken: a bad target changes nothing
-        outputs.target(out, "checkpoint", overwrite=overwrite, protected=protected)
+        output_target(out, "checkpoint", overwrite=overwrite, protected=protected)
     cp = ctx.ledger.checkpoint(key=key)
     if out is None:
         click.echo(cp.to_json(), nl=False)
@@ -638,7 +639,7 @@ def prove_deleted_command(ctx: Context, key: str | None, keys_from: Any, out: st
         raise click.UsageError("give one KEY, or --keys-from FILE with a key a line" if key is None else
                                "give one KEY or --keys-from FILE, not both")
     if out is not None:
-        outputs.target(out, "deletion proof", overwrite=overwrite, protected=outputs.ledger_files(ctx.path))
+        output_target(out, "deletion proof", overwrite=overwrite, protected=ledger_files(ctx.path))
     if key is None:
         _prove_many(ctx, keys_from, out)
         return
@@ -665,7 +666,7 @@ def _prove_many(ctx: Context, source: Any, out: str | None) -> None:
     summary = (f"{len(bundle.proofs)} of {len(bundle)} keys proven deleted"
                + (f" (by vacuum run {runs[0]})" if len(runs) == 1 else f" (by {len(runs)} vacuum runs)" if runs else ""))
     if out is not None:
-        bundle.write(out, overwrite=True, protected=outputs.ledger_files(ctx.path))  # target checked first
+        bundle.write(out, overwrite=True, protected=ledger_files(ctx.path))  # target checked first
         if not bundle.not_deleted:
             ctx.emit({"keys": len(bundle), "proven": len(bundle.proofs), "runs": runs, "out": out},
                      f"{summary}; proofs written to {out}")
@@ -758,14 +759,11 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
                                    override_floor=override_floor, uncommitted=uncommitted,
                                    only_uncommitted=only_uncommitted, grace=grace)
     # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
-    order = led.plan_vacuum(**options)
-    if order.empty and not (dry_run and order.written):  # a dry run also lists foreign files
-        ctx.emit({"run_id": None, "dry_run": dry_run, "watermarks": {}, "instances": [], "expired": [], "swept": [],
-                  "stragglers": [], "foreign": [], "purged": 0,
-                  "failed": 0, "files": 0, "bytes": 0, "resumed_runs": [], "busy_runs": list(order.busy),
-                  "waiting": list(order.waiting), "held": list(order.held), "duration_seconds": 0.0, "timings": {},
-                  "listing": None},
-                 lambda: _nothing_text(order))
+    plan = led.plan_vacuum(**options)
+    if plan.idle(dry_run):
+        from spark_ops.vacuum_job.report import build_report
+        nothing = build_report(plan, dry_run, {}, time.monotonic(), {})
+        ctx.emit(attrs.evolve(nothing, duration=0.0).to_dict(), lambda: _nothing_text(nothing))
         return
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
@@ -773,7 +771,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         spark = local_session(master=master, jvm_log=jvm_log(), scratch=guard.scratch, conf=spark_conf)
         guard.started()
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
-        guard.run = None if dry_run else Ledger.new_run_id()
+        guard.run = None if dry_run else new_run_id()
         with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
             report = vacuum(spark, led, dry_run=dry_run, progress=progress, run_id=guard.run, **options)
     ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
@@ -799,15 +797,20 @@ class VacuumIncomplete(LedgerError):
     """Some planned tables could not be purged; they stay blocked for the next vacuum."""
 
 
-def _nothing_text(order: Any) -> str:
-    lines = ["nothing to vacuum"]
-    for w in order.waiting:
-        lines.append(f"  {w['name']} (id {w['id']}) is restorable until {w['due_at']}: retention "
-                     f"{w['retention']} from {w['retention_from']}")
-    for run in order.busy:
-        lines.append(f"  vacuum run {run} is still running (its lease is live); its tables are left to it")
-    lines += [held_line(h) for h in order.held]
-    return "\n".join(lines)
+def _nothing_text(report: Any) -> str:
+    return "\n".join(["nothing to vacuum", *_left_alone(report)])
+
+
+def _left_alone(report: Any) -> list[str]:
+    """What a vacuum left and why: other runs' work, what pins hold, what is not yet due."""
+    from spark_ops.vacuum_job.report import held_line
+
+    lines = [f"  vacuum run {run} is still running (its lease is live); its tables are left to it"
+             for run in report.busy_runs]
+    lines += [held_line(h) for h in report.held]
+    lines += [f"  {w['name']} (id {w['id']}) is restorable until {w['due_at']}: retention {w['retention']} from "
+              f"{w['retention_from']}" for w in report.waiting]
+    return lines
 
 
 def _files(count: int, size: int) -> str:
@@ -853,13 +856,7 @@ def _vacuum_text(report: Any) -> str:
                      "each item above shows its first files only")
     if report.resumed_runs:
         lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
-    if report.busy_runs:
-        lines.append(f"  left to running vacuum(s): {', '.join(report.busy_runs)}")
-    lines += [held_line(h) for h in report.held]
-    for w in report.waiting:
-        lines.append(f"  {w['name']} (id {w['id']}) is restorable until {w['due_at']}: retention "
-                     f"{w['retention']} from {w['retention_from']}")
-    return "\n".join(lines)
+    return "\n".join(lines + _left_alone(report))
 
 
 @contextlib.contextmanager

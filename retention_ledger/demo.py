@@ -18,10 +18,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from ledger import Ledger, LedgerError, ManualClock, UndropBlocked
+from ledger import Ledger, LedgerError, ManualClock, UndropBlocked, format_bytes, iso_utc
 from ledger.errors import VersionExpired
-from ledger.clock import iso_utc
-from ledger.views import format_bytes
 from spark_ops import local_session, read_table, vacuum, write_table
 
 MARKER = ".retention-ledger-demo"

@@ -53,7 +53,7 @@ def ledger_clock() -> ManualClock:
 def advance_time(ledger_clock: ManualClock) -> Callable[[Union[str, timedelta, float]], datetime]:
     """``advance_time("7d")``: move the ledger's clock forward by a duration (``"90m"``,
     ``"36h"``, a ``timedelta``, or seconds); returns the new time."""
-    from ledger.clock import parse_duration
+    from ledger import parse_duration
 
     def advance(duration: Union[str, timedelta, float]) -> datetime:
         return ledger_clock.advance(parse_duration(duration))

@@ -22,7 +22,6 @@ did until their first versioned write, which adopts their files as version 1.
 from __future__ import annotations
 
 import contextlib
-import os
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
@@ -31,10 +30,11 @@ from pyspark.sql.types import StructType
 
 from ledger import Ledger, LedgerError, Pin, TableNotFound
 from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
-from ledger.views import TableInstance, TableVersion
+from ledger import TableInstance, TableVersion
 
 from . import schemas
 from .executor import fs
+from .executor.storage import storage_for
 from .heartbeat import Heartbeat
 from .session import SparkUnavailable
 
@@ -212,7 +212,7 @@ def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
 
 def _adopt_unversioned_files(ledger: Ledger, table: TableInstance) -> None:
     """A table written before versioning keeps its data: its files become version 1."""
-    if not fs.is_local(ledger.warehouse) or not os.path.isdir(fs.local_path(table.location)):
+    if storage_for(ledger.warehouse).keyed or storage_for(ledger.warehouse).absent(table.location):
         return
     found = fs.committed_files(ledger.warehouse, table.location)
     if found:

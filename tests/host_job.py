@@ -20,6 +20,7 @@ import sys
 import time
 
 from ledger import Ledger, LedgerError
+from vacuum_work import Result
 
 
 def main() -> None:
@@ -70,16 +71,14 @@ def main() -> None:
                     led.advance_retention_mark(name, led.now())
                     ack(kind="mark", table=mine[name])
                 elif action == "vacuum":
-                    order = led.start_vacuum(retention="0s", override_floor=True, grace="0s", limit=3)
-                    if order.run_id is not None:
-                        folders: dict[str, list[str]] = {}  # table id -> write folders deleted (old or swept)
-                        for e in order.expiries:
-                            folders.setdefault(e.id, []).extend(w for w, _ in e.folders)
-                        for sw in order.sweeps:
-                            folders.setdefault(sw.id, []).extend(w for w, _, _ in sw.writes)
-                        led.finish_vacuum(order.run_id, [(t.id, 1, 10) for t in order.targets],
-                                          expired=[(t, ws, len(ws), 10) for t, ws in folders.items()])
-                        ack(kind="vacuum", run=order.run_id, purged=[t.id for t in order.targets])
+                    run = led.start_vacuum(retention="0s", override_floor=True, grace="0s", limit=3)
+                    plan = run.plan
+                    if plan.run_id is not None:
+                        # Every purge, and every write folder deleted (old or swept), as if done.
+                        run.finish([Result(t, 1, 10) for t in plan.purges]
+                                   + [Result(e, len(e.folders), 10) for e in (*plan.expiries, *plan.sweeps)
+                                      if e.folders])
+                        ack(kind="vacuum", run=run.run_id, purged=[t.table_id for t in plan.purges])
             except LedgerError as exc:  # a refusal (blocked, expired, raced) is an answer too
                 ack(kind="refused", action=action, error=type(exc).__name__)
             time.sleep(rng.random() * 0.01)

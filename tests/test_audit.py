@@ -40,6 +40,7 @@ from ledger.errors import (
 )
 from tests.conftest import T0
 from tests.forge import forge, rehash
+from vacuum_work import Result
 
 FORMAT1 = Path(__file__).parent / "data" / "format1-0.1.0.db"
 
@@ -69,8 +70,8 @@ def build_small(path: Path, *, clock: ManualClock | None = None, history_every: 
         led.drop_database("hr")
         clock.advance(timedelta(days=8))
         led.advance_retention_mark("sales.orders", clock())
-        order = led.start_vacuum()
-        led.finish_vacuum(order.run_id, [(t.id, 1, 10) for t in order.targets])
+        run = led.start_vacuum()
+        run.finish([Result(t, 1, 10) for t in run.plan.purges])
         led.create_table("sales.items")
         led.maintain()  # as a pipeline does after its vacuum: the snapshots as_of and opens start from
     return clock
@@ -749,8 +750,8 @@ class Logs:
             elif op == 8:
                 led.advance_retention_mark(name, led.now())
             elif op == 9:
-                order = led.start_vacuum(retention=timedelta(hours=1), override_floor=True)
-                led.finish_vacuum(order.run_id, [(t.id, 0, 0) for t in order.targets])
+                run = led.start_vacuum(retention=timedelta(hours=1), override_floor=True)
+                run.finish([Result(t, 0, 0) for t in run.plan.purges])
         except LedgerError:
             pass
         clock.advance(timedelta(hours=hours))

@@ -16,8 +16,11 @@ from ledger.core.tables import (
 )
 from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import Scope
+from vacuum_work import Result
 
 ID_A, ID_B = "a" * 16, "b" * 16
+ROOT = "/warehouse"
+"""The warehouse root a vacuum's plan is made under (the core touches no file)."""
 
 
 def recorded(*events_and_streams) -> list[Recorded]:
@@ -164,12 +167,24 @@ def test_vacuum_plan_honours_retention_to_the_microsecond() -> None:
     week = 7 * 86_400 * 1_000_000
     state = fold(State(), recorded(TableCreated(ID_A, "db.t", ID_A), TableDropped(ID_A, "db.t")))
     dropped_at = state.tables.instances[ID_A].dropped_at
-    assert plan_vacuum(state, StartVacuum("r", dropped_at + week - 1)).instances == ()
-    due = plan_vacuum(state, StartVacuum("r", dropped_at + week))
-    assert [p.id for p in due.instances] == [ID_A] and due.watermarks == {"ledger": dropped_at}
+    assert plan_vacuum(state, StartVacuum("r", dropped_at + week - 1, ROOT)).purges == ()
+    due = plan_vacuum(state, StartVacuum("r", dropped_at + week, ROOT))
+    assert [p.table_id for p in due.purges] == [ID_A] and dict(due.watermarks) == {"ledger": dropped_at}
     state = fold(state, [Recorded(3, "retention:database:db", 1, 30, "t", RetentionSet("database:db", 30 * 86_400))])
-    assert plan_vacuum(state, StartVacuum("r", dropped_at + 29 * 86_400 * 1_000_000)).instances == ()
+    assert plan_vacuum(state, StartVacuum("r", dropped_at + 29 * 86_400 * 1_000_000, ROOT)).purges == ()
 
+
+def test_a_plan_says_once_whether_a_vacuum_has_anything_to_do() -> None:
+    """``Plan.empty``: nothing a run would record (a run taken over is something); ``Plan.idle``:
+    no Spark job is needed, the one condition the CLI and the driver ask (a dry run still lists
+    the foreign files of the tables it looked at; a run never deletes them)."""
+    from vacuum_work import ForeignScan, Plan
+    nothing = Plan(None, ROOT, 0)
+    foreign = Plan(None, ROOT, 0, foreign=(ForeignScan(ID_A, "db.t", ID_A),))
+    resumed = Plan(None, ROOT, 0, resumes=("an-earlier-run",))
+    assert nothing.empty and nothing.idle(dry_run=False) and nothing.idle(dry_run=True)
+    assert foreign.empty and foreign.idle(dry_run=False) and not foreign.idle(dry_run=True)
+    assert not resumed.empty and not resumed.idle(dry_run=False) and not resumed.idle(dry_run=True)
 
 def _decided(state: State, command) -> list[Recorded]:
     """A decision's events numbered on from ``state`` as a store would (time = seq * 10)."""
@@ -196,9 +211,10 @@ def test_r16_a_replay_of_thousands_of_tables_leaves_every_purge_archived_for_its
     for command in commands:
         records = _decided(stepwise, command)
         stepwise, log = fold(stepwise, records), log + records
-    week = 7 * 86_400 * 1_000_000
-    for command in (StartVacuum("run", stepwise.last_time + week),
-                    FinishVacuum("run", tuple((i, 1, 10) for i in ids[:-1]), failed=0)):
+    start = StartVacuum("run", stepwise.last_time + 7 * 86_400 * 1_000_000, ROOT)
+    purges = decide(stepwise, start).result.purges
+    assert sorted(p.table_id for p in purges) == ids[:-1]
+    for command in (start, FinishVacuum("run", tuple(Result(p, 1, 10) for p in purges))):
         records = _decided(stepwise, command)
         stepwise, log = fold(stepwise, records), log + records
 
@@ -228,8 +244,10 @@ def test_r16_a_fold_in_steps_is_the_fold_at_every_stop_and_tells_what_changed_si
     for command in commands:
         records = _decided(state, command)
         state, log = fold(state, records), log + records
-    for command in (StartVacuum("run", state.last_time + 7 * 86_400 * 1_000_000),
-                    FinishVacuum("run", tuple((i, 1, 10) for i in ids[:30:3]), failed=0)):
+    start = StartVacuum("run", state.last_time + 7 * 86_400 * 1_000_000, ROOT)
+    purges = [p for p in decide(state, start).result.purges if p.table_id in ids[:30:3]]
+    assert sorted(p.table_id for p in purges) == ids[:30:3]
+    for command in (start, FinishVacuum("run", tuple(Result(p, 1, 10) for p in purges))):
         records = _decided(state, command)
         state, log = fold(state, records), log + records
     rows = [(r.seq, r.stream, r.version, *type_of(r.event), r.time, r.actor, encode(r.event)) for r in log]

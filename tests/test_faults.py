@@ -32,6 +32,7 @@ import pytest
 from ledger import IncompatibleLedger, Ledger, LedgerCorrupt, LedgerError, LedgerUnavailable, UndropBlocked
 from ledger.core.model import State, fold_rows
 from ledger.persistence.sqlite import FORMAT_VERSION
+from vacuum_work import Result
 
 from tests.forge import forge
 from tests.stores import FaultyStore
@@ -54,8 +55,8 @@ def build(path: Path, tables: int = 60) -> State:
         led.drop_database("db1")
         led.undrop_database("db1")
         led.drop_database("db2")
-        plan = led.start_vacuum(retention="0s", override_floor=True, database="db2")
-        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.targets])
+        run = led.start_vacuum(retention="0s", override_floor=True, database="db2")
+        run.finish([Result(p, 0, 0) for p in run.plan.purges])
         led.set_retention("database:db3", "2d")
         state = led.state
     checkpoint(path)
@@ -321,13 +322,13 @@ def commands_until_unavailable(led: Ledger, budget: int = 5000):
     last_plan = {}
 
     def vacuum_start():
-        last_plan["plan"] = led.start_vacuum(retention="0s", override_floor=True, limit=2)
+        last_plan["run"] = led.start_vacuum(retention="0s", override_floor=True, limit=2)
 
-    def vacuum_finish():  # the plan is forgotten only once its finish landed, so a retry redoes it
-        plan = last_plan.get("plan")
-        if plan is not None and plan.targets:
-            led.finish_vacuum(plan.run_id, [(p.id, 1, 10) for p in plan.targets])
-        last_plan.pop("plan", None)
+    def vacuum_finish():  # the run is forgotten only once its finish landed, so a retry redoes it
+        run = last_plan.get("run")
+        if run is not None and run.plan.purges:
+            run.finish([Result(p, 1, 10) for p in run.plan.purges])
+        last_plan.pop("run", None)
 
     for i in range(budget):
         db = f"full{i % 7}"
@@ -1081,11 +1082,11 @@ def test_r4_a_command_whose_snapshot_goes_before_its_result_is_read_still_return
         w = a.begin_write("a.t1")
         assert a.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)]).number == 1
         assert a.drop_table("a.t2").state == "dropped"
-        order = a.start_vacuum()
-        assert [t.name for t in order.targets] == ["a.t0"]  # a.t2 is within its retention
-        assert order.root == a.warehouse
+        run = a.start_vacuum()
+        assert [t.name for t in run.plan.purges] == ["a.t0"]  # a.t2 is within its retention
+        assert run.plan.root == a.warehouse
         store.after_append = None
-        assert [r.run_id for r in a.runner.state.vacuums.unfinished()] == [order.run_id]
+        assert [r.run_id for r in a.runner.state.vacuums.unfinished()] == [run.run_id]
     finally:
         a.close()
         b.close()

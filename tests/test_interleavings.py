@@ -87,7 +87,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -110,9 +110,7 @@ from ledger.core.tables import (
     CreateTable, DatabaseUndropped, DropDatabase, DropTable, Instance, TablePurged, TableUndropped,
     UndropDatabase, UndropTable,
 )
-from ledger.core.vacuums import (
-    Expiry, FinishVacuum, PlannedInstance, StartVacuum, Sweep, VacuumPlan, VacuumStarted,
-)
+from ledger.core.vacuums import FinishVacuum, StartVacuum, VacuumStarted
 from ledger.core.versions import (
     AbortWrite, AdvanceRetentionMark, BeginWrite, CommitWrite, RenewWrite, RestoreVersion, RetentionMarkAdvanced,
     VersionCommitted, VersionRestored, WriteFoldersDeleted, WriteRenewed, WritesSwept, parse_manifest,
@@ -122,9 +120,9 @@ from ledger.errors import PinEnded, TableNotFound
 from ledger.names import Scope
 from ledger.persistence.stores import open_store
 from tests.pg import MANUAL, ledger_location
-from ledger.views import join_location
 from spark_ops.executor import fs
 from tests.conftest import T0
+from vacuum_work import Expiry, Plan, Purge, Result, Sweep, location
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND
@@ -386,14 +384,14 @@ class VacuumJob:
     """A vacuum whose plan (and watermarks) landed: it deletes, then records what it deleted."""
 
     run_id: str
-    plan: VacuumPlan
-    pending: list[PlannedInstance]
-    deleted: list[tuple[str, int, int]] = field(default_factory=list)
+    plan: Plan
+    pending: list[Purge]
     expiring: list[Expiry] = field(default_factory=list)
     """Tables whose old write folders it still has to delete (R13), after the purges."""
     sweeping: list[Sweep] = field(default_factory=list)
     """Tables whose swept writes' folders it still has to delete (R15)."""
-    expired: list[tuple[str, tuple[str, ...], int, int]] = field(default_factory=list)
+    done: list[Result] = field(default_factory=list)
+    """What each item it carried out did, for its finish."""
 
 
 @dataclass
@@ -577,8 +575,8 @@ class InterleavingMachine(RuleBasedStateMachine):
                 + (f" of database {intent.database}" if intent.database else "")
                 + (f" limit {intent.limit}" if intent.limit else "")
                 + (f" retention {intent.retention}" if intent.retention else ""),
-                lambda state, now: StartVacuum(run_id, now, seconds, True, intent.database, intent.limit,
-                                               only_uncommitted=bool(intent.only_uncommitted)),
+                lambda state, now: StartVacuum(run_id, now, actor.led.warehouse, seconds, True, intent.database,
+                                               intent.limit, only_uncommitted=bool(intent.only_uncommitted)),
                 lambda prepared: self.vacuum_started(actor, run_id, prepared))
         if isinstance(intent, Write):
             write = actor.led.begin_write(intent.name)  # refused here if the table is not live
@@ -693,7 +691,7 @@ class InterleavingMachine(RuleBasedStateMachine):
 
     def write_files(self, id_: str, led: Ledger) -> None:
         """A pipeline writes data once its table exists: 1 to 3 small files, so a vacuum has work."""
-        folder = Path(join_location(led.warehouse, led.runner.held.tables.instances[id_].path))
+        folder = Path(location(led.warehouse, led.runner.held.tables.instances[id_].path))
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
         for part in range(1 + int(id_[2:]) % 3):
@@ -715,21 +713,21 @@ class InterleavingMachine(RuleBasedStateMachine):
         """The job writes its files once its write is registered (never before: R14)."""
         w = actor.led.runner.held.data.writes[write_id]
         inst = actor.led.runner.held.tables.instances[w.table_id]
-        folder = join_location(join_location(actor.led.warehouse, inst.path), w.folder)
+        folder = location(location(actor.led.warehouse, inst.path), w.folder)
         self.begun_files[write_id] = self.write_version_files(folder, w.folder, "0" if self.begun % 2 else "1")
 
     def vacuum_started(self, actor: Actor, run_id: str, prepared: Prepared) -> None:
-        plan: VacuumPlan = prepared.decision.result
+        plan: Plan = prepared.decision.result
         for held in plan.held:
             _count(f"vacuum: a pin held back a {held.what}")
-            _say(f"{actor.name}: {run_id} left {self.describe(held.id)} ({held.what}) to pin {held.pin_id}")
-        if not plan.instances and not plan.expiries and not plan.sweeps:
+            _say(f"{actor.name}: {run_id} left {self.describe(held.table_id)} ({held.what}) to pin {held.pin_id}")
+        if not plan.purges and not plan.expiries and not plan.sweeps:
             _say(f"{actor.name}: {run_id} had nothing to do")
             return
-        actor.vacuum = VacuumJob(run_id, plan, list(plan.instances),
+        actor.vacuum = VacuumJob(run_id, plan, list(plan.purges),
                                  expiring=[e for e in plan.expiries if e.folders], sweeping=list(plan.sweeps))
-        _say(f"{actor.name}: {run_id} set watermarks {plan.watermarks} and will delete "
-             + ", ".join(self.describe(p.id) for p in plan.instances))
+        _say(f"{actor.name}: {run_id} set watermarks {dict(plan.watermarks)} and will delete "
+             + ", ".join(self.describe(p.table_id) for p in plan.purges))
 
     # --- the steps -----------------------------------------------------------------------
 
@@ -784,7 +782,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         for other in self.actors:
             if other.vacuum is not None:  # deleting or finishing: another vacuum may take it over
                 against.add(Vacuum())  # and a pin on what it deletes must be refused (R21)
-                against |= {PinDropped(p.name) for p in other.vacuum.plan.instances}
+                against |= {PinDropped(p.name) for p in other.vacuum.plan.purges}
                 against |= {PinVersion(e.name, "first") for e in other.vacuum.plan.expiries}
             if other.can_commit and other.attempt is not None and other.attempt.prepared is not None:
                 pending = other.attempt.prepared.decision.result
@@ -799,9 +797,9 @@ class InterleavingMachine(RuleBasedStateMachine):
                     against |= {Vacuum(), Vacuum(retention="1h"), Advance("ledger"), Mark(name)}
                 elif other.attempt.label.startswith(("release ", "extend ")):
                     against |= {Vacuum()}
-                elif isinstance(pending, VacuumPlan):
-                    for planned in pending.instances:
-                        inst = state.tables.instances[planned.id]
+                elif isinstance(pending, Plan):
+                    for planned in pending.purges:
+                        inst = state.tables.instances[planned.table_id]
                         against |= {Undrop(inst.name), Retain(f"database:{inst.database}"), Vacuum(),
                                     PinDropped(inst.name)}
                     for expiry in pending.expiries:
@@ -935,65 +933,66 @@ class InterleavingMachine(RuleBasedStateMachine):
         if not job.pending:
             return self.delete_swept_folders(actor, job)
         planned = job.pending.pop(0)
+        table_id = planned.table_id
         state = self.fresh()
-        inst = state.tables.instance(planned.id)
-        assert inst is not None and not inst.is_live and planned.id not in state.tables.bindings.values(), \
-            f"{who}: {job.run_id} is about to delete the files of live {self.describe(planned.id)}"
+        inst = state.tables.instance(table_id)
+        assert inst is not None and not inst.is_live and table_id not in state.tables.bindings.values(), \
+            f"{who}: {job.run_id} is about to delete the files of live {self.describe(table_id)}"
         assert state.guard.is_blocked(inst), (
-            f"{who}: {job.run_id} is about to delete {self.describe(planned.id)}, which is not behind "
+            f"{who}: {job.run_id} is about to delete {self.describe(table_id)}, which is not behind "
             f"its watermark (dropped {inst.dropped_at}, watermark {state.guard.effective_watermark(inst)})")
         now = actor.led.runner.now_micros(state)
-        holding = [p for p, lease in self.leases.items() if lease.table_id == planned.id and lease.holds(now)]
-        assert not holding, (f"{who}: {job.run_id} is about to delete {self.describe(planned.id)}, which pin "
+        holding = [p for p, lease in self.leases.items() if lease.table_id == table_id and lease.holds(now)]
+        assert not holding, (f"{who}: {job.run_id} is about to delete {self.describe(table_id)}, which pin "
                              f"{holding[0]} holds until {self.leases[holding[0]].expires_at} (R21)")
-        pinned_before = any(lease.table_id == planned.id for lease in self.leases.values())
-        outcome = fs.purge(actor.led.warehouse, join_location(actor.led.warehouse, planned.path),
+        pinned_before = any(lease.table_id == table_id for lease in self.leases.values())
+        outcome = fs.purge(actor.led.warehouse, location(actor.led.warehouse, planned.path),
                            dry_run=False)
         assert outcome.error is None, outcome.error
-        job.deleted.append((planned.id, outcome.files, outcome.bytes))
+        job.done.append(replace(outcome, item=planned))
         _count("delete: files gone" if outcome.files else "delete: nothing left to delete")
         if pinned_before:
             _count("delete: files of an instance whose pins ended")
-        _say(f"{who}: {job.run_id} deleted {outcome.files} files of {self.describe(planned.id)}")
+        _say(f"{who}: {job.run_id} deleted {outcome.files} files of {self.describe(table_id)}")
         self.last, self.last_result = "deleted", outcome
 
     def delete_write_folders(self, actor: Actor, job: VacuumJob) -> None:
         """R13: only folders of ended writes that no unexpired version names, in a fresh fold."""
         expiry = job.expiring.pop(0)
         state = self.fresh()
-        named = state.data.referenced_writes(expiry.id)
-        location = join_location(actor.led.warehouse, expiry.path)
+        named = state.data.referenced_writes(expiry.table_id)
+        here = location(actor.led.warehouse, expiry.path)
         files = size = 0
-        for write_id, folder in expiry.folders:
-            assert write_id not in named and not state.data.writes[write_id].is_open, (
-                f"{actor.name}: {job.run_id} is about to delete write folder {write_id} of "
-                f"{self.describe(expiry.id)}, which an unexpired version names (or is open)")
-            outcome = fs.purge(actor.led.warehouse, join_location(location, folder), dry_run=False)
+        for folder in expiry.folders:
+            assert folder.write_id not in named and not state.data.writes[folder.write_id].is_open, (
+                f"{actor.name}: {job.run_id} is about to delete write folder {folder.write_id} of "
+                f"{self.describe(expiry.table_id)}, which an unexpired version names (or is open)")
+            outcome = fs.purge(actor.led.warehouse, location(here, folder.path), dry_run=False)
             assert outcome.error is None, outcome.error
             files, size = files + outcome.files, size + outcome.bytes
-        job.expired.append((expiry.id, tuple(w for w, _ in expiry.folders), files, size))
+        job.done.append(Result(expiry, files, size))
         _count("delete: old write folders")
         _say(f"{actor.name}: {job.run_id} deleted {len(expiry.folders)} old write folder(s) of "
-             f"{self.describe(expiry.id)}")
+             f"{self.describe(expiry.table_id)}")
         self.last, self.last_result = "deleted", None
 
     def delete_swept_folders(self, actor: Actor, job: VacuumJob) -> None:
         """R15: only the folders of writes the log says are swept (in a fresh fold)."""
         sweep_ = job.sweeping.pop(0)
         state = self.fresh()
-        location = join_location(actor.led.warehouse, sweep_.path)
+        here = location(actor.led.warehouse, sweep_.path)
         files = size = 0
-        for write_id, folder, _why in sweep_.writes:
-            assert state.data.writes[write_id].status == "swept", (
-                f"{actor.name}: {job.run_id} is about to delete the folder of write {write_id}, which is "
-                f"{state.data.writes[write_id].status}, not swept")
-            outcome = fs.purge(actor.led.warehouse, join_location(location, folder), dry_run=False)
+        for folder in sweep_.folders:
+            assert state.data.writes[folder.write_id].status == "swept", (
+                f"{actor.name}: {job.run_id} is about to delete the folder of write {folder.write_id}, which is "
+                f"{state.data.writes[folder.write_id].status}, not swept")
+            outcome = fs.purge(actor.led.warehouse, location(here, folder.path), dry_run=False)
             assert outcome.error is None, outcome.error
             files, size = files + outcome.files, size + outcome.bytes
-        job.expired.append((sweep_.id, tuple(w for w, _, _ in sweep_.writes), files, size))
+        job.done.append(Result(sweep_, files, size))
         _count("delete: swept write folders")
-        _say(f"{actor.name}: {job.run_id} deleted {len(sweep_.writes)} swept write folder(s) of "
-             f"{self.describe(sweep_.id)}")
+        _say(f"{actor.name}: {job.run_id} deleted {len(sweep_.folders)} swept write folder(s) of "
+             f"{self.describe(sweep_.table_id)}")
         self.last, self.last_result = "deleted", None
 
     @precondition(lambda self: any(a.can_finish for a in self.actors))
@@ -1003,7 +1002,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         actor = self.actor(who)
         job = actor.vacuum
         assert job is not None
-        command = FinishVacuum(job.run_id, tuple(job.deleted), 0, tuple(job.expired))
+        command = FinishVacuum(job.run_id, tuple(job.done))
 
         def finished(prepared: Prepared) -> None:
             actor.vacuum = None
@@ -1217,7 +1216,7 @@ class InterleavingMachine(RuleBasedStateMachine):
                     continue
                 for _, digest in state.data.parts(v):
                     for path, _size in parse_manifest(self.auditor.read_blob(digest)):
-                        full = join_location(join_location(warehouse, inst.path), path)
+                        full = location(location(warehouse, inst.path), path)
                         assert os.path.exists(full), (
                             f"{self.describe(table_id)} version {v.number} ({'current' if v.number == state.data.heads[table_id] else 'unexpired'}) "
                             f"names {path}, which is gone")
@@ -1249,7 +1248,7 @@ class InterleavingMachine(RuleBasedStateMachine):
                 f"{self.describe(inst.id)} version {lease.version} expired while pin {pin_id} holds it (R21)"
             for _, digest in state.data.parts(v):
                 for path, _size in parse_manifest(self.auditor.read_blob(digest)):
-                    full = join_location(join_location(warehouse, inst.path), path)
+                    full = location(location(warehouse, inst.path), path)
                     assert os.path.exists(full), (f"{self.describe(inst.id)} version {lease.version} names {path}, "
                                                   f"which is gone while pin {pin_id} holds it (R21)")
 
@@ -1421,7 +1420,7 @@ def planned(m: InterleavingMachine, who: str) -> list[str]:
     else:
         assert actor.attempt is not None and actor.attempt.prepared is not None
         plan = actor.attempt.prepared.decision.result
-    return [m.describe(p.id) for p in plan.instances]
+    return [m.describe(p.table_id) for p in plan.purges]
 
 
 def vacuum_to_the_end(m: InterleavingMachine, who: str) -> None:
@@ -1506,7 +1505,7 @@ def test_r5_narrow_vacuum_does_not_make_an_undrop_in_another_database_retry() ->
         do(m, "tick", "ok", by="+1h")
         do(m, "prepare", "prepared", who="actor1", intent=Undrop("b.t1"))
         do(m, "prepare", "prepared", who="actor0", intent=Vacuum(database="a"))
-        assert list(m.actor("actor0").attempt.prepared.decision.result.watermarks) == ["database:a"]
+        assert [s for s, _ in m.actor("actor0").attempt.prepared.decision.result.watermarks] == ["database:a"]
         do(m, "commit", "committed", who="actor0")
         do(m, "commit", "committed", who="actor1")
         vacuum_to_the_end(m, "actor0")
@@ -1527,7 +1526,7 @@ def test_r4_two_vacuums_racing_for_one_table_delete_it_once_and_record_it_once()
         do(m, "commit", "Conflict", who="actor1")
         do(m, "tick", "ok", by="+1h")  # past actor0's lease: its run may be taken over
         plan = do(m, "retry", "prepared", who="actor1").decision.result
-        assert [p.resumed for p in plan.instances] == [True] and plan.resumes == ("actor0-vacuum1",)
+        assert [p.resumed for p in plan.purges] == [True] and plan.resumes == ("actor0-vacuum1",)
         do(m, "commit", "committed", who="actor1")
         first = do(m, "delete_files", "deleted", who="actor0")
         second = do(m, "delete_files", "deleted", who="actor1")
@@ -1588,13 +1587,13 @@ def test_r4_finish_of_a_vacuum_taken_over_after_it_decided_leaves_a_ledger_that_
             Ledger.open(path, clock=clock, actor="vacuum-b") as b:
         a.create_table("db.t")
         a.drop_table("db.t")
-        plan_a = a.start_vacuum(retention=0, override_floor=True)
+        run_a = a.start_vacuum(retention=0, override_floor=True)
         clock.advance(timedelta(hours=1))
-        plan_b = b.start_vacuum(retention=0, override_floor=True)
-        assert plan_b.resumes == (plan_a.run_id,)
+        run_b = b.start_vacuum(retention=0, override_floor=True)
+        assert run_b.plan.resumes == (run_a.run_id,)
         with contextlib.suppress(Conflict, RunUnknown):  # a refusal is fine; a poisoned log is not
-            a.finish_vacuum(plan_a.run_id, [(plan_a.targets[0].id, 1, 10)])
-        b.finish_vacuum(plan_b.run_id, [(plan_b.targets[0].id, 0, 0)])
+            run_a.finish([Result(run_a.plan.purges[0], 1, 10)])
+        run_b.finish([Result(run_b.plan.purges[0], 0, 0)])
     with Ledger.open(path, clock=clock) as fresh:
         assert fresh.verify().purged == 1
         assert [e.type for e in fresh.history("db.t")].count("TablePurged") == 1
@@ -1617,8 +1616,8 @@ def test_r4_vacuum_decided_before_a_retention_change_does_not_take_what_the_new_
         clock.advance(timedelta(days=2))
         assert vacuum.dropped_tables()[0].name == "sales.orders"  # the service has looked
         ops.set_retention("database:sales", "30d")
-        plan = vacuum.start_vacuum(retention="1d")
-        assert [p.name for p in plan.targets] == [], "the plan takes a table its retention keeps"
+        plan = vacuum.start_vacuum(retention="1d").plan
+        assert [p.name for p in plan.purges] == [], "the plan takes a table its retention keeps"
         assert ops.dropped_tables()[0].state == "dropped"
 
 
@@ -1639,7 +1638,7 @@ def test_r4_r13_a_vacuum_decided_before_a_restore_lands_keeps_the_files_the_rest
         plan = do(m, "retry", "prepared", who="actor1").decision.result
         [expiry] = plan.expiries
         written = sorted(m.states[-1].data.writes.values(), key=lambda w: w.began_at)
-        assert [w for w, _ in expiry.folders] == [written[1].id]  # the overwrite's folder, not version 1's
+        assert [f.write_id for f in expiry.folders] == [written[1].id]  # the overwrite's folder, not version 1's
         do(m, "commit", "committed", who="actor1")
         vacuum_to_the_end(m, "actor1")
         assert m.states[-1].data.heads["a100000000000001"] == 3
@@ -1707,7 +1706,7 @@ def test_r21_a_pin_that_lands_first_makes_the_vacuum_decide_again_and_hold_the_p
         assert conflict.stream == "data:a100000000000001"
         plan = do(m, "retry", "prepared", who="actor1").decision.result
         assert [e.versions for e in plan.expiries] == [(1,)]
-        assert [(h.id, h.what, h.version, h.pin_id) for h in plan.held] == \
+        assert [(h.table_id, h.what, h.version, h.pin_id) for h in plan.held] == \
             [("a100000000000001", "expiry", 2, "actor0-pin1")]
         do(m, "commit", "committed", who="actor1")
         vacuum_to_the_end(m, "actor1")
@@ -1759,7 +1758,7 @@ def test_r21_a_pin_on_a_dropped_table_that_lands_first_keeps_it_from_the_vacuum_
         assert conflict.stream == "data:a100000000000001"
         plan = do(m, "retry", "prepared", who="actor1").decision.result
         assert planned(m, "actor1") == ["a.t2#2"]
-        assert [(h.id, h.what, h.pin_id) for h in plan.held] == [("a100000000000001", "purge", "actor0-pin1")]
+        assert [(h.table_id, h.what, h.pin_id) for h in plan.held] == [("a100000000000001", "purge", "actor0-pin1")]
         do(m, "commit", "committed", who="actor1")
         vacuum_to_the_end(m, "actor1")
         state = m.states[-1]
@@ -1782,7 +1781,7 @@ def test_r21_a_pinned_table_dropped_with_its_database_is_not_blocked_by_a_vacuum
         do(m, "tick", "ok", by="+1s")
         run(m, "actor0", PinDropped("a.t1"))
         plan = run(m, "actor1", Vacuum()).decision.result
-        assert planned(m, "actor1") == ["a.t2#2"] and list(plan.watermarks) == ["table:a200000000000002"]
+        assert planned(m, "actor1") == ["a.t2#2"] and [s for s, _ in plan.watermarks] == ["table:a200000000000002"]
         vacuum_to_the_end(m, "actor1")
         state = m.states[-1]
         assert not state.guard.is_blocked(state.tables.instances["a100000000000001"])

@@ -1,8 +1,8 @@
 """Pins (R21): a reader's lease on a version, or on a dropped instance, that every vacuum
 respects; refused before anything is recorded on what a vacuum may have touched; bounded.
 
-The vacuum here is the ledger's half of it (``plan_vacuum``/``start_vacuum``: what it would
-expire and purge): the files themselves are the Spark tests' (``test_pins_spark``). Every test
+The vacuum here is the ledger's half of it (``plan_vacuum``/``start_vacuum``'s plan: what it
+would expire and purge): the files themselves are the Spark tests' (``test_pins_spark``). Every test
 runs on SQLite and on a real PostgreSQL server.
 """
 
@@ -18,10 +18,12 @@ import orjson
 import pytest
 
 from ledger import Ledger, ManualClock
+from ledger.clock import to_micros
 from ledger.core.pins import MAX_LEASE_SECONDS, MAX_PER_TABLE
 from ledger.errors import (
     InvalidArgument, LedgerCorrupt, PinEnded, PinRefused, PurgeRefused, TableNotFound, VersionExpired, VersionNotFound,
 )
+from vacuum_work import Expiry, Held, Plan
 
 from .forge import forge
 from .pg import MANUAL
@@ -45,8 +47,8 @@ def table(ledger: Ledger, clock: ManualClock) -> str:
     return "sales.orders"
 
 
-def _expiry(order: object) -> object:
-    found = [e for e in order.expiries if e.mark is not None]  # type: ignore[attr-defined]
+def _expiry(plan: Plan) -> Expiry | None:
+    found = [e for e in plan.expiries if e.mark is not None]
     return found[0] if found else None
 
 
@@ -58,11 +60,10 @@ def test_r21_a_pinned_version_is_not_expired_and_the_vacuum_says_which_pin_held_
     clock.advance(3 * DAY)
     held = ledger.plan_vacuum(retention="1d")
     assert _expiry(held) is None  # version 1 is the oldest: the mark has nowhere to go below it
-    assert held.held == ({"name": table, "id": pin.table_id, "what": "expiry", "version": 1, "pin": pin.id,
-                          "until": pin.expires_at.isoformat(timespec="microseconds").replace("+00:00", "Z")},)
-    order = ledger.start_vacuum(retention="1d")
+    assert held.held == (Held(pin.table_id, table, "expiry", 1, pin.id, to_micros(pin.expires_at)),)
+    run = ledger.start_vacuum(retention="1d")
     assert ledger.versions(table)[-1].expired is False and ledger.retention_mark(table) is None
-    ledger.finish_vacuum(order.run_id, []) if order.run_id else None
+    run.finish([]) if run.plan.run_id else None
 
     pin.release()
     after = ledger.plan_vacuum(retention="1d")
@@ -72,8 +73,8 @@ def test_r21_a_pinned_version_is_not_expired_and_the_vacuum_says_which_pin_held_
 def test_r21_a_mark_stops_short_of_the_oldest_pinned_version(ledger: Ledger, clock: ManualClock, table: str) -> None:
     ledger.pin(table, version=2, lease="7d")
     clock.advance(DAY)
-    order = ledger.start_vacuum(retention="1d")
-    assert [e.versions for e in order.expiries] == [(1,)]
+    plan = ledger.start_vacuum(retention="1d").plan
+    assert [e.versions for e in plan.expiries] == [(1,)]
     versions = {v.number: v.expired for v in ledger.versions(table)}
     assert versions == {1: True, 2: False, 3: False}
 
@@ -86,9 +87,9 @@ def test_r21_a_pinned_dropped_instance_is_neither_purged_nor_newly_blocked(ledge
     pin = ledger.pin(table_id=kept.id, lease="7d")
     assert pin.version is None  # no versions: the instance itself is held
     clock.advance(2 * DAY)
-    order = ledger.start_vacuum(retention="1d")
-    assert [t.id for t in order.targets] == [gone.id]
-    assert [h["what"] for h in order.held] == ["purge"] and order.held[0]["pin"] == pin.id
+    plan = ledger.start_vacuum(retention="1d").plan
+    assert [t.table_id for t in plan.purges] == [gone.id]
+    assert [h.what for h in plan.held] == ["purge"] and plan.held[0].pin_id == pin.id
     assert ledger.undrop_table("sales.kept", table_id=kept.id).id == kept.id  # still restorable (R5)
 
 
@@ -131,9 +132,9 @@ def test_r21_a_pinned_instance_refuses_a_purge_and_a_mark_over_it(ledger: Ledger
     with pytest.raises(PurgeRefused, match=f"pin {pin.id} holds it"):
         ledger.record_purge(pin.table_id, run_id="by-hand", files=0, bytes=0)
     assert ledger.event_count() == count
-    assert ledger.start_vacuum().targets == ()  # and the vacuum leaves it for when the pin ends
+    assert ledger.start_vacuum().plan.purges == ()  # and the vacuum leaves it for when the pin ends
     clock.advance(timedelta(hours=2))  # the default lease (an hour) ran out, with no event
-    assert [t.id for t in ledger.start_vacuum().targets] == [pin.table_id]
+    assert [t.table_id for t in ledger.start_vacuum().plan.purges] == [pin.table_id]
 
 
 # --- leases: bounded, and ending on their own -------------------------------------------------

@@ -278,8 +278,8 @@ def test_r6_r18_a_host_whose_clock_is_refused_is_refused_maintain_and_a_dry_run_
                     beside.append(exc)
             assert a.maintain(progress=while_a_maintains).done
             assert len(beside) == 1 and isinstance(beside[0], ClockSkew) and re.search(AHEAD, str(beside[0])), beside
-            assert a.plan_vacuum().targets == ()  # on the server's time, nothing is due
+            assert a.plan_vacuum().purges == ()  # on the server's time, nothing is due
         # What the check prevents, let through on purpose (max_clock_skew=None): the same plan
         # shows A's table as due.
         with Ledger.open(url, clock=fast, max_clock_skew=None, actor="host-b") as told:
-            assert [t.name for t in told.plan_vacuum().targets] == ["sales.orders"]
+            assert [t.name for t in told.plan_vacuum().purges] == ["sales.orders"]

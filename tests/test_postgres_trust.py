@@ -533,8 +533,8 @@ def test_r6_r18_a_host_whose_clock_runs_ahead_cannot_move_the_fleets_time(postgr
                                                 "recorded"):
                 b.create_table("crm.contacts")
             assert b.event_count() == count
-        order = a.start_vacuum()
-        assert order.targets == () and a.undrop_table("sales.orders").id == dropped.id
+        plan = a.start_vacuum().plan
+        assert plan.purges == () and a.undrop_table("sales.orders").id == dropped.id
         slow = ManualClock(datetime.now(timezone.utc) - timedelta(hours=1))
         with Ledger.open(url, clock=slow) as behind, pytest.raises(ClockSkew, match="behind the PostgreSQL"):
             behind.drop_table("sales.orders")
@@ -543,7 +543,7 @@ def test_r6_r18_a_host_whose_clock_runs_ahead_cannot_move_the_fleets_time(postgr
         a.drop_table("sales.orders")
         with Ledger.open(url, clock=fast, max_clock_skew=None, actor="host-b") as told:
             told.create_table("crm.contacts")
-        assert [t.name for t in a.start_vacuum().targets] == ["sales.orders"]
+        assert [t.name for t in a.start_vacuum().plan.purges] == ["sales.orders"]
         with pytest.raises(UndropBlocked):
             a.undrop_table("sales.orders")
 

@@ -31,6 +31,7 @@ import sys
 import textwrap
 import time
 import weakref
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 import traceback
 from pathlib import Path
@@ -47,7 +48,7 @@ from ledger.core.receipts import VacuumReceipt
 from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import database_of
 from ledger.persistence import checks
-from ledger.views import join_location
+from vacuum_work import Result, location
 
 REPO = Path(__file__).resolve().parent.parent
 SPAWN = multiprocessing.get_context("spawn")
@@ -233,26 +234,21 @@ def _vacuum_once(led: Ledger, purge, result: dict) -> bool:
     """One vacuum without Spark: start (watermarks first), delete, finish. False if there
     was nothing to do."""
     try:
-        plan = led.start_vacuum(retention="0s", override_floor=True)
+        run = led.start_vacuum(retention="0s", override_floor=True)
     except LedgerError as exc:
         result["refused"][type(exc).__name__] += 1
         return True
-    if not plan.targets:
+    if not run.plan.purges:
         return False
     result["runs"] += 1
-    purged, failed = [], 0
-    for p in plan.targets:
-        outcome = purge(led.warehouse, p.location, dry_run=False)
-        if outcome.error is None:
-            purged.append((p.id, outcome.files, outcome.bytes))
-        else:
-            failed += 1
-            result["errors"].append(outcome.error)
+    root = run.plan.root
+    done = [replace(purge(root, location(root, p.path), dry_run=False), item=p) for p in run.plan.purges]
+    result["errors"] += [d.error for d in done if not d.ok]
     try:
-        led.finish_vacuum(plan.run_id, purged, failed=failed)
-        result["purged"] += len(purged)
-        result["files"] += sum(f for _, f, _ in purged)
-        result["failed"] += failed
+        run.finish(done)  # a failed purge is not recorded: it counts as failed
+        result["purged"] += sum(d.ok for d in done)
+        result["files"] += sum(d.files for d in done if d.ok)
+        result["failed"] += sum(not d.ok for d in done)
     except LedgerError as exc:
         result["refused"][type(exc).__name__] += 1
     return True
@@ -346,11 +342,11 @@ def test_r3_r4_r10_stress_four_writers_and_a_vacuum_on_one_file(tmp_path: Path) 
         assert sqlite_integrity(path) == [("ok",)]
         purged = [i for i in state.tables.all_instances() if i.purged_at is not None]
         for inst in purged:
-            assert not os.path.exists(join_location(warehouse, inst.path)), \
+            assert not os.path.exists(location(warehouse, inst.path)), \
                 f"purged {inst.id} still has its folder"
         for name, id_ in state.tables.bindings.items():
             inst = state.tables.instances[id_]
-            assert os.path.exists(os.path.join(join_location(warehouse, inst.path), DATA_FILE)), \
+            assert os.path.exists(os.path.join(location(warehouse, inst.path), DATA_FILE)), \
                 f"live {name} ({id_}) lost its data file"
         print(f"stress: ledger {report.events} events, {report.instances} instances "
               f"({report.live} live, {report.dropped} dropped, {report.purged} purged)")
@@ -364,6 +360,7 @@ _APPENDER = textwrap.dedent("""
     # ledger itself, after the fork), so a kill costs no interpreter start-up.
     import os, random, sys, traceback
     from ledger import Ledger, LedgerError
+    from vacuum_work import Result
 
     def append_forever(path, seed, snapshot):
         rng = random.Random(seed)
@@ -387,10 +384,10 @@ _APPENDER = textwrap.dedent("""
                 elif roll < 0.65:
                     led.drop_table(f"{db}.t{rng.randrange(4)}")
                 else:                            # watermarks + VacuumStarted in one append
-                    plan = led.start_vacuum(retention="0s", override_floor=True,
-                                            database=rng.choice([None, db]), limit=rng.choice([None, 1, 2, 3]))
-                    if plan.targets and rng.random() < 0.6:  # else: left unfinished, resumed later
-                        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.targets])
+                    run = led.start_vacuum(retention="0s", override_floor=True,
+                                           database=rng.choice([None, db]), limit=rng.choice([None, 1, 2, 3]))
+                    if run.plan.purges and rng.random() < 0.6:  # else: left unfinished, resumed later
+                        run.finish([Result(p, 0, 0) for p in run.plan.purges])
             except LedgerError:
                 pass
             if snapshot:
@@ -521,8 +518,8 @@ def test_undrop_database_after_its_purge_was_archived_by_a_snapshot(tmp_path: Pa
     with Ledger.open(path, snapshot_every=1) as led:
         led.create_table("d.a")
         led.drop_database("d")
-        plan = led.start_vacuum(retention="0s", override_floor=True)
-        led.finish_vacuum(plan.run_id, [(p.id, 0, 0) for p in plan.targets])
+        run = led.start_vacuum(retention="0s", override_floor=True)
+        run.finish([Result(p, 0, 0) for p in run.plan.purges])
         led.create_table("x.y")  # one more event, so a snapshot lands after the purge
     with Ledger.open(path) as led:
         with pytest.raises(UndropBlocked, match="purged"):
@@ -533,18 +530,19 @@ def test_undrop_database_after_its_purge_was_archived_by_a_snapshot(tmp_path: Pa
 
 _SLOW_VACUUM = textwrap.dedent("""
     import sys, time
+    from dataclasses import replace
     from ledger import Ledger
-    from ledger.views import join_location
     from spark_ops.executor.fs import purge
+    from vacuum_work import location
     led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
-    plan = led.start_vacuum(retention="0s", override_floor=True, lease="1s")  # a dead run's lease runs out fast
-    print(plan.run_id, flush=True)
+    run = led.start_vacuum(retention="0s", override_floor=True, lease="1s")  # a dead run's lease runs out fast
+    print(run.run_id, flush=True)
     purged = []
-    for p in plan.targets:
-        out = purge(led.warehouse, p.location, dry_run=False)
-        purged.append((p.id, out.files, out.bytes))
+    for p in run.plan.purges:
+        out = purge(run.plan.root, location(run.plan.root, p.path), dry_run=False)
+        purged.append(replace(out, item=p))
         time.sleep(0.05)
-    led.finish_vacuum(plan.run_id, purged)
+    run.finish(purged)
     print("finished", flush=True)
 """)
 
@@ -604,17 +602,18 @@ def test_r10_vacuum_killed_mid_delete_without_spark_is_resumed_by_the_next(tmp_p
 
     from spark_ops.executor.fs import purge
     time.sleep(1.1)  # the killed run's lease runs out: only then may the next vacuum take it over
-    plan = watcher.start_vacuum(retention="0s", override_floor=True)
-    assert len(plan.targets) == tables and all(p.resumed for p in plan.targets)
-    assert plan.resumes == (killed_run,) and plan.watermarks == {}  # nothing newly blocked
+    run = watcher.start_vacuum(retention="0s", override_floor=True)
+    plan = run.plan
+    assert len(plan.purges) == tables and all(p.resumed for p in plan.purges)
+    assert plan.resumes == (killed_run,) and plan.watermarks == ()  # nothing newly blocked
     done = []
-    for p in plan.targets:
-        outcome = purge(watcher.warehouse, p.location, dry_run=False)
+    for p in plan.purges:
+        outcome = purge(watcher.warehouse, location(plan.root, p.path), dry_run=False)
         assert outcome.error is None
-        done.append((p.id, outcome.files, outcome.bytes))
-    assert watcher.finish_vacuum(plan.run_id, done) == tables
+        done.append(replace(outcome, item=p))
+    assert run.finish(done) == tables
     assert count_files(warehouse) == 0 and not any(loc.exists() for loc in locations)
-    assert sum(f for _, f, _ in done) == remaining
+    assert sum(d.files for d in done) == remaining
     assert not watcher.state.vacuums.unfinished()
     assert all(i.purged_at is not None for i in watcher.state.tables.all_instances())
     with pytest.raises(UndropBlocked, match="purged"):
@@ -669,13 +668,15 @@ _SLOW_EXPIRY = textwrap.dedent("""
     import sys, time
     from ledger import Ledger
     from spark_ops.executor.fs import purge
+    from vacuum_work import location
     led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
-    order = led.start_vacuum(lease="1s", uncommitted=False)
-    print(order.run_id, flush=True)
-    for expiry in order.expiries:
-        for write_id, folder in expiry.folders:
-            purge(order.root, folder, dry_run=False)
-            print("deleted", write_id, flush=True)
+    run = led.start_vacuum(lease="1s", uncommitted=False)
+    print(run.run_id, flush=True)
+    root = run.plan.root
+    for expiry in run.plan.expiries:
+        for folder in expiry.folders:
+            purge(root, location(location(root, expiry.path), folder.path), dry_run=False)
+            print("deleted", folder.write_id, flush=True)
             time.sleep(60)  # killed here, one folder gone, nothing recorded
 """)
 
@@ -705,14 +706,12 @@ def test_r13_a_vacuum_killed_mid_expiry_is_finished_by_the_next(tmp_path: Path) 
     with Ledger.open(path, actor="next-vacuum") as led:
         assert [v.expired for v in led.versions("sales.orders")] == [False, True, True, True]
         from spark_ops.executor.fs import purge
-        order = led.start_vacuum(uncommitted=False)  # this test is about expiry (stragglers: test_sweep)
-        assert order.resumes == (killed_run,)
-        [expiry] = order.expiries
-        done = []
-        for write_id, folder in expiry.folders:
-            outcome = purge(order.root, folder, dry_run=False)
-            done.append(outcome.files)
-        led.finish_vacuum(order.run_id, [], expired=[(expiry.id, [w for w, _ in expiry.folders], sum(done), 0)])
+        run = led.start_vacuum(uncommitted=False)  # this test is about expiry (stragglers: test_sweep)
+        assert run.plan.resumes == (killed_run,)
+        [expiry] = run.plan.expiries
+        here = location(run.plan.root, expiry.path)
+        done = [purge(run.plan.root, location(here, folder.path), dry_run=False) for folder in expiry.folders]
+        run.finish([Result(expiry, sum(d.files for d in done), sum(d.bytes for d in done))])
         assert [os.path.exists(f) for f in folders] == [False, False, False, True]
         assert not led.state.vacuums.unfinished() and led.plan_vacuum(uncommitted=False).empty
         assert led.version("sales.orders").number == 4
@@ -749,16 +748,18 @@ _LOOPING_SWEEPER = textwrap.dedent("""
     import os, sys, time
     from ledger import Ledger
     from spark_ops.executor.fs import purge
+    from vacuum_work import Result, location
     led = Ledger.open(sys.argv[1], actor="sweeper")
     print("looping", flush=True)
     while not os.path.exists(sys.argv[2]):
-        order = led.start_vacuum(only_uncommitted=True, lease="2s", grace="1s", override_floor=True)
-        if order.run_id is not None:
-            expired = []
-            for s in order.sweeps:
-                out = [purge(order.root, folder, dry_run=False) for _, folder, _ in s.writes]
-                expired.append((s.id, [w for w, _, _ in s.writes], sum(o.files for o in out), sum(o.bytes for o in out)))
-            led.finish_vacuum(order.run_id, [], expired=expired)
+        run = led.start_vacuum(only_uncommitted=True, lease="2s", grace="1s", override_floor=True)
+        if run.plan.run_id is not None:
+            swept = []
+            for s in run.plan.sweeps:
+                here = location(run.plan.root, s.path)
+                out = [purge(run.plan.root, location(here, f.path), dry_run=False) for f in s.folders]
+                swept.append(Result(s, sum(o.files for o in out), sum(o.bytes for o in out)))
+            run.finish(swept)
         time.sleep(0.2)
 """)
 
@@ -801,21 +802,20 @@ def test_r14_r15_stress_writers_killed_at_random_and_a_sweeper_never_cost_a_comm
     time.sleep(1.1)  # every lease the killed writers held has run out: one more sweep
     with Ledger.open(path) as led:
         from spark_ops.executor.fs import purge
-        order = led.start_vacuum(only_uncommitted=True, grace="1s", override_floor=True)
-        if order.run_id is not None:
-            expired = [(s.id, [w for w, _, _ in s.writes], 0, 0) for s in order.sweeps]
-            for s in order.sweeps:
-                for _, folder, _ in s.writes:
-                    purge(order.root, folder, dry_run=False)
-            led.finish_vacuum(order.run_id, [], expired=expired)
-        location = Path(led.table("sales.orders").location)
+        run = led.start_vacuum(only_uncommitted=True, grace="1s", override_floor=True)
+        if run.plan.run_id is not None:
+            for s in run.plan.sweeps:
+                for folder in s.folders:
+                    purge(run.plan.root, location(location(run.plan.root, s.path), folder.path), dry_run=False)
+            run.finish([Result(s, 0, 0) for s in run.plan.sweeps])
+        home = Path(led.table("sales.orders").location)
         versions = led.versions("sales.orders")
         for v in versions:  # every file of every committed version is there
-            missing = [f.path for f in v.files if not (location / f.path).exists()]
+            missing = [f.path for f in v.files if not (home / f.path).exists()]
             assert not missing, f"version {v.number} lost {missing}"
         assert led.open_writes() == []  # no write older than its lease and one sweep is left open
         committed = {w.id for w in led.state.data.writes.values() if w.status == "committed"}
-        on_disk = set(os.listdir(location / "_writes")) if (location / "_writes").exists() else set()
+        on_disk = set(os.listdir(home / "_writes")) if (home / "_writes").exists() else set()
         assert on_disk <= committed, f"abandoned write folders left behind: {sorted(on_disk - committed)}"
         swept = sum(1 for w in led.state.data.writes.values() if w.status == "swept")
         print(f"sweep stress: {kills} writers killed, {len(versions)} versions committed, {swept} writes swept")

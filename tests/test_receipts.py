@@ -8,6 +8,7 @@ of its own, with only an export and a checkpoint), and a receipt edited in the s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -28,11 +29,11 @@ from ledger.audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey
 from ledger.chain import deleted_leaf, merkle_root, read_deleted
 from ledger.persistence.sqlite import SQLiteStore
 from spark_ops import read_table, vacuum, write_table
-from spark_ops.executor import receipts as executor_receipts
 from tests.forge import rehash
 from tests.test_audit import raw
 from tests.test_cli import event_count, invoke, ok, ok_json, refused
 from tests.test_s3 import proxy, s3  # noqa: F401  (the S3 server, for the s3a spellings)
+from vacuum_work.leaves import leaf_input, tree_root
 
 REPO = Path(__file__).resolve().parent.parent
 WEEK = timedelta(days=7)
@@ -64,13 +65,28 @@ def led(tmp_path: Path, clock: ManualClock):
 # --- the executors' hashing is the ledger's (R19: they cannot import it) ----------------------
 
 @given(st.lists(st.tuples(st.text(min_size=1, max_size=30), st.integers(0, 2**63 - 1)), max_size=40))
-def test_r19_r20_the_executors_receipt_hashing_is_the_ledgers(leaves: list[tuple[str, int]]) -> None:
-    """The executor module re-implements the leaf encoding and RFC 6962's root with the standard
-    library; both must agree with ``ledger.chain`` for any keys (non-ASCII, empty tree, odd sizes)."""
-    encoded = [executor_receipts.leaf_input(k, s) for k, s in leaves]
-    assert encoded == [deleted_leaf(k, s) for k, s in leaves]
-    assert executor_receipts.tree_root(encoded) == merkle_root(encoded)
+def test_r19_r20_the_executors_receipt_hashing_is_the_documented_one(leaves: list[tuple[str, int]]) -> None:
+    """The executors write receipts with ``vacuum_work.leaves`` (the standard library's only), and
+    ``ledger.chain`` checks them with the same functions: so the encoding is held to the one
+    ``ledger.chain`` documents, spelt out here, for any keys (non-ASCII, empty tree, odd sizes);
+    its root to the chain's own RFC 6962 root; and its leaves read back to what went in."""
+    encoded = [leaf_input(k, s) for k, s in leaves]
+    assert encoded == [len(k.encode()).to_bytes(4, "big") + k.encode() + s.to_bytes(8, "big") for k, s in leaves]
+    assert tree_root(encoded) == merkle_root(encoded)
     assert list(read_deleted(b"".join(encoded))) == leaves
+
+
+def test_r20_a_receipt_leaf_and_part_root_match_hand_computed_vectors() -> None:
+    """Fixed vectors, so that a change to the encoding or the tree on every side at once still fails:
+    a leaf is ``u32(len(utf8(key))) || utf8(key) || u64(size)``; a part's root is RFC 6962's tree
+    hash (three leaves: the first two paired, the third carried up)."""
+    assert leaf_input("db/t/\u00e4.parquet", 258) == \
+        b"\x00\x00\x00\x0f" + b"db/t/\xc3\xa4.parquet" + b"\x00\x00\x00\x00\x00\x00\x01\x02"
+    assert tree_root([]).hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    entries = [leaf_input(k, n) for k, n in (("a", 1), ("b", 2), ("c", 3))]
+    h = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
+    pair = hashlib.sha256(b"\x01" + h[0] + h[1]).digest()
+    assert tree_root(entries) == hashlib.sha256(b"\x01" + pair + h[2]).digest()
 
 
 # --- receipts on a local disk ---------------------------------------------------------------

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Callable
@@ -23,9 +24,10 @@ import pytest
 
 from ledger import (
     Conflict, DatabaseChanged, DatabaseNotFound, InvalidArgument, InvalidTime, Ledger, LedgerNotFound, ManualClock,
-    TableExists, TableNotFound, UndropBlocked, WarehouseMismatch,
+    TableExists, TableNotFound, UndropBlocked, VacuumRun, WarehouseMismatch,
 )
 from ledger.clock import iso, to_micros
+from vacuum_work import Result, location, new_run_id
 from tests.conftest import T0
 from tests.pg import MANUAL
 from tests.forge import forge
@@ -510,9 +512,11 @@ def test_r10_another_warehouse_is_refused_and_a_move_is_a_recorded_command(tmp_p
         assert led.table("sales.orders").location == str(other / home.name)
         led.drop_table("sales.orders")
         clock.advance(timedelta(days=8))
-        order = led.start_vacuum()
-        assert [t.location for t in order.targets] == [str(other / home.name)]
-        assert os.path.exists(order.targets[0].location + "/part-0.parquet")  # the vacuum looks where the files are
+        plan = led.start_vacuum().plan
+        assert plan.root == str(other)
+        assert [location(plan.root, t.path) for t in plan.purges] == [str(other / home.name)]
+        # The vacuum looks where the files are.
+        assert os.path.exists(location(plan.root, plan.purges[0].path) + "/part-0.parquet")
     with pytest.raises(WarehouseMismatch):
         Ledger.open(path, warehouse=tmp_path / "warehouse", clock=clock)
 
@@ -565,17 +569,18 @@ def test_r4_a_vacuum_never_takes_over_a_live_run_and_each_run_records_what_it_de
     clock.advance(timedelta(days=8))
     first = a.start_vacuum(lease="10m")
     clock.advance(timedelta(milliseconds=70))
-    second = b.start_vacuum()
-    assert second.targets == () and second.run_id is None and second.busy == (first.run_id,)
+    second = b.start_vacuum().plan
+    assert second.purges == () and second.run_id is None and second.busy == (first.run_id,)
 
     clock.advance(timedelta(minutes=8))
-    assert a.renew_vacuum(first.run_id, lease="10m")
+    assert first.renew(lease="10m")
     clock.advance(timedelta(minutes=8))  # 16 minutes after the start, but renewed at 8
     assert b.plan_vacuum().busy == (first.run_id,)
 
     from spark_ops.executor.fs import purge
-    deleted = [(t.id, *purge(first.root, t.location, dry_run=False)[:2]) for t in first.targets]
-    assert a.finish_vacuum(first.run_id, deleted) == 3
+    root = first.plan.root
+    deleted = [replace(purge(root, location(root, t.path), dry_run=False), item=t) for t in first.plan.purges]
+    assert first.finish(deleted) == 3
     [finished] = [e for e in a.history() if e.type == "VacuumFinished"]
     assert (finished.data["files"], finished.data["bytes"], finished.data["purged"]) == (files, files * 7, 3)
     a.close()
@@ -589,9 +594,9 @@ def test_r4_a_run_whose_lease_ran_out_is_taken_over(ledger_path: Path, clock: Ma
     clock.advance(timedelta(days=8))
     first = a.start_vacuum(lease="10m")
     clock.advance(timedelta(minutes=10, microseconds=1))  # silent for a whole lease: taken to be dead
-    second = a.start_vacuum()
-    assert second.resumes == (first.run_id,) and [t.resumed for t in second.targets] == [True]
-    assert a.renew_vacuum(first.run_id) is False  # the first learns it no longer holds its tables
+    second = a.start_vacuum().plan
+    assert second.resumes == (first.run_id,) and [t.resumed for t in second.purges] == [True]
+    assert first.renew() is False  # the first learns it no longer holds its tables
     a.close()
 
 
@@ -605,23 +610,24 @@ def test_r10_a_vacuum_run_id_chosen_before_the_start_can_release_its_lease(
     with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         table = led.create_table("sales.orders")
         led.drop_table("sales.orders")
-        run_id = Ledger.new_run_id()
+        run_id = new_run_id()
         with pytest.raises(InvalidArgument, match=f"vacuum run {run_id} is unknown"):
-            led.release_vacuum(run_id)  # stopped before the start landed: nothing to release
+            VacuumRun.of(led, run_id).release()  # stopped before the start landed: nothing to release
         assert led.event_count() == 2
 
-        order = led.start_vacuum(retention="0s", override_floor=True, run_id=run_id)
-        assert order.run_id == run_id and [t.id for t in order.targets] == [table.id]
+        run = led.start_vacuum(retention="0s", override_floor=True, run_id=run_id)
+        assert run.run_id == run.plan.run_id == run_id and [t.table_id for t in run.plan.purges] == [table.id]
         events = led.event_count()
         with pytest.raises(InvalidArgument, match=f"vacuum run id '{run_id}' is taken"):
             led.start_vacuum(retention="0s", override_floor=True, run_id=run_id)
         assert led.event_count() == events
 
-        assert led.release_vacuum(run_id)  # stopped right after: the lease goes at once
+        assert VacuumRun.of(led, run_id).release()  # stopped right after: the lease goes at once
         clock.advance(timedelta(seconds=1))
         nxt = led.start_vacuum(retention="0s", override_floor=True, run_id="nightly-2026-11-23")
-        assert nxt.run_id == "nightly-2026-11-23" and [t.id for t in nxt.targets] == [table.id]
-        assert led.finish_vacuum(nxt.run_id, [(table.id, 0, 0)]) == 1
+        assert nxt.run_id == nxt.plan.run_id == "nightly-2026-11-23"
+        assert [t.table_id for t in nxt.plan.purges] == [table.id]
+        assert nxt.finish([Result(nxt.plan.purges[0], 0, 0)]) == 1
         with pytest.raises(InvalidArgument, match="'nightly-2026-11-23' is taken"):
             led.start_vacuum(run_id="nightly-2026-11-23")  # finished: still its id for good
         led.verify()
@@ -634,8 +640,8 @@ def test_r16_a_second_run_under_an_id_on_record_is_a_corrupt_log(ledger_path: Pa
     with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL) as led:
         led.create_table("sales.orders")
         led.drop_table("sales.orders")
-        order = led.start_vacuum(retention="0s", override_floor=True, run_id="nightly")
-        led.finish_vacuum(order.run_id, [(order.targets[0].id, 0, 0)])
+        run = led.start_vacuum(retention="0s", override_floor=True, run_id="nightly")
+        run.finish([Result(run.plan.purges[0], 0, 0)])
         reader = Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL)
     seq = forge(ledger_path, stream="vacuums", type="VacuumStarted", schema_version=2,
                 payload='{"run_id": "nightly", "table_ids": []}')

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
 import urllib.request
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -24,9 +25,11 @@ from typing import Iterator
 import pytest
 
 from ledger import Ledger, LedgerUnavailable, ManualClock
-from spark_ops.executor import fs, objects
+from spark_ops.executor import fs
+from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
 from tests.stores import FaultyStore
+from vacuum_work import Result
 
 pytestmark = pytest.mark.spark
 boto3 = pytest.importorskip("boto3")
@@ -233,14 +236,14 @@ def test_r9_r20_each_key_is_checked_before_it_joins_a_batch(s3) -> None:
     keys = put_table("s3://lake/wh9/t1", 3)
     victim = put("s3://lake/wh9/t1-evil/precious.parquet")
     s3.add_listed(victim)
-    files, _, error = objects.purge("s3://lake/wh9", ["s3://lake/wh9/t1"])[0]
-    assert error is not None and error.startswith("refused: ") and "t1-evil/precious.parquet is not inside" in error
-    assert victim not in s3.deleted_keys()
+    outcome = fs.purge("s3://lake/wh9", "s3://lake/wh9/t1", dry_run=False)
+    assert outcome.error is not None and outcome.error.startswith("refused: ")
+    assert "t1-evil/precious.parquet is not inside" in outcome.error and victim not in s3.deleted_keys()
     s3.clear()
     assert objects_under("s3://lake/wh9/t1-evil") == [victim]
-    with pytest.raises(objects.Unsafe):
-        objects.Batches(objects.bucket("s3://lake")).add(victim, 1, objects.Totals(), "wh9/t1")
-    assert files <= 3 and set(keys) >= set(objects_under("s3://lake/wh9/t1"))
+    with pytest.raises(Unsafe), Deleter(storage_for("s3://lake")) as deleter:
+        deleter.add([FileEntry(victim, 1)], Totals(), "wh9/t1")
+    assert outcome.files <= 3 and set(keys) >= set(objects_under("s3://lake/wh9/t1"))
 
 
 # --- R20: faults on the wire ------------------------------------------------------------------
@@ -249,7 +252,7 @@ def test_r20_throttling_is_retried_until_every_object_is_gone(s3) -> None:
     keys = put_table("s3://lake/thr/t1", 1_500)
     s3.inject(Fault("status", times=4, status=503, code="SlowDown", match=DELETES))
     s3.inject(Fault("status", times=2, status=500, code="InternalError", match=LISTINGS))
-    assert objects.purge("s3://lake/thr", ["s3://lake/thr/t1"]) == [(1_500, 15_000, None)]
+    assert fs.purge("s3://lake/thr", "s3://lake/thr/t1", dry_run=False) == Result(None, files=1_500, bytes=15_000)
     assert objects_under("s3://lake/thr/t1") == [] and sorted(set(s3.deleted_keys())) == keys
     assert [r.status for r in s3.requests if r.fault == "status"] == [500, 500, 503, 503, 503, 503]
 
@@ -263,7 +266,7 @@ def test_r20_a_batch_whose_answer_is_lost_is_sent_again(s3, fault: Fault, monkey
     monkeypatch.setenv("RETENTION_LEDGER_STORE_TIMEOUT", "1")
     put_table("s3://lake/lost/t1", 10)
     s3.inject(fault)
-    assert objects.purge("s3://lake/lost", ["s3://lake/lost/t1"]) == [(10, 100, None)]
+    assert fs.purge("s3://lake/lost", "s3://lake/lost/t1", dry_run=False) == Result(None, files=10, bytes=100)
     assert objects_under("s3://lake/lost/t1") == []
     sent = [r.fault for r in s3.requests if DELETES(r.method, r.target)]
     assert fault.hits == 1 and None in sent, sent  # the fault hit one batch, and it was sent again
@@ -337,11 +340,12 @@ def test_r20_a_half_failed_batch_on_s3_leaves_exactly_the_deleted_keys_in_the_re
 _SLOW_VACUUM = r"""
 import sys
 from ledger import Ledger
-from spark_ops.executor import objects
+from spark_ops.executor import fs
+from vacuum_work import location
 led = Ledger.open(sys.argv[1], actor="doomed-vacuum")
-order = led.start_vacuum()
-print("started", order.run_id, flush=True)
-objects.purge(order.root, [t.location for t in order.targets])
+run = led.start_vacuum()
+print("started", run.run_id, flush=True)
+fs.purge_each(run.plan.root, [location(run.plan.root, t.path) for t in run.plan.purges])
 print("finished", flush=True)
 """
 
@@ -393,6 +397,53 @@ def _commit(led: Ledger, name: str, files: int, *, mode: str = "append",
     led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 5) for i in range(files)], mode=mode)
     return w, keys
 
+def _die_after_deleting(led: Ledger, keys: list[str]) -> str:
+    """A run started that deleted ``keys`` (as its tasks do: in a batch, each written down in its
+    receipt, whose part its driver recorded), then died: its lease runs out, it never finishes."""
+    from spark_ops.executor import receipts
+    dead = led.start_vacuum()
+    root = dead.plan.root
+    receipt = receipts.Receipt(root, dead.run_id)
+    store = storage_for(root)
+    with Deleter(store, receipt) as deleter:
+        deleter.add([FileEntry(key, 5) for key in keys], Totals(), store.base)
+    parts = receipt.close()
+    dead.record_deleted([(part, receipts.read_part(root, part.where)) for part in parts])
+    receipts.clear(root, dead.run_id, [part.where for part in parts])
+    return dead.run_id
+
+
+def test_r10_r20_a_run_taking_over_on_s3_counts_and_receipts_only_what_it_deleted(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A run died having deleted some of the files the ledger knows of a dropped table and of an
+    expired version. The next takes it over: it used to delete the ledger's whole lists again by key,
+    which S3 answers "deleted" for keys already gone, so it counted them (TablePurged, the expiry's
+    WriteFoldersDeleted) and put them in its receipt too, and prove_deleted named it, not the run that
+    deleted them. Now what a stopped run had is listed: each run counts and receipts only its own."""
+    from spark_ops import vacuum
+    dropped = lake.create_table("sales.dropped")
+    _, dropped_keys = _commit(lake, "sales.dropped", 6, marker=False)
+    lake.create_table("sales.orders")
+    old, old_keys = _commit(lake, "sales.orders", 4, marker=False)
+    _commit(lake, "sales.orders", 1, mode="overwrite", marker=False)
+    lake.drop_table("sales.dropped")
+    clock.advance(WEEK * 2)
+    gone = dropped_keys[:4] + old_keys[:3]
+    dead = _die_after_deleting(lake, gone)
+    clock.advance(timedelta(minutes=11))  # its lease ran out
+
+    report = vacuum(spark, lake)
+    assert report.resumed_runs == (dead,) and report.failures == []
+    assert [i.id for i in report.purged] == [dropped.id] and objects_under(dropped.location) == []
+    assert objects_under(old.folder) == []
+    assert (report.files, report.bytes) == (3, 15)  # two of the dropped table's, one of the old version's
+    assert [(e.data["files"], e.data["bytes"]) for e in lake.history(type="TablePurged")] == [(2, 10)]
+    assert [(e.data["files"], e.data["bytes"]) for e in lake.history(type="WriteFoldersDeleted")] == [(1, 5)]
+    assert lake.receipt(report.run_id).files == 3
+    for key in dropped_keys + old_keys:  # each in one receipt: the run that deleted it
+        assert lake.prove_deleted(f"s3://lake/{key}").run_id == (dead if key in gone else report.run_id), key
+
+
 
 def test_r13_r20_an_expired_versions_files_are_deleted_by_key_without_listing_them(
         spark, lake: Ledger, clock, s3) -> None:
@@ -432,6 +483,40 @@ def test_r15_an_abandoned_write_on_s3_is_swept(spark, lake: Ledger, clock, s3) -
         ["WriteFoldersDeleted"]
 
 
+def test_r15_a_late_file_in_a_swept_folder_on_s3_is_found_by_a_fresh_look_and_not_recorded_gone(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A zombie task of an abandoned write puts a file into its folder while the vacuum lists it (the
+    listing's answer is already on its way, without it). The swept folder used to be recorded deleted
+    on that one listing, with the late file still there; now a folder the ledger knows no files of
+    is looked at afresh once emptied: the sweep fails, nothing is recorded deleted, and the next
+    vacuum deletes the late file and records the folder."""
+    from spark_ops import vacuum
+    from spark_ops.executor import tasks
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders", lease="1h")
+    put(f"{w.folder}/part-0.parquet", b"x" * 3)
+    clock.advance(timedelta(hours=2))
+    run = lake.start_vacuum()
+    assert [f.write_id for sw in run.plan.sweeps for f in sw.folders] == [w.id]
+    late = f"{w.folder}/part-1.parquet"
+    upstream = _client("http://{}:{}".format(*s3.upstream))
+    bucket, _, late_key = late[len("s3://"):].partition("/")
+    s3.inject(Fault("meanwhile", match=lambda method, target: LISTINGS(method, target) and w.id in target,
+                    meanwhile=lambda: upstream.put_object(Bucket=bucket, Key=late_key, Body=b"z" * 4)))
+    results = list(tasks.run_items(tasks.Job(run.plan.root, run.run_id), run.plan.items(), files=run.files))
+    [swept] = [r for r in results if r.item is not None]
+    assert swept.files == 1 and swept.error is not None and "remain" in swept.error, swept
+    run.finish(results)
+    assert objects_under(w.folder) == [late_key]
+    assert len(lake.history(type="WriteFoldersDeleted")) == 0
+
+    s3.clear()
+    report = vacuum(spark, lake)
+    [again] = report.swept
+    assert again.ok and (again.files, again.bytes) == (1, 4) and objects_under(w.folder) == []
+    assert len(lake.history(type="WriteFoldersDeleted")) == 1
+
+
 def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledger, clock, s3) -> None:
     """A late task's object in a committed write's folder, that the version does not name, goes once
     it is older than the grace period by the store's LastModified against the ledger's clock; the
@@ -452,6 +537,52 @@ def test_r15_stragglers_on_s3_are_swept_by_the_stores_own_age(spark, lake: Ledge
     assert objects_under(w.folder) == sorted(named)
     assert [e.type for e in lake.history(type="StragglersDeleted")] == ["StragglersDeleted"]
     assert vacuum(spark, lake).failures == []  # and the next vacuum is clean too
+
+
+def test_r15_r20_a_straggler_scan_the_store_will_not_list_is_reported_and_the_vacuum_goes_on(
+        spark, lake: Ledger, clock, s3) -> None:
+    """A committed write's folder whose listing the store keeps failing: its straggler scan reports
+    why and deletes nothing, and the rest of the run is recorded. (Before: the scan caught only the
+    disk's errors; the store's escaped it and failed the whole vacuum.)"""
+    from spark_ops import vacuum
+    lake.create_table("sales.orders")
+    w = lake.begin_write("sales.orders")
+    named = [put(f"{w.folder}/part-{i}.parquet", b"x" * 7) for i in range(2)]
+    late = put(f"{w.folder}/late-task.parquet", b"x" * 7)
+    lake.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 7) for i in range(2)])
+    gone = lake.create_table("sales.gone")
+    put_table(gone.location, 3)
+    lake.drop_table("sales.gone")
+    clock.advance(WEEK * 2)
+    s3.inject(Fault("status", times=1_000, status=500, code="InternalError",
+                    match=lambda method, target: LISTINGS(method, target) and w.id in target))
+    report = vacuum(spark, lake)
+    [cleaned] = report.stragglers
+    assert cleaned.error is not None and "InternalError" in cleaned.error and cleaned.files == 0
+    assert [i.id for i in report.purged] == [gone.id] and objects_under(gone.location) == []
+    s3.clear()
+    assert objects_under(w.folder) == sorted(named + [late])
+    assert not list(lake.history(type="StragglersDeleted"))
+
+
+@pytest.mark.parametrize("path, victim", [
+    ("../other/wh/t1", "s3://lake/other/wh/t1/_writes/w1/late.parquet"),  # out of the warehouse's prefix
+    ("s3://other/wh/t1", "s3://other/wh/t1/_writes/w1/late.parquet"),     # another bucket, spelt whole
+], ids=["climbs-out", "another-bucket"])
+def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothing(s3, path: str, victim: str) -> None:
+    """A straggler item whose table lies outside the warehouse (a plan gone wrong: its path, which
+    is relative to the root, climbs out of it or names another bucket): the executor's re-check
+    refuses it and says so in its result. (Before: the object store's refusal escaped the scan,
+    which caught only the disk's, and failed the task.)"""
+    from spark_ops.executor import tasks
+    from vacuum_work import Folder, StragglerScan
+    key = put(victim)
+    item = StragglerScan("t1", "sales.t1", path, Folder("w1", "_writes/w1"), int((time.time() + 3_600) * 1e6),
+                         named=frozenset())
+    outcome, closing = tasks.run_items(tasks.Job("s3://lake/wh", run_id="r9-scan"), [item])
+    assert outcome.item == item and outcome.error is not None and outcome.error.startswith("refused: ")
+    assert outcome.files == 0 and closing.item is None and closing.parts == ()  # nothing deleted, nothing receipted
+    assert not s3.deleted_keys() and key in objects_under(victim.rsplit("/", 1)[0])
 
 
 # --- tables by name in Spark SQL ---------------------------------------------------------------
@@ -507,3 +638,42 @@ def test_r20_a_dropped_table_written_outside_the_ledger_is_listed_once_and_delet
     assert len(mine) == 3 + 1  # three pages of 1,000, and the listing that proves it empty
     deletes = [r for r in seen if DELETES(r.method, r.target) and not all(map(receipt_part, r.keys))]
     assert len(deletes) == 3 and sorted(len(r.keys) for r in deletes) == [500, 1_000, 1_000]
+
+
+# --- the driver's memory on a store (R20) --------------------------------------------------------
+
+def _dropped_known_table(led: Ledger, name: str, files: int, per_write: int = 10_000) -> None:
+    """A dropped table whose files the ledger knows, ``per_write`` a commit. Their objects are never
+    put: a key that is not there deletes as a key that is (DeleteObjects answers both "deleted"), so
+    the ledger can know 200,000 without 200,000 puts."""
+    led.create_table(name)
+    for start in range(0, files, per_write):
+        w = led.begin_write(name)
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-{i:06d}.parquet", 100)
+                                for i in range(start, min(files, start + per_write))])
+    led.drop_table(name)
+
+
+def test_r20_the_drivers_heap_over_a_vacuum_of_known_files_on_s3_does_not_grow_with_them(
+        spark, proxy: FaultProxy, tmp_path: Path, clock: ManualClock, monkeypatch) -> None:
+    """On a store the driver deletes what the ledger knows itself, by key (R20). It loaded every file
+    list the plan named into its memory and broadcast them: its heap grew with the files. Now each
+    list is read as its keys go, so a vacuum of 200,000 known files peaks within 1.5x of one of
+    20,000 (Python's own count of what it allocated). The store is reached without the fault proxy,
+    which runs in this process and keeps every request it sees."""
+    from spark_ops import vacuum
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://{}:{}".format(*proxy.upstream))
+    peaks = {}
+    for files in (20_000, 200_000):
+        with Ledger.open(tmp_path / f"heap-{files}.db", warehouse=f"s3://lake/heap-{files}-{tmp_path.name}",
+                         clock=clock) as led:
+            _dropped_known_table(led, "sales.known", files)
+            clock.advance(WEEK * 2)
+            tracemalloc.start()
+            try:
+                report = vacuum(spark, led)
+                peaks[files] = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert report.failures == [] and report.files == files == led.receipt(report.run_id).files
+    assert peaks[200_000] <= 1.5 * peaks[20_000], peaks

@@ -25,6 +25,7 @@ from spark_ops import read_table, sweep, vacuum, write_table
 from spark_ops.executor.fs import purge
 from tests.conftest import T0
 from tests.stores import FaultyStore
+from vacuum_work import Plan, Result, location
 
 HOUR = timedelta(hours=1)
 REPO = Path(__file__).resolve().parent.parent
@@ -46,16 +47,18 @@ def begin_with_files(led: Ledger, name: str = "sales.orders", files: int = 2, le
     return w, [(f"{w.relative_folder}/part-{i}.parquet", 10 + i) for i in range(files)]
 
 
-def sweep_now(led: Ledger, **options) -> tuple:
-    """The sweep without Spark: start (the swept writes recorded), delete the folders, finish."""
-    order = led.start_vacuum(only_uncommitted=True, **options)
-    expired, cleaned = [], []
-    for s in order.sweeps:
-        gone = [purge(order.root, folder, dry_run=False) for _, folder, _ in s.writes]
-        expired.append((s.id, [w for w, _, _ in s.writes], sum(o.files for o in gone), sum(o.bytes for o in gone)))
-    if order.run_id is not None:
-        led.finish_vacuum(order.run_id, [], expired=expired, stragglers=cleaned)
-    return order
+def sweep_now(led: Ledger, **options) -> Plan:
+    """The sweep without Spark: start (the swept writes recorded), delete the folders, finish.
+    Its plan, for what it swept."""
+    run = led.start_vacuum(only_uncommitted=True, **options)
+    plan, swept = run.plan, []
+    for s in plan.sweeps:
+        here = location(plan.root, s.path)
+        gone = [purge(plan.root, location(here, folder.path), dry_run=False) for folder in s.folders]
+        swept.append(Result(s, sum(o.files for o in gone), sum(o.bytes for o in gone)))
+    if plan.run_id is not None:
+        run.finish(swept)
+    return plan
 
 
 # --- the sweep itself ------------------------------------------------------------------------
@@ -172,8 +175,8 @@ def test_r15_uncommitted_off_leaves_abandoned_writes_and_only_uncommitted_purges
     clock.advance(timedelta(days=8))
     assert led.plan_vacuum(uncommitted=False).sweeps == ()
     only = led.plan_vacuum(only_uncommitted=True)
-    assert only.targets == () and [w for w, _, _ in only.sweeps[0].writes] == [abandoned.id]
-    assert [t.name for t in led.plan_vacuum().targets] == ["sales.old"] and led.plan_vacuum().sweeps
+    assert only.purges == () and [f.write_id for f in only.sweeps[0].folders] == [abandoned.id]
+    assert [t.name for t in led.plan_vacuum().purges] == ["sales.old"] and led.plan_vacuum().sweeps
 
 
 def test_r15_a_grace_under_an_hour_needs_the_override(led) -> None:
@@ -224,8 +227,8 @@ def test_r4_r15_a_sweep_decided_first_loses_to_a_commit_that_lands_before_its_ap
             committed.append(writer.commit_write(w.id, files))
 
     sweeper.store.before_append = commit_first
-    order = sweeper.start_vacuum(only_uncommitted=True)
-    assert committed and sweeper.retries == 1 and order.sweeps == () and order.run_id is None
+    plan = sweeper.start_vacuum(only_uncommitted=True).plan
+    assert committed and sweeper.retries == 1 and plan.sweeps == () and plan.run_id is None
     assert os.path.isdir(w.folder) and sweeper.version("sales.orders").number == 1
     writer.close()
     sweeper.close()
@@ -247,8 +250,8 @@ def test_r4_r15_renewal_and_sweep_have_one_order_either_way(tmp_path: Path, cloc
             raced.append(writer.renew_write(renewed.id))
 
     sweeper.store.before_append = renew_first
-    order = sweeper.start_vacuum(only_uncommitted=True)
-    assert [w for w, _, _ in order.sweeps[0].writes] == [late.id]  # decided again: the renewed one stays
+    plan = sweeper.start_vacuum(only_uncommitted=True).plan
+    assert [f.write_id for f in plan.sweeps[0].folders] == [late.id]  # decided again: the renewed one stays
     with pytest.raises(WriteExpired):
         writer.renew_write(late.id)  # the other order: the sweep landed first
     assert [w.id for w in writer.open_writes()] == [renewed.id]
@@ -282,7 +285,7 @@ def test_r6_r15_a_sweep_host_ten_years_ahead_may_sweep_open_writes_but_no_versio
     hurried = ManualClock(T0 + timedelta(days=3653))
     with Ledger.open(path, clock=hurried, actor="hurried") as fast:
         order = sweep_now(fast, grace="6h")
-        assert [w for w, _, _ in order.sweeps[0].writes] == [open_one.id]
+        assert [f.write_id for f in order.sweeps[0].folders] == [open_one.id]
     with Ledger.open(path, clock=honest) as led:
         with pytest.raises(WriteExpired):
             led.commit_write(open_one.id, open_files)
@@ -320,7 +323,7 @@ def test_r15_a_stale_lock_is_reclaimed_after_its_lease_with_no_manual_unlock(tmp
         assert stale.id == write_id and sweep_now(led).sweeps == ()  # its lease still holds
         time.sleep(1.1)
         order = sweep_now(led)
-        assert [w for w, _, _ in order.sweeps[0].writes] == [write_id]
+        assert [f.write_id for f in order.sweeps[0].folders] == [write_id]
         assert led.open_writes() == [] and not os.path.exists(stale.folder)
         led.verify()
 
@@ -332,7 +335,7 @@ def test_r10_r15_a_sweep_recorded_by_a_run_that_died_is_finished_by_the_next_vac
     abandoned, _ = begin_with_files(led)
     led.abort_write(abandoned.id)
     dead = led.start_vacuum(only_uncommitted=True)  # the sweep is on record; then the run dies
-    assert [w for w, _, _ in dead.sweeps[0].writes] == [abandoned.id]
+    assert [f.write_id for f in dead.plan.sweeps[0].folders] == [abandoned.id]
     assert os.path.isdir(abandoned.folder)
     clock.advance(timedelta(minutes=11))  # its lease runs out
 
@@ -350,13 +353,36 @@ def test_r15_a_swept_folder_whose_deletion_failed_is_deleted_by_the_next_sweep(l
     abandoned, _ = begin_with_files(led)
     led.abort_write(abandoned.id)
     first = led.start_vacuum(only_uncommitted=True)
-    led.finish_vacuum(first.run_id, [], failed=1)  # deleting its folder failed: nothing recorded gone
+    [planned] = first.plan.sweeps
+    first.finish([Result(planned, error="PermissionError: cannot delete")])  # failed: nothing recorded gone
     assert os.path.isdir(abandoned.folder)
 
     order = sweep_now(led)
-    assert [(w, why) for w, _, why in order.sweeps[0].writes] == \
+    assert [(f.write_id, f.why) for f in order.sweeps[0].folders] == \
         [(abandoned.id, "swept by an earlier run that did not delete its folder")]
     assert not os.path.exists(abandoned.folder)
     assert sweep_now(led).sweeps == ()  # recorded deleted: never planned again
     assert [e.type for e in led.history(type="WritesSwept")] == ["WritesSwept"]  # swept once, not twice
     led.verify()
+
+
+def test_r15_a_straggler_scan_that_reaches_an_executor_without_the_versions_files_deletes_nothing(
+        tmp_path: Path) -> None:
+    """A straggler scan carries what its version names (``named``, read in by the ledger). One that
+    reached an executor without it (a plan a caller built, or one not filled in) said "the version
+    names nothing": every old file of a committed folder was deleted as a straggler, the version's
+    own data too. Now it is refused, in its result, and nothing is deleted or receipted."""
+    from spark_ops.executor import tasks
+    from vacuum_work import Folder, StragglerScan
+    folder = tmp_path / "warehouse" / "sales" / "t1" / "_writes" / "w1"
+    folder.mkdir(parents=True)
+    data = [folder / f"part-{i}.parquet" for i in range(3)]
+    for path in data:
+        path.write_bytes(b"v" * 5)
+        os.utime(path, (time.time() - 86_400,) * 2)  # a day old: past any grace period
+    item = StragglerScan("t1", "sales.t1", "sales/t1", Folder("w1", "_writes/w1", "d" * 64), int(time.time() * 1e6))
+    outcome, closing = tasks.run_items(tasks.Job(str(tmp_path / "warehouse"), run_id="r1"), [item])
+    assert outcome.item == item and outcome.files == 0
+    assert outcome.error is not None and outcome.error.startswith("refused: ") and "names" in outcome.error
+    assert all(path.exists() for path in data) and closing.parts == ()
+    assert item.named is None  # unfilled, by default

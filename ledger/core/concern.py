@@ -31,7 +31,11 @@ from ..errors import LedgerCorrupt
 if TYPE_CHECKING:
     from .fold import Builder
 
-EMPTY: Map = Map()
+EMPTY: Map[str, Any] = Map()
+
+Json = Any
+"""A value as JSON keeps it (text, a whole number): what a ``mapping()`` field declared with no
+``values`` holds when its keys hold values of different types (``Warehouse.moves``: a root, a time)."""
 
 
 @attrs.frozen
@@ -70,7 +74,10 @@ def mapping(values: type | None = None) -> Any:
     """Declare a slice field: a persistent map of text keys, empty at first. ``values`` says what
     its values are: None for plain JSON values (text, integers), ``tuple`` for tuples of ids,
     or a frozen attrs class. The declaration is all a stored snapshot needs to keep the field
-    (``persistence.codecs`` derives its form from it)."""
+    (``persistence.codecs`` derives its form from it).
+
+    Annotate the field ``Mapping[str, V]``: a frozen state's map is read-only (an ``immutables.Map``
+    or a ``maps.OverlayMap``); only the fold's handlers change one, through ``fold.Thawed`` views."""
     return attrs.field(default=EMPTY, metadata={"values": values})
 
 

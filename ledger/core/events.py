@@ -104,6 +104,11 @@ class Recorded:
     event: Any
 
 
+Row = tuple[Any, ...]
+"""An event as a store gives it back: ``(seq, stream, version, type, schema_version, time, actor,
+payload[, hash, ...])``, each field as the database returns it (the fold checks them)."""
+
+
 def type_of(event: Any) -> tuple[str, int]:
     """The stored type name and schema version of an event."""
     return _NAMES[type(event)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Any, Iterable, Mapping
+from typing import Any, Generic, Iterable, Mapping, Protocol, TypeVar
 
 import attrs
 from immutables import Map
@@ -25,10 +25,27 @@ from immutables import Map
 from ..clock import MAX_MICROS, Micros
 from ..errors import LedgerCorrupt
 from .concern import Handler, corrupt
-from .events import Recorded, decode_event
+from .events import Recorded, Row, decode_event
 from .maps import Held, OverlayMap, OverlayMutation
 
 _MUTATION: Any = type(Map().mutate())
+
+
+class Folded(Protocol):
+    """A state as the engine needs it (``model.State``): its ``seq``, and the slices ``Folder.slices`` names."""
+
+    @property
+    def seq(self) -> int:
+        """The sequence number of the last event folded (0: none)."""
+
+
+S = TypeVar("S", bound=Folded)
+"""The shape of the states a ``Folder`` folds (``model.State``)."""
+Thawed = Any
+"""A slice as the fold's handlers see it (``builder.tables``, say): the slice's class, each of its
+maps a mutable view (a dict, an ``immutables`` mutation, an ``OverlayMutation``, a ``Tracked``
+dict) read and written by key. No one static type describes all of them; a handler names the type
+of what it reads (``inst: Instance | None = b.tables.instances.get(id_)``)."""
 
 HOLD_AT = 4096
 """A map built as a dict with at least this many entries (a replay from nothing) is frozen as a
@@ -65,7 +82,7 @@ class Builder:
         """The slices this batch thawed (changed, or about to be)."""
         self._streams: dict[str, int] = {}
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Thawed:
         if name not in self._slices:
             raise AttributeError(name)
         view = _thaw(getattr(self.before, name), self._bulk, self._tracked)
@@ -109,14 +126,14 @@ class Builder:
         return type(before)(**values)
 
 
-class Folder:
-    """Folds recorded events (or stored rows) into states of one shape."""
+class Folder(Generic[S]):
+    """Folds recorded events (or stored rows) into states of one shape, ``S``."""
 
     def __init__(self, slices: Iterable[str], handlers: Mapping[type, Handler]) -> None:
         self.slices = frozenset(slices)
         self.handlers = dict(handlers)
 
-    def fold(self, state: Any, records: Iterable[Recorded]) -> Any:
+    def fold(self, state: S, records: Iterable[Recorded]) -> S:
         """The state after a batch of recorded events, in sequence order."""
         builder = Builder(state, self.slices, self.handlers)
         for r in records:
@@ -124,9 +141,10 @@ class Folder:
                 builder.apply(r.seq, r.stream, r.version, r.time, r.event)
             except (TypeError, ValueError, KeyError, AttributeError) as exc:
                 raise _malformed(r.seq, exc) from None
-        return builder.finish()
+        after: S = builder.finish()  # a state of ``state``'s class
+        return after
 
-    def fold_rows(self, state: Any, rows: Iterable[tuple], *, bulk: bool | None = None) -> Any:
+    def fold_rows(self, state: S, rows: Iterable[Row], *, bulk: bool | None = None) -> S:
         """``fold`` straight from stored rows ``(seq, stream, version, type, schema_version,
         time, actor, payload, ...)``, without building a ``Recorded`` envelope for each: replay
         is the hot path.
@@ -137,10 +155,11 @@ class Folder:
         first = list(itertools.islice(rows, BULK))
         builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
         _apply_rows(builder, itertools.chain(first, rows))
-        return builder.finish()
+        after: S = builder.finish()  # a state of ``state``'s class
+        return after
 
 
-class Steps:
+class Steps(Generic[S]):
     """One long fold from nothing, stopped at chosen events to look at the state there, as a
     replay that writes history snapshots (or ``verify``, comparing them) makes it.
 
@@ -151,16 +170,16 @@ class Steps:
     since the last stop (``look``). So what ``look`` gives is a view, good until the fold goes
     on: encode or compare it then, and keep only the last one."""
 
-    def __init__(self, folder: Folder, state: Any) -> None:
+    def __init__(self, folder: Folder[S], state: S) -> None:
         self._builder = Builder(state, folder.slices, folder.handlers, bulk=True, tracked=True)
         self._state = state
 
-    def fold_rows(self, rows: Iterable[tuple]) -> int:
+    def fold_rows(self, rows: Iterable[Row]) -> int:
         """Fold on through stored ``rows`` (as ``Folder.fold_rows``); returns the seq reached."""
         _apply_rows(self._builder, rows)
         return self._builder.seq
 
-    def look(self) -> tuple[Any, dict[str, set[str]]]:
+    def look(self) -> tuple[S, dict[str, set[str]]]:
         """The state where the fold stands (a view: see the class), and for each map field
         (``"slice.field"``) the keys set or deleted since the last look (every key, the first time)."""
         builder = self._builder
@@ -200,7 +219,7 @@ class Tracked(dict):  # type: ignore[type-arg]
         return changed
 
 
-def _apply_rows(builder: Builder, rows: Iterable[tuple]) -> None:
+def _apply_rows(builder: Builder, rows: Iterable[Row]) -> None:
     """Stored rows ``(seq, stream, version, type, schema_version, time, actor, payload, ...)`` into
     ``builder``, without building a ``Recorded`` envelope for each: replay's hot loop."""
     apply = builder.apply

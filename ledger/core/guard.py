@@ -17,7 +17,7 @@ table concern can depend on it without it depending back.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Mapping, Protocol, Union
 
 import attrs
 
@@ -87,8 +87,8 @@ class Watermark:
 
 @attrs.frozen
 class Guard:
-    watermarks: Any = mapping(Watermark)   # scope text -> Watermark
-    retentions: Any = mapping()                    # scope text -> seconds
+    watermarks: Mapping[str, Watermark] = mapping(Watermark)  # scope text -> Watermark
+    retentions: Mapping[str, int] = mapping()                 # scope text -> seconds
 
     def watermark(self, scope: object) -> Micros | None:
         found = self.watermarks.get(str(scope))

@@ -16,7 +16,7 @@ ever sees the mapping.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, Mapping, Protocol
+from typing import Any, ItemsView, Iterator, KeysView, Mapping, Protocol, ValuesView
 
 from immutables import Map
 
@@ -82,7 +82,7 @@ class OverlayMap(_Reads, Mapping[str, Any]):
 
     __slots__ = ("base", "changes")
 
-    def __init__(self, base: Entries, changes: Map = Map()) -> None:
+    def __init__(self, base: Entries, changes: Map[str, Any] = Map()) -> None:
         self.base = base
         self.changes = changes
 
@@ -107,13 +107,13 @@ class OverlayMap(_Reads, Mapping[str, Any]):
             size += (value is not GONE) - (base.get(key) is not GONE)
         return size
 
-    def items(self):  # type: ignore[override]
+    def items(self) -> ItemsView[str, Any]:
         return self._merged().items()
 
-    def values(self):  # type: ignore[override]
+    def values(self) -> ValuesView[Any]:
         return self._merged().values()
 
-    def keys(self):  # type: ignore[override]
+    def keys(self) -> KeysView[str]:
         return self._merged().keys()
 
     def _merged(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ the snapshot codec all follow from that field.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Union
+from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
 
 import attrs
 from immutables import Map
@@ -20,7 +20,7 @@ from immutables import Map
 from ..clock import Micros
 from . import guard, pins, receipts, tables, upkeep, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
-from .events import Recorded
+from .events import Recorded, Row
 from .fold import Folder, Steps
 
 
@@ -35,7 +35,7 @@ class State:
 
     seq: int = 0
     last_time: Micros = 0
-    streams: Map = EMPTY
+    streams: Map[str, int] = EMPTY
     guard: guard.Guard = _concern(guard.CONCERN)
     tables: tables.Tables = _concern(tables.CONCERN)
     data: versions.Data = _concern(versions.CONCERN)
@@ -56,18 +56,21 @@ CONCERNS: dict[str, Concern] = {f.name: f.metadata["concern"] for f in attrs.fie
                                 if "concern" in f.metadata}
 
 
-def _joined(part: str) -> dict[type, Any]:
-    joined: dict[type, Any] = {}
+_T = TypeVar("_T")
+
+
+def _joined(part: Callable[[Concern], Mapping[type, _T]]) -> dict[type, _T]:
+    joined: dict[type, _T] = {}
     for name, concern in CONCERNS.items():
-        for kind, handler in getattr(concern, part).items():
+        for kind, handler in part(concern).items():
             if kind in joined:
                 raise TypeError(f"{kind.__name__} is claimed by two concerns (the second: {name})")
             joined[kind] = handler
     return joined
 
 
-_DECIDERS = _joined("decide")
-_FOLDER = Folder(CONCERNS, _joined("evolve"))
+_DECIDERS = _joined(lambda concern: concern.decide)
+_FOLDER: Folder[State] = Folder(CONCERNS, _joined(lambda concern: concern.evolve))
 
 
 def decide(state: State, command: Command) -> Decision:
@@ -88,12 +91,12 @@ def fold(state: State, records: Iterable[Recorded]) -> State:
     return _FOLDER.fold(state, records)
 
 
-def fold_in_steps(state: State) -> Steps:
+def fold_in_steps(state: State) -> Steps[State]:
     """A long fold from ``state`` (typically nothing), paused wherever its caller needs the state
     (``fold.Steps``): for a replay that writes, or checks, history snapshots on its way."""
     return Steps(_FOLDER, state)
 
 
-def fold_rows(state: State, rows: Iterable[tuple], *, bulk: bool | None = None) -> State:
+def fold_rows(state: State, rows: Iterable[Row], *, bulk: bool | None = None) -> State:
     """``fold`` straight from stored rows (the replay path); ``bulk``: see ``fold.BULK``."""
     return _FOLDER.fold_rows(state, rows, bulk=bulk)

@@ -29,7 +29,7 @@ without an event (a process that dies leaves pins that end on their own).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 import attrs
 
@@ -104,8 +104,10 @@ class Pin:
 
 @attrs.frozen
 class Pins:
-    pins: Any = mapping(Pin)        # pin id -> Pin (every pin ever taken: ids are used once)
-    by_table: Any = mapping(tuple)  # table id -> ids of its pins not released (some may have run out)
+    pins: Mapping[str, Pin] = mapping(Pin)
+    """Pin id -> Pin: every pin ever taken (ids are used once)."""
+    by_table: Mapping[str, tuple[str, ...]] = mapping(tuple)
+    """Table id -> the ids of its pins not released (some may have run out)."""
 
     def live(self, table_id: str, now: Micros) -> list[Pin]:
         """The pins that hold the instance at ``now``, soonest to end first."""
@@ -316,7 +318,7 @@ def _on_taken(b: Builder, e: PinTaken, seq: int, time: Micros) -> None:
 
 
 def _pin_of(b: Builder, pin_id: str, table_id: str, seq: int, doing: str) -> Pin:
-    pin = b.pins.pins.get(pin_id)
+    pin: Pin | None = b.pins.pins.get(pin_id)
     if pin is None or pin.table_id != table_id:
         raise corrupt(f"event #{seq} {doing} pin {pin_id}, which is not a pin on {table_id} (R21)")
     return pin

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Union
 
 import attrs
 
@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..names import database_name, database_of, table_id, table_name
 from .concern import Concern, Decision, corrupt, mapping
-from .events import as_ids, decode_event, event
+from .events import Row, as_ids, decode_event, event
 from .fold import set_or_delete
 from .streams import CATALOG_STREAM, catalog_stream, catalog_streams
 
@@ -56,7 +56,7 @@ CREATES = ("TableCreated",)
 """The stored type of the event that makes an instance (``ids_created``)."""
 
 
-def ids_created(rows: Iterable[tuple]) -> list[str]:
+def ids_created(rows: Iterable[Row]) -> list[str]:
     """The instance ids the stored rows ``(seq, stream, version, type, schema_version, time, actor,
     payload)`` create: the fold of them asks of each whether it is taken (``_on_created``)."""
     return [decode_event(r[0], r[3], r[4], r[7]).table_id for r in rows if r[3] in CREATES]
@@ -182,10 +182,10 @@ NO_ARCHIVE: Archive = _NoArchive()
 
 @attrs.frozen(eq=False)
 class Tables:
-    instances: Any = mapping(Instance)            # id -> Instance (the archive aside)
-    bindings: Any = mapping()                             # "db.table" -> id of the live instance
-    dropped: Any = mapping(tuple)                           # "db.table" -> ids dropped, unpurged, oldest first
-    database_drops: Any = mapping(DatabaseDrop)   # db -> its latest drop
+    instances: Mapping[str, Instance] = mapping(Instance)           # id -> Instance (the archive aside)
+    bindings: Mapping[str, str] = mapping()                         # "db.table" -> id of the live instance
+    dropped: Mapping[str, tuple[str, ...]] = mapping(tuple)         # "db.table" -> ids dropped, unpurged, oldest first
+    database_drops: Mapping[str, DatabaseDrop] = mapping(DatabaseDrop)  # db -> its latest drop
     archive: Archive = attrs.field(default=NO_ARCHIVE, metadata={"values": Instance, "archive": True})
 
     def __eq__(self, other: object) -> bool:
@@ -449,7 +449,7 @@ def _purge(state: State, cmd: RecordPurge) -> Decision:
 # --- fold ----------------------------------------------------------------------------------
 
 def _instance(b: Builder, id_: str, seq: int) -> Instance:
-    inst = b.tables.instances.get(id_)
+    inst: Instance | None = b.tables.instances.get(id_)
     if inst is None:
         what = "was purged" if id_ in b.before.tables.archive.ids else "was never created"
         raise corrupt(f"event #{seq} names table id {id_}, which {what}")

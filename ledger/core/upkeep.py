@@ -8,13 +8,13 @@ No command decides it; the runner records it when the store upgrades a file on o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Mapping
 
 import attrs
 
 from .concern import Concern, corrupt, mapping
 from .events import event
-from .streams import LEDGER_STREAM
+from .streams import LEDGER_STREAM as LEDGER_STREAM  # named here too: the stream an upgrade is recorded on
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -32,7 +32,9 @@ class LedgerUpgraded:
 
 @attrs.frozen
 class Upkeep:
-    formats: Any = mapping()   # "format" -> the format the latest upgrade brought the file to
+    formats: Mapping[str, int] = mapping()
+    """``format``: the format the latest upgrade brought the file to; ``hashed_by_upgrade``: how many
+    events an upgrade hashed, not their writer (absent: none)."""
 
     @property
     def format(self) -> int | None:

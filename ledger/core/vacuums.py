@@ -28,6 +28,10 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Union
 
 import attrs
+from vacuum_work import (
+    EXPIRE, PURGE, STRAGGLERS, SWEEP, Expiry, Folder, ForeignScan, Held, Plan, Purge, Result, StragglerScan,
+    Sweep, Waiting, Work,
+)
 
 from ..clock import Micros
 from ..errors import InvalidArgument, PurgeRefused
@@ -142,113 +146,15 @@ class Vacuums:
 
 
 # --- plans ---------------------------------------------------------------------------------
-
-@attrs.frozen
-class PlannedInstance:
-    id: str
-    name: str
-    path: str
-    dropped_at: Micros
-    watermark: Micros
-    """Its effective watermark once the plan's watermarks are set: at or after ``dropped_at``."""
-    resumed: bool
-    """Already behind a watermark before this run: an earlier vacuum (or a hand) blocked it."""
-    manifests: tuple[str, ...] = ()
-    """Digests of the file lists its commits named whose folders are still there: what the ledger
-    knows lies in its location (on an object store, deleted by key before the rest is listed)."""
-
-
-@attrs.frozen
-class Expiry:
-    """What a vacuum does to one instance's old versions (R13): the mark it moves (or None: it
-    stays), the versions that expire with it, and the write folders no unexpired version names."""
-    id: str
-    name: str
-    path: str
-    mark: Micros | None
-    versions: tuple[int, ...]
-    folders: tuple[tuple[str, str], ...]
-    """(write id, folder relative to the location) of each write folder to delete."""
-    manifests: tuple[str | None, ...] = ()
-    """For each of ``folders``, the digest of the file list its write's commit named: on an object
-    store those files are deleted by key, without listing (R20)."""
-
-
-@attrs.frozen
-class Sweep:
-    """R15 for one instance: writes given up (aborted, or past their lease), whose folders go."""
-    id: str
-    name: str
-    path: str
-    writes: tuple[tuple[str, str, str], ...]
-    """(write id, folder relative to the location, why: ``aborted`` or ``lease expired``)."""
-
-
-@attrs.frozen
-class StragglerScan:
-    """A committed write's folder to clean: files its version does not name, older than ``cutoff``."""
-    id: str
-    name: str
-    path: str
-    write_id: str
-    folder: str
-    manifest: str
-    cutoff: Micros
-
-
-@attrs.frozen
-class Waiting:
-    """A dropped instance the plan leaves restorable, and why: when it becomes due, and the
-    retention setting that decided (a scope, ``vacuum`` for the run's own, or ``default``)."""
-    id: str
-    name: str
-    dropped_at: Micros
-    due_at: Micros
-    retention_seconds: int
-    retention_from: str
-
-
-@attrs.frozen
-class Held:
-    """What a pin kept from this run (R21): a dropped instance it did not purge (``version`` None
-    when the pin is on an instance without versions), or a version its mark stopped short of."""
-    id: str
-    name: str
-    what: str
-    """``purge`` or ``expiry``."""
-    version: int | None
-    pin_id: str
-    until: Micros
-
-
-@attrs.frozen
-class VacuumPlan:
-    run_id: str
-    now: Micros
-    instances: tuple[PlannedInstance, ...]
-    watermarks: dict[str, Micros]
-    resumes: tuple[str, ...]
-    lease_until: Micros
-    waiting: tuple[Waiting, ...] = ()
-    busy: tuple[str, ...] = ()
-    """Runs still holding a live lease, whose tables this plan leaves to them."""
-    expiries: tuple[Expiry, ...] = ()
-    sweeps: tuple[Sweep, ...] = ()
-    stragglers: tuple[StragglerScan, ...] = ()
-    written: tuple[tuple[str, str, str, str | None], ...] = ()
-    """(id, name, path, manifest of adopted files or None) of each table whose writes were looked
-    at: a dry run reports the foreign files in their locations (never swept)."""
-    locations: int = 0
-    """How many instances (live or dropped, not purged) have a location under the root: what a
-    listing of the root's folders would return."""
-    held: tuple[Held, ...] = ()
-    """What pins kept from this run, and until when (R21)."""
-
+# A plan is ``vacuum_work``'s: the typed records the executors re-check and the run's finish
+# records (one shape from the decision to the record).
 
 @attrs.frozen
 class StartVacuum:
     run_id: str
     now: Micros
+    root: str
+    """The warehouse root the plan's paths are under (the executors make them absolute)."""
     retention_seconds: int | None = None
     override_floor: bool = False
     database: str | None = None
@@ -270,14 +176,10 @@ class RenewVacuum:
 
 @attrs.frozen
 class FinishVacuum:
+    """A run's end: what each item of its plan did (``vacuum_work.Result``), as its executors said.
+    Which purges, folder deletions and cleanings that records is decided here (``_finish``)."""
     run_id: str
-    purged: tuple[tuple[str, int, int], ...]
-    """(table id, files deleted, bytes deleted) for each instance whose files are all gone."""
-    failed: int
-    expired: tuple[tuple[str, tuple[str, ...], int, int], ...] = ()
-    """(table id, write ids, files, bytes) for each instance whose old (or swept) write folders are gone."""
-    stragglers: tuple[tuple[str, tuple[str, ...], int, int], ...] = ()
-    """(table id, write ids, files, bytes) for each instance whose committed folders were cleaned."""
+    results: tuple[Result, ...]
     now: Micros | None = None
     """When it is decided (None: at the next event's time)."""
 
@@ -285,7 +187,7 @@ class FinishVacuum:
 Command = Union[StartVacuum, RenewVacuum, FinishVacuum]
 
 
-def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
+def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
     if cmd.limit is not None and (isinstance(cmd.limit, bool) or not isinstance(cmd.limit, int)
                                   or cmd.limit < 1):
         raise InvalidArgument(f"vacuum limit must be a whole number of at least 1, not {cmd.limit!r}")
@@ -319,31 +221,37 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> VacuumPlan:
     chosen = due[: cmd.limit] if cmd.limit is not None else due
     marks = choose_watermarks(state, chosen)
     resumed_ids = {i.id for i in chosen if guard.is_blocked(i)}
+    # A purge an earlier run (or a hand) began may have lost files already: it is listed, never
+    # deleted by the ledger's lists, or a store that answers "deleted" for a key already gone would
+    # have this run count, and receipt, what the other deleted (R10, R20).
     planned = tuple(
-        PlannedInstance(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks),
-                        i.id in resumed_ids, state.data.known_manifests(i.id))
+        Purge(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks), i.id in resumed_ids,
+              () if i.id in resumed_ids else state.data.known_manifests(i.id))
         for i in chosen)
-    waiting.sort(key=lambda w: (w.due_at, w.id))
+    waiting.sort(key=lambda w: (w.due_at, w.table_id))
     chosen_ids = {i.id for i in chosen}
     held_folders = {w for run in busy_runs for w in run.write_folders}
+    stopped_folders = {w for run in state.vacuums.unfinished() if not run.is_live(cmd.now)
+                       for w in run.write_folders}
     written = _versioned(state, database, chosen_ids)
     expiries = () if cmd.only_uncommitted else tuple(
-        e for e in (_expiry(state, i, cmd, held_folders, pinned) for i in written if i.id in state.data.heads)
+        e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned)
+                    for i in written if i.id in state.data.heads)
         if e is not None)
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
-    going = {w for e in expiries for w, _ in e.folders}
+    going = {f.write_id for e in expiries for f in e.folders}
     sweeps, stragglers = _uncommitted(state, written, cmd, held_folders | going) if cmd.uncommitted else ((), ())
-    planned_folders = {w for e in expiries for w, _ in e.folders} | {w for sw in sweeps for w, _, _ in sw.writes} \
-        | {sc.write_id for sc in stragglers}
+    planned_folders = going | {f.write_id for sw in sweeps for f in sw.folders} | \
+        {sc.folder.write_id for sc in stragglers}
     resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
         resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
         or not _work_left(state, run))))
-    adopted = {i.id: _adopted(state, i.id) for i in written}
-    return VacuumPlan(cmd.run_id, cmd.now, planned, marks, resumes, cmd.now + cmd.lease_seconds * 1_000_000,
-                      tuple(waiting), tuple(run.run_id for run in busy_runs), expiries, sweeps, stragglers,
-                      tuple((i.id, i.name, i.path, adopted[i.id]) for i in written) if cmd.uncommitted else (),
-                      len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()),
-                      tuple(pinned))
+    return Plan(
+        cmd.run_id, cmd.root, cmd.now, planned, expiries, sweeps, stragglers,
+        tuple(ForeignScan(i.id, i.name, i.path, _adopted(state, i.id)) for i in written) if cmd.uncommitted else (),
+        tuple(sorted(marks.items())), resumes, tuple(run.run_id for run in busy_runs), tuple(waiting), tuple(pinned),
+        cmd.now + cmd.lease_seconds * 1_000_000,
+        len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()))
 
 
 def _adopted(state: State, table_id: str) -> str | None:
@@ -359,14 +267,15 @@ def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
     cutoff = cmd.now - cmd.grace_seconds * 1_000_000
     sweeps, scans = [], []
     for inst in instances:
-        writes = tuple((w.id, w.folder, w.sweep_reason(cmd.now) or UNFINISHED_SWEEP)
+        writes = tuple(Folder(w.id, w.folder, why=w.sweep_reason(cmd.now) or UNFINISHED_SWEEP)
                        for w in data.sweepable(inst.id, cmd.now) if w.id not in held)
         if writes:
             sweeps.append(Sweep(inst.id, inst.name, inst.path, writes))
         for w in data.straggler_candidates(inst.id, cutoff):
             version = data.version(inst.id, w.version or 0)
             if w.id not in held and version is not None and version.manifest is not None:
-                scans.append(StragglerScan(inst.id, inst.name, inst.path, w.id, w.folder, version.manifest, cutoff))
+                scans.append(StragglerScan(inst.id, inst.name, inst.path, Folder(w.id, w.folder, version.manifest),
+                                           cutoff))
     return tuple(sweeps), tuple(scans)
 
 
@@ -392,10 +301,13 @@ def _versioned(state: State, database: str | None, purging: set[str]) -> list[In
     return sorted(found, key=lambda i: (i.name, i.id))
 
 
-def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinned: list[Held]) -> Expiry | None:
+def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], stopped: set[str],
+            pinned: list[Held]) -> Expiry | None:
     """R13 for one instance: the mark its retention allows (evidence: the commit time of a version
     superseded at or before now minus the retention), stopped short of a pinned version (R21,
-    added to ``pinned`` when it stopped one), and the folders that then go."""
+    added to ``pinned`` when it stopped one), and the folders that then go. A folder a stopped run
+    set out to delete (``stopped``) may have lost files already: it carries no list, so it is
+    listed, as a resumed purge is."""
     data = state.data
     seconds = state.guard.retention_seconds(inst, cmd.retention_seconds)
     until = cmd.now - seconds * 1_000_000
@@ -412,8 +324,8 @@ def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinn
     gone = [w for w in data.unreferenced_writes(inst.id, effective) if w.id not in held]
     if mark is None and not gone:
         return None
-    return Expiry(inst.id, inst.name, inst.path, mark, expired, tuple((w.id, w.folder) for w in gone),
-                  tuple(data.write_manifest(w) for w in gone))
+    return Expiry(inst.id, inst.name, inst.path, mark, expired,
+                  tuple(Folder(w.id, w.folder, None if w.id in stopped else data.write_manifest(w)) for w in gone))
 
 
 def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:
@@ -459,34 +371,35 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         raise InvalidArgument(f"vacuum run id {cmd.run_id!r} is taken: a run of that id is already on "
                               "record; choose another, or leave run_id out for a fresh one")
     plan = plan_vacuum(state, cmd)
-    if not plan.instances and not plan.expiries and not plan.resumes and not plan.sweeps and not plan.stragglers:
+    if plan.empty:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
-    events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks.items()]
-    events += [advance_mark(e.id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]
+    events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks]
+    events += [advance_mark(e.table_id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]
     for sw in plan.sweeps:  # an earlier run's unfinished sweep is on record already: only its folders are left
-        given_up = tuple(w for w, _, why in sw.writes if why != UNFINISHED_SWEEP)
+        given_up = tuple(f.write_id for f in sw.folders if f.why != UNFINISHED_SWEEP)
         if given_up:
-            events.append(sweep(state, sw.id, cmd.run_id, given_up, cmd.now))
+            events.append(sweep(state, sw.table_id, cmd.run_id, given_up, cmd.now))
     events.append((VACUUM_STREAM, VacuumStarted(
-        cmd.run_id, tuple(p.id for p in plan.instances), dict(plan.watermarks),
+        cmd.run_id, tuple(p.table_id for p in plan.purges), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
-        plan.lease_until, {e.id: e.mark for e in plan.expiries if e.mark is not None},
-        tuple(w for e in plan.expiries for w, _ in e.folders) + tuple(w for sw in plan.sweeps for w, _, _ in sw.writes)
-        + tuple(sc.write_id for sc in plan.stragglers))))
+        plan.lease_until, {e.table_id: e.mark for e in plan.expiries if e.mark is not None},
+        tuple(f.write_id for e in plan.expiries for f in e.folders) + tuple(f.write_id for sw in plan.sweeps
+                                                                            for f in sw.folders)
+        + tuple(sc.folder.write_id for sc in plan.stragglers))))
     reads = {VACUUM_STREAM}
     # A commit or renewal racing the sweep lands first or is refused (R4, R15).
-    reads |= {data_stream(t) for t in {sw.id for sw in plan.sweeps} | {sc.id for sc in plan.stragglers}}
+    reads |= {data_stream(item.table_id) for item in (*plan.sweeps, *plan.stragglers)}
     for expiry in plan.expiries:
-        inst = state.tables.instances[expiry.id]
+        inst = state.tables.instances[expiry.table_id]
         # A commit, restore or mark of the table since the plan was made must stop it (R4).
-        reads |= {data_stream(expiry.id)} | catalog_streams(inst.database)
+        reads |= {data_stream(inst.id)} | catalog_streams(inst.database)
         reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
-    for planned in plan.instances:
-        inst = state.tables.instances[planned.id]
-        reads |= guard_streams(state, inst) | {data_stream(planned.id)}  # a pin taken meanwhile stops it (R21)
+    for planned in plan.purges:
+        inst = state.tables.instances[planned.table_id]
+        reads |= guard_streams(state, inst) | {data_stream(inst.id)}  # a pin taken meanwhile stops it (R21)
         # Its retention decided that it is due: a longer one set meanwhile must stop the plan.
         reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
-    reads |= {watermark_stream(scope) for scope in plan.watermarks}
+    reads |= {watermark_stream(scope) for scope, _ in plan.watermarks}
     return Decision(tuple(events), frozenset(reads), plan)
 
 
@@ -506,45 +419,128 @@ def _renew(state: State, cmd: RenewVacuum) -> Decision:
 
 
 def _finish(state: State, cmd: FinishVacuum) -> Decision:
-    if cmd.run_id not in state.vacuums.runs:
+    """What a run's results record (R10: what failed is not recorded, and the next vacuum finishes
+    it): a purge for each instance whose whole location went; the write folders of each expiry or
+    sweep (or part of one) that went without an error; each committed folder cleaned of stragglers
+    with none left (one found to hold only what its version names is recorded too, with nothing
+    deleted, so that no later vacuum lists it again). The folders of one item's parts are recorded
+    together, their counts added up."""
+    run = state.vacuums.runs.get(cmd.run_id)
+    if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
+    done = _done(run, cmd.results)
     events: list[tuple[str, Any]] = []
     reads = {VACUUM_STREAM}
-    files = size = 0
-    for table_id, n_files, n_bytes in cmd.purged:
-        check_counts(cmd.run_id, n_files, n_bytes)
-        files += n_files
-        size += n_bytes
-        inst = state.tables.instance(table_id)
+    for item, result in done[PURGE]:
+        inst = state.tables.instance(item.table_id)
         if inst is not None and inst.purged_at is not None:
             continue  # a run that took this one over recorded it first; the files are gone either way
         try:
-            events.append(purge(state, table_id, cmd.run_id, n_files, n_bytes, cmd.now))
+            events.append(purge(state, item.table_id, cmd.run_id, result.files, result.bytes, cmd.now))
         except PurgeRefused as exc:
             raise PurgeRefused(f"vacuum {cmd.run_id}: {exc}") from None
-        reads |= guard_streams(state, state.tables.instances[table_id])
+        reads |= guard_streams(state, state.tables.instances[item.table_id])
     purged = len(events)
-    for table_id, write_ids, n_files, n_bytes in cmd.expired:
-        check_counts(cmd.run_id, n_files, n_bytes)
-        files += n_files
-        size += n_bytes
-        gone = tuple(w for w in write_ids if state.data.writes[w].deleted_at is None)
-        if gone:  # a run that took this one over may have recorded them first
-            events.append(folders_deleted(state, table_id, cmd.run_id, gone, n_files, n_bytes))
-            reads.add(data_stream(table_id))
-    for table_id, write_ids, n_files, n_bytes in cmd.stragglers:
-        check_counts(cmd.run_id, n_files, n_bytes)
-        files += n_files
-        size += n_bytes
-        cleaned = tuple(w for w in write_ids if state.data.writes[w].cleaned_at is None)
-        if cleaned:
-            events.append(stragglers_deleted(state, table_id, cmd.run_id, cleaned, n_files, n_bytes))
-            reads.add(data_stream(table_id))
+    for kind, record, pending in ((EXPIRE, folders_deleted, _not_deleted), (SWEEP, folders_deleted, _not_deleted),
+                                  (STRAGGLERS, stragglers_deleted, _not_cleaned)):
+        for table_id, group in _by_table(done[kind]).items():
+            writes = tuple(w for item, _ in group for w in _write_ids(item) if pending(state, w))
+            if writes:  # a run that took this one over may have recorded them first
+                events.append(record(state, table_id, cmd.run_id, writes, sum(r.files for _, r in group),
+                                     sum(r.bytes for _, r in group)))
+                reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append(close_receipt(state, cmd.run_id))
     reads.add(receipt_stream(cmd.run_id))
-    events.append((VACUUM_STREAM, VacuumFinished(cmd.run_id, purged, cmd.failed, files, size)))
+    every = [(r.item, r) for r in cmd.results if r.item is not None]
+    events.append((VACUUM_STREAM, VacuumFinished(
+        cmd.run_id, purged, len({item.base_key for item, r in every if not r.ok}),
+        sum(r.files for _, r in every), sum(r.bytes for _, r in every))))
     return Decision(tuple(events), frozenset(reads), purged)
+
+
+Done = list[tuple[Work, Result]]
+ITEMS = (Purge, Expiry, Sweep, StragglerScan, ForeignScan)
+
+
+def _done(run: VacuumRun, results: object) -> dict[str, Done]:
+    """The results worth recording, by kind, each with its item (each part of a split item names its
+    own folders); none that failed or, for stragglers, left some. A run's driver hands over one
+    result for each item it carried out, or for each part of a split one, the shares of one purge
+    added up first (``spark_ops``: ``tasks.finish_purge``): an item, a table or a folder named
+    twice would be recorded twice, and is refused, as is any item the run did not plan (R2, R10)."""
+    run_id = run.run_id
+    odd = results if not isinstance(results, tuple) else next((r for r in results if not isinstance(r, Result)), None)
+    if odd is not None or not isinstance(results, tuple):
+        raise InvalidArgument(f"vacuum {run_id}: a run's results are vacuum_work.Result values, one for each item "
+                              f"(or part) it carried out, not {type(odd).__name__}")
+    by_kind: dict[str, Done] = {PURGE: [], EXPIRE: [], SWEEP: [], STRAGGLERS: []}
+    named: set[str] = set()
+    for result in results:
+        item = result.item
+        if item is None:
+            continue  # a task's closing result: only receipt parts, recorded as they came
+        if not isinstance(item, ITEMS):
+            raise InvalidArgument(f"vacuum {run_id}: a result's item is an item of the run's plan (vacuum_work.Purge, "
+                                  "Expiry, Sweep or StragglerScan), or None for a task's closing result, not "
+                                  f"{type(item).__name__} {item!r:.60}")
+        check_counts(run_id, result.files, result.bytes)
+        if item.kind not in by_kind:
+            raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
+                                  "nothing of it to record")
+        for claim in _claims(run, item):
+            if claim in named:
+                raise InvalidArgument(f"vacuum {run_id}: two results name {claim}: one result an item (or a part) "
+                                      "of the plan, the shares of one purge added up first; nothing was recorded")
+            named.add(claim)
+        if result.ok and (item.kind == PURGE or not result.left):
+            by_kind[item.kind].append((item, result))
+    return by_kind
+
+
+def _claims(run: VacuumRun, item: Work) -> list[str]:
+    """What a result of ``item`` records, each named as a message names it: the purge of its table,
+    the straggler scan of its write's folder, or the deletion of each of its folders. Refused if
+    the run did not set out to do it: its watermarks and marks, recorded at its start, cover
+    exactly the tables and write folders its start names; anything else is not its to record."""
+    after = "a run records only what it set out to do, as its start recorded it; nothing was recorded"
+    if isinstance(item, Purge):
+        if item.table_id not in run.table_ids:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
+        return [f"the purge of table id {item.table_id}"]
+    if isinstance(item, StragglerScan):
+        if item.folder.write_id not in run.write_folders:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
+                                  f"{item.folder.write_id}: {after}")
+        return [f"the straggler scan of write {item.folder.write_id}"]
+    for write_id in _write_ids(item):
+        if write_id not in run.write_folders:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
+                                  f"{'an expiry' if item.kind == EXPIRE else 'a sweep'}'s result names it): {after}")
+    return [f"write folder {write_id}" for write_id in _write_ids(item)]
+
+
+def _by_table(done: Done) -> dict[str, Done]:
+    grouped: dict[str, Done] = defaultdict(list)
+    for item, result in done:
+        grouped[item.table_id].append((item, result))
+    return dict(sorted(grouped.items()))
+
+
+def _write_ids(item: Work) -> tuple[str, ...]:
+    if isinstance(item, StragglerScan):
+        return (item.folder.write_id,)
+    return tuple(f.write_id for f in item.folders) if isinstance(item, (Expiry, Sweep)) else ()
+
+
+def _not_deleted(state: State, write_id: str) -> bool:
+    w = state.data.writes.get(write_id)
+    return w is None or w.deleted_at is None  # an unknown write is refused by the record, by name
+
+
+def _not_cleaned(state: State, write_id: str) -> bool:
+    w = state.data.writes.get(write_id)
+    return w is None or w.cleaned_at is None
 
 
 # --- fold ----------------------------------------------------------------------------------
@@ -586,5 +582,4 @@ CONCERN = Concern(
 )
 
 __all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumLeased", "VacuumFinished", "VacuumRun", "Vacuums",
-           "PlannedInstance", "Waiting", "Held", "VacuumPlan", "StartVacuum", "RenewVacuum", "FinishVacuum",
-           "plan_vacuum", "choose_watermarks", "CONCERN"]
+           "StartVacuum", "RenewVacuum", "FinishVacuum", "plan_vacuum", "choose_watermarks", "CONCERN"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from typing import TYPE_CHECKING, Any, Iterable, Union
+from typing import TYPE_CHECKING, Iterable, Mapping, Union
 
 import attrs
 import orjson
@@ -274,11 +274,11 @@ def _key(table_id: str, number: int) -> str:
 
 @attrs.frozen
 class Data:
-    writes: Any = mapping(Write)       # write id -> Write
-    versions: Any = mapping(Version)   # "<table id>/<number>" -> Version
-    heads: Any = mapping()                     # table id -> number of the current version
-    marks: Any = mapping()                     # table id -> the retention mark (Micros)
-    schemas: Any = mapping()                   # schema digest -> its text (few: tables rarely change)
+    writes: Mapping[str, Write] = mapping(Write)        # write id -> Write
+    versions: Mapping[str, Version] = mapping(Version)  # "<table id>/<number>" -> Version
+    heads: Mapping[str, int] = mapping()                # table id -> number of the current version
+    marks: Mapping[str, Micros] = mapping()             # table id -> the retention mark
+    schemas: Mapping[str, str] = mapping()              # schema digest -> its text (few: tables rarely change)
 
     def schema_of(self, v: Version) -> str | None:
         return None if v.schema is None else self.schemas[v.schema]
@@ -774,7 +774,7 @@ def folders_deleted(state: State, table_id: str, run_id: str, write_ids: tuple[s
 # --- fold ----------------------------------------------------------------------------------
 
 def _fold_write(b: Builder, write_id: str, seq: int) -> Write:
-    w = b.data.writes.get(write_id)
+    w: Write | None = b.data.writes.get(write_id)
     if w is None:
         raise corrupt(f"event #{seq} names write {write_id}, which was never begun")
     return w
@@ -814,7 +814,7 @@ def _next_version(b: Builder, table_id: str, number: int, seq: int, time: Micros
         raise corrupt(f"event #{seq} makes version {number} of {table_id}, whose next version is {head + 1}")
     if not head:
         return None
-    previous = data.versions[_key(table_id, head)]
+    previous: Version = data.versions[_key(table_id, head)]
     data.versions[_key(table_id, head)] = attrs.evolve(previous, superseded_at=time)
     return previous
 

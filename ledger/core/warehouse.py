@@ -10,13 +10,13 @@ root is the one every open uses.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Mapping
 
 import attrs
 
 from ..clock import Micros
 from ..errors import InvalidArgument, WarehouseMismatch
-from .concern import Concern, Decision, mapping
+from .concern import Concern, Decision, Json, mapping
 from .events import event
 from .streams import VACUUM_STREAM, WAREHOUSE_STREAM
 
@@ -35,18 +35,20 @@ class WarehouseMoved:
 
 @attrs.frozen
 class Warehouse:
-    moves: Any = mapping()
+    moves: Mapping[str, Json] = mapping()
     """``root``: the root since the latest move (absent: the one recorded at creation);
     ``moved_at``: when that move was recorded."""
 
     @property
     def root(self) -> str | None:
-        return self.moves.get("root")
+        root: str | None = self.moves.get("root")
+        return root
 
     @property
     def moved_at(self) -> Micros | None:
         """A write begun before this is never committed: its folder is under the old root (R10)."""
-        return self.moves.get("moved_at")
+        moved_at: Micros | None = self.moves.get("moved_at")
+        return moved_at
 
 
 @attrs.frozen

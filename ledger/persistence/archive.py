@@ -16,6 +16,7 @@ from immutables import Map
 
 from ..core.fold import HOLD_AT
 from ..core.maps import GONE, OverlayMap
+from ..core.events import Row
 from ..core.tables import Archive, Instance, Tables, ids_created
 from ..errors import LedgerError
 from .lazy import StoredEntries
@@ -57,7 +58,8 @@ class StoredArchive(Archive):
         return self._entries
 
     def get(self, id_: str) -> Instance | None:
-        return self._entries.get(id_)
+        found: Instance | None = self._entries.get(id_)  # the entries are instances (``ArchiveCodec``)
+        return found
 
     def values(self) -> Iterable[Instance]:
         return self._entries.values()
@@ -88,7 +90,7 @@ class ArchiveCodec:
 ARCHIVE_CODEC = ArchiveCodec()
 
 
-def prefetch_created(tables: Tables, rows: Iterable[tuple]) -> None:
+def prefetch_created(tables: Tables, rows: Iterable[Row]) -> None:
     """Before a fold of stored ``rows`` on top of ``tables`` read from a stored state (``as_of``):
     read, a few hundred to a statement, what it holds of each instance they create, for the
     fold asks of every one whether its id was ever taken, and one read each was most of an
@@ -122,14 +124,15 @@ def for_snapshot(tables: Tables) -> Tables:
     instances = tables.instances
     # Read from a stored state, which archived every purge before it: only the instances
     # changed since can have been purged since.
-    stored = isinstance(instances, OverlayMap) and isinstance(instances.base, StoredEntries) \
-        and instances.base.stamp is not None
-    changed = instances.changes.values() if stored else instances.values()
+    stored = instances if isinstance(instances, OverlayMap) and isinstance(instances.base, StoredEntries) \
+        and instances.base.stamp is not None else None
+    changed = stored.changes.values() if stored is not None else instances.values()
     purged = [i for i in changed if i is not GONE and i.purged_at is not None]
     if not purged:
         return tables
-    if stored:
-        mutation = instances.mutate()
+    kept: Mapping[str, Instance]
+    if stored is not None:
+        mutation = stored.mutate()
         for i in purged:
             del mutation[i.id]
         kept = mutation.finish()

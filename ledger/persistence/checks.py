@@ -22,9 +22,9 @@ import attrs
 from ..core.model import State
 from ..errors import LedgerCorrupt
 from . import collector, snapshot
-from .contract import Generation, SnapshotGone, Store
+from .contract import Generation, Row, SnapshotGone, Store
 
-Rows = Callable[[int, int], Iterable[tuple]]
+Rows = Callable[[int, int], Iterable[Row]]
 """``rows(after, upto)``: the log's rows ``after < seq <= upto``, as ``verify`` has them checked."""
 Keys = dict[str, set[str]]
 """Keys by part (``"slice.field"``, or ``snapshot.STREAMS``)."""

@@ -31,13 +31,14 @@ from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol, 
 
 from ..chain import GENESIS, event_hash
 from ..clock import Micros
+from ..core import events
 from ..errors import InvalidArgument, LedgerCorrupt, LedgerNotFound
 
 CHAIN_FORMAT = 2
 """The first log format whose rows carry the hash chain (format 1: a SQLite file of an early release)."""
 
-Row = tuple
-"""A stored event: ``(seq, stream, version, type, schema_version, time, actor, payload[, hash])``."""
+Row = events.Row
+"""A stored event, as ``read`` gives it and ``copy_in`` takes it (``core.events.Row``)."""
 
 _POSTGRES_URL = re.compile(r"^\s*(postgresql|postgres)(\+[A-Za-z0-9_.-]+)?://", re.IGNORECASE)
 

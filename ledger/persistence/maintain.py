@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import time
 from datetime import datetime
-from typing import Callable
+from typing import Callable, NoReturn
 
 import attrs
 
@@ -34,6 +34,7 @@ from ..errors import Conflict
 from . import collector, holders, snapshot, writing
 from .contract import Generation, Lease, Store
 from .held import HeldState
+from .lazy import Heal
 from .holders import Holder
 
 LEASE = "maintain"
@@ -167,8 +168,8 @@ class _Unreadable(Exception):
     """A generation that cannot be read in full: ``maintain`` starts from an earlier one."""
 
 
-def _refuse(part: str) -> Callable[[], dict]:
-    def refuse() -> dict:
+def _refuse(part: str) -> Heal:
+    def refuse() -> NoReturn:
         raise _Unreadable(part)
     return refuse
 

@@ -250,7 +250,7 @@ class PostgresStore(Store):
                 time.sleep(wait)
                 wait = min(1.0, wait * 2)
 
-    def _recover(self, attempt: str, cause: Exception) -> list[tuple] | None:
+    def _recover(self, attempt: str, cause: Exception) -> list[Row] | None:
         """After the connection broke during an append: whether it landed (its rows) or not (None),
         known for certain. The backend that carried it may still be alive, its COMMIT on the way
         (a relay that delivers late): it is ended first (only that backend: its pid and start time),
@@ -384,7 +384,8 @@ class PostgresStore(Store):
     def set_meta_once(self, key: str, value: str) -> str:
         def once(c: psycopg.Connection[Any]) -> str:
             c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value))
-            return _one(c, "SELECT value FROM meta WHERE key = %s", (key,))[0]
+            now: str = _one(c, "SELECT value FROM meta WHERE key = %s", (key,))[0]
+            return now
         return self._run(once)
 
     # --- the log ----------------------------------------------------------------------------
@@ -428,7 +429,7 @@ class PostgresStore(Store):
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], previous)
 
     def _append_on_tip(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str,
-                       expected_head: int | None, blobs: Mapping[str, bytes] | None, attempt: str) -> list[tuple]:
+                       expected_head: int | None, blobs: Mapping[str, bytes] | None, attempt: str) -> list[Row]:
         """A host that appends alone, in one statement whose rows it computed itself (cheaper on the
         server than ``ledger_append_v1``: a single-event command at 0.87x a raw one-row transaction,
         against 0.71x): the caller decided on the log as this store last left it (``expected_head``
@@ -504,7 +505,7 @@ class PostgresStore(Store):
                     cur.executemany("INSERT INTO blobs VALUES (%s, %s) ON CONFLICT DO NOTHING", list(blobs.items()))
         self._run(copy)
 
-    def _attempt(self, attempt: str) -> list[tuple] | None:
+    def _attempt(self, attempt: str) -> list[Row] | None:
         """The rows an append with this id committed, or None if it never was."""
         found = self._conn.execute("SELECT first_seq, last_seq FROM attempts WHERE attempt = %s", (attempt,)).fetchone()
         if found is None:
@@ -521,8 +522,9 @@ class PostgresStore(Store):
         return changed
 
     def version(self, stream: str) -> int:
-        return self._run(lambda c: _one(c, "SELECT coalesce(max(version), 0) FROM events WHERE stream = %s",
-                                             (stream,))[0])
+        version: int = self._run(lambda c: _one(c, "SELECT coalesce(max(version), 0) FROM events WHERE stream = %s",
+                                                (stream,))[0])
+        return version
 
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
              actor: str | None = None, types: Sequence[str] | None = None,
@@ -579,7 +581,8 @@ class PostgresStore(Store):
         return 0 if row is None else row[0]
 
     def count(self) -> int:
-        return self._run(lambda c: _one(c, "SELECT count(*) FROM events")[0])
+        count: int = self._run(lambda c: _one(c, "SELECT count(*) FROM events")[0])
+        return count
 
     def event_time(self, seq: int) -> Micros | None:
         row = self._run(lambda c: c.execute("SELECT time FROM events WHERE seq = %s", (seq,)).fetchone())
@@ -606,7 +609,7 @@ class PostgresStore(Store):
         return None if row is None else Snapshot(row[0], row[1], bytes(row[2]))
 
     def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
-        return [tuple(r) for r in self._run(lambda c: c.execute(  # type: ignore[misc]
+        return [tuple(r) for r in self._run(lambda c: c.execute(
             "SELECT name, seq FROM snapshots WHERE left(name, %s) = %s ORDER BY seq", (len(prefix), prefix)).fetchall())]
 
     def save_snapshot(self, name: str, snapshot: Snapshot) -> None:
@@ -835,7 +838,7 @@ def _generation(row: Any) -> Generation:
 
 def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[Any, ...]:
     """The row a query always answers (an aggregate, an ``EXISTS``, a ``RETURNING`` of one insert)."""
-    row = conn.execute(query, params).fetchone()  # type: ignore[arg-type]
+    row = conn.execute(query, params).fetchone()
     if row is None:
         raise LedgerCorrupt("the database answered no row where one always comes; check the server")
     return tuple(row)
@@ -848,7 +851,7 @@ _BAD_OPTION = re.compile(r'invalid (?:(?P<n1>\w+) value|integer value "[^"]*" fo
 
 
 def _chained(events: Sequence[NewEvent], versions: dict[str, int], last_seq: int, moment: Micros, actor: str,
-             previous_hex: str | None) -> list[tuple]:
+             previous_hex: str | None) -> list[Row]:
     """The rows of ``events`` appended after event ``last_seq`` (hash ``previous_hex``), each with the
     next version of its stream (``versions`` holds each stream's current one) and its chain hash."""
     previous = GENESIS if previous_hex is None else bytes.fromhex(previous_hex)

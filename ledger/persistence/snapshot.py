@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 import attrs
 import orjson
 
+from ..core import events
 from ..core.maps import GONE, OverlayMap
 from ..core.model import CONCERNS, State, fold_in_steps
 from . import archive, collector
@@ -190,7 +191,7 @@ class Folded:
         """The streams of the rows folded since the last stop (stream versions are not a map the
         fold tracks)."""
 
-    def stops(self, base: State, read: Callable[[int, int], Iterable[tuple]],
+    def stops(self, base: State, read: Callable[[int, int], Iterable[events.Row]],
               at: Iterable[int]) -> Iterator[tuple[State, dict[str, set[str]]]]:
         """Fold on from ``base`` through ``read(after, upto)``'s rows, stopping at each of ``at``
         (ascending): there, the state (good until the next stop) and the keys changed since the
@@ -208,7 +209,7 @@ class Folded:
             self._saw(state, changed)
             yield state, changed
 
-    def _through(self, rows: Iterable[tuple]) -> Iterator[tuple]:
+    def _through(self, rows: Iterable[events.Row]) -> Iterator[events.Row]:
         add = self._streams.add
         for row in rows:
             add(row[1])

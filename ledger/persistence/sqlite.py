@@ -319,7 +319,8 @@ class SQLiteStore(Store):
         """Set ``key`` unless it is set already; returns the value it has now."""
         with self.transaction() as db:
             db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
-            return db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+            now: str = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
+            return now
 
     # --- the log ---------------------------------------------------------------------------
 
@@ -357,7 +358,7 @@ class SQLiteStore(Store):
 
     def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
                 now: Micros, actor: str, expected_head: int | None,
-                blobs: Mapping[str, bytes] | None = None) -> list[tuple]:
+                blobs: Mapping[str, bytes] | None = None) -> list[Row]:
         if not self.chained:
             raise IncompatibleLedger(f"{self.path} predates the hash chain (format {self.format}); open it "
                                      "writable with Ledger.open once to upgrade it, then append")
@@ -398,7 +399,7 @@ class SQLiteStore(Store):
             self.insert_rows(db, [tuple(r[:9]) for r in rows])
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
 
-    def insert_rows(self, db: sqlite3.Connection, rows: list[tuple]) -> None:
+    def insert_rows(self, db: sqlite3.Connection, rows: list[Row]) -> None:
         """The one statement that writes events, inside the append's transaction. A subclass may
         override it to inject a fault between the write and the commit (the crash tests do)."""
         db.executemany(f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -408,7 +409,7 @@ class SQLiteStore(Store):
         no table is read). Our own commits do not count."""
         with self._lock:
             try:
-                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+                version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error as exc:
                 raise _translate(self.path, exc) from exc
         changed = version != self._data_version
@@ -417,8 +418,9 @@ class SQLiteStore(Store):
 
     @staticmethod
     def _version(db: sqlite3.Connection, stream: str) -> int:
-        return db.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream = ?",
-                          (stream,)).fetchone()[0]
+        version: int = db.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream = ?",
+                                  (stream,)).fetchone()[0]
+        return version
 
     def version(self, stream: str) -> int:
         with self._lock, translate_errors(self.path):
@@ -534,7 +536,8 @@ class SQLiteStore(Store):
 
     def count(self) -> int:
         with self._lock, translate_errors(self.path):
-            return self._db.execute("SELECT count(*) FROM events").fetchone()[0]
+            count: int = self._db.execute("SELECT count(*) FROM events").fetchone()[0]
+            return count
 
     def event_time(self, seq: int) -> Micros | None:
         with self._lock, translate_errors(self.path):

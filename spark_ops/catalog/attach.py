@@ -18,7 +18,6 @@ the pins of what the views showed before. A name is never shown without its pin.
 from __future__ import annotations
 
 import atexit
-import os
 import contextlib
 import logging
 import threading
@@ -32,9 +31,10 @@ from ledger import (
     InvalidArgument, InvalidName, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound,
     VersionExpired, VersionNotFound,
 )
-from ledger.views import Change, TableInstance, TableVersion
+from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
+from ..executor.storage import storage_for
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog
@@ -185,7 +185,7 @@ class Attachment:
         its folder as ``read_table`` does). None, and the reason kept, when it cannot be named."""
         database, short = table.name.split(".", 1)
         if pin is None:
-            if fs.is_local(table.location) and not os.path.isdir(fs.local_path(table.location)):
+            if storage_for(self.ledger.warehouse).absent(table.location):
                 return self._unnamed(table.name, NOTHING_YET)  # asking Spark would cost a failed inference
             try:
                 self.catalog.put(database, short, f"SELECT * FROM {folder_relation(table.location)}", None, new=new)

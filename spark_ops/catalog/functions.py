@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 from pyspark.sql import SparkSession
 
 from ledger import Ledger
-from ledger.audit.history import PIN_EVENTS
+from ledger import PIN_EVENTS
 
 HISTORY = "ledger_history"
 VERSIONS = "ledger_versions"

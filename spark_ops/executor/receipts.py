@@ -1,7 +1,7 @@
 """What a vacuum task deleted, written down as it goes: the executor's half of a receipt (R20).
 
-Every deleting path (``fs``'s unlinks, ``objects``' batches) tells a task's ``Receipt`` each
-object it has confirmed gone, with its size. The receipt keeps at most ``PART_LEAVES`` of them
+Every deletion (``storage.Deleter``'s batches, on a disk or a store) tells a task's ``Receipt``
+each object the storage has confirmed gone, with its size. The receipt keeps at most ``PART_LEAVES`` of them
 in memory: then it seals a **part** (the leaves sorted by key, hashed into an RFC 6962 tree,
 compressed) and writes it to the run's scratch folder in the warehouse, which every executor and
 the driver see (a local warehouse is on a shared file system; a store is a store). The task
@@ -10,22 +10,22 @@ each in the ledger (``ReceiptPart``: its root, and the bytes as an attachment) a
 scratch. So however many objects a run deletes, no process holds their list whole, and the
 driver holds one part at most.
 
-The encodings are ``ledger.chain``'s (a test checks they agree); this module imports the
-standard library only (R19), and ``objects`` for a store.
+The encoding is ``vacuum_work.leaves``, which ``ledger.chain`` documents and checks with; this
+module imports the standard library only (R19); parts are written, read and removed through the run's ``Storage``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import struct
 import threading
 import uuid
 import zlib
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
-from . import objects
-from .fs import is_local, local_path as _local
+from vacuum_work import Part
+from vacuum_work.leaves import leaf_input, tree_root, unpack
+
+from .storage import Storage, storage_for
 
 PART_LEAVES = 10_000
 """Objects per part at most: 0.2-0.5 MB compressed (random ids compress least), the most of a receipt
@@ -36,60 +36,19 @@ SCRATCH = ".retention-ledger/receipts"
 a database name never starts with a dot)."""
 
 
-class Part(NamedTuple):
-    """A sealed part's summary: what the ledger records, and where its leaves wait."""
-    first: str
-    last: str
-    leaves: int
-    size: int
-    """The objects' bytes."""
-    root: str
-    digest: str
-    where: str
-    """The scratch file (a path, or a key of the warehouse's bucket)."""
-
-
-def leaf_input(key: str, size: int) -> bytes:
-    data = key.encode("utf-8")
-    return struct.pack(">I", len(data)) + data + struct.pack(">Q", size)
-
-
-def tree_root(entries: Iterable[bytes]) -> bytes:
-    """RFC 6962's Merkle tree hash over leaf inputs (pairs left to right, an odd last node carried up)."""
-    level = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
-    if not level:
-        return hashlib.sha256(b"").digest()
-    while len(level) > 1:
-        paired = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            paired.append(level[-1])
-        level = paired
-    return level[0]
-
-
 class Receipt:
     """One task's record of what it deleted (thread-safe: the deleting threads add to it)."""
 
     def __init__(self, root: str, run_id: str) -> None:
-        self._root = root
-        if is_local(root):
-            real = os.path.realpath(_local(root))
-            self._strip = real + os.sep
-            self._folder = os.path.join(real, *SCRATCH.split("/"), run_id)
-        else:
-            where = objects.bucket(root)
-            base = where.key(root, root=True)
-            self._strip = f"{base}/" if base else ""
-            self._folder = f"{self._strip}{SCRATCH}/{run_id}"
+        self._store = storage_for(root)
+        self._strip = f"{self._store.base}/" if self._store.base else ""
+        self._folder = _scratch(self._store, run_id)
         self._leaves: list[tuple[str, int]] = []
         self._parts: list[Part] = []
         self._lock = threading.Lock()
 
-    def add(self, path: str, size: int) -> None:
-        self.add_many([(path, size)])
-
     def add_many(self, deleted: Iterable[tuple[str, int]]) -> None:
-        """Objects confirmed gone: absolute local paths, or keys of the warehouse's bucket."""
+        """Objects confirmed gone, by their storage's names (real paths, or keys of the warehouse's bucket)."""
         n = len(self._strip)
         found = [(p[n:], s) for p, s in deleted if p.startswith(self._strip)]
         with self._lock:
@@ -110,15 +69,8 @@ class Receipt:
         leaves.sort()  # by key, in code points: UTF-8's byte order
         entries = [leaf_input(key, size) for key, size in leaves]
         data = zlib.compress(b"".join(entries), 6)
-        name = f"{uuid.uuid4().hex}.part"
-        if is_local(self._root):
-            os.makedirs(self._folder, exist_ok=True)
-            where = os.path.join(self._folder, name)
-            with open(where, "wb") as out:
-                out.write(data)
-        else:
-            where = f"{self._folder}/{name}"
-            objects.bucket(self._root).put(where, data)
+        where = f"{self._folder}/{uuid.uuid4().hex}.part"
+        self._store.put(where, data)
         self._parts.append(Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
                                 tree_root(entries).hex(), hashlib.sha256(data).hexdigest(), where))
 
@@ -126,66 +78,32 @@ class Receipt:
 def summarize(data: bytes, where: str) -> Part:
     """A part's summary recomputed from its bytes (a part a dead run's task left, which no summary
     reached a driver for); ``ValueError`` if they are not a whole, sorted part."""
-    try:
-        raw = zlib.decompress(data)
-    except zlib.error as exc:
-        raise ValueError(f"not a compressed part ({exc})") from None
-    entries, leaves, at = [], [], 0
-    while at < len(raw):
-        if at + 4 > len(raw):
-            raise ValueError("a leaf is cut short")
-        (n,) = struct.unpack_from(">I", raw, at)
-        if at + 12 + n > len(raw):
-            raise ValueError("a leaf is cut short")
-        leaves.append((raw[at + 4:at + 4 + n].decode("utf-8"), struct.unpack_from(">Q", raw, at + 4 + n)[0]))
-        entries.append(raw[at:at + 12 + n])
-        at += 12 + n
+    leaves = unpack(data)
     if not leaves or any(a[0] > b[0] for a, b in zip(leaves, leaves[1:])):
         raise ValueError("no leaves, or not sorted by key")
-    return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves), tree_root(entries).hex(),
-                hashlib.sha256(data).hexdigest(), where)
+    return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
+                tree_root(leaf_input(k, s) for k, s in leaves).hex(), hashlib.sha256(data).hexdigest(), where)
+
+
+def _scratch(store: Storage, run_id: str) -> str:
+    """The name of a run's scratch folder, under the warehouse root."""
+    return f"{store.base}/{SCRATCH}/{run_id}" if store.base else f"{SCRATCH}/{run_id}"
 
 
 def stranded(root: str, run_id: str) -> list[str]:
     """The parts a run's tasks left in its scratch folder (a run that died before its driver
     recorded them): where each is."""
-    if is_local(root):
-        folder = os.path.join(os.path.realpath(_local(root)), *SCRATCH.split("/"), run_id)
-        try:
-            return sorted(os.path.join(folder, name) for name in os.listdir(folder))
-        except FileNotFoundError:
-            return []
-    where = objects.bucket(root)
-    base = where.key(root, root=True)
-    prefix = f"{base}/{SCRATCH}/{run_id}" if base else f"{SCRATCH}/{run_id}"
-    return [obj.key for page in where.pages(prefix) for obj in page]
+    store = storage_for(root)
+    return sorted(entry.path for page in store.pages(_scratch(store, run_id), sizes=False) for entry in page)
 
 
 def read_part(root: str, where: str) -> bytes:
     """A part's compressed leaves, as its task wrote them (the driver reads them one at a time)."""
-    if is_local(root):
-        with open(where, "rb") as source:
-            return source.read()
-    return objects.bucket(root).get(where)
+    return storage_for(root).get(where)
 
 
 def clear(root: str, run_id: str, wheres: Iterable[str]) -> None:
     """Remove a run's parts from its scratch folder once they are recorded, each by its own name
     (no listing; on a store, single deletes, never mistaken for the vacuum's batches), and the
-    folder with them where the disk has folders. What is not there is not an error."""
-    if not is_local(root):
-        where = objects.bucket(root)
-        for key in wheres:
-            where.delete_one(key)
-        return
-    for path in wheres:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    folder = os.path.join(os.path.realpath(_local(root)), *SCRATCH.split("/"), run_id)
-    for path in (folder, os.path.dirname(folder), os.path.dirname(os.path.dirname(folder))):
-        try:
-            os.rmdir(path)
-        except OSError:  # not empty (another run's parts), or gone
-            break
+    folders they leave empty where the disk has folders. What is not there is not an error."""
+    storage_for(root).remove(wheres)

@@ -1,16 +1,18 @@
-"""What a vacuum's tasks do on an executor: re-check each item against the plan, then delete.
+"""What a vacuum's tasks do with the plan's items (``vacuum_work``): re-check each, then delete.
 
 Every function here is handed to Spark by reference (``functools.partial`` of a function of
-this module, never a lambda of the driver's), so an executor needs this package and nothing
-of the ledger (R19). Each re-checks what it is given: an item the plan does not hold is
-refused; a purge runs only if its table was dropped at or before its watermark (the ledger's
-decision, re-checked, R2); every path is confined to its location (``fs``, ``objects``, R9).
+this module, never a lambda of the driver's), so an executor needs this package and
+``vacuum_work`` and nothing of the ledger (R19). Each re-checks what it is given: a purge runs
+only if its table was dropped at or before its watermark (the ledger's decision, re-checked, R2);
+every folder must lie in its table's ``_writes`` folder, and every path inside its location (R9,
+``fs``). What is done to the files is ``fs``'s, the same wherever they are: ``storage_for(root)``
+is the one place that knows a local disk from an object store.
 
-Three shapes of work:
+Three shapes of work, each answering with ``vacuum_work.Result``:
 
 * ``run_items``: whole items, several a task (expiries, sweeps, stragglers, a dry run's
   listings, and on an object store the purges the ledger knows the files of);
-* ``look_or_purge``, then ``delete_share`` and ``finish_purge``: dropped tables split below
+* ``look_or_purge``, then ``share_task`` and ``finish_purge``: dropped tables split below
   the table, their sub-folders shared out over several tasks (a local disk, or an object
   store location the ledger does not know);
 * ``preflight``: can this executor run the rest at all.
@@ -22,130 +24,148 @@ import hashlib
 import os
 import sys
 import zlib
-from typing import Any, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Iterator
 
-from . import fs, objects
+from vacuum_work import Expiry, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, Work, location
+
+from . import fs
 from .receipts import Receipt
-from .work import EXPIRE, FOREIGN, PARTS, PURGE, STRAGGLERS, SWEEP, Outcome, Plan, Share, Work
+from .storage import StoreError, Unsafe, storage_for
 
 LISTING_SAMPLE = 20
 """Files of each item sent back to the driver when a dry run's listing goes to its dataset."""
 
-NOT_PLANNED = "refused: not in this vacuum's plan"
+Files = Callable[[str], Iterable[tuple[str, int]]]
+"""A file list the ledger keeps, by digest: ``(path, size)`` pairs relative to the table's location.
+Only the driver has one (``VacuumRun.files``); executors list what they delete."""
 
 
-class Held:
-    """A plan held where it is used (the driver), in the shape of a broadcast (``.value``)."""
+@dataclass(frozen=True)
+class Job:
+    """What every task of one vacuum shares besides its items."""
+    root: str
+    run_id: str | None = None
+    """The run whose receipt the tasks write (None: a dry run, which deletes nothing)."""
+    listing: str | None = None
+    """A dry run's dataset folder: each item's listing is written there."""
+    siblings: int = 0
+    """About how many table locations the root holds (for the one-listing check on object stores)."""
 
-    def __init__(self, value: Plan) -> None:
-        self.value = value
+    def receipt(self) -> Receipt | None:
+        """A task's receipt of what it deletes (R20); none for a dry run."""
+        return None if self.run_id is None else Receipt(self.root, self.run_id)
+
+    def at(self, item: Work) -> str:
+        """An item's location, absolute."""
+        return location(self.root, item.path)
 
 
-def receipt_of(spec: Plan, dry_run: bool = False) -> Receipt | None:
-    """A task's receipt of what it deletes (R20); none for a dry run."""
-    return None if dry_run or spec.run_id is None else Receipt(spec.root, spec.run_id)
-
-
-def refusal(item: Work) -> str | None:
-    """Why a purge is refused here (the ledger's decision re-checked), or None."""
-    if item.watermark is None or item.dropped_at > item.watermark:
-        return "refused: not behind its watermark, so still restorable"
-    return None
+def _closing(receipt: Receipt | None) -> Iterator[Result]:
+    """The result a task ends with to hand over its receipt's parts (it names no item)."""
+    if receipt is not None:
+        yield Result(None, parts=receipt.close())
 
 
 # --- whole items ---------------------------------------------------------------------------
 
-def run_items(plan: Any, keys: Iterable[str], *, dry_run: bool) -> Iterator[Outcome]:
-    """Each item's outcome; a dry run writes each item's listing to the plan's dataset and sends
-    back a sample."""
-    spec: Plan = plan.value
-    receipt = receipt_of(spec, dry_run)
-    for outcome in _run(spec, list(keys), dry_run, receipt):
-        if spec.listing is not None and outcome.listing:
-            _write_listing(spec.listing, spec.items[outcome.key], outcome.listing)
-            outcome = Outcome(outcome.key, outcome.files, outcome.bytes, outcome.error,
-                              outcome.listing[:LISTING_SAMPLE], outcome.left)
-        yield outcome
-    if receipt is not None:
-        yield Outcome(PARTS, parts=receipt.close())
+def run_items(job: Job, items: Iterable[Work], *, files: Files | None = None) -> Iterator[Result]:
+    """Each item's result; a dry run writes each item's listing to the job's dataset and sends back
+    a sample. ``files``: on the driver, the ledger's file lists, so that on an object store what it
+    knows is deleted by key, without listing (R20)."""
+    receipt = job.receipt()
+    dry_run = job.run_id is None
+    for done in _run(job, list(items), receipt, files):
+        if job.listing is not None and done.listing:
+            assert done.item is not None
+            _write_listing(job.listing, done.item, done.listing)
+            done = replace(done, listing=done.listing[:LISTING_SAMPLE])
+        yield done
+    yield from _closing(None if dry_run else receipt)
 
 
-def _run(spec: Plan, keys: list[str], dry_run: bool, receipt: Receipt | None) -> Iterator[Outcome]:
-    known = [k for k in keys if not dry_run and k in spec.items and spec.items[k].kind == PURGE
-             and spec.items[k].manifests]
-    yield from _purge_known(spec, known, receipt)
-    for key in keys:
-        if key in known:
+def _run(job: Job, items: list[Work], receipt: Receipt | None, files: Files | None) -> Iterator[Result]:
+    dry_run = job.run_id is None
+    known = [i for i in items if isinstance(i, Purge) and i.listed and files is not None and not dry_run]
+    yield from _purge_known(job, known, receipt, files) if known and files is not None else ()
+    done = {i.key for i in known}  # keys: a list's ``in`` compares whole records, item by item
+    for item in items:
+        if item.key in done:
             continue
-        item = spec.items.get(key)
-        if item is None:
-            yield Outcome(key, error=NOT_PLANNED)
-        elif item.kind == PURGE:
-            yield _purge_location(spec.root, item, dry_run, receipt)
-        elif item.kind == STRAGGLERS:
-            done, left = fs.delete_unnamed(spec.root, item.location, item.folder, set(item.named), item.cutoff,
-                                           dry_run=dry_run, receipt=receipt)
-            yield Outcome(key, done.files, done.bytes, done.error, _entries(done.listing), left)
-        elif item.kind == FOREIGN:
-            found = fs.foreign_files(spec.root, item.location, set(item.named))
-            yield Outcome(key, len(found), sum(f.size for f in found), None, _entries(found))
-        elif item.kind in (EXPIRE, SWEEP):
-            yield _delete_folders(spec.root, item, dry_run, receipt)
+        if isinstance(item, Purge):
+            yield _purge_location(job, item, receipt)
+        elif isinstance(item, (Expiry, Sweep)):
+            yield _delete_folders(job, item, receipt, files)
+        elif isinstance(item, StragglerScan):
+            yield _scan(job, item, receipt)
+        elif isinstance(item, ForeignScan):
+            found = fs.foreign_files(job.root, job.at(item), set(item.named))
+            yield Result(item, len(found), sum(f.size for f in found), listing=tuple((f.path, f.size) for f in found))
         else:
-            yield Outcome(key, error=f"refused: no such kind of work {item.kind!r}")
+            yield Result(item, error=f"refused: no such kind of work {item.kind!r}")
 
 
-def _entries(listing: Iterable[fs.FileEntry] | None) -> tuple[tuple[str, int], ...] | None:
-    return None if listing is None else tuple((e.path, e.size) for e in listing)
+class _Listed:
+    """One of the ledger's file lists, read when a deletion comes to it (never all at once)."""
+
+    def __init__(self, files: Files, digest: str) -> None:
+        self._files, self._digest = files, digest
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._files(self._digest))
 
 
-def _purge_known(spec: Plan, keys: list[str], receipt: Receipt | None) -> Iterator[Outcome]:
+def _purge_known(job: Job, items: list[Purge], receipt: Receipt | None, files: Files) -> Iterator[Result]:
     """Dropped tables on an object store whose files the ledger knows: each re-checked, then
     purged together (their known keys, then what a listing finds, sharing DeleteObjects batches)."""
     allowed = []
-    for key in keys:
-        refused = refusal(spec.items[key])
+    for item in items:
+        refused = item.refusal()
         if refused is not None:
-            yield Outcome(key, error=refused)
+            yield Result(item, error=refused)
         else:
-            allowed.append(spec.items[key])
+            allowed.append(item)
     if allowed:
-        done = objects.purge(spec.root, [i.location for i in allowed], named=[list(i.manifests) for i in allowed],
-                             siblings=spec.siblings, receipt=receipt)
-        for item, (files, size, error) in zip(allowed, done):
-            yield Outcome(item.key, files, size, error)
+        done = fs.purge_each(job.root, [job.at(i) for i in allowed],
+                             known=[[_Listed(files, d) for d in i.listed] for i in allowed],
+                             siblings=job.siblings, receipt=receipt)
+        for item, result in zip(allowed, done):
+            yield replace(result, item=item)
 
 
-def _purge_location(root: str, item: Work, dry_run: bool, receipt: Receipt | None) -> Outcome:
-    refused = None if dry_run else refusal(item)
+def _purge_location(job: Job, item: Purge, receipt: Receipt | None) -> Result:
+    refused = None if job.run_id is None else item.refusal()
     if refused is not None:
-        return Outcome(item.key, error=refused)
-    done = fs.purge(root, item.location, dry_run=dry_run, receipt=receipt)
-    return Outcome(item.key, done.files, done.bytes, done.error, _entries(done.listing))
+        return Result(item, error=refused)
+    return replace(fs.purge(job.root, job.at(item), dry_run=job.run_id is None, receipt=receipt), item=item)
 
 
-def _delete_folders(root: str, item: Work, dry_run: bool, receipt: Receipt | None) -> Outcome:
+def _delete_folders(job: Job, item: Expiry | Sweep, receipt: Receipt | None, files: Files | None) -> Result:
     """A table's old (or swept) write folders, several at once: each must lie in the table's own
     ``_writes`` folder (R9), and one that does not refuses them all before any is touched."""
-    inside = item.location.rstrip("/") + "/_writes/"
     for folder in item.folders:
-        if not folder.startswith(inside) or "/" in folder[len(inside):].strip("/"):
-            return Outcome(item.key, error=f"refused: {folder} is not a write folder of {item.location}",
-                           listing=() if dry_run else None)
-    if item.manifests and not dry_run:  # on an object store what the ledger knows goes by key (R20)
-        done = objects.delete_named(root, item.location, list(zip(item.folders, item.manifests)), receipt=receipt)
-        return Outcome(item.key, sum(f for f, _, _ in done), sum(b for _, b, _ in done),
-                       next((e for _, _, e in done if e is not None), None))
-    outcomes = fs.purge_each(root, list(item.folders), dry_run=dry_run, receipt=receipt)
-    files, size, error = _totals(outcomes)
-    listing = tuple((e.path, e.size) for o in outcomes for e in o.listing or ()) if dry_run else None
-    return Outcome(item.key, files, size, error, listing)
+        if not folder.path.startswith("_writes/") or "/" in folder.path[len("_writes/"):].strip("/") or \
+                ".." in folder.path.split("/"):
+            return Result(item, error=f"refused: {folder.path} is not a write folder of {job.at(item)}",
+                          listing=() if job.run_id is None else None)
+    here = job.at(item)
+    known = [_Listed(files, f.listed) if f.listed else None for f in item.folders] \
+        if files is not None and storage_for(job.root).keyed else []
+    done = fs.delete_folders(job.root, here, [location(here, f.path) for f in item.folders], known,
+                             dry_run=job.run_id is None, receipt=receipt)
+    return replace(done, item=item)
 
 
-def _totals(outcomes: list[fs.Outcome]) -> tuple[int, int, str | None]:
-    """Files and bytes deleted by several purges, and the first error among them."""
-    error = next((o.error for o in outcomes if o.error is not None), None)
-    return sum(o.files for o in outcomes), sum(o.bytes for o in outcomes), error
+def _scan(job: Job, item: StragglerScan, receipt: Receipt | None) -> Result:
+    """A committed folder's stragglers: what its version does not name, once old enough. Refused
+    if what the version names was never read in (``named`` None): nothing would count as named."""
+    if item.named is None:
+        return Result(item, error=f"refused: the straggler scan of write {item.folder.write_id} does not say what "
+                                  "its version names (read in by the ledger's plan); nothing was deleted")
+    here = job.at(item)
+    done = fs.delete_unnamed(job.root, here, location(here, item.folder.path), set(item.named),
+                             item.cutoff / 1e6, dry_run=job.run_id is None, receipt=receipt)
+    return replace(done, item=item)
 
 
 def _write_listing(folder: str, item: Work, entries: tuple[tuple[str, int], ...]) -> None:
@@ -162,64 +182,68 @@ def _write_listing(folder: str, item: Work, entries: tuple[tuple[str, int], ...]
 
 # --- tables split below the table ------------------------------------------------------------
 
-def look_or_purge(plan: Any, keys: Iterable[str]) -> Iterator[tuple[str, tuple[Share, int]]]:
+@dataclass(frozen=True)
+class Share:
+    """One task's share of a table split below the table: its counts, and whether the table is done
+    (nothing left for the finishing task)."""
+    item: Purge
+    files: int = 0
+    bytes: int = 0
+    error: str | None = None
+    finished: bool = False
+    parts: tuple[Part, ...] = ()
+
+    def __add__(self, other: Share) -> Share:
+        return Share(self.item, self.files + other.files, self.bytes + other.bytes, self.error or other.error,
+                     self.finished or other.finished, self.parts + other.parts)
+
+
+def look_or_purge(job: Job, items: Iterable[Purge]) -> Iterator[Result | tuple[Purge, int]]:
     """The tables with fewer than two sub-folders purged here and now, several at once
-    (``fs.purge_each``), the refused ones reported; the bigger ones only counted, for a second
-    job to share out."""
-    spec: Plan = plan.value
-    receipt = receipt_of(spec)
-    whole: list[Work] = []
-    for key in keys:
-        item = spec.items.get(key)
-        refused = NOT_PLANNED if item is None else refusal(item)
+    (``fs.purge_each``), the refused ones reported (each a ``Result``); the bigger ones only counted
+    (``(item, pieces)``), for a second job to share out."""
+    receipt = job.receipt()
+    whole: list[Purge] = []
+    for item in items:
+        refused = item.refusal()
         if refused is not None:
-            yield key, (Share(error=refused, finished=True), 0)
+            yield Result(item, error=refused)
             continue
-        assert item is not None
-        pieces = len(fs.pieces(spec.root, item.location))
+        pieces = len(fs.pieces(job.root, job.at(item)))
         if pieces < 2:
             whole.append(item)
         else:
-            yield key, (Share(), pieces)
-    for item, done in zip(whole, fs.purge_each(spec.root, [i.location for i in whole], receipt=receipt)):
-        yield item.key, (Share(done.files, done.bytes, done.error, True), 0)
-    if receipt is not None:
-        yield PARTS, (Share(finished=True, parts=receipt.close()), 0)
+            yield item, pieces
+    for item, done in zip(whole, fs.purge_each(job.root, [job.at(i) for i in whole], receipt=receipt)):
+        yield replace(done, item=item)
+    yield from _closing(receipt)
 
 
-def share_task(plan: Any, share: tuple[str, int, int]) -> tuple[str, Share]:
-    """``delete_share`` of one (key, share, shares), keyed for the sum per table."""
-    key, j, k = share
-    return key, delete_share(plan, key, j, k)
-
-
-def delete_share(plan: Any, key: str, share: int, shares: int) -> Share:
+def share_task(job: Job, share: tuple[Purge, int, int]) -> tuple[str, Share]:
     """Re-check the table, then delete the sub-folders that are this share's (``share_of_listing``),
     several at once (a table with fewer than two: share 0 purges it whole). One that appears
-    meanwhile is left to the final purge of the location."""
-    spec: Plan = plan.value
-    item = spec.items.get(key)
-    refused = NOT_PLANNED if item is None else refusal(item)
+    meanwhile is left to the final purge of the location. Keyed for the sum per table."""
+    item, share_n, shares = share
+    refused = item.refusal()
     if refused is not None:
-        return Share(error=refused)
-    assert item is not None
-    pieces = fs.pieces(spec.root, item.location)
-    receipt = receipt_of(spec)
+        return item.key, Share(item, error=refused)
+    here = job.at(item)
+    pieces = fs.pieces(job.root, here)
+    receipt = job.receipt()
     if len(pieces) < 2:
-        if share:
-            return Share()
-        done = _purge_location(spec.root, item, False, receipt)
-        return Share(done.files, done.bytes, done.error, True, _parts(receipt))
-    inside = item.location.rstrip("/") + "/"
-    local = fs.is_local(spec.root)
-    folders = share_of_listing(pieces, share, shares, local)
-    outside = next((f for f in folders if not f.startswith(inside)), None)
+        if share_n:
+            return item.key, Share(item)
+        done = _purge_location(job, item, receipt)
+        return item.key, Share(item, done.files, done.bytes, done.error, True, _parts(receipt))
+    folders = share_of_listing(pieces, share_n, shares, not storage_for(job.root).keyed)
+    outside = next((f for f in folders if not f.startswith(here.rstrip("/") + "/")), None)
     if outside is not None:
-        return Share(error=f"refused: {outside} is not inside {item.location}")
-    return Share(*_totals(fs.purge_each(spec.root, folders, keep=local, receipt=receipt)), parts=_parts(receipt))
+        return item.key, Share(item, error=f"refused: {outside} is not inside {here}")
+    done = fs.total(fs.purge_each(job.root, folders, keep=True, receipt=receipt))
+    return item.key, Share(item, done.files, done.bytes, done.error, parts=_parts(receipt))
 
 
-def _parts(receipt: Receipt | None) -> tuple:
+def _parts(receipt: Receipt | None) -> tuple[Part, ...]:
     return () if receipt is None else receipt.close()
 
 
@@ -242,22 +266,22 @@ def add_shares(a: Share, b: Share) -> Share:
     return a + b
 
 
-def finish_purge(plan: Any, pair: tuple[str, Share]) -> Outcome:
+def finish_purge(job: Job, pair: tuple[str, Share]) -> Result:
     """After the shares, purge the rest of the location (or report the first error)."""
-    key, done = pair
+    _, done = pair
     if done.error is not None or done.finished:
-        return Outcome(key, done.files, done.bytes, done.error, parts=done.parts)
-    receipt = receipt_of(plan.value)
-    more = _purge_location(plan.value.root, plan.value.items[key], False, receipt)
-    return Outcome(key, done.files + more.files, done.bytes + more.bytes, more.error,
-                   parts=done.parts + _parts(receipt))
+        return Result(done.item, done.files, done.bytes, done.error, parts=done.parts)
+    receipt = job.receipt()
+    more = _purge_location(job, done.item, receipt)
+    return Result(done.item, done.files + more.files, done.bytes + more.bytes, more.error,
+                  parts=done.parts + _parts(receipt))
 
 
 # --- can this executor run a vacuum at all ---------------------------------------------------
 
 def root_seen(root: str) -> bool:
     """Whether the warehouse root is there, as seen from here (a local folder; a store: True)."""
-    return not fs.is_local(root) or os.path.isdir(fs.local_path(root))
+    return not storage_for(root).absent(root)
 
 
 def preflight(root: str, driver_sees_root: bool, _partition: Iterable[Any]) -> Iterator[str]:
@@ -270,19 +294,14 @@ def preflight(root: str, driver_sees_root: bool, _partition: Iterable[Any]) -> I
         import pyarrow  # noqa: F401  (a dry run's dataset)
     except ImportError as exc:
         yield f"{where}: {type(exc).__name__}: {exc}"
-    if fs.is_local(root):
-        folder = fs.local_path(root)
-        if driver_sees_root and not os.path.isdir(folder):
-            yield (f"{where} does not see the warehouse {folder}: a local warehouse must be on a file system the "
-                   "driver and every executor share")
-        return
     try:
-        import obstore  # noqa: F401
+        store = storage_for(root)
+        if driver_sees_root and store.absent(root):
+            yield (f"{where} does not see the warehouse {store.base}: a local warehouse must be on a file system "
+                   "the driver and every executor share")
+        elif store.keyed:  # one page of a listing: the store's client is here, and the store answers
+            next(iter(store.pages(store.base or "_retention_ledger_preflight")), None)
     except ImportError as exc:
         yield f"{where}: {type(exc).__name__}: {exc} (the object-store client, needed for {root})"
-        return
-    try:
-        store = objects.bucket(root)
-        next(iter(store.pages(store.key(root, root=True) or "_retention_ledger_preflight")), None)
-    except (objects.StoreError, objects.Unsafe) as exc:
+    except (StoreError, Unsafe, OSError) as exc:
         yield f"{where}: cannot list {root}: {exc}"

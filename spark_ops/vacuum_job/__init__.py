@@ -7,11 +7,11 @@ bar's source), ``ship`` (the executors' code, and the pre-flight check). Executo
 """
 
 from .budget import SHARES_PER_CORE
-from .driver import LISTING_THRESHOLD_DEFAULT, plan_of, sweep, vacuum
+from .driver import LISTING_THRESHOLD_DEFAULT, sweep, vacuum, work_of
 from .progress import Progress
 from .report import (
     ExpiryReport, InstanceReport, StragglerReport, SweepReport, VacuumReport, build_report,
 )
 
-__all__ = ["vacuum", "sweep", "plan_of", "build_report", "VacuumReport", "InstanceReport", "ExpiryReport",
+__all__ = ["vacuum", "sweep", "work_of", "build_report", "VacuumReport", "InstanceReport", "ExpiryReport",
            "SweepReport", "StragglerReport", "Progress", "LISTING_THRESHOLD_DEFAULT", "SHARES_PER_CORE"]

@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ledger import InvalidArgument
+from vacuum_work import Result
 
-from ..executor.work import Outcome
+from ledger import InvalidArgument
 
 
 def folder_for(listing_dir: str | os.PathLike[str] | None) -> str:
@@ -32,10 +32,10 @@ def folder_for(listing_dir: str | os.PathLike[str] | None) -> str:
     return str(folder.resolve())
 
 
-def settle(folder: str, outcomes: dict[str, Outcome], *, keep: bool, threshold: int) -> str | None:
-    """Small listings go back into the outcomes (and the dataset away, unless the caller named
+def settle(folder: str, results: dict[str, Result], *, keep: bool, threshold: int) -> str | None:
+    """Small listings go back into the results (and the dataset away, unless the caller named
     its folder); a large one stays where it is, and its folder is returned."""
-    total = sum(o.files for o in outcomes.values() if o.listing)
+    total = sum(o.files for o in results.values() if o.listing)
     if total > threshold:
         return folder
     if any(Path(folder).iterdir()):
@@ -44,7 +44,7 @@ def settle(folder: str, outcomes: dict[str, Outcome], *, keep: bool, threshold: 
         for row in pq.read_table(folder, columns=["item", "path", "size"]).to_pylist():
             found.setdefault(row["item"], []).append((row["path"], row["size"]))
         for key, entries in found.items():
-            outcomes[key] = dataclasses.replace(outcomes[key], listing=tuple(entries))
+            results[key] = dataclasses.replace(results[key], listing=tuple(entries))
     if keep:
         return folder
     shutil.rmtree(folder, ignore_errors=True)

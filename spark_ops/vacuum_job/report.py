@@ -12,12 +12,8 @@ from typing import Any
 
 import attrs
 
-from ledger import VacuumOrder
-from ledger.clock import iso_utc
-from ledger.views import format_bytes, held_line
-
-from ..executor.fs import FileEntry
-from ..executor.work import EXPIRE, FOREIGN, NOTHING, PURGE, STRAGGLERS, SWEEP, Outcome
+from ledger import FileEntry, format_bytes, format_duration, from_micros, iso_utc
+from vacuum_work import Held, Plan, Result, Waiting, location
 
 
 class _ItemReport:
@@ -229,51 +225,70 @@ class VacuumReport:
         }
 
 
-def build_report(order: VacuumOrder, dry_run: bool, outcomes: dict[str, Outcome], started: float,
+def held_line(h: dict[str, Any]) -> str:
+    """One thing a pin kept from a vacuum (``VacuumReport.held``), said as a user needs it (R21)."""
+    what = "not purged" if h["what"] == "purge" else f"version {h['version']} and newer not expired"
+    return f"  held by pin {h['pin']} until {h['until']}: {h['name']} (id {h['id']}) {what}"
+
+
+def _waiting(w: Waiting) -> dict[str, Any]:
+    return {"id": w.table_id, "name": w.name, "dropped_at": iso_utc(from_micros(w.dropped_at)), "due_at": iso_utc(from_micros(w.due_at)),
+            "retention": format_duration(w.retention_seconds), "retention_from": w.retention_from}
+
+
+def _held(h: Held) -> dict[str, Any]:
+    return {"name": h.name, "id": h.table_id, "what": h.what, "version": h.version, "pin": h.pin_id,
+            "until": iso_utc(from_micros(h.until))}
+
+
+def build_report(plan: Plan, dry_run: bool, results: dict[str, Result], started: float,
                  timings: dict[str, float]) -> VacuumReport:
-    """Every work item's outcome, by kind (an item with nothing to delete did nothing)."""
-    def out(kind: str, id_: str) -> Outcome:
-        """The outcome of one item, or the sum of the parts a big item was split into."""
-        key = f"{kind}:{id_}"
-        parts = [o for k, o in outcomes.items() if k == key or k.startswith(key + "#")]
-        total = NOTHING
-        for part in parts:
-            total = part if total is NOTHING else total + part
-        return total
+    """Every item's result, by kind (an item with nothing to delete did nothing); ``results`` holds
+    each item's (or part's) by key, a split item's parts added up here."""
+    totals: dict[str, Result] = {}
+    for key, result in results.items():
+        base = key.split("#", 1)[0]
+        totals[base] = totals[base] + result if base in totals else result
 
-    def files(outcome: Outcome) -> tuple[FileEntry, ...]:
-        return tuple(FileEntry(p, s) for p, s in outcome.listing or ())
+    def out(item: Any) -> Result:
+        return totals.get(item.key, Result(item))
 
-    purged = {t.id: out(PURGE, t.id) for t in order.targets}
-    expired = {e.id: out(EXPIRE, e.id) for e in order.expiries}
-    swept = {w.id: out(SWEEP, w.id) for w in order.sweeps}
-    cleaned = {c.write_id: out(STRAGGLERS, c.write_id) for c in order.stragglers}
-    foreign = {i: out(FOREIGN, i) for i, *_ in order.written}
+    def files(result: Result) -> tuple[FileEntry, ...]:
+        return tuple(FileEntry(p, s) for p, s in result.listing or ())
+
+    def at(path: str) -> str:
+        return location(plan.root, path)
+
+    purged = {t.key: out(t) for t in plan.purges}
+    expired = {e.key: out(e) for e in plan.expiries}
+    swept = {w.key: out(w) for w in plan.sweeps}
+    cleaned = {c.key: out(c) for c in plan.stragglers}
+    foreign = {f.key: out(f) for f in plan.foreign}
     return VacuumReport(
-        run_id=order.run_id,
+        run_id=plan.run_id,
         dry_run=dry_run,
-        watermarks=dict(order.watermarks),
-        instances=tuple(InstanceReport(t.id, t.name, t.location, purged[t.id].files, purged[t.id].bytes,
-                                       purged[t.id].error, resumed=t.resumed, would_delete=files(purged[t.id]))
-                        for t in order.targets),
-        resumed_runs=order.resumes,
+        watermarks={scope: from_micros(us) for scope, us in plan.watermarks},
+        instances=tuple(InstanceReport(t.table_id, t.name, at(t.path), r.files, r.bytes, r.error, resumed=t.resumed,
+                                       would_delete=files(r))
+                        for t, r in ((t, purged[t.key]) for t in plan.purges)),
+        resumed_runs=plan.resumes,
         duration=time.monotonic() - started,
         timings=timings,
-        busy_runs=order.busy,
-        waiting=order.waiting,
-        held=order.held,
-        expired=tuple(ExpiryReport(e.id, e.name, e.location, e.mark, e.versions, tuple(f for _, f in e.folders),
-                                   expired[e.id].files, expired[e.id].bytes, expired[e.id].error,
-                                   would_delete=files(expired[e.id])) for e in order.expiries),
-        swept=tuple(SweepReport(w.id, w.name, w.location, tuple((i, why) for i, _, why in w.writes),
-                                swept[w.id].files, swept[w.id].bytes, swept[w.id].error,
-                                would_delete=files(swept[w.id])) for w in order.sweeps),
+        busy_runs=plan.busy,
+        waiting=tuple(_waiting(w) for w in plan.waiting),
+        held=tuple(_held(h) for h in plan.held),
+        expired=tuple(ExpiryReport(e.table_id, e.name, at(e.path), None if e.mark is None else from_micros(e.mark),
+                                   e.versions, tuple(location(at(e.path), f.path) for f in e.folders),
+                                   r.files, r.bytes, r.error, would_delete=files(r))
+                      for e, r in ((e, expired[e.key]) for e in plan.expiries)),
+        swept=tuple(SweepReport(w.table_id, w.name, at(w.path), tuple((f.write_id, f.why) for f in w.folders),
+                                r.files, r.bytes, r.error, would_delete=files(r))
+                    for w, r in ((w, swept[w.key]) for w in plan.sweeps)),
         # A folder that held only what its version names had nothing cleaned: not reported.
-        stragglers=tuple(StragglerReport(c.id, c.name, c.write_id, c.folder, cleaned[c.write_id].files,
-                                         cleaned[c.write_id].bytes, left=cleaned[c.write_id].left,
-                                         error=cleaned[c.write_id].error, would_delete=files(cleaned[c.write_id]))
-                         for c in order.stragglers
-                         if cleaned[c.write_id].files or cleaned[c.write_id].error or cleaned[c.write_id].left),
-        foreign=tuple((name, location, files(foreign[i])) for i, name, location, _ in order.written
-                      if dry_run and foreign[i].listing),
+        stragglers=tuple(StragglerReport(c.table_id, c.name, c.folder.write_id, location(at(c.path), c.folder.path),
+                                         r.files, r.bytes, left=r.left, error=r.error, would_delete=files(r))
+                         for c, r in ((c, cleaned[c.key]) for c in plan.stragglers)
+                         if r.files or r.error or r.left),
+        foreign=tuple((f.name, at(f.path), files(r)) for f, r in ((f, foreign[f.key]) for f in plan.foreign)
+                      if dry_run and r.listing),
     )

@@ -2,7 +2,8 @@
 
 A cluster's executors have PySpark, pyarrow and (for object stores) obstore; they need not
 have retention-ledger. So the driver zips what they run (``spark_ops.executor``, which imports
-nothing of the ledger, and the ``spark_ops`` package's small ``__init__``) and adds it to the
+nothing of the ledger, the ``spark_ops`` package's small ``__init__``, and ``vacuum_work``, the
+standard-library records of a vacuum) and adds it to the
 SparkContext once (``addPyFile``), from where Spark hands it to every executor. The functions
 given to Spark are that package's, by reference, so an executor imports exactly that.
 
@@ -41,12 +42,9 @@ def ship(context: Any) -> None:
         from pyspark import SparkFiles
         # In the SparkContext's own file root: Spark serves it from there and removes it when it stops.
         path = os.path.join(SparkFiles.getRootDirectory(), "retention_ledger_executor.zip")
-        package = resources.files("spark_ops")
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("spark_ops/__init__.py", package.joinpath("__init__.py").read_text())
-            for entry in sorted(package.joinpath("executor").iterdir(), key=lambda e: e.name):
-                if entry.name.endswith(".py"):
-                    archive.writestr(f"spark_ops/executor/{entry.name}", entry.read_text())
+            for name, text in executor_files():
+                archive.writestr(name, text)
         context.addPyFile(path)
         _SHIPPED.add(context.applicationId)
 
@@ -96,7 +94,13 @@ def _python_error(exc: BaseException) -> str:
     return (text.strip().splitlines() or [type(exc).__name__])[0][:400]
 
 
-def executor_sources() -> list[str]:
-    """The files shipped to executors (for tests and docs)."""
-    package = resources.files("spark_ops").joinpath("executor")
-    return sorted(e.name for e in package.iterdir() if e.name.endswith(".py"))
+def executor_files() -> list[tuple[str, str]]:
+    """What executors run, as (name in the archive, source): ``spark_ops.executor`` with the
+    ``spark_ops`` package's small ``__init__``, and ``vacuum_work``, the records it takes and gives."""
+    package = resources.files("spark_ops")
+    found = [("spark_ops/__init__.py", package.joinpath("__init__.py").read_text())]
+    for home, folder in (("spark_ops/executor", package.joinpath("executor")), ("vacuum_work", resources.files("vacuum_work"))):
+        found += [(f"{home}/{e.name}", e.read_text()) for e in sorted(folder.iterdir(), key=lambda e: e.name)
+                  if e.name.endswith(".py")]
+    return found
+

@@ -1,0 +1,61 @@
+"""How a receipt writes down a deleted object (R20), for the executors that write it and the ledger
+that checks it: one copy of the encoding, the standard library's only.
+
+A leaf is ``u32(len(utf8(key))) || utf8(key) || u64(size)`` (big-endian), the key relative to the
+warehouse root; a part is the RFC 6962 tree hash over its leaves sorted by key. ``ledger.chain``
+documents both levels of a receipt's tree for auditors, and builds the receipt's level on these.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import zlib
+from typing import Iterable, Iterator
+
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+
+
+def leaf_input(key: str, size: int) -> bytes:
+    """The leaf input for one deleted object."""
+    data = key.encode("utf-8")
+    return struct.pack(">I", len(data)) + data + struct.pack(">Q", size)
+
+
+def read_leaves(data: bytes) -> Iterator[tuple[str, int]]:
+    """The ``(key, size)`` of each leaf in a part's (uncompressed) leaf data, in order; a
+    ``ValueError`` if the data is not a whole number of leaves."""
+    at, end = 0, len(data)
+    while at < end:
+        if at + 4 > end:
+            raise ValueError(f"a leaf is cut short at byte {at}")
+        (n,) = struct.unpack_from(">I", data, at)
+        if at + 4 + n + 8 > end:
+            raise ValueError(f"a leaf is cut short at byte {at}")
+        key = data[at + 4:at + 4 + n].decode("utf-8")
+        (size,) = struct.unpack_from(">Q", data, at + 4 + n)
+        yield key, size
+        at += 12 + n
+
+
+def unpack(data: bytes) -> list[tuple[str, int]]:
+    """The ``(key, size)`` of each leaf of a part as it is kept (compressed); a ``ValueError`` saying
+    why if the bytes are not a part's (not compressed, a leaf cut short, a key not UTF-8)."""
+    try:
+        return list(read_leaves(zlib.decompress(data)))
+    except (zlib.error, UnicodeError) as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def tree_root(entries: Iterable[bytes]) -> bytes:
+    """RFC 6962's Merkle tree hash over leaf inputs, level by level: pairing left to right and
+    carrying an odd last node up unchanged builds exactly RFC 6962's tree."""
+    level = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
+    if not level:
+        return EMPTY_ROOT
+    while len(level) > 1:
+        paired = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
