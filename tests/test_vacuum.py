@@ -405,6 +405,23 @@ def test_progress_starts_at_zero_of_a_known_total_and_ends_complete(spark, led, 
     assert first[0] == 0 and first[1] > 0 and last[0] == last[1] == first[1]
 
 
+def test_r10_a_vacuum_that_fails_on_the_way_releases_its_lease_for_the_next(spark, led, clock, rows) -> None:
+    """A run that raised after its start held its lease until it ran out (an hour), and the next
+    vacuum left its tables alone meanwhile (``busy``); released, the next takes its work over at once."""
+    make_table(led, rows, "sales.a")
+    led.drop_table("sales.a")
+    clock.advance(WEEK * 2)
+
+    def broken(done: int, total: int) -> None:
+        raise RuntimeError("the caller's progress bar broke")
+    with pytest.raises(RuntimeError, match="progress bar broke"):
+        vacuum(spark, led, progress=broken)
+    [failed] = [e.data["run_id"] for e in led.history() if e.type == "VacuumStarted"]
+    plan = led.plan_vacuum()
+    assert plan.busy == () and failed in plan.resumes
+    assert [r.name for r in vacuum(spark, led).purged] == ["sales.a"]
+
+
 # --- deletion split below the table, on a pool of I/O threads (issue 11) -----------------------
 
 def test_r9_every_path_is_checked_against_its_location_before_it_joins_a_batch(tmp_path: Path) -> None:
