@@ -634,3 +634,90 @@ def test_r2_a_large_dry_run_leaves_its_listing_in_a_parquet_dataset_not_in_the_d
     with pytest.raises(InvalidArgument, match="exists"):
         vacuum(spark, led, dry_run=True, listing_dir=tmp_path)
     assert led.event_count() == before
+
+
+# --- one vacuum for both kinds of session (R24, issue 46) ---------------------------------------
+
+def _warehouse_of_every_kind_of_work(led: Ledger, clock: ManualClock) -> dict[str, str]:
+    """Files written by hand (as a pipeline's own jobs leave them; no Spark write): a dropped table
+    to purge, a dropped table and an overwritten version each to be held by a pin, an overwritten
+    version to expire, and an aborted write to sweep. Each table's location by name (and the held
+    dropped table's instance id as ``held``)."""
+    def committed(name: str, files: int, mode: str = "append") -> None:
+        w = led.begin_write(name)
+        os.makedirs(w.folder)
+        for i in range(files):
+            Path(w.folder, f"part-{i}.parquet").write_bytes(b"v" * (i + 1))
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", i + 1) for i in range(files)], mode=mode)
+    made = {}
+    for name in ("sales.old", "sales.held"):
+        made[name] = led.create_table(name).location
+        for i in range(30):
+            folder = Path(made[name]) / f"day={i % 3}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"part-{i:03d}.parquet").write_bytes(b"x" * (i % 5 + 1))
+        made["held"] = led.drop_table(name).id
+    for name in ("sales.orders", "sales.pinned"):
+        made[name] = led.create_table(name).location
+        committed(name, 4)
+        clock.advance(timedelta(hours=1))
+        committed(name, 2, mode="overwrite")
+    aborted = led.begin_write("sales.orders")
+    os.makedirs(aborted.folder)
+    Path(aborted.folder, "part-0.parquet").write_bytes(b"half a file")
+    led.abort_write(aborted.id)
+    clock.advance(WEEK * 2)
+    return made
+
+
+def _vacuum_as_seen(spark, kind: str, base: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """A dry run, then the vacuum with progress, on ``spark`` (of ``kind``), of a fresh warehouse under
+    ``base``: what each said and recorded, each path as its table's name and the path inside it
+    (the same for both kinds, whose locations are random)."""
+    if kind == "connect":  # PySpark's mark of a Connect process, as the ``spark`` fixture sets it
+        monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    else:
+        monkeypatch.delenv("SPARK_CONNECT_MODE_ENABLED", raising=False)
+    clock = ManualClock(T0)
+    base.mkdir()
+    with Ledger.open(base / "ledger.db", clock=clock, actor="test") as led:
+        made = _warehouse_of_every_kind_of_work(led, clock)
+        held = led.pin(table_id=made.pop("held"), lease="1h")
+        pinned = led.pin("sales.pinned", version=1, lease="1h")
+
+        def named(path: str) -> str:
+            name, where = next((n, w) for n, w in made.items() if path.startswith(w + os.sep))
+            inside = os.path.relpath(path, where).split(os.sep)
+            return "/".join([name] + (["<write>"] + inside[2:] if inside[0] == "_writes" else inside))
+        dry = vacuum(spark, led, dry_run=True)
+        listed = [e.path for i in dry.instances + dry.expired + dry.swept for e in i.would_delete]
+        calls: list[tuple[int, int]] = []
+        done = vacuum(spark, led, progress=lambda n, total: calls.append((n, total)))
+        receipt = led.receipt(done.run_id)
+        proven = all(led.prove_deleted(path).verify() for path in listed)
+        held.release()
+        pinned.release()
+        return {"listed": sorted(named(p) for p in listed), "dry": (dry.files, dry.bytes),
+                "done": (done.files, done.bytes), "purged": [r.name for r in done.purged],
+                "expired": [e.name for e in done.expired], "swept": [s.name for s in done.swept],
+                "failures": list(done.failures), "receipt": (receipt.files, receipt.bytes), "proven": proven,
+                "progress": (calls[0][0], calls[-1][0] == calls[-1][1] == calls[0][1] > 0),
+                "left": sorted(named(p) for p in files_under(str(base / "warehouse")) if ".retention-ledger" not in p)}
+
+
+def test_r24_a_vacuum_on_a_connect_session_does_what_it_does_on_a_classic_one(
+        classic_spark, connect_spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46: on a Spark Connect session the vacuum, its dry run too, failed with PySpark's
+    ``[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext`` (its jobs were RDDs, with a status tracker): a
+    Connect session has no SparkContext. The same warehouse, vacuumed on each kind: the dry run
+    lists the same files, the vacuum deletes exactly those (pins held), reports its progress from
+    0 to a known total, and its receipt proves each file deleted."""
+    seen = {kind: _vacuum_as_seen(spark, kind, tmp_path / kind, monkeypatch)
+            for kind, spark in (("classic", classic_spark), ("connect", connect_spark))}
+    assert seen["connect"] == seen["classic"]
+    classic = seen["classic"]
+    assert classic["purged"] == ["sales.old"] and classic["expired"] == ["sales.orders"]
+    assert classic["swept"] == ["sales.orders"] and classic["failures"] == []
+    assert len(classic["listed"]) == 30 + 4 + 1 and classic["dry"] == classic["done"] == classic["receipt"]
+    assert classic["proven"] and classic["progress"] == (0, True)
+    assert len(classic["left"]) == 30 + 4 + 2 + 2  # the held table, the pinned version, two current ones
