@@ -464,7 +464,8 @@ def test_r13_r20_an_expired_versions_files_are_deleted_by_key_without_listing_th
     # the 1,200 named files went by key in two batches; only what the ledger could not know was listed
     deletes = [(i, r) for i, r in enumerate(seen) if DELETES(r.method, r.target) and old.id in r.keys[0]]
     assert sorted(k for _, r in deletes[:2] for k in r.keys) == sorted(old_keys)
-    old_listings = [i for i, r in enumerate(seen) if LISTINGS(r.method, r.target) and old.id in r.target]
+    old_listings = [i for i, r in enumerate(seen)  # answered: moto may fail a listing that meets a delete
+                    if LISTINGS(r.method, r.target) and old.id in r.target and r.status == 200]
     first_delete = deletes[0][0]
     assert len(old_listings) == 1 and old_listings[0] > first_delete  # after the keyed deletes: it found _SUCCESS
 
