@@ -793,7 +793,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
                                    only_uncommitted=only_uncommitted, grace=grace)
     # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
     plan = led.plan_vacuum(**options)
-    if plan.empty and not (dry_run and plan.foreign):  # a dry run also lists foreign files
+    if plan.idle(dry_run):
         from spark_ops.vacuum_job.report import build_report
         nothing = build_report(plan, dry_run, {}, time.monotonic(), {})
         ctx.emit(attrs.evolve(nothing, duration=0.0).to_dict(), lambda: _nothing_text(nothing))
