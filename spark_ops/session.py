@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 from importlib import resources
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, cast
 
 from pyspark.sql import SparkSession
 
@@ -186,7 +186,8 @@ def _connect(app_name: str, remote: str) -> SparkSession:
     os.environ[CONNECT_MARK] = "1"  # pyspark.sql.functions build Connect columns
     # Not PySpark's own builder (pyspark.sql.SparkSession.builder), which refuses a Connect session
     # in a process that also runs a classic one; create(), not getOrCreate(), for the reason above.
-    spark = ConnectSession.builder.remote(remote).create()
+    # PySpark types a Connect session as a class of its own; every call here takes either kind (R24).
+    spark = cast(SparkSession, ConnectSession.builder.remote(remote).create())
     _CONNECTED[remote] = spark
     atexit.register(_brief_goodbye, spark)  # runs before PySpark's own clean-up (atexit: last in, first out)
     return spark
