@@ -147,12 +147,37 @@ def test_r24_a_write_spark_refuses_at_once_is_refused_before_anything_is_recorde
     Spark's AnalysisException with its plan (a table created for a write that failed at once)."""
     build, options, message = REFUSED[case]
     df = build(spark)
+    led.create_table("sales.live")  # a live table: no write may be begun on it either
     before, tables = led.event_count(), led.tables()
-    with pytest.raises(InvalidArgument, match=message) as refused:
-        write_table(df, led, "sales.orders", **options)
-    assert "nothing was recorded" in one_line(refused)
-    assert (led.event_count(), led.tables()) == (before, tables)
+    for name in ("sales.orders", "sales.live"):
+        with pytest.raises(InvalidArgument, match=message) as refused:
+            write_table(df, led, name, **options)
+        assert "nothing was recorded" in one_line(refused)
+    assert (led.event_count(), led.tables(), led.open_writes()) == (before, tables, [])
     assert not os.path.exists(led.warehouse) or os.listdir(led.warehouse) == []
+
+
+@pytest.mark.parametrize("mode, said", [
+    ("errorifexists", r"'errorifexists' \('errorifexists' is a Spark DataFrameWriter mode: a table here is a "
+                      r"sequence of versions"),
+    ("error", r"'error' \('error' is a Spark DataFrameWriter mode"),
+    ("ignore", r"'ignore' \('ignore' is a Spark DataFrameWriter mode"),
+    ("default", r"'default' \('default' is a Spark DataFrameWriter mode"),
+    ("Overwrite", r"'Overwrite'$"),
+    ("upsert", r"'upsert'$"),
+])
+def test_r24_a_write_mode_write_table_does_not_take_is_refused_before_anything_is_recorded(
+        spark, led, mode: str, said: str) -> None:
+    """Spark's writer has modes a ledger table has not (no path is ever "already there" to refuse or
+    skip; a Connect client refuses ``errorifexists`` too): each, and a mode neither has, is one line
+    naming the two there are, before Spark is asked, on a new name and on a live table."""
+    led.create_table("sales.live")
+    before = led.event_count()
+    for name in ("sales.orders", "sales.live"):
+        with pytest.raises(InvalidArgument, match=r"^write mode must be one of append, overwrite, not " + said) as no:
+            write_table(frame(spark, 0, 3), led, name, mode=mode)
+        one_line(no)
+    assert (led.event_count(), [t.name for t in led.tables()], led.open_writes()) == (before, ["sales.live"], [])
 
 
 def test_r24_a_refused_write_to_a_live_table_begins_no_write(spark, led) -> None:
@@ -200,11 +225,12 @@ def test_r24_a_warehouse_spark_has_no_file_system_for_is_refused_before_anything
         w = led.begin_write("sales.orders")
         led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 10)])
         before = led.event_count()
-        for read in (lambda: read_table(spark, led, "sales.orders"),
+        for call in (lambda: write_table(spark.range(3), led, "sales.orders"),
+                     lambda: read_table(spark, led, "sales.orders"),
                      lambda: reading(spark, led, "sales.orders").__enter__()):
             with pytest.raises(SparkUnavailable, match="Spark has no file system for the warehouse"):
-                read()
-        assert led.event_count() == before and led.pins() == []
+                call()
+        assert led.event_count() == before and led.pins() == [] and led.open_writes() == []
 
 
 def test_r24_a_first_write_that_fails_in_spark_leaves_no_table_behind(spark, led) -> None:
