@@ -137,6 +137,24 @@ def test_r24_cli_vacuum_dry_run_on_a_connect_server(connect_server, aged_ledger)
 
 
 @pytest.mark.parametrize("how", ["--remote", "SPARK_REMOTE"])
+def test_r24_cli_remote_reaches_the_connect_server_it_names(connect_server, aged_ledger, how: str) -> None:
+    """The address (from --remote, or PySpark's own SPARK_REMOTE) is the server the command talks
+    to: this server answers that it cannot change a static setting given with --conf, and that
+    answer is one line naming it; the vacuum itself never starts, so nothing is recorded. (The
+    whole dry run on this server is the test above, until the vacuum's port lands.)"""
+    path, location = aged_ledger
+    before = Ledger.open(path).event_count()
+    argv = ["--ledger", str(path), "vacuum", "--dry-run", "--conf", "spark.executor.memory=1g"]
+    done = run_cli(*argv, *(["--remote", connect_server.address] if how == "--remote" else []),
+                   env={"SPARK_REMOTE": connect_server.address} if how == "SPARK_REMOTE" else None)
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr[-3000:]
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: SparkUnavailable: the Spark Connect server at {connect_server.address} "
+                                  "refused the setting spark.executor.memory=1g ("), done.stderr
+    assert len(os.listdir(location)) == 3 and Ledger.open(path).event_count() == before
+
+
+@pytest.mark.parametrize("how", ["--remote", "SPARK_REMOTE"])
 @pytest.mark.parametrize("command", ["vacuum", "demo"])
 def test_r24_cli_on_a_connect_address_nobody_listens_on_is_one_line_and_changes_nothing(
         aged_ledger, tmp_path, how: str, command: str) -> None:
