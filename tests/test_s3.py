@@ -489,7 +489,8 @@ def test_r13_r20_an_expired_versions_files_are_deleted_by_key_without_listing_th
     # the 1,200 named files went by key in two batches; only what the ledger could not know was listed
     deletes = [(i, r) for i, r in enumerate(seen) if DELETES(r.method, r.target) and old.id in r.keys[0]]
     assert sorted(k for _, r in deletes[:2] for k in r.keys) == sorted(old_keys)
-    old_listings = [i for i, r in enumerate(seen) if LISTINGS(r.method, r.target) and old.id in r.target]
+    old_listings = [i for i, r in enumerate(seen)  # answered: moto may fail a listing that meets a delete
+                    if LISTINGS(r.method, r.target) and old.id in r.target and r.status == 200]
     first_delete = deletes[0][0]
     assert len(old_listings) == 1 and old_listings[0] > first_delete  # after the keyed deletes: it found _SUCCESS
 
@@ -660,9 +661,12 @@ def test_r20_a_dropped_table_written_outside_the_ledger_is_listed_once_and_delet
     seen = list(s3.requests)
     assert [i.id for i in report.purged] == [table.id] and report.files == 2_500 and report.bytes == 2_500 * 7
     assert objects_under(table.location) == [] and objects_under(kept.location) == kept_objects
-    mine = [r for r in seen if LISTINGS(r.method, r.target) and f"%2F{table.id}" in r.target]
-    assert not [r for r in mine if "delimiter" in r.target]  # no folder is listed apart
-    assert len(mine) == 3 + 1  # three pages of 1,000, and the listing that proves it empty
+    # The listings the store answered: a page the store failed (moto answers 500 now and then when
+    # a listing walks the bucket while a delete batch changes it) is asked again by the client.
+    mine = [r for r in seen if LISTINGS(r.method, r.target) and f"%2F{table.id}" in r.target and r.status == 200]
+    said = "\n".join(f"{r.status} {r.target}" for r in seen if LISTINGS(r.method, r.target))
+    assert not [r for r in mine if "delimiter" in r.target], said  # no folder is listed apart
+    assert len(mine) == 3 + 1, said  # three pages of 1,000, and the listing that proves it empty
     deletes = [r for r in seen if DELETES(r.method, r.target) and not all(map(receipt_part, r.keys))]
     assert len(deletes) == 3 and sorted(len(r.keys) for r in deletes) == [500, 1_000, 1_000]
 
