@@ -2,9 +2,11 @@
 ``reading`` holds (and renews) its pin for a block and releases it after, and a vacuum, in this
 process or in another one, never expires a version a reader holds.
 
-Real components only: the session's local SparkSession, ledgers on real SQLite files, real
-Parquet files, and for the last test a second real process (its own SparkSession) on the same
-ledger file and warehouse.
+Every test that takes ``spark`` runs on a classic session and on a Spark Connect one (R24).
+
+Real components only: the session's local SparkSession and the tests' Spark Connect server, ledgers
+on real SQLite files, real Parquet files, and for the last test a second real process (its own
+SparkSession) on the same ledger file and warehouse.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from spark_ops import READ_PIN_LEASE, read_table, reading, vacuum, write_table
 from tests.conftest import T0
 
 pytestmark = pytest.mark.spark
+BOTH_SESSIONS = True
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = "sales.orders"
@@ -265,9 +268,10 @@ def test_r21_a_slow_reader_keeps_every_row_while_another_process_overwrites_and_
         rows_iter = df.toLocalIterator()  # prefetch off: partition n+1 is read when asked for
         read = [next(rows_iter) for _ in range(20)]
         with errors.open("w") as stderr:
-            child = subprocess.Popen(
+            child = subprocess.Popen(  # a classic process: without PySpark's mark of a Connect one
                 [sys.executable, "-c", OTHER, str(ledger_path), ledger.now().isoformat(), TABLE],
-                cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
+                cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True,
+                env={k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"})
             try:
                 lines = Lines(child, errors)
                 deadline = time.monotonic() + 180

@@ -24,10 +24,13 @@ _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_schema: bool = False,
-              table: str = "") -> str:
+              table: str = "", typed: bool = False) -> str:
     """The view of a version: its ``files`` (paths under ``location``) read with the recorded
     schema's columns in the recorded order. ``merge_schema``: the files do not all hold every
-    column (a version after an append with ``merge_schema=True``), so Spark reads them all."""
+    column (a version after an append with ``merge_schema=True``), so Spark reads them all.
+    ``typed``: each column cast to its recorded type in the text, for a view made with SQL,
+    which takes its columns' types from its query (as ``read_table`` reads with the recorded
+    schema); a view put in the catalog with the recorded schema gets them from there instead."""
     fields = json.loads(schema_json)["fields"]
     if not files:
         nothing = ", ".join(f"CAST(NULL AS {_sql_type(f['type'])}) AS {quote(f['name'])}" for f in fields)
@@ -37,10 +40,12 @@ def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_sc
     columns = []
     for field in fields:
         depth = by_name.get(field["name"].lower())
-        if depth is None:
-            columns.append(quote(field["name"]))
-        else:
+        if depth is not None:
             columns.append(f"CAST({partition_value(depth)} AS {_sql_type(field['type'])}) AS {quote(field['name'])}")
+        elif typed and _sql_writable(field["type"]):
+            columns.append(f"CAST({quote(field['name'])} AS {_sql_type(field['type'])}) AS {quote(field['name'])}")
+        else:
+            columns.append(quote(field["name"]))
     options = " WITH ('mergeSchema' = 'true')" if merge_schema else ""
     return f"SELECT {', '.join(columns)} FROM {files_relation(location, files, table)}{options}"
 
@@ -115,6 +120,16 @@ def quote(name: str) -> str:
 def literal(text: str) -> str:
     """A SQL string literal (a quote or backslash in it escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql_writable(spark_type: Any) -> bool:
+    """Whether SQL can name the type (a user-defined type, such as an ML vector, it cannot: such a
+    column keeps the type Spark reads)."""
+    try:
+        _sql_type(spark_type)
+    except InvalidArgument:
+        return False
+    return True
 
 
 def _sql_type(spark_type: Any) -> str:
