@@ -27,6 +27,7 @@ from pyspark.errors import AnalysisException
 
 from ledger import InvalidArgument, Ledger, TableExists, TableNotFound
 from spark_ops import attach, detach, read_table, refresh, vacuum, write_table
+from spark_ops.catalog.statements import Statements
 from spark_ops.catalog.text import partition_columns, view_text
 from spark_ops.session import is_connect
 
@@ -57,6 +58,13 @@ def ids(df) -> list[int]:
 
 def count(spark, name: str) -> int:
     return spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0]["n"]
+
+
+def version_tables(spark) -> list[str]:
+    """The tables of the recorded columns that views read on Spark Connect (``spark_catalog``), in
+    every attachment's database of them."""
+    return [f"{d.name}.{t.name}" for d in spark.catalog.listDatabases() if d.name.startswith("retention_ledger_")
+            for t in spark.catalog.listTables(d.name)]
 
 
 def files_read(df) -> int:
@@ -133,9 +141,10 @@ def test_names_follow_this_processs_changes_with_no_second_call(spark, named: Le
     assert ids(spark.table("sales.orders")) == [0, 1, 2, 3]
     write_table(frame(spark, 7, 1), named, "fresh.table")  # a new table in a new database
     assert ids(spark.table("fresh.table")) == [7]
-    # Exactly one pin per name, on the version it shows.
+    # Exactly one pin per name, on the version it shows; on Connect, one table of its version's files.
     pins = sorted((p.table, p.version) for p in named.pins())
     assert pins == [("fresh.table", 1), ("sales.orders", 4)]
+    assert len(version_tables(spark)) == (2 if is_connect(spark) else 0)
 
 
 OTHER = textwrap.dedent("""
@@ -488,6 +497,7 @@ def test_r21_a_process_that_ends_attached_leaves_no_pin_behind(spark, spark_kind
         child.kill()
     assert named.pins() == []
     assert not spark.catalog.tableExists("sales.orders") and not spark.catalog.databaseExists("sales")
+    assert version_tables(spark) == []
 
 
 def test_r11_a_warehouse_whose_folder_holds_glob_characters_reads_by_read_table_and_by_name(
@@ -680,7 +690,8 @@ def test_sessions_that_share_a_catalog_never_replace_or_drop_each_others_views(
     assert ids(spark.table("sales.orders")) == [0, 1, 2]  # left alone throughout
     assert [r["number"] for r in spark.sql("SELECT number FROM ledger_versions('sales.orders')").collect()] == [1]
     assert detach(spark, named) == ["sales.orders"]
-    assert not second.catalog.tableExists("sales.orders") and named.pins() == []
+    assert not second.catalog.tableExists("sales.orders") and named.pins() == [] and version_tables(spark) == []
+    assert ids(read_table(spark, named, "sales.orders", pin=False)) == [0, 1, 2]  # what the views read stays
 
 
 def test_a_view_nothing_holds_any_more_is_taken_over_and_its_old_session_lets_it_be(
@@ -702,3 +713,23 @@ def test_a_view_nothing_holds_any_more_is_taken_over_and_its_old_session_lets_it
         assert ids(spark.table("sales.orders")) == [0, 1, 7]
     finally:
         detach(second, named)
+
+
+def test_statements_run_as_scripts_say_which_failed_and_still_run_where_scripts_are_refused(spark, second) -> None:
+    """Attach sends its statements as SQL scripts, several at a time; a script stops at its first
+    failing statement, so which one failed, and why, comes from running that script's statements
+    one by one; a server that runs no scripts (Spark 4.0 unless told) gets them one by one."""
+    statements = [f"CREATE OR REPLACE TEMPORARY VIEW scripted_{i} AS SELECT {i} AS x" for i in range(9)]
+    statements[4] = "CREATE OR REPLACE TEMPORARY VIEW scripted_4 AS SELECT no_such_column"
+    for session, scripts in ((spark, True), (second, False)):
+        if not scripts:
+            session.conf.set("spark.sql.scripting.enabled", "false")
+        runner = Statements(session)
+        results = runner.run(statements)
+        assert [i for i, r in enumerate(results) if r is not None] == [4]
+        assert "no_such_column" in str(results[4])
+        assert [session.sql(f"SELECT x FROM scripted_{i}").collect()[0]["x"] for i in range(9) if i != 4] == \
+            [0, 1, 2, 3, 5, 6, 7, 8]
+        assert runner.scripts is scripts
+        for i in range(9):
+            session.catalog.dropTempView(f"scripted_{i}")

@@ -45,7 +45,7 @@ from ..session import is_connect
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog, View
-from .text import check_globbable, files_relation, folder_relation, view_text
+from .text import VersionFiles, check_globbable, files_relation, folder_relation
 
 ATTACH_PIN_LEASE = timedelta(hours=1)
 """The lease of the pins an attachment holds unless told otherwise; ``refresh`` renews them, and so
@@ -242,21 +242,24 @@ class Attachment:
         versions = self.ledger.versions(table_id=pin.table_id)
         version = next(v for v in versions if v.number == pin.version)
         try:
-            text = self._text(table.name, location, version, versions)
+            text, files = self._text(table.name, location, version, versions)
         except (InvalidArgument, TableDataMissing) as exc:
             return str(exc)
-        return Plan(View(database, short, text, version.schema, pin.id), Named(pin.table_id, version.number, pin.id))
+        return Plan(View(database, short, text, version.schema, pin.id, files), Named(pin.table_id, version.number, pin.id))
 
-    def _text(self, name: str, location: str, version: TableVersion, versions: list[TableVersion]) -> str:
-        files = [entry.path for entry in version.files]
+    def _text(self, name: str, location: str, version: TableVersion,
+              versions: list[TableVersion]) -> tuple[str, VersionFiles | None]:
+        """The view's text over exactly the version's files, and the files with their recorded
+        schema (None: not recorded), which the catalog may read another way (``spark_catalog``)."""
+        files = tuple(entry.path for entry in version.files)
         missing = fs.first_missing(self.ledger.warehouse, [f"{location}/{f}" for f in files])
         if missing is not None:  # a brace glob skips what is not there: fewer rows, never an error
             raise TableDataMissing(f"{name} version {version.number} names {missing}, which is not there")
         if version.schema is None:  # adopted files: Spark infers the columns, as read_table lets it
-            return f"SELECT * FROM {files_relation(location, files, name)}"
+            return f"SELECT * FROM {files_relation(location, files, name)}", None
         merged = any(v.schema != version.schema for v in versions if v.number < version.number)
-        return view_text(location, files, version.schema, merge_schema=merged, table=name,
-                         typed=not self.catalog.typed_by_entry)
+        recorded = VersionFiles(location, files, version.schema, merged, name)
+        return recorded.text(), recorded
 
     def _unnamed(self, why: dict[str, str]) -> None:
         """Leave each name in ``why`` without a view (its own dropped, if it had one), saying why."""
@@ -348,7 +351,6 @@ class Attachment:
             names = sorted(self.named)
             try:
                 self._drop_views()
-                self.catalog.close()
                 self.functions.drop()
             finally:
                 self._release([s.pin_id for s in self.named.values() if s.pin_id is not None])
@@ -367,8 +369,7 @@ class Attachment:
             dropping.join(EXIT_TIMEOUT)
 
     def _drop_views(self) -> None:
-        self.catalog.drop(sorted(self.named))
-        self.catalog.drop_databases_if_empty(self.created_databases)
+        self.catalog.drop_all(sorted(self.named), self.created_databases)
 
 
 def _nothing_there(error: Exception) -> bool:
