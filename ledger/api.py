@@ -437,7 +437,7 @@ class Ledger(Catalog):
         command = self._start_command(retention, database, limit, override_floor, seconds, uncommitted,
                                       only_uncommitted, grace, run_id)
         plan = self.runner.run(command)
-        plan = self._named(plan if plan.acts else replace(plan, run_id=None, lease_until=None))
+        plan = self._named(replace(plan, run_id=None, lease_until=None) if plan.empty else plan)
         return VacuumRun(self, command.run_id, plan)
 
     def _named(self, plan: Plan) -> Plan:

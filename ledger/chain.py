@@ -40,7 +40,7 @@ import hashlib
 import struct
 from typing import Iterable, Iterator, Sequence
 
-from vacuum_work.leaves import leaf_input as deleted_leaf, read_leaves as read_deleted
+from vacuum_work.leaves import leaf_input as deleted_leaf, read_leaves as read_deleted, unpack as unpack_part
 
 from .errors import LedgerCorrupt
 
@@ -122,6 +122,25 @@ class ChainCheck:
 def part_entry(first: str, last: str, count: int, size: int, root: bytes) -> bytes:
     """The leaf input for one part in a receipt's tree (see the module docstring)."""
     return _text(first) + _text(last) + struct.pack(">QQ", count, size) + root
+
+
+def part_problem(leaves: Sequence[tuple[str, int]], root: bytes, first: str, last: str, count: int, size: int,
+                 summary_root: str) -> str | None:
+    """What a part's leaves (and ``root``, their tree's) contradict in its summary (``first`` to
+    ``last``, ``count`` objects of ``size`` bytes, ``summary_root``), worded to follow "the part";
+    None when they agree. One check for the ledger's record (refused) and ``verify`` (corrupt)."""
+    keys = [key for key, _ in leaves]
+    if not leaves:
+        return "holds no objects"
+    if any(a > b for a, b in zip(keys, keys[1:])):
+        return "is not sorted by key"
+    if (keys[0], keys[-1]) != (first, last):
+        return "does not run from its first key to its last"
+    if (len(leaves), sum(s for _, s in leaves)) != (count, size):
+        return "does not hold as many objects, or bytes, as its summary says"
+    if root.hex() != summary_root:
+        return "does not hash to the Merkle root its summary carries"
+    return None
 
 
 # --- RFC 6962 ------------------------------------------------------------------------------

@@ -13,10 +13,11 @@ decided by the ledger (``core.vacuums``), on the plan's own records.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from vacuum_work import Part, Plan, Result
 
+from . import names
 from .clock import parse_duration
 from .core.receipts import RecordDeleted
 from .core.vacuums import DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum
@@ -41,9 +42,7 @@ class VacuumRun:
         """A handle on run ``run_id``, already on record (started by another call, or another
         process): to renew, release or finish it. A Ctrl-C handler that chose the id before the start
         (``vacuum_work.new_run_id``) releases the run with it, even if the start's answer never came."""
-        if not isinstance(run_id, str) or not run_id:
-            raise InvalidArgument(f"a vacuum run id is text such as 20261126T101500Z-1a2b3c4d, got {run_id!r}")
-        return cls(ledger, run_id)
+        return cls(ledger, names.run_id(run_id))
 
     def __repr__(self) -> str:
         return f"<VacuumRun {self.run_id}>"
@@ -67,15 +66,15 @@ class VacuumRun:
     def record_deleted(self, parts: Iterable[tuple[Part, bytes]]) -> int:
         """Record parts of the run's receipt (R20), each with its compressed leaves as its task wrote
         them (``spark_ops.executor.receipts``); ``finish`` closes the receipt. Returns how many."""
-        batch = tuple(parts)
-        return self._ledger.runner.run(RecordDeleted(self.run_id, batch)) if batch else 0
+        batch = _batch(parts)
+        return self._ledger.runner.run(RecordDeleted(self.run_id, batch)) if batch != () else 0
 
     def finish(self, results: Iterable[Result]) -> int:
         """Record the run's end from what each item (or part of one) did: the ledger records a purge
         for each instance whose location went whole, the write folders that went, the committed
         folders cleaned, and closes the receipt (R10: what failed is not recorded, and the next
         vacuum finishes it). Returns how many purges were recorded."""
-        batch = tuple(results)
+        batch = _batch(results)
         return self._ledger.runner.run(lambda now: FinishVacuum(self.run_id, batch, now))
 
     def __enter__(self) -> VacuumRun:
@@ -87,3 +86,11 @@ class VacuumRun:
                 self.release()
             except Exception:  # noqa: BLE001 - the block's own error is the one to see
                 pass
+
+
+def _batch(values: Iterable[Any]) -> Any:
+    """``values`` as a tuple, or as given when it is no collection (``None``, a number, text): the
+    ledger then refuses it, typed, saying what it got, as it refuses a wrong value inside one."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        return values
+    return tuple(values)

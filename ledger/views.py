@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterator, NamedTuple, overload
 
 import attrs
+from vacuum_work import location
 
 from .clock import Micros, format_duration, from_micros, iso, iso_utc
 from .core.events import Recorded, type_of
@@ -24,10 +25,6 @@ from .core.pins import Pin
 from .core.tables import Instance
 from .core.versions import Version, Write
 from .errors import InvalidArgument
-
-
-def join_location(root: str, path: str) -> str:
-    return root.rstrip("/") + "/" + path
 
 
 def format_bytes(n: int) -> str:
@@ -74,7 +71,7 @@ class TableInstance:
         return cls(
             id=inst.id,
             name=inst.name,
-            location=join_location(warehouse, inst.path),
+            location=location(warehouse, inst.path),
             created_at=from_micros(inst.created_at),
             dropped_at=_dt(inst.dropped_at),
             purged_at=_dt(inst.purged_at),
@@ -193,7 +190,7 @@ class WriteView:
         inst = state.tables.instance(w.table_id)
         assert inst is not None
         return cls(id=w.id, table=inst.name, table_id=w.table_id,
-                   folder=join_location(join_location(warehouse, inst.path), w.folder), relative_folder=w.folder,
+                   folder=location(location(warehouse, inst.path), w.folder), relative_folder=w.folder,
                    began_at=from_micros(w.began_at), expires_at=from_micros(w.expires_at),
                    lease=timedelta(seconds=w.lease_seconds), status=w.status, version=w.version)
 

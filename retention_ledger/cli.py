@@ -727,6 +727,37 @@ def move_warehouse(ctx: Context, root: str) -> None:
 
 # --- Spark commands ----------------------------------------------------------------------------
 
+remote_option = click.option(
+    "--remote", envvar="SPARK_REMOTE", default=None, metavar="sc://HOST:PORT",
+    help="Run on this Spark Connect server instead of a local Spark (Databricks, Snowpark Connect, a server of "
+         "your own; env SPARK_REMOTE, as PySpark reads it). Not with --master: the server has its own.")
+
+
+class OneLineUsageError(click.UsageError):
+    """A command line that asks for two things at once: one line on stderr (``Error: ...``), exit 2."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True)
+
+
+def _one_spark(remote: str | None) -> str | None:
+    """The Connect address this command runs on (None: a local Spark), refusing one given beside
+    ``--master``: a Connect server runs on its own master, and guessing which one was meant would
+    run a vacuum somewhere the user did not ask for."""
+    from click.core import ParameterSource
+
+    click_ctx = click.get_current_context()
+    if not remote:
+        return None
+    if "master" in click_ctx.params and click_ctx.get_parameter_source("master") is not ParameterSource.DEFAULT:
+        from spark_ops.session import shown
+        given = "SPARK_REMOTE is set" if click_ctx.get_parameter_source("remote") is ParameterSource.ENVIRONMENT \
+            else "--remote was given"
+        raise OneLineUsageError(f"{given} ({shown(remote)}) and so is --master (or RETENTION_LEDGER_SPARK_MASTER): "
+                                "a Spark Connect server runs on its own master; give one of them")
+    return remote
+
+
 @command(cli, "vacuum", short_help="Purge dropped tables past their retention.")
 @click.option("--retention", default=None, metavar="DURATION",
               help="Use instead of the ledger-wide retention for this run (e.g. 7d); "
@@ -743,14 +774,16 @@ def move_warehouse(ctx: Context, root: str) -> None:
 @click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
               help="The Spark master to run on (a cluster's, e.g. spark://host:7077); the executors need "
                    "PySpark's Python and pyarrow only: the vacuum ships the rest.")
+@remote_option
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=lambda c, p, v: _spark_conf(v),
               help="A Spark setting, as spark-submit takes it (e.g. spark.executorEnv.AWS_REGION=eu-west-1); "
                    "repeat for several. spark-defaults.conf in SPARK_CONF_DIR is read as Spark reads it.")
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
                    dry_run: bool, override_floor: bool, uncommitted: bool, only_uncommitted: bool,
-                   grace: str | None, master: str, spark_conf: dict[str, str]) -> None:
+                   grace: str | None, master: str, remote: str | None, spark_conf: dict[str, str]) -> None:
     """Purge dropped tables past their retention, expire old versions, and sweep abandoned writes:
     marks and watermarks first, then delete on Spark, then record."""
+    remote = _one_spark(remote)
     if only_uncommitted and not uncommitted:
         raise click.UsageError("--only-uncommitted sweeps only uncommitted data; it cannot be combined with "
                                "--no-uncommitted, which turns that sweep off")
@@ -760,7 +793,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
                                    only_uncommitted=only_uncommitted, grace=grace)
     # Plan first (it records nothing): bad options, or nothing to do, need no Spark start-up.
     plan = led.plan_vacuum(**options)
-    if plan.empty and not (dry_run and plan.foreign):  # a dry run also lists foreign files
+    if plan.idle(dry_run):
         from spark_ops.vacuum_job.report import build_report
         nothing = build_report(plan, dry_run, {}, time.monotonic(), {})
         ctx.emit(attrs.evolve(nothing, duration=0.0).to_dict(), lambda: _nothing_text(nothing))
@@ -768,7 +801,8 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
 
     with _SparkGuard("vacuum", led.path) as guard:
-        spark = local_session(master=master, jvm_log=jvm_log(), scratch=guard.scratch, conf=spark_conf)
+        spark = local_session(master=master, remote=remote or "", jvm_log=jvm_log(), scratch=guard.scratch,
+                              conf=spark_conf)
         guard.started()
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
         guard.run = None if dry_run else new_run_id()
@@ -875,9 +909,14 @@ def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], N
 @command(cli, "demo", short_help="Run the quickstart story (needs Java for Spark).")
 @click.option("--dir", "folder", default="retention-demo", show_default=True,
               help="Folder for the demo's ledger and warehouse (recreated on each run).")
-def demo_command(ctx: Context, folder: str) -> None:
+@remote_option
+def demo_command(ctx: Context, folder: str, remote: str | None) -> None:
     """Run the quickstart: write tables with Spark, drop, vacuum, and try two undrops."""
     from .demo import run_demo
+
+    remote = _one_spark(remote)
+    if remote:  # the demo starts its session as local_session does: from SPARK_REMOTE (this process only)
+        os.environ["SPARK_REMOTE"] = remote
 
     with _SparkGuard("demo", ":memory:") as guard:
         summary = run_demo(folder, echo=None if ctx.as_json else click.echo, jvm_log=jvm_log(), scratch=guard.scratch,

@@ -16,7 +16,10 @@ retention-ledger is installed: the ``pytest11`` entry point).
 * ``ledger``: a throw-away ledger: a real SQLite file in the test's own temporary folder,
   on ``ledger_clock``, with ``warehouse`` as its root, closed after the test.
 * ``spark``: one local SparkSession for the whole test session (``local[2]``, UI off, UTC),
-  started on first use, so tests that do not ask for it never pay for it.
+  started on first use, so tests that do not ask for it never pay for it. To run the same tests
+  on a Spark Connect server (as a Databricks or Snowpark Connect job runs), give
+  ``--spark-remote sc://host:port`` or set PySpark's own ``SPARK_REMOTE``: ``spark`` is then a
+  Connect session on that server, and ``spark_ops`` works on it as on a local one.
 
 Any of them can be overridden by a fixture of the same name in your own ``conftest.py``.
 Nothing is imported until a fixture is used: installing the package costs other test
@@ -76,10 +79,17 @@ def ledger(tmp_path: Path, warehouse: Path, ledger_clock: ManualClock) -> Iterat
         yield led
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--spark-remote", default=None, metavar="sc://HOST:PORT",
+                     help="retention-ledger's spark fixture: a Spark Connect session on this server instead of a "
+                          "local one (default: PySpark's SPARK_REMOTE, if set)")
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local SparkSession for the test session (``local[2]``, UI off, UTC), stopped at the end."""
+def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    """One SparkSession for the test session, stopped at the end: local (``local[2]``, UI off,
+    UTC), or a Spark Connect one on ``--spark-remote`` (or ``SPARK_REMOTE``)."""
     from spark_ops import local_session
-    session = local_session("retention-ledger-tests")
+    session = local_session("retention-ledger-tests", remote=request.config.getoption("--spark-remote"))
     yield session
     session.stop()

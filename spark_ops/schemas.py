@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from ledger.errors import SchemaMismatch
+from ledger.errors import InvalidArgument, SchemaMismatch
 
 
 def canonical(schema: StructType) -> str:
@@ -91,3 +91,76 @@ def merge(table: str, new: str, name: str, *, case_sensitive: bool = False) -> s
 def _type_text(node: Any) -> str:
     return StructType.fromJson({"type": "struct", "fields": [{"name": "c", "type": node, "nullable": True,
                                                               "metadata": {}}]}).fields[0].dataType.simpleString()
+
+
+# --- what Spark's Parquet writer refuses at once ------------------------------------------------
+#
+# Spark checks these when a write is planned, before any task runs: a write that breaks one fails
+# at once. ``write_table`` asks them first, so that such a write records nothing (R24): not a
+# created table, not a begun write and its abort. Each is Spark's own rule (4.x:
+# ``SchemaUtils.checkColumnNameDuplication``, ``PartitioningUtils.validatePartitionColumn``,
+# ``DataSource.disallowWritingIntervals``, ``DataSourceUtils.verifySchema``), said in words.
+
+NOT_ATOMIC = ("void", "interval", "variant")
+"""Type names Spark does not take as a partition column's (not an ``AtomicType``); structs,
+arrays, maps and user-defined types, which are not names but objects, neither."""
+
+
+def check_writable(text: str, partition_by: list[str], name: str, *, case_sensitive: bool = False) -> None:
+    """Refuse, with ``InvalidArgument``, a DataFrame schema (``canonical`` text) that Spark's
+    Parquet writer would refuse at once with ``partition_by`` as its partition columns."""
+    fields = json.loads(text)["fields"]
+    if not fields:
+        _refuse(name, "the DataFrame has no columns, and Parquet files need at least one")
+    spelled: dict[str, str] = {}
+    for field in fields:
+        key = field["name"] if case_sensitive else field["name"].lower()
+        if key in spelled:
+            _refuse(name, f"the DataFrame has two columns named {spelled[key]} ({spelled[key]}, {field['name']}), "
+                          f"which Spark takes for one{'' if case_sensitive else ' (spark.sql.caseSensitive is off)'}:"
+                          " rename one")
+        spelled[key] = field["name"]
+        _check_holdable(field["name"], field["type"], name)
+    _check_partition_columns(fields, spelled, partition_by, name, case_sensitive)
+
+
+def _check_holdable(column: str, node: Any, name: str) -> None:
+    """A column's type, nested types included, is one a Parquet file can hold."""
+    if node == "interval":
+        _refuse(name, f"column {column} is interval, which Parquet cannot hold (a calendar interval: use "
+                      "make_dt_interval or make_ym_interval, or cast it to a string)")
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "struct":
+        if not node["fields"]:
+            _refuse(name, f"column {column} holds a struct with no fields, which Parquet cannot hold")
+        for field in node["fields"]:
+            _check_holdable(column, field["type"], name)
+    for inner in ("elementType", "keyType", "valueType", "sqlType"):
+        if inner in node:
+            _check_holdable(column, node[inner], name)
+
+
+def _check_partition_columns(fields: list[dict[str, Any]], spelled: dict[str, str], partition_by: list[str],
+                             name: str, case_sensitive: bool) -> None:
+    types = {(f["name"] if case_sensitive else f["name"].lower()): f["type"] for f in fields}
+    seen: set[str] = set()
+    for column in partition_by:
+        key = column if case_sensitive else column.lower()
+        if key not in types:
+            _refuse(name, f"partition_by names {column}, which is not a column of the DataFrame "
+                          f"({', '.join(spelled.values())})")
+        if key in seen:
+            _refuse(name, f"partition_by names {spelled[key]} twice")
+        seen.add(key)
+        kind = types[key]
+        if isinstance(kind, dict) or kind in NOT_ATOMIC:
+            _refuse(name, f"cannot partition by {column}: it is {_type_text(kind)}, and a partition column must be "
+                          "a plain value (a number, a string, a date...), since it becomes a folder name")
+    if partition_by and len(seen) == len(fields):
+        _refuse(name, f"partition_by names every column ({', '.join(partition_by)}), and at least one column must "
+                      "stay in the files")
+
+
+def _refuse(name: str, why: str) -> None:
+    raise InvalidArgument(f"cannot write {name}: {why}; nothing was recorded")

@@ -10,6 +10,7 @@ traceback, so we look for it first and say in one line what is missing.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import logging
@@ -22,7 +23,7 @@ import socket
 import subprocess
 import sys
 from importlib import resources
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, cast
 
 from pyspark.sql import SparkSession
 
@@ -65,7 +66,7 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     try:
-        with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext():
+        with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext(), _classic_build():
             spark = _build(app_name, master, shuffle_partitions, scratch, dict(conf or {}))
     except Exception as exc:  # py4j and PySpark raise their own types; the caller needs one line
         where = f"; the JVM's output is in {jvm_log}" if jvm_log else ""
@@ -76,36 +77,183 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     return spark
 
 
+@contextlib.contextmanager
+def _classic_build() -> Iterator[None]:
+    """Hide PySpark's Connect variables while a classic session is built: its builder makes a
+    Connect session instead whenever SPARK_REMOTE (or the Connect mark) is set, so ``remote=""``
+    gave a Connect session, or none, where SPARK_REMOTE was set."""
+    saved = {name: os.environ.pop(name) for name in ("SPARK_REMOTE", CONNECT_MARK) if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: dict[str, str]) -> SparkSession:
     """A Spark Connect session on ``remote`` with the same settings a classic one gets where a
-    client may set them (UTC, static partition overwrite). A server that does not answer, or a
-    client without Connect's libraries, is one line, not gRPC's page."""
-    try:
-        from pyspark.sql.connect.utils import check_dependencies
-        check_dependencies()
-    except ImportError as exc:
-        raise SparkUnavailable(f"Spark Connect needs PySpark's connect extras ({exc}): pip install "
-                               "'retention-ledger[connect]' (or 'pyspark[connect]')") from None
-    if remote.startswith("local"):
+    client may set them (UTC, static partition overwrite). A malformed address, a server that does
+    not answer, a setting it refuses, or a client without Connect's libraries is one line, not
+    gRPC's page (nor its ten minutes of retries); and a failed attempt leaves this process as it
+    was (PySpark's Connect mark unset, so a classic session here keeps classic columns)."""
+    _check_connect_libraries()
+    if in_process(remote):
         check_java()  # PySpark starts the Connect server in this process's own JVM
+        _check_local_port(remote)
     else:
         check_remote(remote)
     settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(shuffle_partitions),
                 "spark.sql.sources.partitionOverwriteMode": "static", **conf}
+    mark = os.environ.get(CONNECT_MARK)
     try:
-        if remote.startswith("local"):
-            spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
-        else:  # as PySpark's builder does, but beside a classic session if this process has one
-            from pyspark.sql.connect.session import SparkSession as ConnectSession
-            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"  # pyspark.sql.functions build Connect columns
-            spark = ConnectSession.builder.remote(remote).appName(app_name).getOrCreate()
+        spark = _first_contact(app_name, remote)
         for key, value in settings.items():
-            spark.conf.set(key, value)
-    except Exception as exc:  # gRPC's and PySpark's own types; the caller needs one line
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise SparkUnavailable(f"the Spark Connect server at {remote} did not answer: {first}") from exc
+            try:
+                spark.conf.set(key, value)
+            except Exception as exc:  # the server answered: it refuses this one
+                raise SparkUnavailable(f"the Spark Connect server at {shown(remote)} refused the setting "
+                                       f"{key}={value} ({_first_line(exc)}): leave it out, or set it where the "
+                                       "server is started") from None
+    except BaseException:
+        _restore(CONNECT_MARK, mark)
+        raise
     _quiet_query_context_logs()
     return spark
+
+
+CONNECT_MARK = "SPARK_CONNECT_MODE_ENABLED"
+"""PySpark's mark of a Connect process: while it is set, ``pyspark.sql.functions`` build Connect columns."""
+
+FIRST_CONTACT_RETRIES = dict(max_retries=7, initial_backoff=50, backoff_multiplier=4.0, max_backoff=2000)
+"""gRPC retries for the first call to a Connect server, about ten seconds in all (as
+``MASTER_TIMEOUT``): PySpark's own policy, kept for every later call, waits ten minutes for a port
+that accepts connections but does not speak Spark Connect before it says anything."""
+
+
+def _first_contact(app_name: str, remote: str) -> SparkSession:
+    """The Connect session on ``remote``, once its server has answered one call (its Spark
+    version) within ``FIRST_CONTACT_RETRIES``."""
+    import warnings
+
+    spark: SparkSession | None = None
+    try:
+        spark = _connect(app_name, remote)
+        client = spark.client  # type: ignore[attr-defined]
+        policies = client.get_retry_policies()
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+        client.set_retry_policies([DefaultPolicy(**FIRST_CONTACT_RETRIES)])  # type: ignore[arg-type]
+        try:
+            with warnings.catch_warnings():  # PySpark warns RETRIES_EXCEEDED on stderr, then raises
+                warnings.simplefilter("ignore")
+                spark.version
+        finally:
+            client.set_retry_policies(policies)
+    except SparkUnavailable:
+        raise
+    except Exception as exc:  # gRPC's and PySpark's own types; the caller needs one line
+        _forget(remote, spark)
+        raise SparkUnavailable(f"the Spark Connect server at {shown(remote)} did not answer ({_first_line(exc)}): "
+                               "check that a Spark Connect server listens there; nothing was recorded") from None
+    return spark
+
+
+_CONNECTED: dict[str, SparkSession] = {}
+"""The Connect session made for each address, reused while it is open (a second call for the same
+address gets the same server session, as a classic ``getOrCreate`` gets the same context)."""
+
+
+def _forget(remote: str, spark: SparkSession | None) -> None:
+    """Close a session whose server did not answer, without another call to it: PySpark would
+    release it on ``stop()``, and clean up after it when Python exits, each with ten minutes of
+    retries."""
+    _CONNECTED.pop(remote, None)
+    if spark is not None and not in_process(remote):
+        spark.release_session_on_close = False  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):
+            spark.stop()
+
+
+def _connect(app_name: str, remote: str) -> SparkSession:
+    """A Connect session on ``remote``, without calling its server yet. PySpark's ``getOrCreate``
+    gives the process's current Connect session whatever address it is asked for (a second
+    server's address got the first server's session), so an address's own session is kept here;
+    and a server's application is the server's own, so ``app_name`` names only an in-process one."""
+    if in_process(remote):  # PySpark starts the server, with its options, and connects to it
+        return SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+    known = _CONNECTED.get(remote)
+    if known is not None and not known.is_stopped:  # type: ignore[attr-defined]
+        return known
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    os.environ[CONNECT_MARK] = "1"  # pyspark.sql.functions build Connect columns
+    # Not PySpark's own builder (pyspark.sql.SparkSession.builder), which refuses a Connect session
+    # in a process that also runs a classic one; create(), not getOrCreate(), for the reason above.
+    # PySpark types a Connect session as a class of its own; every call here takes either kind (R24).
+    spark = cast(SparkSession, ConnectSession.builder.remote(remote).create())
+    _CONNECTED[remote] = spark
+    atexit.register(_brief_goodbye, spark)  # runs before PySpark's own clean-up (atexit: last in, first out)
+    return spark
+
+
+EXIT_RETRIES = dict(max_retries=2, initial_backoff=50, backoff_multiplier=4.0, max_backoff=200)
+"""gRPC retries for the calls PySpark makes to a Connect server as Python exits (clear the ML
+cache, release the session): a server that answers does so at once, and one that has gone away
+(stopped, or its host gone) kept the process from exiting for ten minutes per call."""
+
+
+def _brief_goodbye(spark: SparkSession) -> None:
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    with contextlib.suppress(Exception):
+        spark.client.set_retry_policies([DefaultPolicy(**EXIT_RETRIES)])  # type: ignore[attr-defined,arg-type]
+
+
+LOCAL_CONNECT_PORT = 15002
+"""Where PySpark's in-process Connect server listens (its client connects to sc://localhost), unless
+SPARK_TESTING is set, when it takes a free port."""
+
+
+def _check_local_port(remote: str) -> None:
+    """The port PySpark's in-process server needs is free: where it is not, the JVM fails to start
+    the server's plugin and says only that a JavaSparkContext could not be made."""
+    if "SPARK_TESTING" in os.environ:
+        return
+    try:
+        socket.create_connection(("localhost", LOCAL_CONNECT_PORT), timeout=MASTER_TIMEOUT).close()
+    except OSError:
+        return  # nothing answers there: free
+    raise SparkUnavailable(f"a Spark Connect server in this process ({remote}) needs port {LOCAL_CONNECT_PORT}, "
+                           f"which is in use: connect to the server there with sc://localhost:{LOCAL_CONNECT_PORT} "
+                           "if it is one, or free the port")
+
+
+def _check_connect_libraries() -> None:
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+        check_dependencies()
+    except ImportError as exc:
+        raise SparkUnavailable(f"Spark Connect needs PySpark's connect extras ({_first_line(exc)}): pip install "
+                               "'retention-ledger[connect]' (or 'pyspark[connect]')") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """What an error says, in one line: gRPC's own detail where there is one, in it or in what
+    caused it (a gRPC error's text is a page that starts "<_InactiveRpcError of RPC ...")."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        details = getattr(seen, "details", None)
+        if callable(details):
+            with contextlib.suppress(Exception):
+                said = details()
+                if said:
+                    return " ".join(str(said).split())
+        seen = seen.__cause__ or seen.__context__
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _restore(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -114,16 +262,37 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+_IN_PROCESS = re.compile(r"local(-cluster)?(\[[^\]]*\])?")
+
+
+def in_process(remote: str) -> bool:
+    """Whether ``remote`` asks PySpark to start a Connect server in this process (``local``,
+    ``local[N]``, ``local-cluster[...]``). PySpark itself takes anything that starts with "local"
+    for one, so ``localhost:15002`` started a Spark of its own with that as its master."""
+    return _IN_PROCESS.fullmatch(remote.strip()) is not None
+
+
+def shown(remote: str) -> str:
+    """A Connect address as a message may show it: without its parameters (``;token=...``), which
+    can hold a secret (R23)."""
+    address, sep, _ = remote.partition(";")
+    return address.rstrip("/") + (";..." if sep else "")
+
+
 def check_remote(remote: str) -> None:
-    """A Connect address (``sc://host:port/;token=...``) that nothing answers is said at once:
-    gRPC itself retries for a minute and then prints a page."""
+    """A Connect address (``sc://host:port/;token=...``) that is malformed, or that nothing answers,
+    is said at once: gRPC itself retries for ten minutes and then prints a page."""
     from urllib.parse import urlsplit
 
+    usage = "give sc://host:port (or local[N] for a server in this process)"
     parts = urlsplit(remote.split(";", 1)[0])
     if parts.scheme != "sc" or not parts.hostname:
-        raise SparkUnavailable(f"{remote!r} is not a Spark Connect address: give sc://host:port (or local[N] "
-                               "for a server in this process)")
-    port = parts.port or 15002
+        raise SparkUnavailable(f"{shown(remote)!r} is not a Spark Connect address: {usage}")
+    try:
+        port = parts.port or 15002
+    except ValueError:
+        raise SparkUnavailable(f"{shown(remote)!r} is not a Spark Connect address (its port "
+                               f"{parts.netloc.rpartition(':')[2]!r} is not a number from 1 to 65535): {usage}") from None
     try:
         socket.create_connection((parts.hostname, port), timeout=MASTER_TIMEOUT).close()
     except OSError as exc:

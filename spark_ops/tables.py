@@ -22,6 +22,9 @@ did until their first versioned write, which adopts their files as version 1.
 from __future__ import annotations
 
 import contextlib
+import re
+import uuid
+import weakref
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
@@ -40,6 +43,10 @@ from .session import SparkUnavailable
 
 WRITE_MODES = ("append", "overwrite")
 
+SPARK_ONLY_MODES = ("error", "errorifexists", "default", "ignore")
+"""``DataFrameWriter`` modes that are not ``write_table``'s: a ledger table is a sequence of versions,
+so a write never finds a path "already there" to refuse or skip."""
+
 
 def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", *,
                 partition_by: Sequence[str] | None = None, create: bool = True,
@@ -51,9 +58,14 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
     whose columns are not the table's is ``SchemaMismatch`` before anything is written, unless
     ``merge_schema=True``: the version then records the union, and reads of it give the old
     files' rows nulls in the new columns.
+
+    Nothing is recorded for a write Spark would refuse at once (R24): a warehouse Spark has no
+    file system for is ``SparkUnavailable``, a DataFrame Spark cannot plan or write as Parquet
+    (two columns it takes for one, a partition column it lacks...) ``InvalidArgument``, each before
+    the table is created or the write begun. A table this call created is dropped again if its
+    write then fails in Spark, so a failed first write leaves no empty table behind.
     """
-    if mode not in WRITE_MODES:
-        raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
+    _check_mode(mode)
     columns = _partition_columns(partition_by)
     if not isinstance(merge_schema, bool):
         raise InvalidArgument(f"merge_schema must be True or False, got {merge_schema!r}")
@@ -63,39 +75,93 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
         if not create:
             raise
         table = None
-    check_filesystem(df.sparkSession, ledger.warehouse)  # bad input is refused before Spark is asked
-    if table is None:
-        table = ledger.create_table(name)
+    spark = df.sparkSession
+    check_filesystem(spark, ledger.warehouse)  # bad input is refused before Spark is asked
+    case_sensitive = (spark.conf.get("spark.sql.caseSensitive", "false") or "").lower() == "true"
+    schema = _writable_schema(df, name, columns, case_sensitive)
+    recorded, merged_from = _schema_for(ledger, table, schema, mode, merge_schema, case_sensitive)
+    if table is not None:
+        return _write_version(df, ledger, table, columns, mode, recorded, merged_from)
+    table = ledger.create_table(name)
+    try:
+        return _write_version(df, ledger, table, columns, mode, recorded, merged_from)
+    except BaseException:
+        _drop_if_still_empty(ledger, table)
+        raise
+
+
+def _check_mode(mode: str) -> None:
+    if mode in WRITE_MODES:
+        return
+    spark = (f" ({mode!r} is a Spark DataFrameWriter mode: a table here is a sequence of versions, so there is no "
+             "path to find already there; check ledger.table(name) first to refuse or skip an existing table)"
+             if isinstance(mode, str) and mode.lower() in SPARK_ONLY_MODES else "")
+    raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}{spark}")
+
+
+def _writable_schema(df: DataFrame, name: str, columns: list[str], case_sensitive: bool) -> str:
+    """``df``'s schema as the ledger records it, once Spark has planned ``df`` (a Connect
+    DataFrame is analysed here, on the server, not when it was built) and it passes the checks
+    Spark's Parquet writer makes before any task runs."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        schema = schemas.canonical(df.schema)
+    except AnalysisException as exc:
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(";")
+        raise InvalidArgument(f"cannot write {name}: Spark cannot plan the DataFrame ({said}); "
+                              "nothing was recorded") from exc
+    schemas.check_writable(schema, columns, name, case_sensitive=case_sensitive)
+    return schema
+
+
+def _write_version(df: DataFrame, ledger: Ledger, table: TableInstance, columns: list[str], mode: str,
+                   schema: str, merged_from: str | None) -> TableVersion:
+    """Register a write, have Spark write ``df`` into its folder (its lease renewed meanwhile),
+    and commit what Spark committed as the next version; any failure aborts the write."""
     if table.current_version is None:
         _adopt_unversioned_files(ledger, table)
-    case_sensitive = (df.sparkSession.conf.get("spark.sql.caseSensitive", "false") or "").lower() == "true"
-    schema, merged_from = _schema_for(ledger, name, schemas.canonical(df.schema), mode, merge_schema, case_sensitive)
-    write = ledger.begin_write(name)
+    write = ledger.begin_write(table.name)
     try:
         renew = Heartbeat(f"lease-{write.id}", write.lease.total_seconds() / 3, lambda: ledger.renew_write(write.id))
         with renew:
-            writer = df.write.mode("errorifexists")
+            # "error", not "errorifexists": the one spelling of Spark's default mode that a Connect
+            # client also takes. The folder is the write's own and new: nothing is there to refuse.
+            writer = df.write.mode("error")
             if columns:
                 writer = writer.partitionBy(*columns)
             writer.parquet(spark_uri(write.folder))
         files = [(f"{write.relative_folder}/{entry.path}", entry.size)
                  for entry in fs.committed_files(ledger.warehouse, write.folder)]
+        return ledger.commit_write(write.id, files, mode=mode, schema=schema, merge_schema=merged_from is not None,
+                                   merged_from=merged_from)
     except BaseException:
         with contextlib.suppress(LedgerError):
             ledger.abort_write(write.id)
         raise
-    return ledger.commit_write(write.id, files, mode=mode, schema=schema, merge_schema=merged_from is not None,
-                               merged_from=merged_from)
 
 
-def _schema_for(ledger: Ledger, name: str, schema: str, mode: str, merge: bool,
+def _drop_if_still_empty(ledger: Ledger, table: TableInstance) -> None:
+    """Drop again a table created for a write that failed: a created-then-aborted table is not a
+    table anyone asked for, and a live one with no data fails every read. Left alone if, by now,
+    it has a version or another writer has a write open on it (theirs may still commit). The
+    instance stays in the history, dropped, and goes with the next vacuum."""
+    with contextlib.suppress(LedgerError):
+        now = ledger.table(table.name)
+        if now.id == table.id and now.current_version is None and \
+                not any(w.table_id == table.id for w in ledger.open_writes()):
+            ledger.drop_table(table.name)
+
+
+def _schema_for(ledger: Ledger, table: TableInstance | None, schema: str, mode: str, merge: bool,
                 case_sensitive: bool) -> tuple[str, str | None]:
     """The schema the new version records, and the table's it was merged from (None: no merge).
-    Checked here, before Spark writes a file, and again by the ledger when it commits. Columns
-    are matched as Spark's reader will match them (``spark.sql.caseSensitive``)."""
-    table = ledger.table(name)
-    if mode != "append" or table.current_version is None:
+    Checked here, before Spark writes a file (and before anything is recorded), and again by the
+    ledger when it commits. Columns are matched as Spark's reader will match them
+    (``spark.sql.caseSensitive``). ``table`` None: a table this write will create."""
+    if table is None or mode != "append" or table.current_version is None:
         return schema, None
+    name = table.name
     current = ledger.version(name).schema
     if current is None or schemas.same_columns(current, schema, case_sensitive=case_sensitive):
         return current or schema, None
@@ -202,8 +268,13 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
 
 
 def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
+    """Parquet straight in the location, as tables were written before versioning. The schema is
+    asked for at once: a Connect session plans a read only when asked, and an empty location
+    would otherwise fail at the caller's first action, as a page of gRPC error."""
     try:
-        return spark.read.parquet(glob_escape(spark_uri(table.location)))
+        df = spark.read.parquet(glob_escape(spark_uri(table.location)))
+        df.schema
+        return df
     except Exception as exc:  # Spark raises AnalysisException for an empty or missing folder
         if "PATH_NOT_FOUND" in str(exc) or "UNABLE_TO_INFER_SCHEMA" in str(exc):
             raise TableNotFound(f"{table.name} (id {table.id}) has no data yet at {table.location}") from None
@@ -232,23 +303,58 @@ def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str]:
 
 def check_filesystem(spark: SparkSession, root: str) -> None:
     """That Spark can write and read under the warehouse ``root``: a scheme it has no Hadoop file
-    system for (``s3://`` without the hadoop-aws connector) is said in one line before anything
-    is recorded, not as a Py4J error after the table was created."""
+    system for (``s3a://`` without the hadoop-aws connector) is said in one line before anything
+    is recorded, not as a Java error after the table was created.
+
+    One probe for both kinds of session: Spark is asked to plan a read of a path under the root
+    that is not there. Planning it loads the scheme's file system (where Spark would refuse the
+    write) and then finds nothing there (PATH_NOT_FOUND: the file system is there). A classic
+    session could ask its JVM's Hadoop directly, which a Connect client cannot reach; the probe
+    costs one planning round trip, so its answer is kept per session and scheme (a session gets no
+    new file systems while it runs), and one code path serves both. The local disk needs none."""
     scheme = root.split("://", 1)[0].lower() if "://" in root else "file"
-    jvm = getattr(spark, "_jvm", None)
-    if scheme == "file" or jvm is None:  # Spark Connect: the server resolves paths itself
+    if scheme == "file":
         return
+    known = _FILE_SYSTEMS.setdefault(spark, set())
+    if scheme in known:
+        return
+    from pyspark.errors import AnalysisException
+
+    probe = f"{spark_uri(root).rstrip('/')}/_retention_ledger_probe_{uuid.uuid4().hex}"
     try:
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, spark._jsc.hadoopConfiguration())
-    except Exception as exc:  # py4j's error, which holds the Java one
-        java = getattr(exc, "java_exception", None)
-        said = str(java.toString()) if java is not None else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        cause = said.split(": ", 1)[-1] if "Exception: " in said else said
-        connector = (" (for S3: the hadoop-aws connector, e.g. --packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop "
-                     f"version>, and spark.hadoop.fs.{scheme}.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)"
-                     if scheme.startswith("s3") else "")
-        raise SparkUnavailable(f"Spark has no file system for the warehouse {root} ({cause}): add the Hadoop connector "
-                               f"for {scheme}://{connector}; nothing was recorded") from None
+        spark.read.format("text").load(probe).schema  # text: no schema to infer, only the path to find
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise _no_file_system(root, scheme, exc) from None
+    except Exception as exc:  # py4j's, or Connect's, wrapping of Hadoop's own error
+        raise _no_file_system(root, scheme, exc) from None
+    known.add(scheme)
+
+
+_FILE_SYSTEMS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+"""The schemes each live session has shown it has a file system for."""
+
+
+def _no_file_system(root: str, scheme: str, exc: BaseException) -> SparkUnavailable:
+    said = _java_cause(exc)
+    connector = (" (for S3: the hadoop-aws connector, e.g. --packages org.apache.hadoop:hadoop-aws:<Spark's Hadoop "
+                 f"version>, and spark.hadoop.fs.{scheme}.impl=org.apache.hadoop.fs.s3a.S3AFileSystem)"
+                 if scheme.startswith("s3") else "")
+    return SparkUnavailable(f"Spark has no file system for the warehouse {root} ({said}): add the Hadoop connector "
+                            f"for {scheme}://{connector}; nothing was recorded")
+
+
+def _java_cause(exc: BaseException) -> str:
+    """The innermost Java error's message, in one line: py4j's text starts "An error occurred while
+    calling o45.load.", then ": java.lang.RuntimeException: java.lang.ClassNotFoundException: ...";
+    Connect's "(java.lang.RuntimeException) java.lang.ClassNotFoundException: ..."."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    line = (text.strip().splitlines() or [""])[0].strip()
+    line = re.sub(r"^\([\w.$]+\)\s*", "", line)
+    while re.match(r"^[\w.$]+(Exception|Error): ", line):
+        line = line.split(": ", 1)[1]
+    return line or type(exc).__name__
 
 
 _GLOB_SPECIAL = set("\\{}[]*?,")

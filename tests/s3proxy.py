@@ -9,6 +9,7 @@ by patching the client: the client under test (obstore) talks to this proxy as t
     proxy.inject(Fault("reset", forward=True, match=DELETES))             # done upstream, then RST
     proxy.fail_keys({"wh/t1/a.parquet"})      # DeleteObjects answers <Error> for these, and keeps them
     proxy.add_listed("wh-evil/x")             # a listing that names a key outside what was asked
+    proxy.inject(Fault("meanwhile", match=LISTINGS, meanwhile=put_late_file))  # another writer, mid-request
     proxy.requests                            # what went by: (method, target, status, fault, keys)
 
 Requests are forwarded byte for byte (the Host header too). A DeleteObjects body from which
@@ -51,7 +52,8 @@ def LISTINGS(method: str, target: str) -> bool:
 class Fault:
     kind: str
     """``status`` (answer with an S3 error), ``delay`` (wait ``seconds``, then forward), ``reset``
-    (close the client's connection with a TCP RST)."""
+    (close the client's connection with a TCP RST), ``meanwhile`` (forward, run ``meanwhile``, then
+    answer)."""
     times: int = 1
     match: Match | None = None
     status: int = 503
@@ -62,6 +64,9 @@ class Fault:
     one_at_a_time: bool = False
     """``delay``: the requests it hits are answered one after another, as by a store that serves one
     request at a time (a client's batches in flight then land ``seconds`` apart)."""
+    meanwhile: Callable[[], None] | None = None
+    """``meanwhile``: what another writer does after the store answered and before the client reads
+    the answer (it should reach the store directly, ``FaultProxy.upstream``, not through the proxy)."""
     hits: int = 0
 
 
@@ -236,6 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
             data = b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult></DeleteResult>'
         else:
             status, reason, answer_headers, data = self._forward(body, headers)
+        if fault is not None and fault.meanwhile is not None:
+            fault.meanwhile()
         if failing and status == 200:
             errors = "".join(f"<Error><Key>{escape(k)}</Key><Code>{code}</Code><Message>injected</Message></Error>"
                              for k, code in failing.items()).encode()

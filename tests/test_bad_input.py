@@ -41,9 +41,11 @@ into failures that ask for the mark to go.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import shutil
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -55,13 +57,14 @@ from click.testing import CliRunner
 import ledger
 from ledger import (
     DatabaseNotFound, InvalidArgument, InvalidName, InvalidRetention, InvalidScope, InvalidTime,
-    Ledger, LedgerError, LedgerUnavailable, ManualClock, PurgeRefused, Scope, TableExists, TableNotFound,
+    Ledger, LedgerError, LedgerUnavailable, ManualClock, Scope, TableExists, TableNotFound,
     UndropBlocked, LedgerNotFound, VacuumRun, WarehouseMismatch,
 )
 from retention_ledger.cli import cli
 from ledger.clock import iso, to_micros
 from tests.conftest import T0
-from vacuum_work import ForeignScan, Part, Purge, Result
+from vacuum_work import Expiry, Folder, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, split
+from vacuum_work.leaves import leaf_input, tree_root
 
 UNKNOWN_ID = "0123456789abcdef"  # well-formed, names no table in the prepared ledger
 LONG = "x" * 65                  # one over the 64-character identifier limit
@@ -826,6 +829,17 @@ def _part(first: str = "a", last: str = "b", leaves: int = 1, size: int = 1, roo
     return Part(first, last, leaves, size, root, "d" * 64, "scratch/part")
 
 
+def _sealed(objects: tuple[tuple[str, int], ...] = (("a", 1), ("b", 2)), **wrong: Any) -> tuple[Part, bytes]:
+    """A part as a task seals it (``objects`` in the order given), its summary then given ``wrong``
+    fields: a summary that contradicts its leaves, which would make ``verify`` call the receipt
+    edited for ever after had it been recorded."""
+    entries = [leaf_input(key, size) for key, size in objects]
+    data = zlib.compress(b"".join(entries))
+    part = Part(objects[0][0], objects[-1][0], len(objects), sum(size for _, size in objects), tree_root(entries).hex(),
+                hashlib.sha256(data).hexdigest(), "scratch/part")
+    return dataclasses.replace(part, **wrong), data
+
+
 RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[LedgerError], Text]] = [
     # (id, the call given the ledger and a run in progress, the error, the message)
     ("finish-with-tuples", lambda L, run, f: run.finish([(f.restorable, 0, 0)]), InvalidArgument,
@@ -837,8 +851,8 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
     ("finish-a-listing", lambda L, run, f: run.finish([Result(ForeignScan(f.live, "sales.live", f.live), 1, 1)]),
      InvalidArgument, r"a foreign item lists files, it deletes none: there is nothing of it to record"),
     ("finish-a-purge-of-a-live-table",
-     lambda L, run, f: run.finish([Result(Purge(f.live, "sales.live", f.live, 0, 0))]), PurgeRefused,
-     lambda f: rf"^vacuum \S+: cannot record purge of sales\.live \(id {f.live}\): it is not a dropped"),
+     lambda L, run, f: run.finish([Result(Purge(f.live, "sales.live", f.live, 0, 0))]), InvalidArgument,
+     lambda f: rf"^vacuum \S+ did not plan a purge of table id {f.live}: a run records only what it set out to do"),
     ("record-deleted-old-tuple", lambda L, run, f: run.record_deleted([("a", "b", 1, 1, ROOT64, b"x")]),
      InvalidArgument, r"is a \(vacuum_work\.Part, leaves\) pair, not tuple"),
     ("record-deleted-no-leaves", lambda L, run, f: run.record_deleted([(_part(), b"")]), InvalidArgument,
@@ -849,10 +863,40 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
      InvalidArgument, r"runs from 'b' to 'a', which is not a key range"),
     ("record-deleted-no-root", lambda L, run, f: run.record_deleted([(_part(root="xyz"), b"x")]), InvalidArgument,
      r"has no Merkle root \(64 hex digits\)"),
+    ("record-deleted-a-count-its-leaves-do-not-hold",
+     lambda L, run, f: run.record_deleted([_sealed(leaves=3, size=99, root=ROOT64)]), InvalidArgument,
+     r"a receipt part of run \S+ does not hold as many objects, or bytes, as its summary says: not recorded"),
+    ("record-deleted-bytes-its-leaves-do-not-hold", lambda L, run, f: run.record_deleted([_sealed(size=4)]),
+     InvalidArgument, r"a receipt part of run \S+ does not hold as many objects, or bytes, as its summary says"),
+    ("record-deleted-a-key-range-its-leaves-do-not-run", lambda L, run, f: run.record_deleted([_sealed(last="c")]),
+     InvalidArgument, r"a receipt part of run \S+ does not run from its first key to its last"),
+    ("record-deleted-a-root-its-leaves-do-not-hash-to", lambda L, run, f: run.record_deleted([_sealed(root=ROOT64)]),
+     InvalidArgument, r"a receipt part of run \S+ does not hash to the Merkle root its summary carries"),
+    ("record-deleted-leaves-not-sorted",
+     lambda L, run, f: run.record_deleted([_sealed((("b", 2), ("a", 1)), first="a", last="b")]), InvalidArgument,
+     r"a receipt part of run \S+ is not sorted by key"),
+    ("record-deleted-a-digest-its-leaves-do-not-hash-to",
+     lambda L, run, f: run.record_deleted([_sealed(digest="d" * 64)]), InvalidArgument,
+     r"a receipt part of run \S+ does not hash to its digest"),
+    ("record-deleted-leaves-not-compressed",
+     lambda L, run, f: run.record_deleted([(_sealed(digest=hashlib.sha256(b"x").hexdigest())[0], b"x")]),
+     InvalidArgument, r"a receipt part of run \S+ cannot be read \(.*\): not recorded"),
     ("renew-a-finished-run", lambda L, run, f: VacuumRun.of(L, f.purge_run).renew(), InvalidArgument,
      lambda f: rf"vacuum run {f.purge_run} is unknown or already finished"),
-    ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidArgument,
-     r"a vacuum run id is text such as 20261126T101500Z-1a2b3c4d, got 7"),
+    ("handle-on-a-number", lambda L, run, f: VacuumRun.of(L, 7), InvalidName, r"^7 is not a vacuum run id"),
+    ("handle-on-a-run-id-with-a-space", lambda L, run, f: VacuumRun.of(L, "nightly run"), InvalidName,
+     r"^'nightly run' is not a vacuum run id: use 1 to 100 ASCII letters, digits"),
+    ("finish-a-result-of-text", lambda L, run, f: run.finish([Result("purge:x")]), InvalidArgument,
+     r"a result's item is an item of the run's plan \(vacuum_work\.Purge, Expiry, Sweep or StragglerScan\), or "
+     r"None for a task's closing result, not str 'purge:x'"),
+    ("finish-a-result-of-a-number", lambda L, run, f: run.finish([Result(42)]), InvalidArgument,
+     r"a result's item is an item of the run's plan .*, not int 42"),
+    ("finish-none", lambda L, run, f: run.finish(None), InvalidArgument,
+     r"a run's results are vacuum_work\.Result values, one for each item \(or part\) it carried out, not NoneType"),
+    ("finish-the-same-purge-twice", lambda L, run, f: run.finish([Result(run.plan.purges[0], 1, 1)] * 2),
+     InvalidArgument, r"two results name the purge of table id [0-9a-f]{16}: one result an item \(or a part\)"),
+    ("record-deleted-none", lambda L, run, f: run.record_deleted(None), InvalidArgument,
+     r"a run's receipt parts are \(vacuum_work\.Part, leaves\) pairs, not NoneType"),
 ]
 
 
@@ -872,6 +916,86 @@ def test_a_runs_calls_refuse_bad_input_typed_and_change_nothing(call, error, mat
     assert re.search(match(facts) if callable(match) else match, str(refused.value)), str(refused.value)
     assert led.event_count() == before and led.state == state
     assert led.receipt(run.run_id).parts == ()
+    led.verify()
+
+
+# A run records only what it planned (R2, R10): what its driver hands ``finish`` about anything
+# else (a purge of another table behind a watermark, a folder it never set out to delete, a scan it
+# never made) is refused, the ledger as it was. (Before: a purge of a table another watermark had
+# blocked was recorded TablePurged, its files still on disk; an aborted write's folder was
+# recorded deleted.)
+UNPLANNED: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
+    # (id, the result given the narrow run's facts, the message)
+    ("a-purge-of-another-blocked-table", lambda f: Purge(f["u"], "a.u", f["u"], f["u_dropped"], f["u_dropped"]),
+     r"vacuum \S+ did not plan a purge of table id {u}: a run records only what it set out to do"),
+    ("an-expiry-of-a-folder-it-never-planned",
+     lambda f: Expiry(f["v"], "a.v", f["v"], None, (), (Folder(f["aborted"], f["aborted_folder"]),)),
+     r"vacuum \S+ did not plan to delete write folder {aborted} \(an expiry's result names it\)"),
+    ("a-sweep-of-a-folder-it-never-planned",
+     lambda f: Sweep(f["v"], "a.v", f["v"], (Folder(f["aborted"], f["aborted_folder"]),)),
+     r"vacuum \S+ did not plan to delete write folder {aborted} \(a sweep's result names it\)"),
+    ("a-straggler-scan-it-never-planned",
+     lambda f: StragglerScan(f["v"], "a.v", f["v"], Folder(f["committed"], f["committed_folder"]), 0),
+     r"vacuum \S+ did not plan a straggler scan of write {committed}"),
+]
+
+
+@pytest.mark.parametrize("result, match", [row[1:] for row in UNPLANNED], ids=[row[0] for row in UNPLANNED])
+def test_r2_r10_a_run_records_only_the_items_it_planned(result, match, tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="tester") as led:
+        t, u = led.create_table("a.t"), led.create_table("a.u")
+        v = led.create_table("a.v")
+        aborted = led.begin_write("a.v")
+        led.abort_write(aborted.id)
+        committed = led.begin_write("a.v")
+        led.commit_write(committed.id, [(f"{committed.relative_folder}/part-0.parquet", 1)])
+        led.drop_table("a.t")
+        clock.advance(60)
+        u_dropped = led.drop_table("a.u").dropped_at
+        clock.advance(60)
+        run = led.start_vacuum(retention="0s", override_floor=True, limit=1, uncommitted=False)
+        assert [p.table_id for p in run.plan.purges] == [t.id] and not run.plan.sweeps and not run.plan.stragglers
+        led.advance_watermark(u_dropped, scope=f"table:{u.id}")  # by hand: a.u is blocked, but not this run's
+        facts = dict(u=u.id, u_dropped=to_micros(u_dropped), v=v.id, aborted=aborted.id,
+                     aborted_folder=aborted.relative_folder, committed=committed.id,
+                     committed_folder=committed.relative_folder)
+        before, state = led.event_count(), led.state
+        with pytest.raises(InvalidArgument, match=match.format(**facts)):
+            run.finish([Result(run.plan.purges[0], 1, 1), Result(result(facts), 7, 70)])
+        assert led.event_count() == before and led.state == state
+        assert led.instance(u.id).state == "blocked" and led.instance(t.id).state == "blocked"
+        led.verify()
+
+
+def test_a_runs_finish_takes_each_item_or_part_once(tmp_path: Path) -> None:
+    """An expiry split into parts (as the driver spreads a big table over the cores) is recorded from
+    its parts, each folder once. The same result twice, or a part beside its whole item, names a
+    folder twice: refused, nothing recorded (before: accepted, and WriteFoldersDeleted listed the
+    write twice, its files and bytes counted twice)."""
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="tester") as led:
+        led.create_table("a.v")
+        writes = []
+        for mode in ("append", "append", "overwrite"):
+            w = led.begin_write("a.v")
+            led.commit_write(w.id, [(f"{w.relative_folder}/part-0.parquet", 1)], mode=mode)
+            writes.append(w.id)
+            clock.advance(60)
+        run = led.start_vacuum(retention="0s", override_floor=True, uncommitted=False)
+        [expiry] = run.plan.expiries
+        assert [f.write_id for f in expiry.folders] == writes[:2]
+        first, second = split(expiry, 2)
+        before, state = led.event_count(), led.state
+        for twice in ([Result(expiry, 2, 2), Result(expiry, 2, 2)], [Result(first, 1, 1), Result(expiry, 2, 2)]):
+            with pytest.raises(InvalidArgument, match=rf"two results name write folder {writes[0]}: one result an "
+                                                      r"item \(or a part\)"):
+                run.finish(twice)
+            assert led.event_count() == before and led.state == state
+        run.finish([Result(first, 1, 1), Result(second, 1, 1)])
+        [deleted] = led.history(type="WriteFoldersDeleted")
+        assert (list(deleted.data["write_ids"]), deleted.data["files"]) == (writes[:2], 2)
+        led.verify()
 
 
 # --- every duration argument, given a number no float holds (issue 44) -------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from click.testing import CliRunner
 
 from ledger import Ledger, ManualClock
 from retention_ledger.cli import cli
+from tests.connect import free_port
 
 pytestmark = pytest.mark.spark
 
@@ -105,3 +108,91 @@ def test_r15_cli_vacuum_only_uncommitted_sweeps_abandoned_writes_and_purges_noth
     [swept] = report["swept"]
     assert swept["writes"] == [{"id": write.id, "why": "lease expired"}] and swept["files"] == 1
     assert not os.path.exists(write.folder)
+
+
+# --- on a Spark Connect server: --remote, SPARK_REMOTE (R24) -------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The command line in a process of its own, as a shell runs it (no Connect mark inherited)."""
+    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    for name in ("SPARK_CONNECT_MODE_ENABLED", *(() if env and "SPARK_REMOTE" in env else ("SPARK_REMOTE",))):
+        full.pop(name, None)
+    return subprocess.run([sys.executable, "-m", "retention_ledger", *args], capture_output=True, text=True,
+                          env=full, timeout=600)
+
+
+@pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac")
+def test_r24_cli_vacuum_dry_run_on_a_connect_server(connect_server, aged_ledger) -> None:
+    path, location = aged_ledger
+    before = Ledger.open(path).event_count()
+    done = run_cli("--ledger", str(path), "vacuum", "--dry-run", "--json", "--remote", connect_server.address)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (item,) = json.loads(done.stdout)["instances"]
+    assert item["name"] == "sales.orders" and item["files"] == 3
+    assert sorted(os.listdir(location)) == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    assert Ledger.open(path).event_count() == before
+
+
+@pytest.mark.parametrize("how", ["--remote", "SPARK_REMOTE"])
+def test_r24_cli_remote_reaches_the_connect_server_it_names(connect_server, aged_ledger, how: str) -> None:
+    """The address (from --remote, or PySpark's own SPARK_REMOTE) is the server the command talks
+    to: this server answers that it cannot change a static setting given with --conf, and that
+    answer is one line naming it; the vacuum itself never starts, so nothing is recorded. (The
+    whole dry run on this server is the test above, until the vacuum's port lands.)"""
+    path, location = aged_ledger
+    before = Ledger.open(path).event_count()
+    argv = ["--ledger", str(path), "vacuum", "--dry-run", "--conf", "spark.executor.memory=1g"]
+    done = run_cli(*argv, *(["--remote", connect_server.address] if how == "--remote" else []),
+                   env={"SPARK_REMOTE": connect_server.address} if how == "SPARK_REMOTE" else None)
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr[-3000:]
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: SparkUnavailable: the Spark Connect server at {connect_server.address} "
+                                  "refused the setting spark.executor.memory=1g ("), done.stderr
+    assert len(os.listdir(location)) == 3 and Ledger.open(path).event_count() == before
+
+
+@pytest.mark.parametrize("how", ["--remote", "SPARK_REMOTE"])
+@pytest.mark.parametrize("command", ["vacuum", "demo"])
+def test_r24_cli_on_a_connect_address_nobody_listens_on_is_one_line_and_changes_nothing(
+        aged_ledger, tmp_path, how: str, command: str) -> None:
+    """The address reaches local_session (from --remote, or PySpark's own SPARK_REMOTE), which
+    says in one line that nothing answers there, before anything is recorded."""
+    path, _ = aged_ledger
+    before = Ledger.open(path).event_count()
+    address = f"sc://127.0.0.1:{free_port()}"
+    argv = ["--ledger", str(path), "vacuum", "--dry-run"] if command == "vacuum" else \
+        ["demo", "--dir", str(tmp_path / "demo")]
+    done = run_cli(*argv, *(["--remote", address] if how == "--remote" else []),
+                   env={"SPARK_REMOTE": address} if how == "SPARK_REMOTE" else None)
+    narrated = "" if command == "vacuum" else "starting a local SparkSession ...\n"  # the demo's first line
+    assert done.returncode == 1 and done.stdout == narrated, done.stdout + done.stderr[-3000:]
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: SparkUnavailable: cannot reach the Spark Connect server at "
+                                  f"{address[len('sc://'):]} (Connection refused)")
+    assert Ledger.open(path).event_count() == before
+
+
+@pytest.mark.parametrize("remote_from", ["--remote", "SPARK_REMOTE"])
+@pytest.mark.parametrize("master_from", ["--master", "RETENTION_LEDGER_SPARK_MASTER"])
+def test_r24_cli_remote_and_master_together_is_a_one_line_usage_error(
+        aged_ledger, remote_from: str, master_from: str) -> None:
+    path, _ = aged_ledger
+    before = Ledger.open(path).event_count()
+    argv = ["--ledger", str(path), "vacuum", "--dry-run"]
+    env: dict[str, str] = {}
+    for given, name, value in ((remote_from, "--remote", "sc://127.0.0.1:1/;token=s3cr3t"),
+                               (master_from, "--master", "local[1]")):
+        if given.startswith("--"):
+            argv += [name, value]
+        else:
+            env[given] = value
+    result = CliRunner(env=env).invoke(cli, argv)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"Error: {'--remote was given' if remote_from == '--remote' else 'SPARK_REMOTE is set'}"
+                                    " (sc://127.0.0.1:1;...) and so is --master")
+    assert "s3cr3t" not in result.stderr
+    assert Ledger.open(path).event_count() == before

@@ -174,6 +174,18 @@ def test_vacuum_plan_honours_retention_to_the_microsecond() -> None:
     assert plan_vacuum(state, StartVacuum("r", dropped_at + 29 * 86_400 * 1_000_000, ROOT)).purges == ()
 
 
+def test_a_plan_says_once_whether_a_vacuum_has_anything_to_do() -> None:
+    """``Plan.empty``: nothing a run would record (a run taken over is something); ``Plan.idle``:
+    no Spark job is needed, the one condition the CLI and the driver ask (a dry run still lists
+    the foreign files of the tables it looked at; a run never deletes them)."""
+    from vacuum_work import ForeignScan, Plan
+    nothing = Plan(None, ROOT, 0)
+    foreign = Plan(None, ROOT, 0, foreign=(ForeignScan(ID_A, "db.t", ID_A),))
+    resumed = Plan(None, ROOT, 0, resumes=("an-earlier-run",))
+    assert nothing.empty and nothing.idle(dry_run=False) and nothing.idle(dry_run=True)
+    assert foreign.empty and foreign.idle(dry_run=False) and not foreign.idle(dry_run=True)
+    assert not resumed.empty and not resumed.idle(dry_run=False) and not resumed.idle(dry_run=True)
+
 def _decided(state: State, command) -> list[Recorded]:
     """A decision's events numbered on from ``state`` as a store would (time = seq * 10)."""
     records = []

@@ -120,10 +120,9 @@ from ledger.errors import PinEnded, TableNotFound
 from ledger.names import Scope
 from ledger.persistence.stores import open_store
 from tests.pg import MANUAL, ledger_location
-from ledger.views import join_location
 from spark_ops.executor import fs
 from tests.conftest import T0
-from vacuum_work import Expiry, Plan, Purge, Result, Sweep
+from vacuum_work import Expiry, Plan, Purge, Result, Sweep, location
 
 SECOND = 1_000_000
 HOUR = 3600 * SECOND
@@ -692,7 +691,7 @@ class InterleavingMachine(RuleBasedStateMachine):
 
     def write_files(self, id_: str, led: Ledger) -> None:
         """A pipeline writes data once its table exists: 1 to 3 small files, so a vacuum has work."""
-        folder = Path(join_location(led.warehouse, led.runner.held.tables.instances[id_].path))
+        folder = Path(location(led.warehouse, led.runner.held.tables.instances[id_].path))
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
         for part in range(1 + int(id_[2:]) % 3):
@@ -714,7 +713,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         """The job writes its files once its write is registered (never before: R14)."""
         w = actor.led.runner.held.data.writes[write_id]
         inst = actor.led.runner.held.tables.instances[w.table_id]
-        folder = join_location(join_location(actor.led.warehouse, inst.path), w.folder)
+        folder = location(location(actor.led.warehouse, inst.path), w.folder)
         self.begun_files[write_id] = self.write_version_files(folder, w.folder, "0" if self.begun % 2 else "1")
 
     def vacuum_started(self, actor: Actor, run_id: str, prepared: Prepared) -> None:
@@ -947,7 +946,7 @@ class InterleavingMachine(RuleBasedStateMachine):
         assert not holding, (f"{who}: {job.run_id} is about to delete {self.describe(table_id)}, which pin "
                              f"{holding[0]} holds until {self.leases[holding[0]].expires_at} (R21)")
         pinned_before = any(lease.table_id == table_id for lease in self.leases.values())
-        outcome = fs.purge(actor.led.warehouse, join_location(actor.led.warehouse, planned.path),
+        outcome = fs.purge(actor.led.warehouse, location(actor.led.warehouse, planned.path),
                            dry_run=False)
         assert outcome.error is None, outcome.error
         job.done.append(replace(outcome, item=planned))
@@ -962,13 +961,13 @@ class InterleavingMachine(RuleBasedStateMachine):
         expiry = job.expiring.pop(0)
         state = self.fresh()
         named = state.data.referenced_writes(expiry.table_id)
-        location = join_location(actor.led.warehouse, expiry.path)
+        here = location(actor.led.warehouse, expiry.path)
         files = size = 0
         for folder in expiry.folders:
             assert folder.write_id not in named and not state.data.writes[folder.write_id].is_open, (
                 f"{actor.name}: {job.run_id} is about to delete write folder {folder.write_id} of "
                 f"{self.describe(expiry.table_id)}, which an unexpired version names (or is open)")
-            outcome = fs.purge(actor.led.warehouse, join_location(location, folder.path), dry_run=False)
+            outcome = fs.purge(actor.led.warehouse, location(here, folder.path), dry_run=False)
             assert outcome.error is None, outcome.error
             files, size = files + outcome.files, size + outcome.bytes
         job.done.append(Result(expiry, files, size))
@@ -981,13 +980,13 @@ class InterleavingMachine(RuleBasedStateMachine):
         """R15: only the folders of writes the log says are swept (in a fresh fold)."""
         sweep_ = job.sweeping.pop(0)
         state = self.fresh()
-        location = join_location(actor.led.warehouse, sweep_.path)
+        here = location(actor.led.warehouse, sweep_.path)
         files = size = 0
         for folder in sweep_.folders:
             assert state.data.writes[folder.write_id].status == "swept", (
                 f"{actor.name}: {job.run_id} is about to delete the folder of write {folder.write_id}, which is "
                 f"{state.data.writes[folder.write_id].status}, not swept")
-            outcome = fs.purge(actor.led.warehouse, join_location(location, folder.path), dry_run=False)
+            outcome = fs.purge(actor.led.warehouse, location(here, folder.path), dry_run=False)
             assert outcome.error is None, outcome.error
             files, size = files + outcome.files, size + outcome.bytes
         job.done.append(Result(sweep_, files, size))
@@ -1217,7 +1216,7 @@ class InterleavingMachine(RuleBasedStateMachine):
                     continue
                 for _, digest in state.data.parts(v):
                     for path, _size in parse_manifest(self.auditor.read_blob(digest)):
-                        full = join_location(join_location(warehouse, inst.path), path)
+                        full = location(location(warehouse, inst.path), path)
                         assert os.path.exists(full), (
                             f"{self.describe(table_id)} version {v.number} ({'current' if v.number == state.data.heads[table_id] else 'unexpired'}) "
                             f"names {path}, which is gone")
@@ -1249,7 +1248,7 @@ class InterleavingMachine(RuleBasedStateMachine):
                 f"{self.describe(inst.id)} version {lease.version} expired while pin {pin_id} holds it (R21)"
             for _, digest in state.data.parts(v):
                 for path, _size in parse_manifest(self.auditor.read_blob(digest)):
-                    full = join_location(join_location(warehouse, inst.path), path)
+                    full = location(location(warehouse, inst.path), path)
                     assert os.path.exists(full), (f"{self.describe(inst.id)} version {lease.version} names {path}, "
                                                   f"which is gone while pin {pin_id} holds it (R21)")
 

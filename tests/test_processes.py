@@ -48,7 +48,6 @@ from ledger.core.receipts import VacuumReceipt
 from ledger.core.vacuums import VacuumFinished, VacuumStarted
 from ledger.names import database_of
 from ledger.persistence import checks
-from ledger.views import join_location
 from vacuum_work import Result, location
 
 REPO = Path(__file__).resolve().parent.parent
@@ -343,11 +342,11 @@ def test_r3_r4_r10_stress_four_writers_and_a_vacuum_on_one_file(tmp_path: Path) 
         assert sqlite_integrity(path) == [("ok",)]
         purged = [i for i in state.tables.all_instances() if i.purged_at is not None]
         for inst in purged:
-            assert not os.path.exists(join_location(warehouse, inst.path)), \
+            assert not os.path.exists(location(warehouse, inst.path)), \
                 f"purged {inst.id} still has its folder"
         for name, id_ in state.tables.bindings.items():
             inst = state.tables.instances[id_]
-            assert os.path.exists(os.path.join(join_location(warehouse, inst.path), DATA_FILE)), \
+            assert os.path.exists(os.path.join(location(warehouse, inst.path), DATA_FILE)), \
                 f"live {name} ({id_}) lost its data file"
         print(f"stress: ledger {report.events} events, {report.instances} instances "
               f"({report.live} live, {report.dropped} dropped, {report.purged} purged)")

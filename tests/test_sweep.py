@@ -364,3 +364,25 @@ def test_r15_a_swept_folder_whose_deletion_failed_is_deleted_by_the_next_sweep(l
     assert sweep_now(led).sweeps == ()  # recorded deleted: never planned again
     assert [e.type for e in led.history(type="WritesSwept")] == ["WritesSwept"]  # swept once, not twice
     led.verify()
+
+
+def test_r15_a_straggler_scan_that_reaches_an_executor_without_the_versions_files_deletes_nothing(
+        tmp_path: Path) -> None:
+    """A straggler scan carries what its version names (``named``, read in by the ledger). One that
+    reached an executor without it (a plan a caller built, or one not filled in) said "the version
+    names nothing": every old file of a committed folder was deleted as a straggler, the version's
+    own data too. Now it is refused, in its result, and nothing is deleted or receipted."""
+    from spark_ops.executor import tasks
+    from vacuum_work import Folder, StragglerScan
+    folder = tmp_path / "warehouse" / "sales" / "t1" / "_writes" / "w1"
+    folder.mkdir(parents=True)
+    data = [folder / f"part-{i}.parquet" for i in range(3)]
+    for path in data:
+        path.write_bytes(b"v" * 5)
+        os.utime(path, (time.time() - 86_400,) * 2)  # a day old: past any grace period
+    item = StragglerScan("t1", "sales.t1", "sales/t1", Folder("w1", "_writes/w1", "d" * 64), int(time.time() * 1e6))
+    outcome, closing = tasks.run_items(tasks.Job(str(tmp_path / "warehouse"), run_id="r1"), [item])
+    assert outcome.item == item and outcome.files == 0
+    assert outcome.error is not None and outcome.error.startswith("refused: ") and "names" in outcome.error
+    assert all(path.exists() for path in data) and closing.parts == ()
+    assert item.named is None  # unfilled, by default

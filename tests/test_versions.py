@@ -1,6 +1,7 @@
 """Versioned tables (R11-R14): no write destroys anything, time travel, restore, the retention mark,
-and a vacuum that expires old versions. Real files, a real local SparkSession where Spark reads
-or writes, the ledger alone where it decides.
+and a vacuum that expires old versions. Real files, real SparkSessions of both kinds where Spark
+reads or writes (a local classic one, and a Spark Connect one on the tests' server: R24), the
+ledger alone where it decides.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from tests.conftest import T0
 from tests.stores import FaultyStore
 
 DAY = timedelta(days=1)
+BOTH_SESSIONS = True  # R24: every Spark test here runs on a classic session and on a Spark Connect one
+
+
+@pytest.fixture
+def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
+    """A test that runs the vacuum: on Connect it fails until the vacuum's own port lands."""
+    if spark_kind == "connect":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
 
 
 @pytest.fixture
@@ -288,6 +297,7 @@ def test_r4_two_commits_racing_on_one_table_get_consecutive_versions(tmp_path: P
 # --- R13: the vacuum expires old versions -------------------------------------------------
 
 @pytest.mark.spark
+@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r13_vacuum_moves_marks_first_and_deletes_only_write_folders_no_unexpired_version_names(
         spark, led, clock) -> None:
     v1 = write_table(frame(spark, 0, 4, "one"), led, "sales.orders")

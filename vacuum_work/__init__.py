@@ -43,8 +43,9 @@ class Folder:
     write_id: str
     path: str
     listed: str | None = None
-    """The digest of the file list its write's commit named (a ledger attachment), if it committed:
-    on an object store those files are deleted by key, without listing (R20)."""
+    """The digest of the file list its write's commit named (a ledger attachment), if it committed
+    and no stopped run set out to delete it (which may have deleted some already): on an object
+    store those files are deleted by key, without listing (R20). None: the folder is listed."""
     why: str = ""
     """Why a sweep takes it: ``aborted``, ``lease expired``, or an earlier run's unfinished sweep."""
 
@@ -87,7 +88,9 @@ class Purge(_Item):
     """Behind a watermark before this run: an earlier vacuum (or a hand) blocked it."""
     listed: tuple[str, ...] = ()
     """Digests of the file lists its commits named whose folders are still there: what the ledger
-    knows lies in the location (on an object store, deleted by key before the rest is listed)."""
+    knows lies in the location (on an object store, deleted by key before the rest is listed).
+    Empty for a resumed purge: an earlier run may have deleted some, and a store answers "deleted"
+    for a key already gone, so its location is listed and the run counts only what it deletes."""
 
     kind: ClassVar[str] = PURGE
 
@@ -123,8 +126,11 @@ class StragglerScan(_Item):
     ``cutoff`` (now minus the grace period, on the ledger's clock)."""
     folder: Folder
     cutoff: int
-    named: frozenset[str] = frozenset()
-    """What the version names (relative to the location): ``folder.listed``, read (``with_lists``)."""
+    named: frozenset[str] | None = None
+    """What the version names (relative to the location): the list ``folder.listed``, read in by the
+    ledger when it hands the plan out (``Ledger.start_vacuum``, ``plan_vacuum``). None: not read in,
+    and an executor refuses the scan (an empty set would say the version names nothing, and every
+    old file in the folder would go)."""
 
     kind: ClassVar[str] = STRAGGLERS
 
@@ -210,14 +216,15 @@ class Plan:
     a listing of the root's folders returns."""
 
     @property
-    def acts(self) -> bool:
-        """Whether a run would record anything: a purge, a mark, a sweep, a scan, a run taken over."""
-        return bool(self.purges or self.expiries or self.sweeps or self.stragglers or self.resumes)
-
-    @property
     def empty(self) -> bool:
-        """Nothing to delete, no mark to move and no stopped run to close: nothing to do."""
-        return not self.acts
+        """Nothing a run would record: no purge, no mark, no sweep, no scan, no stopped run to take
+        over (then ``start_vacuum`` records nothing either)."""
+        return not (self.purges or self.expiries or self.sweeps or self.stragglers or self.resumes)
+
+    def idle(self, dry_run: bool) -> bool:
+        """Nothing for a vacuum to do, so no Spark job is needed: the plan is ``empty``, and for a
+        dry run there are no foreign files to list either (it lists them; a run never deletes them)."""
+        return self.empty and not (dry_run and self.foreign)
 
     def items(self) -> Iterator[Work]:
         """Every item that deletes (or, for a dry run, lists): purges, expiries with folders, sweeps,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import zlib
 from typing import Iterable, Iterator
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
@@ -35,6 +36,15 @@ def read_leaves(data: bytes) -> Iterator[tuple[str, int]]:
         (size,) = struct.unpack_from(">Q", data, at + 4 + n)
         yield key, size
         at += 12 + n
+
+
+def unpack(data: bytes) -> list[tuple[str, int]]:
+    """The ``(key, size)`` of each leaf of a part as it is kept (compressed); a ``ValueError`` saying
+    why if the bytes are not a part's (not compressed, a leaf cut short, a key not UTF-8)."""
+    try:
+        return list(read_leaves(zlib.decompress(data)))
+    except (zlib.error, UnicodeError) as exc:
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
 
 
 def tree_root(entries: Iterable[bytes]) -> bytes:

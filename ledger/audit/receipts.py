@@ -23,13 +23,12 @@ import bisect
 import hashlib
 import json
 import os
-import zlib
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Union
 
 import attrs
 
-from ..chain import deleted_leaf, leaf, node, part_entry, read_deleted, root_from_inclusion
+from ..chain import deleted_leaf, leaf, node, part_entry, part_problem, root_from_inclusion, unpack_part
 from ..clock import from_micros, iso_utc
 from ..core.model import State
 from ..core.receipts import PartInfo
@@ -283,18 +282,12 @@ def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]],
         raise LedgerCorrupt(f"{where} {'is missing' if data is None else 'does not match its digest'}; restore the "
                             "ledger from a backup")
     try:
-        raw = zlib.decompress(data)
-        leaves = list(read_deleted(raw))
-    except (zlib.error, ValueError, UnicodeError) as exc:
+        leaves = unpack_part(data)
+    except ValueError as exc:
         raise LedgerCorrupt(f"{where} cannot be read ({exc}); restore the ledger from a backup") from None
-    keys = [k for k, _ in leaves]
     tree = merkle_levels([leaf(deleted_leaf(k, s)) for k, s in leaves]) if leaves else []
-    problem = ("holds no objects" if not leaves else
-               "is not sorted by key" if any(a > b for a, b in zip(keys, keys[1:])) else
-               "does not run from its first key to its last" if (keys[0], keys[-1]) != (part.first, part.last) else
-               "does not hold as many objects, or bytes, as its event says"
-               if (len(leaves), sum(s for _, s in leaves)) != (part.count, part.bytes) else
-               "does not hash to the Merkle root its event carries" if tree[-1][0].hex() != part.root else None)
+    problem = part_problem(leaves, tree[-1][0] if tree else b"", part.first, part.last, part.count, part.bytes,
+                           part.root)
     if problem is not None:
         raise LedgerCorrupt(f"{where} {problem}: the receipt was edited; restore the ledger from a backup")
     return leaves, tree

@@ -9,8 +9,10 @@ When the run finishes, one ``VacuumReceipt`` event closes it: the counts, the by
 Merkle root over its parts (``ledger.chain`` documents both levels). A key is then proven
 deleted by two audit paths: the leaf in its part, the part in the receipt.
 
-Decided here on the digest the bytes hash to (cheap); the fold re-checks that a receipt's root
-is its parts' root, and ``verify`` re-hashes every part's leaves against the root its event
+Decided here on the leaves themselves: a part is recorded only if its bytes hash to its digest
+and its leaves to its summary (sorted, its first and last key, its count, bytes and root), so
+that no part ``verify`` would call edited is ever recorded; the fold re-checks that a receipt's
+root is its parts' root, and ``verify`` re-hashes every part's leaves against the root its event
 carries (``audit.verify``), as it re-hashes every file list.
 """
 
@@ -23,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 from vacuum_work import Part
+from vacuum_work.leaves import leaf_input, tree_root
 
-from ..chain import merkle_root, part_entry
+from ..chain import merkle_root, part_entry, part_problem, unpack_part
 from ..clock import Micros
 from ..errors import InvalidArgument
 from .concern import Concern, Decision, corrupt, mapping
@@ -135,6 +138,9 @@ def _record(state: State, cmd: RecordDeleted) -> Decision:
     run = state.vacuums.runs.get(cmd.run_id)
     if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished: its receipt is closed")
+    if not isinstance(cmd.parts, tuple):
+        raise InvalidArgument(f"a run's receipt parts are (vacuum_work.Part, leaves) pairs, not "
+                              f"{type(cmd.parts).__name__}")
     events, blobs = [], []
     for pair in cmd.parts:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], Part)):
@@ -154,9 +160,26 @@ def _record(state: State, cmd: RecordDeleted) -> Decision:
         if not isinstance(root, str) or not _HEX64.fullmatch(root):
             raise InvalidArgument(f"a receipt part of run {cmd.run_id} has no Merkle root (64 hex digits)")
         digest = hashlib.sha256(data).hexdigest()
+        problem = "does not hash to its digest" if digest != part.digest else _contradiction(part, data)
+        if problem is not None:
+            raise InvalidArgument(f"a receipt part of run {cmd.run_id} {problem}: not recorded (a part is recorded "
+                                  "as its task sealed it, its summary and its leaves in agreement)")
         events.append((receipt_stream(cmd.run_id), ReceiptPart(cmd.run_id, first, last, count, size, root, digest)))
         blobs.append((digest, data))
     return Decision(tuple(events), frozenset({receipt_stream(cmd.run_id)}), len(events), tuple(blobs))
+
+
+def _contradiction(part: Part, data: bytes) -> str | None:
+    """What a part's leaves contradict in its summary (None: nothing). Checked before it is recorded:
+    a part recorded otherwise would make ``verify`` call the receipt edited, for ever after. A full
+    part (10,000 leaves, 0.5 MB) costs about 30 ms, most of it its tree's 20,000 SHA-256s: some 3 s
+    over a vacuum of a million files."""
+    try:
+        leaves = unpack_part(data)
+    except ValueError as exc:
+        return f"cannot be read ({exc})"
+    return part_problem(leaves, tree_root(leaf_input(k, s) for k, s in leaves), part.first, part.last, part.leaves,
+                        part.size, part.root)
 
 
 def close(state: State, run_id: str) -> tuple[str, VacuumReceipt]:

@@ -221,16 +221,22 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
     chosen = due[: cmd.limit] if cmd.limit is not None else due
     marks = choose_watermarks(state, chosen)
     resumed_ids = {i.id for i in chosen if guard.is_blocked(i)}
+    # A purge an earlier run (or a hand) began may have lost files already: it is listed, never
+    # deleted by the ledger's lists, or a store that answers "deleted" for a key already gone would
+    # have this run count, and receipt, what the other deleted (R10, R20).
     planned = tuple(
         Purge(i.id, i.name, i.path, i.dropped_at or 0, _effective_after(state, i, marks), i.id in resumed_ids,
-              state.data.known_manifests(i.id))
+              () if i.id in resumed_ids else state.data.known_manifests(i.id))
         for i in chosen)
     waiting.sort(key=lambda w: (w.due_at, w.table_id))
     chosen_ids = {i.id for i in chosen}
     held_folders = {w for run in busy_runs for w in run.write_folders}
+    stopped_folders = {w for run in state.vacuums.unfinished() if not run.is_live(cmd.now)
+                       for w in run.write_folders}
     written = _versioned(state, database, chosen_ids)
     expiries = () if cmd.only_uncommitted else tuple(
-        e for e in (_expiry(state, i, cmd, held_folders, pinned) for i in written if i.id in state.data.heads)
+        e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned)
+                    for i in written if i.id in state.data.heads)
         if e is not None)
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
     going = {f.write_id for e in expiries for f in e.folders}
@@ -295,10 +301,13 @@ def _versioned(state: State, database: str | None, purging: set[str]) -> list[In
     return sorted(found, key=lambda i: (i.name, i.id))
 
 
-def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinned: list[Held]) -> Expiry | None:
+def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], stopped: set[str],
+            pinned: list[Held]) -> Expiry | None:
     """R13 for one instance: the mark its retention allows (evidence: the commit time of a version
     superseded at or before now minus the retention), stopped short of a pinned version (R21,
-    added to ``pinned`` when it stopped one), and the folders that then go."""
+    added to ``pinned`` when it stopped one), and the folders that then go. A folder a stopped run
+    set out to delete (``stopped``) may have lost files already: it carries no list, so it is
+    listed, as a resumed purge is."""
     data = state.data
     seconds = state.guard.retention_seconds(inst, cmd.retention_seconds)
     until = cmd.now - seconds * 1_000_000
@@ -316,7 +325,7 @@ def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], pinn
     if mark is None and not gone:
         return None
     return Expiry(inst.id, inst.name, inst.path, mark, expired,
-                  tuple(Folder(w.id, w.folder, data.write_manifest(w)) for w in gone))
+                  tuple(Folder(w.id, w.folder, None if w.id in stopped else data.write_manifest(w)) for w in gone))
 
 
 def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:
@@ -362,7 +371,7 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         raise InvalidArgument(f"vacuum run id {cmd.run_id!r} is taken: a run of that id is already on "
                               "record; choose another, or leave run_id out for a fresh one")
     plan = plan_vacuum(state, cmd)
-    if not plan.acts:
+    if plan.empty:
         return Decision((), frozenset({CATALOG_STREAM, VACUUM_STREAM}), plan)
     events: list[tuple[str, Any]] = [advance(state, scope, to, cmd.run_id) for scope, to in plan.watermarks]
     events += [advance_mark(e.table_id, e.mark, cmd.run_id) for e in plan.expiries if e.mark is not None]
@@ -414,10 +423,12 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
     it): a purge for each instance whose whole location went; the write folders of each expiry or
     sweep (or part of one) that went without an error; each committed folder cleaned of stragglers
     with none left (one found to hold only what its version names is recorded too, with nothing
-    deleted, so that no later vacuum lists it again). Results of one item's parts are added up."""
-    if cmd.run_id not in state.vacuums.runs:
+    deleted, so that no later vacuum lists it again). The folders of one item's parts are recorded
+    together, their counts added up."""
+    run = state.vacuums.runs.get(cmd.run_id)
+    if run is None:
         raise InvalidArgument(f"vacuum run {cmd.run_id} is unknown or already finished")
-    done = _done(cmd.run_id, cmd.results)
+    done = _done(run, cmd.results)
     events: list[tuple[str, Any]] = []
     reads = {VACUUM_STREAM}
     for item, result in done[PURGE]:
@@ -449,30 +460,64 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
 
 
 Done = list[tuple[Work, Result]]
+ITEMS = (Purge, Expiry, Sweep, StragglerScan, ForeignScan)
 
 
-def _done(run_id: str, results: object) -> dict[str, Done]:
-    """The results worth recording, by kind, each with its item: a purge's parts added up, the rest
-    as they came (each part names its folders); none that failed or, for stragglers, left some."""
-    if not isinstance(results, tuple) or not all(isinstance(r, Result) for r in results):
+def _done(run: VacuumRun, results: object) -> dict[str, Done]:
+    """The results worth recording, by kind, each with its item (each part of a split item names its
+    own folders); none that failed or, for stragglers, left some. A run's driver hands over one
+    result for each item it carried out, or for each part of a split one, the shares of one purge
+    added up first (``spark_ops``: ``tasks.finish_purge``): an item, a table or a folder named
+    twice would be recorded twice, and is refused, as is any item the run did not plan (R2, R10)."""
+    run_id = run.run_id
+    odd = results if not isinstance(results, tuple) else next((r for r in results if not isinstance(r, Result)), None)
+    if odd is not None or not isinstance(results, tuple):
         raise InvalidArgument(f"vacuum {run_id}: a run's results are vacuum_work.Result values, one for each item "
-                              "(or part) it carried out")
+                              f"(or part) it carried out, not {type(odd).__name__}")
     by_kind: dict[str, Done] = {PURGE: [], EXPIRE: [], SWEEP: [], STRAGGLERS: []}
-    purges: dict[str, tuple[Work, Result]] = {}
+    named: set[str] = set()
     for result in results:
         item = result.item
         if item is None:
             continue  # a task's closing result: only receipt parts, recorded as they came
+        if not isinstance(item, ITEMS):
+            raise InvalidArgument(f"vacuum {run_id}: a result's item is an item of the run's plan (vacuum_work.Purge, "
+                                  "Expiry, Sweep or StragglerScan), or None for a task's closing result, not "
+                                  f"{type(item).__name__} {item!r:.60}")
         check_counts(run_id, result.files, result.bytes)
         if item.kind not in by_kind:
             raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
                                   "nothing of it to record")
-        if item.kind == PURGE:
-            purges[item.key] = (item, purges[item.key][1] + result) if item.key in purges else (item, result)
-        elif result.ok and not result.left:
+        for claim in _claims(run, item):
+            if claim in named:
+                raise InvalidArgument(f"vacuum {run_id}: two results name {claim}: one result an item (or a part) "
+                                      "of the plan, the shares of one purge added up first; nothing was recorded")
+            named.add(claim)
+        if result.ok and (item.kind == PURGE or not result.left):
             by_kind[item.kind].append((item, result))
-    by_kind[PURGE] = [(item, r) for item, r in purges.values() if r.ok]
     return by_kind
+
+
+def _claims(run: VacuumRun, item: Work) -> list[str]:
+    """What a result of ``item`` records, each named as a message names it: the purge of its table,
+    the straggler scan of its write's folder, or the deletion of each of its folders. Refused if
+    the run did not set out to do it: its watermarks and marks, recorded at its start, cover
+    exactly the tables and write folders its start names; anything else is not its to record."""
+    after = "a run records only what it set out to do, as its start recorded it; nothing was recorded"
+    if isinstance(item, Purge):
+        if item.table_id not in run.table_ids:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
+        return [f"the purge of table id {item.table_id}"]
+    if isinstance(item, StragglerScan):
+        if item.folder.write_id not in run.write_folders:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
+                                  f"{item.folder.write_id}: {after}")
+        return [f"the straggler scan of write {item.folder.write_id}"]
+    for write_id in _write_ids(item):
+        if write_id not in run.write_folders:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
+                                  f"{'an expiry' if item.kind == EXPIRE else 'a sweep'}'s result names it): {after}")
+    return [f"write folder {write_id}" for write_id in _write_ids(item)]
 
 
 def _by_table(done: Done) -> dict[str, Done]:

@@ -6,7 +6,9 @@ sqlite-utils, click or rich (an import-linter contract keeps it so). The driver 
 ships it to the executors itself (``spark_ops.vacuum_job.ship``), so a cluster needs nothing
 of retention-ledger installed: PySpark and pyarrow, and obstore for an object store.
 
-* ``work``: the typed work items the driver hands over, and the outcomes that come back;
+The work items the driver hands over, and the results that come back, are ``vacuum_work``'s
+records (a package of the standard library only, shipped with this one):
+
 * ``tasks``: what a task does with them (re-check against the plan, then delete);
 * ``fs``: what is done to one location's files, written once for every storage;
 * ``storage``: where the files are, chosen once from the root (``storage_for``): ``disk``'s

@@ -6,7 +6,8 @@ where the files are, and then does the same on a local disk and on an object sto
 the location to the root before it looks (R9), hands each page of a listing to the ``Deleter``
 as it arrives (a listing never waits for the deletes, and nothing is held whole), deletes what
 the ledger already knows by name without listing, and takes a location for clean only when a
-fresh look finds nothing left (R20). Except ``committed_files``, none raises: the first error
+fresh look finds nothing left (R20). Except ``committed_files`` and ``first_missing`` (whose callers,
+a read and a check of a version's files, want the store's own error), none raises: the first error
 comes back in the ``Result``.
 """
 
@@ -53,20 +54,22 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
     wheres = _confine(store, locations, totals)
     if dry_run:
         listings = each(lambda job: _list(store, *job), list(zip(wheres, totals)))
-        return [_outcome(found, listing) for found, listing in zip(totals, listings)]
+        return [_result(found, listing) for found, listing in zip(totals, listings)]
     jobs = [(where, found, _named(where, lists))
             for where, found, lists in zip(wheres, totals, known or [()] * len(locations)) if where is not None]
     _delete(store, jobs, receipt, siblings=siblings, keep=keep, verify=True)
-    return [_outcome(found) for found in totals]
+    return [_result(found) for found in totals]
 
 
 def delete_folders(root: str, location: str, folders: list[str], known: Known, *, dry_run: bool,
                    receipt: Receipt | None = None) -> Result:
     """A table's write folders (an expiry's or a sweep's), their counts added up. ``known``: for each
-    folder the ledger's stored list of its files (paths relative to ``location``), deleted by name
-    without listing; then each folder is listed for what only the store knows (Spark's
-    ``_SUCCESS``, a late task's file). A committed write's folder gains nothing after its commit,
-    so that listing is the last look; folders the ledger knows nothing of are purged as locations."""
+    folder the ledger's stored list of its files (paths relative to ``location``; None where it has
+    none), deleted by name without listing; then each folder is listed for what only the store
+    knows (Spark's ``_SUCCESS``, a late task's file). A committed write's folder gains nothing after
+    its commit, so that listing is its last look. A folder with no list (an abandoned write's, whose
+    zombie task may still be writing, or one a stopped run began) is listed and, if that found
+    anything, looked at afresh once emptied: it is clean only if that look finds nothing (R15)."""
     if not known or dry_run:
         return total(purge_each(root, folders, dry_run=dry_run, receipt=receipt))
     found = Totals()
@@ -78,16 +81,17 @@ def delete_folders(root: str, location: str, folders: list[str], known: Known, *
     except (Unsafe, StoreError) as exc:
         return Result(None, error=_why(exc))
     _delete(store, jobs, receipt, verify=False)
-    return _outcome(found)
+    return _result(found)
 
 
 def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | None]], receipt: Receipt | None, *,
             siblings: int | None = None, keep: bool = False, verify: bool) -> None:
     """Empty each job's folder (its name, its totals, the files the ledger knows lie there): the
-    known files first, by name; then what a listing finds; then a fresh look (``verify``; on a
-    disk always, since it removes the emptied folders). A store's listing that found nothing was
-    itself the fresh look. The known files are read a list at a time as they go (the driver's memory
-    does not grow with how many the ledger knows, R20)."""
+    known files first, by name; then what a listing finds; then a fresh look (on a disk always,
+    since it removes the emptied folders; on a store for every folder the ledger knows no files of,
+    and with ``verify`` for the others too). A store's listing that found nothing was itself the
+    fresh look. The known files are read a list at a time as they go (the driver's memory does not
+    grow with how many the ledger knows, R20)."""
     with Deleter(store, receipt) as deleter:
         if any(named is not None for _, _, named in jobs):
             for where, found, named in jobs:
@@ -98,7 +102,7 @@ def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | 
                 holding = store.still_holding([where for where, _, _ in jobs], siblings)
                 jobs = [job for job in jobs if job[0] in holding]
         seen = each(lambda job: _empty(store, deleter, job[0], job[1]), jobs)
-    looks = [job for job, n in zip(jobs, seen) if not store.keyed or (verify and n)]
+    looks = [job for job, n in zip(jobs, seen) if not store.keyed or (n and (verify or job[2] is None))]
     each(lambda job: _settle(store, job[0], job[1], keep=keep), looks)
 
 
@@ -147,7 +151,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
                    dry_run: bool, receipt: Receipt | None = None) -> Result:
     """Delete (or list) the files in a committed write's ``folder`` that its version does not name
     (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
-    (seconds since the epoch, by the store's own clock): stragglers. The outcome's ``left``: the
+    (seconds since the epoch, by the store's own clock): stragglers. The result's ``left``: the
     unnamed files younger than that, left for a later vacuum."""
     found, left, listing = Totals(), 0, []
     try:
@@ -165,7 +169,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
                     deleter.add(old, found, where)
     except (Unsafe, StoreError, OSError) as exc:
         found.failed(_why(exc))
-    return _outcome(found, listing if dry_run else None, left=left)
+    return _result(found, listing if dry_run else None, left=left)
 
 
 def committed_files(root: str, folder: str) -> list[FileEntry]:
@@ -245,7 +249,7 @@ def _list(store: Storage, where: str | None, found: Totals) -> list[tuple[str, i
     return listed
 
 
-def _outcome(found: Totals, listing: list[tuple[str, int]] | None = None, *, left: int = 0) -> Result:
+def _result(found: Totals, listing: list[tuple[str, int]] | None = None, *, left: int = 0) -> Result:
     """What ``found`` counted; for a dry run, what its ``listing`` holds (no listing after an error)."""
     if listing is None or found.error is not None:
         return Result(None, files=found.files, bytes=found.bytes, error=found.error, left=left)

@@ -23,7 +23,7 @@ import zlib
 from typing import Iterable
 
 from vacuum_work import Part
-from vacuum_work.leaves import leaf_input, read_leaves, tree_root
+from vacuum_work.leaves import leaf_input, tree_root, unpack
 
 from .storage import Storage, storage_for
 
@@ -78,10 +78,7 @@ class Receipt:
 def summarize(data: bytes, where: str) -> Part:
     """A part's summary recomputed from its bytes (a part a dead run's task left, which no summary
     reached a driver for); ``ValueError`` if they are not a whole, sorted part."""
-    try:
-        leaves = list(read_leaves(zlib.decompress(data)))
-    except zlib.error as exc:
-        raise ValueError(f"not a compressed part ({exc})") from None
+    leaves = unpack(data)
     if not leaves or any(a[0] > b[0] for a, b in zip(leaves, leaves[1:])):
         raise ValueError("no leaves, or not sorted by key")
     return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),

@@ -88,18 +88,16 @@ def _run(job: Job, items: list[Work], receipt: Receipt | None, files: Files | No
     dry_run = job.run_id is None
     known = [i for i in items if isinstance(i, Purge) and i.listed and files is not None and not dry_run]
     yield from _purge_known(job, known, receipt, files) if known and files is not None else ()
+    done = {i.key for i in known}  # keys: a list's ``in`` compares whole records, item by item
     for item in items:
-        if item in known:
+        if item.key in done:
             continue
         if isinstance(item, Purge):
             yield _purge_location(job, item, receipt)
         elif isinstance(item, (Expiry, Sweep)):
             yield _delete_folders(job, item, receipt, files)
         elif isinstance(item, StragglerScan):
-            here = job.at(item)
-            done = fs.delete_unnamed(job.root, here, location(here, item.folder.path), set(item.named),
-                                     item.cutoff / 1e6, dry_run=dry_run, receipt=receipt)
-            yield replace(done, item=item)
+            yield _scan(job, item, receipt)
         elif isinstance(item, ForeignScan):
             found = fs.foreign_files(job.root, job.at(item), set(item.named))
             yield Result(item, len(found), sum(f.size for f in found), listing=tuple((f.path, f.size) for f in found))
@@ -155,6 +153,18 @@ def _delete_folders(job: Job, item: Expiry | Sweep, receipt: Receipt | None, fil
         if files is not None and storage_for(job.root).keyed else []
     done = fs.delete_folders(job.root, here, [location(here, f.path) for f in item.folders], known,
                              dry_run=job.run_id is None, receipt=receipt)
+    return replace(done, item=item)
+
+
+def _scan(job: Job, item: StragglerScan, receipt: Receipt | None) -> Result:
+    """A committed folder's stragglers: what its version does not name, once old enough. Refused
+    if what the version names was never read in (``named`` None): nothing would count as named."""
+    if item.named is None:
+        return Result(item, error=f"refused: the straggler scan of write {item.folder.write_id} does not say what "
+                                  "its version names (read in by the ledger's plan); nothing was deleted")
+    here = job.at(item)
+    done = fs.delete_unnamed(job.root, here, location(here, item.folder.path), set(item.named),
+                             item.cutoff / 1e6, dry_run=job.run_id is None, receipt=receipt)
     return replace(done, item=item)
 
 

@@ -83,18 +83,21 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
                    uncommitted=uncommitted, only_uncommitted=only_uncommitted, grace=grace)
     # Records nothing: bad options (a run id too), or nothing to do, end here, before Spark is asked.
     plan = ledger.plan_vacuum(run_id=None if dry_run else run_id, **options)
-    if _idle(plan, dry_run):
+    if plan.idle(dry_run):
         timings["plan"] = time.monotonic() - started
         return build_report(plan, dry_run, {}, started, timings)
     ship.preflight(spark.sparkContext, plan.root)  # R19: before anything is recorded
     run = None if dry_run else ledger.start_vacuum(run_id=run_id, **options)
     plan = plan if run is None else run.plan  # type: ignore[assignment]
     timings["plan"] = time.monotonic() - started
-    if _idle(plan, dry_run):
+    if plan.idle(dry_run):
         return build_report(plan, dry_run, {}, started, timings)
     folder = listings.folder_for(listing_dir) if dry_run else None
     try:
-        with contextlib.nullcontext() if run is None else _lease_keeper(run):
+        # A failure on the way releases the run's lease (``VacuumRun.__exit__``): the next vacuum
+        # takes its work over at once instead of waiting for the lease to run out (R10).
+        with contextlib.nullcontext() if run is None else run, \
+                contextlib.nullcontext() if run is None else _lease_keeper(run):
             results, retried = _carry_out(spark, plan, run, progress, folder)
             if run is not None:
                 _record_receipt(run, plan.root, [p for r in results for p in r.parts])
@@ -124,17 +127,14 @@ def sweep(spark: SparkSession, ledger: Ledger, **options: Any) -> VacuumReport:
     return vacuum(spark, ledger, only_uncommitted=True, **options)
 
 
-def _idle(plan: Plan, dry_run: bool) -> bool:
-    """Nothing to do (a dry run still lists the foreign files of the tables it looked at)."""
-    return plan.empty and not (dry_run and plan.foreign)
-
-
 def _record_receipt(run: VacuumRun, root: str, parts: list[Part]) -> None:
     """Record what the tasks deleted, a part at a time (read from the run's scratch folder, then
     appended with its ``ReceiptPart``): the driver never holds more than one part's leaves (R20).
-    A part that cannot be read is said in the log and left out: the deletions stand, and the
-    finish must still be recorded (R10)."""
+    A part that cannot be read is said in the log and left out, and left in the scratch folder,
+    where the next vacuum adopts it (``_adopt_stranded``): the deletions stand, and the finish must
+    still be recorded (R10)."""
     batch: list[tuple[Part, bytes]] = []
+    recorded: list[str] = []
     for part in parts:
         try:
             data = receipts.read_part(root, part.where)
@@ -143,12 +143,13 @@ def _record_receipt(run: VacuumRun, root: str, parts: list[Part]) -> None:
                          "not recorded: %s", run.run_id, part.leaves, part.first, part.last, exc)
             continue
         batch.append((part, data))
+        recorded.append(part.where)
         if sum(len(data) for _, data in batch) >= RECORD_BYTES:
             run.record_deleted(batch)
             batch = []
     run.record_deleted(batch)
     try:
-        receipts.clear(root, run.run_id, [p.where for p in parts])
+        receipts.clear(root, run.run_id, recorded)
     except (OSError, StoreError) as exc:
         _log.warning("vacuum %s: its receipt's scratch folder could not be removed: %s", run.run_id, exc)
 
@@ -215,7 +216,8 @@ def _carry_out(spark: SparkSession, plan: Plan, run: VacuumRun | None, progress:
         return [], False
     keyed = storage_for(plan.root).keyed
     here = [] if run is None or not keyed else [i for i in items if not (isinstance(i, Purge) and not i.listed)]
-    there = [i for i in items if i not in here]
+    mine = {i.key for i in here}
+    there = [i for i in items if i.key not in mine]
     on_driver = _DRIVER.submit(lambda: list(tasks.run_items(job, here, files=run.files))) if here and run else None
     try:
         results, retried = _on_spark(context, job, there, keyed, progress) if there else ([], False)
@@ -244,7 +246,8 @@ def _on_spark(context: Any, job: tasks.Job, items: list[Work], keyed: bool,
     # folder and another to prove each empty: 421 listings for 20,000 objects in 200 folders,
     # where 21 do.
     purges = [] if job.run_id is None or keyed else [i for i in items if isinstance(i, Purge)]
-    others = [i for i in items if i not in purges]
+    purged = {i.key for i in purges}
+    others = [i for i in items if i.key not in purged]
     # Known up front, except the second purge job's, which starts only if a big table is found.
     total = (max(1, min(len(others), slices)) if others else 0) + \
         budget.first_purge_tasks(context.defaultParallelism, len(purges))
