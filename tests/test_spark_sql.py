@@ -26,7 +26,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from ledger import InvalidArgument, Ledger, TableExists, TableNotFound
-from spark_ops import attach, detach, read_table, refresh, vacuum, write_table
+from spark_ops import SparkUnavailable, attach, detach, read_table, refresh, vacuum, write_table
 from spark_ops.catalog.statements import Statements
 from spark_ops.catalog.text import partition_columns, view_text
 from spark_ops.session import is_connect
@@ -38,6 +38,14 @@ REPO = Path(__file__).resolve().parent.parent
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
+
+
+@pytest.fixture
+def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
+    """A test that also runs the vacuum: on Connect it fails until the vacuum's own port lands
+    (the attach and pins it checks run on Connect all the same, up to the vacuum)."""
+    if spark_kind == "connect":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
 
 
 @pytest.fixture
@@ -177,6 +185,7 @@ def test_changes_made_by_another_process_are_seen_after_refresh(spark, named: Le
 
 # --- pins (R21) ------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_an_attached_version_is_pinned_and_no_vacuum_expires_it(spark, named: Ledger, ledger_path, clock) -> None:
     write_table(frame(spark, 0, 6, parts=3), named, "sales.orders")
     attach(spark, named, lease="3d")
@@ -715,7 +724,7 @@ def test_a_view_nothing_holds_any_more_is_taken_over_and_its_old_session_lets_it
         detach(second, named)
 
 
-def test_statements_run_as_scripts_say_which_failed_and_still_run_where_scripts_are_refused(spark, second) -> None:
+def test_r24_statements_run_as_scripts_say_which_failed_and_still_run_where_scripts_are_refused(spark, second) -> None:
     """Attach sends its statements as SQL scripts, several at a time; a script stops at its first
     failing statement, so which one failed, and why, comes from running that script's statements
     one by one; a server that runs no scripts (Spark 4.0 unless told) gets them one by one."""
@@ -733,3 +742,32 @@ def test_statements_run_as_scripts_say_which_failed_and_still_run_where_scripts_
         assert runner.scripts is scripts
         for i in range(9):
             session.catalog.dropTempView(f"scripted_{i}")
+
+
+def test_r24_a_connect_session_that_has_ended_is_said_in_one_line_and_pins_nothing(
+        spark, spark_kind: str, second, named: Ledger) -> None:
+    """A Spark Connect session can end while its process runs (``stop()``; a server restarted
+    under it): then it answers every request with PySpark's ``NO_ACTIVE_SESSION`` from deep in
+    the attach. ``attach`` and ``refresh`` say so in one line (``SparkUnavailable``, naming what
+    to do) before anything is pinned; ``detach`` lets the pins go all the same. A classic session
+    cannot end alone (stopping it stops the application every test shares): Connect only."""
+    if spark_kind == "classic":
+        pytest.skip("a classic session cannot end alone: stopping it stops the shared application")
+    write_table(frame(spark, 0, 3), named, "sales.orders")
+    assert attach(second, named) == ["sales.orders"]
+    [pin] = named.pins()
+    second.stop()
+    before = len(named.history())
+    with pytest.raises(SparkUnavailable, match=r"^this Spark Connect session has ended: make a new one") as said:
+        refresh(second, named)
+    assert "\n" not in str(said.value)
+    assert [p.id for p in named.pins()] == [pin.id] and len(named.history()) == before  # nothing renewed
+    assert detach(second, named) == ["sales.orders"]
+    assert named.pins() == []
+    after = len(named.history())
+    with pytest.raises(SparkUnavailable, match=r"^this Spark Connect session has ended: make a new one") as said:
+        attach(second, named)
+    assert "\n" not in str(said.value)
+    assert named.pins() == [] and len(named.history()) == after  # nothing pinned, nothing recorded
+    assert attach(spark, named) == ["sales.orders"]  # a live session takes the unheld view over
+    assert ids(spark.table("sales.orders")) == [0, 1, 2]

@@ -41,7 +41,7 @@ from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
 from ..executor.storage import storage_for
-from ..session import is_connect
+from ..session import SparkUnavailable, is_connect
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog, View
@@ -357,13 +357,20 @@ class Attachment:
                 self.named.clear()
             return names
 
+    def let_go(self) -> list[str]:
+        """Stop following and let every pin go, leaving the views where they are (unheld: the
+        next ``attach`` of this ledger takes them over). Returns the names shown."""
+        with self._lock:
+            self._unwatch()
+            self._release([s.pin_id for s in self.named.values() if s.pin_id is not None])
+            return sorted(self.named)
+
     def release_all(self) -> None:
         """At the process's end: stop following, let every pin go. On Spark Connect the views
-        outlive the process (they are in the server's catalog): they are dropped too, if the server
-        answers within ``EXIT_TIMEOUT``."""
-        self._unwatch()
-        self._release([s.pin_id for s in self.named.values() if s.pin_id is not None])
-        if is_connect(self.spark):
+        outlive the process (they are in the server's catalog): they are dropped too, if the
+        session still runs and the server answers within ``EXIT_TIMEOUT``."""
+        self.let_go()
+        if is_connect(self.spark) and not _ended(self.spark):
             dropping = threading.Thread(target=self._drop_views, daemon=True)
             dropping.start()
             dropping.join(EXIT_TIMEOUT)
@@ -389,6 +396,19 @@ def _session(spark: SparkSession) -> str:
     return getattr(spark, "session_id", None) or f"classic-{id(spark)}"
 
 
+def _ended(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session that has ended (``stop()``, or a request that
+    found the server restarted under it): it answers every request with PySpark's
+    ``NO_ACTIVE_SESSION``. A classic session cannot end alone (its application stops with it)."""
+    return is_connect(spark) and bool(getattr(spark, "is_stopped", False))
+
+
+def _check_running(spark: SparkSession) -> None:
+    if _ended(spark):
+        raise SparkUnavailable("this Spark Connect session has ended: make a new one (local_session(remote=...)) "
+                               "and attach the ledger to it")
+
+
 def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, lease: Any = None) -> list[str]:
     """Make every live table of ``ledger`` (of ``database``, if given) a name in ``spark``'s SQL:
     ``spark.sql("SELECT * FROM sales.orders")``, ``spark.table(...)``, ``SHOW TABLES IN sales``.
@@ -399,11 +419,12 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
 
     Attaching the same ledger again changes ``database`` and ``lease`` and refreshes; another
     ledger is refused while one is attached to the session (``InvalidArgument``: ``detach`` it
-    first). The views go in the session's catalog, which other sessions may share (those of the
+    first); a Spark Connect session that has ended is ``SparkUnavailable``, nothing pinned. The views go in the session's catalog, which other sessions may share (those of the
     same Spark application; every session of a Spark Connect server) and so see: a name Spark
     holds that is not this ledger's, or that another session shows and holds, is never replaced
     or dropped (``TableExists``); one of this ledger's that nothing holds any more (its session
     ended without ``detach``) is taken over."""
+    _check_running(spark)
     key = _session(spark)
     found = _attached.get(key)
     if found is not None and found.ledger is not ledger:
@@ -425,20 +446,29 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
 
 def refresh(spark: SparkSession, ledger: Ledger) -> list[str]:
     """Show what the ledger holds now, changes from other processes and hosts included, and renew
-    the pins of what is shown. Returns the names attached."""
+    the pins of what is shown. Returns the names attached. A Spark Connect session that has ended
+    is ``SparkUnavailable``, nothing renewed."""
     found = _attached.get(_session(spark))
     if found is None or found.ledger is not ledger:
         raise TableNotFound("this ledger is not attached to this Spark session: attach(spark, ledger) first")
+    _check_running(spark)
     return found.refresh()
 
 
 def detach(spark: SparkSession, ledger: Ledger) -> list[str]:
-    """Remove the ledger's names from ``spark`` and release their pins. Returns the names removed."""
+    """Remove the ledger's names from ``spark`` and release their pins. Returns the names removed.
+    Of a Spark Connect session that has ended, only the pins can go: its views stay on the server,
+    unheld, until the next ``attach`` of this ledger there takes them over (a warning says so)."""
     key = _session(spark)
     found = _attached.get(key)
     if found is None or found.ledger is not ledger:
         return []
     del _attached[key]
+    if _ended(spark):
+        names = found.let_go()
+        log.warning("the Spark Connect session had ended: released the pins of %d name(s); their views stay on "
+                    "the server, unheld, until this ledger is attached there again", len(names))
+        return names
     return found.detach()
 
 

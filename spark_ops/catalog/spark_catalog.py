@@ -45,6 +45,7 @@ from pyspark.sql import SparkSession
 
 from ledger import InvalidName, TableExists
 
+from ..session import is_connect
 from ..tables import spark_uri
 from .statements import Statements
 from .text import VersionFiles, literal, quote
@@ -383,9 +384,10 @@ class _Jvm:
 
     @classmethod
     def of(cls, spark: SparkSession, mark: str) -> _Jvm | None:
-        """None where there is no JVM of ours (Spark Connect)."""
-        session = getattr(spark, "_jsparkSession", None)  # Connect raises an AttributeError: None
-        return None if session is None else cls(spark, session, mark)
+        """None where there is no JVM of ours (Spark Connect): that session is never asked for one."""
+        if is_connect(spark):
+            return None
+        return cls(spark, spark._jsparkSession, mark)  # type: ignore[attr-defined]
 
     def __init__(self, spark: SparkSession, session: Any, mark: str) -> None:
         self.spark = spark
