@@ -15,6 +15,8 @@ of its own (``local[2]``, as the tests start theirs), and warmed with a statemen
   (checked, not timed), ``refresh`` (nothing changed), ``detach`` (timed); ``--rounds`` times,
   medians. It runs first: once a process has made a Connect session, PySpark builds Connect
   columns in it, and the classic session is stopped before the Connect part.
+* ``classic-sql``: the same classic session, its views made with SQL as on Connect (the JVM
+  path turned off for the part): why the classic attach keeps its JVM path.
 * ``connect``: the same on a Connect session.
 * ``levers``: on Connect, ``--lever-tables`` (200) of the tables' versions, each way of making
   their views (and dropping them), in ms a view: ``CREATE VIEW`` over the files
@@ -85,14 +87,28 @@ def report(kind: str, times: dict[str, list[float]], n: int) -> float:
     return statistics.median(times["attach"])
 
 
-def classic_part(led: Ledger, scratch: Path, args: argparse.Namespace) -> float:
+def classic_part(led: Ledger, scratch: Path, args: argparse.Namespace, parts: list[str]) -> dict[str, float]:
+    """The classic attach's medians: ``classic`` (its JVM path) and ``classic-sql`` (SQL, as on
+    Connect), of those asked for."""
     import spark_ops
+    from spark_ops.catalog import spark_catalog
 
     spark = spark_ops.local_session("retention-ledger-bench", scratch=str(scratch / "spark-tmp"),
                                     conf={"spark.sql.warehouse.dir": str(scratch / "spark-warehouse")})
+    medians: dict[str, float] = {}
     try:
         spark.sql("SELECT 1").collect()
-        return report("classic", cycles(spark, led, args), args.tables)
+        if "classic" in parts:
+            medians["classic"] = report("classic", cycles(spark, led, args), args.tables)
+        if "classic-sql" in parts:
+            through_jvm = spark_catalog._Jvm.of
+            spark_catalog._Jvm.of = classmethod(lambda cls, spark, mark: None)  # type: ignore[method-assign,assignment]
+            try:
+                medians["classic-sql"] = report("classic, views made with SQL as on Connect",
+                                                cycles(spark, led, args), args.tables)
+            finally:
+                spark_catalog._Jvm.of = through_jvm  # type: ignore[method-assign]
+        return medians
     finally:
         spark.stop()
 
@@ -172,7 +188,7 @@ def levers_part(spark: Any, led: Ledger, args: argparse.Namespace) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="classic,connect,levers", help="which parts, comma-separated")
+    parser.add_argument("--parts", default="classic,classic-sql,connect,levers", help="which parts, comma-separated")
     parser.add_argument("--tables", type=int, default=1_000)
     parser.add_argument("--databases", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="attach/refresh/detach rounds (median kept)")
@@ -182,10 +198,12 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the scratch files")
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    if set(parts) - {"classic", "connect", "levers"}:
-        parser.error(f"unknown part(s): {', '.join(sorted(set(parts) - {'classic', 'connect', 'levers'}))}")
+    known = {"classic", "classic-sql", "connect", "levers"}
+    if set(parts) - known:
+        parser.error(f"unknown part(s): {', '.join(sorted(set(parts) - known))}")
     print(environment())
     verdicts: list[Callable[[], object]] = []
+    medians: dict[str, float] = {}
     with scratch_dir(args.work or tempfile.gettempdir(), keep=args.keep) as scratch:
         (scratch / "spark-tmp").mkdir()
         made, path = timed(lambda: many_tables(scratch / "many", args.databases, args.tables))
@@ -193,22 +211,30 @@ def main() -> None:
               f"(made through the ledger API in {made:.1f} s)")
         led = Ledger.open(path, actor="bench")
         try:
-            if "classic" in parts:
-                seconds = classic_part(led, scratch, args)
-                verdicts.append(lambda s=seconds: verdict(f"classic attach of {args.tables:,} tables (median)", s,
-                                                          TARGET_CLASSIC, higher_is_better=False, unit=" s"))
+            if {"classic", "classic-sql"} & set(parts):
+                medians.update(classic_part(led, scratch, args, parts))
+            if "classic" in medians:
+                verdicts.append(lambda s=medians["classic"]: verdict(
+                    f"classic attach of {args.tables:,} tables (median)", s, TARGET_CLASSIC,
+                    higher_is_better=False, unit=" s"))
             if {"connect", "levers"} & set(parts):
-                run_connect(led, scratch, parts, args, verdicts)
+                run_connect(led, scratch, parts, args, verdicts, medians)
         finally:
             led.close()
     print()
     for say in verdicts:
         say()
+    if {"classic", "classic-sql"} <= medians.keys():
+        print(f"ratio   classic attach, views made with SQL / through the JVM, this run: "
+              f"{medians['classic-sql'] / medians['classic']:.1f}x")
+    if {"classic", "connect"} <= medians.keys():
+        print(f"ratio   Spark Connect attach / classic attach of the same {args.tables:,} tables, this run: "
+              f"{medians['connect'] / medians['classic']:.1f}x ({medians['connect']:.2f} s / {medians['classic']:.2f} s)")
     print(f"finished; {load()}")
 
 
 def run_connect(led: Ledger, scratch: Path, parts: list[str], args: argparse.Namespace,
-                verdicts: list[Callable[[], object]]) -> None:
+                verdicts: list[Callable[[], object]], medians: dict[str, float]) -> None:
     import spark_ops
 
     server = None
@@ -221,7 +247,7 @@ def run_connect(led: Ledger, scratch: Path, parts: list[str], args: argparse.Nam
         spark = spark_ops.local_session("retention-ledger-bench", remote=args.remote or server.address)  # type: ignore[union-attr]
         spark.sql("SELECT 1").collect()
         if "connect" in parts:
-            seconds = connect_part(spark, led, args)
+            seconds = medians["connect"] = connect_part(spark, led, args)
             verdicts.append(lambda s=seconds: verdict(f"Spark Connect attach of {args.tables:,} tables (median)", s,
                                                       TARGET_CONNECT, higher_is_better=False, unit=" s"))
         if "levers" in parts:
