@@ -2,9 +2,11 @@
 ``reading`` holds (and renews) its pin for a block and releases it after, and a vacuum, in this
 process or in another one, never expires a version a reader holds.
 
-Real components only: the session's local SparkSession, ledgers on real SQLite files, real
-Parquet files, and for the last test a second real process (its own SparkSession) on the same
-ledger file and warehouse.
+Every test that takes ``spark`` runs on a classic session and on a Spark Connect one (R24).
+
+Real components only: the session's local SparkSession and the tests' Spark Connect server, ledgers
+on real SQLite files, real Parquet files, and for the last test a second real process (its own
+SparkSession) on the same ledger file and warehouse.
 """
 
 from __future__ import annotations
@@ -29,12 +31,21 @@ from spark_ops import READ_PIN_LEASE, read_table, reading, vacuum, write_table
 from tests.conftest import T0
 
 pytestmark = pytest.mark.spark
+BOTH_SESSIONS = True
 
 REPO = Path(__file__).resolve().parent.parent
 TABLE = "sales.orders"
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
+
+
+@pytest.fixture
+def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
+    """A test that also runs the vacuum: on Connect it fails until the vacuum's own port lands
+    (the attach and pins it checks run on Connect all the same, up to the vacuum)."""
+    if spark_kind == "connect":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
 
 
 def frame(spark, start: int, count: int, tag: str = "x", parts: int = 1):
@@ -162,6 +173,7 @@ def test_r21_reading_renews_its_pin_while_the_block_runs_and_stops_after(spark, 
 
 # --- the vacuum stops short of a pinned version ---------------------------------------------------
 
+@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_a_vacuum_does_not_expire_a_version_held_by_reading(spark, ledger, clock) -> None:
     write_table(frame(spark, 0, 40, "one", parts=4), ledger, TABLE)
     clock.advance(HOUR)
@@ -244,6 +256,7 @@ class Lines:
         return found
 
 
+@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_a_slow_reader_keeps_every_row_while_another_process_overwrites_and_vacuums(
         spark, ledger, ledger_path, clock, tmp_path) -> None:
     """Version 1 (six files) is read by a slow job: one Spark job per partition, run when the
@@ -265,9 +278,10 @@ def test_r21_a_slow_reader_keeps_every_row_while_another_process_overwrites_and_
         rows_iter = df.toLocalIterator()  # prefetch off: partition n+1 is read when asked for
         read = [next(rows_iter) for _ in range(20)]
         with errors.open("w") as stderr:
-            child = subprocess.Popen(
+            child = subprocess.Popen(  # a classic process: without PySpark's mark of a Connect one
                 [sys.executable, "-c", OTHER, str(ledger_path), ledger.now().isoformat(), TABLE],
-                cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
+                cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True,
+                env={k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"})
             try:
                 lines = Lines(child, errors)
                 deadline = time.monotonic() + 180

@@ -2,9 +2,12 @@
 files of the version it shows, pinned while attached (R21), following this process's changes at
 once and other processes' after ``refresh``; and the ledger's history as table-valued functions.
 
-Real components only: the session's local SparkSession, ledgers on real SQLite files (and a real
-PostgreSQL server for the secret), real Parquet files, and a second real process for changes
-made elsewhere. Each test detaches what it attached: the session catalog outlives a test.
+Every test that takes ``spark`` runs on a classic session and on a Spark Connect one (R24).
+
+Real components only: the session's local SparkSession and the tests' Spark Connect server, ledgers
+on real SQLite files (and a real PostgreSQL server for the secret), real Parquet files, and a
+second real process for changes made elsewhere. Each test detaches what it attached: the session
+catalog outlives a test.
 """
 
 from __future__ import annotations
@@ -23,15 +26,26 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from ledger import InvalidArgument, Ledger, TableExists, TableNotFound
-from spark_ops import attach, detach, read_table, refresh, vacuum, write_table
+from spark_ops import SparkUnavailable, attach, detach, read_table, refresh, vacuum, write_table
+from spark_ops.catalog.statements import Statements
 from spark_ops.catalog.text import partition_columns, view_text
+from spark_ops.session import is_connect
 
 pytestmark = pytest.mark.spark
+BOTH_SESSIONS = True
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
+
+
+@pytest.fixture
+def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
+    """A test that also runs the vacuum: on Connect it fails until the vacuum's own port lands
+    (the attach and pins it checks run on Connect all the same, up to the vacuum)."""
+    if spark_kind == "connect":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
 
 
 @pytest.fixture
@@ -54,9 +68,21 @@ def count(spark, name: str) -> int:
     return spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0]["n"]
 
 
+def version_tables(spark) -> list[str]:
+    """The tables of the recorded columns that views read on Spark Connect (``spark_catalog``), in
+    every attachment's database of them."""
+    return [f"{d.name}.{t.name}" for d in spark.catalog.listDatabases() if d.name.startswith("retention_ledger_")
+            for t in spark.catalog.listTables(d.name)]
+
+
 def files_read(df) -> int:
-    """How many files the query's scans opened (Spark's own ``numFiles`` metric), after running it."""
+    """How many files the query's scans opened (Spark's own ``numFiles`` metric), after running it:
+    from the executed plan's nodes on a classic session, from the metrics a Spark Connect server
+    sends with the result on a Connect one."""
     df.collect()
+    if is_connect(df.sparkSession):
+        nodes = df.executionInfo.metrics._metrics  # PySpark 4 keeps the plan's metrics there, unnamed publicly
+        return sum(int(m.value) for node in nodes for m in node.metrics if m.name == "numFiles")
 
     def walk(node: Any) -> int:
         if node.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
@@ -118,14 +144,15 @@ def test_names_follow_this_processs_changes_with_no_second_call(spark, named: Le
     assert ids(spark.table("sales.orders")) == [0, 1, 2, 3]
     named.drop_table("sales.orders")
     with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
-        spark.table("sales.orders")
+        spark.table("sales.orders").collect()  # a Connect DataFrame is resolved when it runs
     named.undrop_table("sales.orders")
     assert ids(spark.table("sales.orders")) == [0, 1, 2, 3]
     write_table(frame(spark, 7, 1), named, "fresh.table")  # a new table in a new database
     assert ids(spark.table("fresh.table")) == [7]
-    # Exactly one pin per name, on the version it shows.
+    # Exactly one pin per name, on the version it shows; on Connect, one table of its version's files.
     pins = sorted((p.table, p.version) for p in named.pins())
     assert pins == [("fresh.table", 1), ("sales.orders", 4)]
+    assert len(version_tables(spark)) == (2 if is_connect(spark) else 0)
 
 
 OTHER = textwrap.dedent("""
@@ -153,11 +180,12 @@ def test_changes_made_by_another_process_are_seen_after_refresh(spark, named: Le
     assert refresh(spark, named) == ["sales.orders"]
     assert ids(spark.table("sales.orders")) == [0, 1, 2]
     with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
-        spark.table("sales.gone")
+        spark.table("sales.gone").collect()
 
 
 # --- pins (R21) ------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_an_attached_version_is_pinned_and_no_vacuum_expires_it(spark, named: Ledger, ledger_path, clock) -> None:
     write_table(frame(spark, 0, 6, parts=3), named, "sales.orders")
     attach(spark, named, lease="3d")
@@ -357,7 +385,7 @@ def test_r23_no_password_reaches_sparks_catalog_its_plans_or_the_logs(spark, pos
                     spark.sql("EXPLAIN EXTENDED SELECT * FROM sales.orders").collect(),
                     spark.sql("SELECT * FROM ledger_history('sales.orders')").collect(),
                     spark.sql("SELECT * FROM ledger_versions('sales.orders')").collect(),
-                    spark.sparkContext.getConf().getAll()]
+                    spark.conf.getAll]
             for piece in ("Alpha", "Bravo"):
                 assert piece not in repr(said) and piece not in caplog.text
             assert count(spark, "sales.orders") == 3
@@ -444,8 +472,8 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     from ledger import Ledger
     from spark_ops import attach, local_session
-    path, go = sys.argv[1], Path(sys.argv[2])
-    spark = local_session("attach-child")
+    path, go, remote = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    spark = local_session("attach-child", remote=remote)
     led = Ledger.open(path, actor="child")
     print(attach(spark, led), flush=True)
     while not go.exists():
@@ -454,24 +482,31 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_r21_a_process_that_ends_attached_leaves_no_pin_behind(spark, named: Ledger, ledger_path, tmp_path) -> None:
+def test_r21_a_process_that_ends_attached_leaves_no_pin_behind(spark, spark_kind, request, named: Ledger,
+                                                                ledger_path, tmp_path) -> None:
+    """The child attaches on a session of the same kind: a classic one of its own, or one on the
+    same Spark Connect server, whose catalog outlives the child: its views go with it too."""
     if not isinstance(ledger_path, Path):
         pytest.skip("the other process opens the file")
     write_table(frame(spark, 0, 2), named, "sales.orders")
     write_table(frame(spark, 5, 2), named, "sales.orders", mode="overwrite")
     go = tmp_path / "go"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(ledger_path), str(go)], cwd=REPO, text=True,
+    remote = request.getfixturevalue("connect_server").address if spark_kind == "connect" else ""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(ledger_path), str(go), remote], cwd=REPO, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "['sales.orders']", \
             child.stderr.read() if child.stderr else ""
         assert [p.version for p in named.pins()] == [2]
+        assert spark_kind == "classic" or ids(spark.table("sales.orders")) == [5, 6]  # the server's catalog
         named.restore_table("sales.orders", version=1)  # a change the child would follow if it ran on
         go.touch()
         assert child.wait(timeout=120) == 0, child.stderr.read() if child.stderr else ""
     finally:
         child.kill()
     assert named.pins() == []
+    assert not spark.catalog.tableExists("sales.orders") and not spark.catalog.databaseExists("sales")
+    assert version_tables(spark) == []
 
 
 def test_r11_a_warehouse_whose_folder_holds_glob_characters_reads_by_read_table_and_by_name(
@@ -616,3 +651,123 @@ def test_a_query_naming_a_dropped_table_prints_no_stack_trace_to_stderr() -> Non
         ["TABLE_OR_VIEW_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND", "UNRESOLVED_COLUMN.WITH_SUGGESTION"]
     for trace in ("\tat ", "Traceback", "Exception", "SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         assert trace not in done.stderr, done.stderr[-3000:]
+
+
+# --- sessions that share a catalog (issue 46) -------------------------------------------------
+
+@pytest.fixture
+def second(spark, spark_kind: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Another session on ``spark``'s catalog: a second client of the same Spark Connect server (as
+    another user of a shared Databricks cluster has), or a new session of the same classic
+    application."""
+    if spark_kind == "classic":
+        yield spark.newSession()
+        return
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    session = ConnectSession.builder.remote(request.getfixturevalue("connect_server").address).create()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def test_sessions_that_share_a_catalog_never_replace_or_drop_each_others_views(
+        spark, second, named: Ledger, tmp_path, clock) -> None:
+    """The views are in the catalog, which the sessions of one Spark application share, and so do
+    all the sessions of a Spark Connect server: each sees the other's names (as any view made
+    there), and neither's attach replaces, nor its detach drops, a view the other shows."""
+    write_table(frame(spark, 0, 3), named, "sales.orders")
+    assert attach(spark, named) == ["sales.orders"]
+    assert count(second, "sales.orders") == 3  # seen from the other session
+    events = named.event_count()
+    with pytest.raises(TableExists, match="another Spark session shows this ledger's sales.orders .* detach it there"):
+        attach(second, named)
+    assert named.event_count() == events and [p.table for p in named.pins()] == ["sales.orders"]
+    with Ledger.open(tmp_path / "other.db", clock=clock) as other:
+        write_table(frame(spark, 50, 1), other, "sales.orders")
+        write_table(frame(spark, 60, 2), other, "hr.people")
+        with pytest.raises(TableExists, match="sales.orders that is not this ledger's"):
+            attach(second, other)
+        try:
+            assert attach(second, other, database="hr") == ["hr.people"]
+            assert count(spark, "hr.people") == 2
+            assert spark.sql("SELECT * FROM ledger_versions('hr.people')").collect() == []  # each session's own
+            assert second.sql("SELECT number FROM ledger_versions('hr.people')").collect()[0]["number"] == 1
+        finally:
+            assert detach(second, other) == ["hr.people"]
+    assert not spark.catalog.tableExists("hr.people") and not spark.catalog.databaseExists("hr")
+    assert ids(spark.table("sales.orders")) == [0, 1, 2]  # left alone throughout
+    assert [r["number"] for r in spark.sql("SELECT number FROM ledger_versions('sales.orders')").collect()] == [1]
+    assert detach(spark, named) == ["sales.orders"]
+    assert not second.catalog.tableExists("sales.orders") and named.pins() == [] and version_tables(spark) == []
+    assert ids(read_table(spark, named, "sales.orders", pin=False)) == [0, 1, 2]  # what the views read stays
+
+
+def test_a_view_nothing_holds_any_more_is_taken_over_and_its_old_session_lets_it_be(
+        spark, second, named: Ledger, caplog) -> None:
+    """A session that ends without detach (a notebook's kernel killed) leaves its views in a shared
+    catalog, and nothing holds them once its pins end: the next attach of the ledger takes them
+    over, and the old session, if it still runs, lets them be."""
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    try:
+        assert attach(second, named) == ["sales.orders"]
+        named.release_pins([p.id for p in named.pins()])  # as its process's end, or its lease running out, does
+        assert attach(spark, named) == ["sales.orders"]
+        [pin] = named.pins()
+        write_table(frame(spark, 7, 1), named, "sales.orders")  # followed by both: shown by the new holder only
+        assert ids(spark.table("sales.orders")) == [0, 1, 7] and ids(second.table("sales.orders")) == [0, 1, 7]
+        assert "sales.orders no longer shown by this session: another session took it over" in caplog.text
+        assert [(p.table, p.version) for p in named.pins()] == [("sales.orders", 2)] and named.pins()[0].id != pin.id
+        assert detach(second, named) == []
+        assert ids(spark.table("sales.orders")) == [0, 1, 7]
+    finally:
+        detach(second, named)
+
+
+def test_r24_statements_run_as_scripts_say_which_failed_and_still_run_where_scripts_are_refused(spark, second) -> None:
+    """Attach sends its statements as SQL scripts, several at a time; a script stops at its first
+    failing statement, so which one failed, and why, comes from running that script's statements
+    one by one; a server that runs no scripts (Spark 4.0 unless told) gets them one by one."""
+    statements = [f"CREATE OR REPLACE TEMPORARY VIEW scripted_{i} AS SELECT {i} AS x" for i in range(9)]
+    statements[4] = "CREATE OR REPLACE TEMPORARY VIEW scripted_4 AS SELECT no_such_column"
+    for session, scripts in ((spark, True), (second, False)):
+        if not scripts:
+            session.conf.set("spark.sql.scripting.enabled", "false")
+        runner = Statements(session)
+        results = runner.run(statements)
+        assert [i for i, r in enumerate(results) if r is not None] == [4]
+        assert "no_such_column" in str(results[4])
+        assert [session.sql(f"SELECT x FROM scripted_{i}").collect()[0]["x"] for i in range(9) if i != 4] == \
+            [0, 1, 2, 3, 5, 6, 7, 8]
+        assert runner.scripts is scripts
+        for i in range(9):
+            session.catalog.dropTempView(f"scripted_{i}")
+
+
+def test_r24_a_connect_session_that_has_ended_is_said_in_one_line_and_pins_nothing(
+        spark, spark_kind: str, second, named: Ledger) -> None:
+    """A Spark Connect session can end while its process runs (``stop()``; a server restarted
+    under it): then it answers every request with PySpark's ``NO_ACTIVE_SESSION`` from deep in
+    the attach. ``attach`` and ``refresh`` say so in one line (``SparkUnavailable``, naming what
+    to do) before anything is pinned; ``detach`` lets the pins go all the same. A classic session
+    cannot end alone (stopping it stops the application every test shares): Connect only."""
+    if spark_kind == "classic":
+        pytest.skip("a classic session cannot end alone: stopping it stops the shared application")
+    write_table(frame(spark, 0, 3), named, "sales.orders")
+    assert attach(second, named) == ["sales.orders"]
+    [pin] = named.pins()
+    second.stop()
+    before = len(named.history())
+    with pytest.raises(SparkUnavailable, match=r"^this Spark Connect session has ended: make a new one") as said:
+        refresh(second, named)
+    assert "\n" not in str(said.value)
+    assert [p.id for p in named.pins()] == [pin.id] and len(named.history()) == before  # nothing renewed
+    assert detach(second, named) == ["sales.orders"]
+    assert named.pins() == []
+    after = len(named.history())
+    with pytest.raises(SparkUnavailable, match=r"^this Spark Connect session has ended: make a new one") as said:
+        attach(second, named)
+    assert "\n" not in str(said.value)
+    assert named.pins() == [] and len(named.history()) == after  # nothing pinned, nothing recorded
+    assert attach(spark, named) == ["sales.orders"]  # a live session takes the unheld view over
+    assert ids(spark.table("sales.orders")) == [0, 1, 2]

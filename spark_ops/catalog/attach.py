@@ -4,6 +4,11 @@ Each live table is a view ``database.table`` over exactly the files of one versi
 put in Spark's session catalog (``spark_catalog``). Each version a view names is pinned (R21)
 while it is attached, so no vacuum deletes files under a query.
 
+An attachment is one session's: the session's temporary functions are its own, while the views
+go in a catalog that the session may share (with the other sessions of a Spark application, or
+of a Spark Connect server). Each view says whose it is, so one session's attach never replaces or
+drops another's (``spark_catalog``).
+
 Names follow the ledger: the attachment watches the ``Ledger`` it was given (``Ledger.watch``),
 and after every change made through it (a write, an overwrite, a restore, a drop, an undrop)
 re-points, adds or removes the names that change touched, before the call that made it returns.
@@ -21,6 +26,7 @@ import atexit
 import contextlib
 import logging
 import threading
+import uuid
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
@@ -28,17 +34,18 @@ import attrs
 from pyspark.sql import SparkSession
 
 from ledger import (
-    InvalidArgument, InvalidName, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound,
+    InvalidArgument, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableNotFound,
     VersionExpired, VersionNotFound,
 )
 from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
 from ..executor.storage import storage_for
+from ..session import SparkUnavailable, is_connect
 from ..tables import check_filesystem
 from . import functions
-from .spark_catalog import SparkCatalog
-from .text import check_globbable, files_relation, folder_relation, view_text
+from .spark_catalog import SparkCatalog, View
+from .text import VersionFiles, check_globbable, files_relation, folder_relation
 
 ATTACH_PIN_LEASE = timedelta(hours=1)
 """The lease of the pins an attachment holds unless told otherwise; ``refresh`` renews them, and so
@@ -47,6 +54,10 @@ RETRIES = 3
 """How many times a sync reads the ledger again after another process changed it under the pins."""
 
 NOTHING_YET = "nothing written to it yet"
+EXIT_TIMEOUT = 10.0
+"""Seconds a process that ends attached to a Spark Connect session gives the server to drop its
+views (they outlive the process there); past that it ends anyway, and the views, which nothing
+pins any more, are taken over by the next attach of the ledger."""
 
 log = logging.getLogger("spark_ops.attach")
 
@@ -60,8 +71,16 @@ class Named:
     pin_id: str | None
 
 
+@attrs.frozen
+class Plan:
+    """A name about to be shown: its view, and what it will show once the view is there."""
+    view: View
+    named: Named
+    folder: bool = False  # read from its folder: Spark finding nothing there means nothing written yet
+
+
 class Attachment:
-    """One ledger's names in one Spark application: what each shows, the pins that hold them, and
+    """One ledger's names in one Spark session: what each shows, the pins that hold them, and
     the functions; kept in step with the ledger by ``sync``."""
 
     def __init__(self, spark: SparkSession, ledger: Ledger, database: str | None, lease: Any) -> None:
@@ -69,7 +88,8 @@ class Attachment:
         self.ledger = ledger
         self.database = database
         self.lease = lease
-        self.catalog = SparkCatalog(spark, owner=ledger.path)
+        self.id = uuid.uuid4().hex
+        self.catalog = SparkCatalog(spark, address=ledger.path, attachment=self.id)
         self.functions = functions.Functions(spark)
         self.named: dict[str, Named] = {}
         self.unnamed: dict[str, str] = {}
@@ -109,7 +129,7 @@ class Attachment:
         replaced: list[Named] = []
         try:
             self._put(moved, live, replaced)
-            replaced += [self._remove(n) for n in gone]
+            replaced += self._remove(gone)
         finally:
             self._release([old.pin_id for old in replaced if old.pin_id is not None])
         self.functions.update(self.ledger, self.named, None if names is None else wanted)
@@ -137,9 +157,15 @@ class Attachment:
 
     def _put(self, names: list[str], live: dict[str, TableInstance], replaced: list[Named]) -> None:
         """Show ``names``, adding what they showed before to ``replaced`` (whose pins the caller
-        releases, whatever happens here)."""
-        fresh = self.catalog.absent([n for n in names if n not in self.named])
-        nameable = self._nameable(names, live)
+        releases, whatever happens here). Every view goes to Spark in one ``put``: on Spark
+        Connect a view is a round trip, and many go in one (``statements``)."""
+        free, lost = self.catalog.claim(names, set(self.named), self._live_pins)
+        if lost:
+            log.warning("%s no longer shown by this session: another session took %s over, or replaced %s; "
+                        "refresh(spark, ledger) after it detaches shows them here again", ", ".join(sorted(lost)),
+                        "it" if len(lost) == 1 else "them", "it" if len(lost) == 1 else "them")
+            replaced.extend(self.named.pop(n) for n in sorted(lost))
+        nameable = self._nameable([n for n in names if n not in lost], live)
         replaced.extend(self.named.pop(n) for n in names if n not in nameable and n in self.named)
         names = nameable
         versioned = [n for n in names if live[n].current_version is not None]
@@ -147,89 +173,113 @@ class Attachment:
         if pins and self.renewed_at is None:
             self.renewed_at, self.lease_seconds = self.ledger.now(), next(iter(pins.values())).lease.total_seconds()
         try:
-            for name in names:
-                pin = pins.get(name)
-                shown = self._show(live[name], pin, new=name in fresh)
-                pins.pop(name, None)  # shown, its pin is the name's; not shown, it is released below
+            plans = {name: self._plan(live[name], pins.get(name)) for name in names}
+            views = [p.view for p in plans.values() if isinstance(p, Plan)]
+            errors = dict(zip((v.key for v in views), self.catalog.put(views, free)))
+            failure = self._shown(plans, errors, pins, replaced)
+        except BaseException:
+            self._release([p.id for p in pins.values()])  # taken, not shown
+            raise
+        self._release([p.id for p in pins.values()])  # taken for a name that could not be shown
+        if failure is not None:
+            raise failure
+
+    def _shown(self, plans: dict[str, Plan | str], errors: dict[str, Exception | None], pins: dict[str, Pin],
+               replaced: list[Named]) -> Exception | None:
+        """Record what each name shows now that Spark did what it could; ``pins`` keeps the pins of
+        the names not shown. Returns the first failure that is not just a name left without a
+        view (the other names are recorded all the same, so a detach finds every view made)."""
+        failure: Exception | None = None
+        unnamed: dict[str, str] = {}
+        for name, plan in plans.items():
+            error = errors.get(name) if isinstance(plan, Plan) else None
+            if isinstance(plan, str) or (error is not None and plan.folder and _nothing_there(error)):
+                unnamed[name] = plan if isinstance(plan, str) else NOTHING_YET
                 if name in self.named:
                     replaced.append(self.named.pop(name))
-                if shown is not None:
-                    self.named[name] = shown
-                    self.unnamed.pop(name, None)
-                elif pin is not None:
-                    self._release([pin.id])
-        except BaseException:
-            self._release([p.id for p in pins.values()])  # taken, not shown (the one that failed among them)
-            raise
+            elif error is not None:
+                failure = failure or error  # what the name showed before is still shown, and held
+            else:
+                pins.pop(name, None)  # shown: its pin is the name's now
+                if name in self.named:
+                    replaced.append(self.named.pop(name))
+                self.named[name] = plan.named
+                self.unnamed.pop(name, None)
+        self._unnamed(unnamed)
+        return failure
 
     def _nameable(self, names: list[str], live: dict[str, TableInstance]) -> list[str]:
         """Those of ``names`` Spark can show (their databases made here if need be). The others get
         no name, and no pin (which every sync would take and release again, an append each): a
         table in a database Spark reserves (``global_temp``), a version in a folder no glob can walk."""
-        allowed = []
+        unnamed: dict[str, str] = {}
         for name in names:
-            database = name.split(".", 1)[0]
-            try:
-                if live[name].current_version is not None:
+            if live[name].current_version is not None:
+                try:
                     check_globbable(live[name].location, name)
-                if self.catalog.ensure_database(database):
-                    self.created_databases.add(database)
-            except (InvalidArgument, InvalidName) as exc:
-                self._unnamed(name, str(exc))
-                continue
-            allowed.append(name)
-        return allowed
+                except InvalidArgument as exc:
+                    unnamed[name] = str(exc)
+        created, refused = self.catalog.ensure_databases(n.split(".", 1)[0] for n in names if n not in unnamed)
+        self.created_databases |= created
+        for name in names:
+            if name not in unnamed and name.split(".", 1)[0] in refused:
+                unnamed[name] = refused[name.split(".", 1)[0]]
+        self._unnamed(unnamed)
+        return [n for n in names if n not in unnamed]
 
-    def _show(self, table: TableInstance, pin: Pin | None, *, new: bool) -> Named | None:
-        """Put the view of what ``pin`` holds (no pin: a table written before versions, read from
-        its folder as ``read_table`` does). None, and the reason kept, when it cannot be named."""
+    def _plan(self, table: TableInstance, pin: Pin | None) -> Plan | str:
+        """The view of what ``pin`` holds (no pin: a table written before versions, read from its
+        folder as ``read_table`` does), or why the name cannot be shown."""
         database, short = table.name.split(".", 1)
         if pin is None:
             if storage_for(self.ledger.warehouse).absent(table.location):
-                return self._unnamed(table.name, NOTHING_YET)  # asking Spark would cost a failed inference
-            try:
-                self.catalog.put(database, short, f"SELECT * FROM {folder_relation(table.location)}", None, new=new)
-            except Exception as exc:  # Spark's AnalysisException: nothing there to read yet
-                if "PATH_NOT_FOUND" not in str(exc) and "UNABLE_TO_INFER_SCHEMA" not in str(exc):
-                    raise
-                return self._unnamed(table.name, NOTHING_YET)
-            return Named(table.id, None, None)
+                return NOTHING_YET  # asking Spark would cost a failed inference
+            text = f"SELECT * FROM {folder_relation(table.location)}"
+            return Plan(View(database, short, text, None, None), Named(table.id, None, None), folder=True)
         # The pin says which instance and version: another process may have moved the name since
         # ``table`` was read, and the view must show exactly what is held.
         location = self.ledger.instance(pin.table_id).location
         versions = self.ledger.versions(table_id=pin.table_id)
         version = next(v for v in versions if v.number == pin.version)
         try:
-            text = self._text(table.name, location, version, versions)
+            text, files = self._text(table.name, location, version, versions)
         except (InvalidArgument, TableDataMissing) as exc:
-            return self._unnamed(table.name, str(exc))
-        self.catalog.put(database, short, text, version.schema, new=new)
-        return Named(pin.table_id, version.number, pin.id)
+            return str(exc)
+        return Plan(View(database, short, text, version.schema, pin.id, files), Named(pin.table_id, version.number, pin.id))
 
-    def _text(self, name: str, location: str, version: TableVersion, versions: list[TableVersion]) -> str:
-        files = [entry.path for entry in version.files]
+    def _text(self, name: str, location: str, version: TableVersion,
+              versions: list[TableVersion]) -> tuple[str, VersionFiles | None]:
+        """The view's text over exactly the version's files, and the files with their recorded
+        schema (None: not recorded), which the catalog may read another way (``spark_catalog``)."""
+        files = tuple(entry.path for entry in version.files)
         missing = fs.first_missing(self.ledger.warehouse, [f"{location}/{f}" for f in files])
         if missing is not None:  # a brace glob skips what is not there: fewer rows, never an error
             raise TableDataMissing(f"{name} version {version.number} names {missing}, which is not there")
         if version.schema is None:  # adopted files: Spark infers the columns, as read_table lets it
-            return f"SELECT * FROM {files_relation(location, files, name)}"
+            return f"SELECT * FROM {files_relation(location, files, name)}", None
         merged = any(v.schema != version.schema for v in versions if v.number < version.number)
-        return view_text(location, files, version.schema, merge_schema=merged, table=name)
+        recorded = VersionFiles(location, files, version.schema, merged, name)
+        return recorded.text(), recorded
 
-    def _unnamed(self, name: str, why: str) -> Named | None:
-        database, short = name.split(".", 1)
-        if self.catalog.ours(database, short):
-            self.catalog.drop(database, short)
-        if self.unnamed.get(name) != why and why != NOTHING_YET:  # a table just made is about to be written
-            log.warning("%s has no name in Spark SQL: %s (read_table says more)", name, why)
-        self.unnamed[name] = why
-        return None
+    def _unnamed(self, why: dict[str, str]) -> None:
+        """Leave each name in ``why`` without a view (its own dropped, if it had one), saying why."""
+        if not why:
+            return
+        self.catalog.drop(why)
+        for name, reason in why.items():
+            if self.unnamed.get(name) != reason and reason != NOTHING_YET:  # a table just made is about to be written
+                log.warning("%s has no name in Spark SQL: %s (read_table says more)", name, reason)
+            self.unnamed[name] = reason
 
-    def _remove(self, name: str) -> Named:
-        database, short = name.split(".", 1)
-        if self.catalog.ours(database, short):
-            self.catalog.drop(database, short)
-        return self.named.pop(name)
+    def _remove(self, names: list[str]) -> list[Named]:
+        if names:
+            self.catalog.drop(names)
+        return [self.named.pop(name) for name in names]
+
+    def _live_pins(self) -> set[str]:
+        """The ids of the ledger's live pins (another session's view is taken over only if its pin
+        is not among them)."""
+        return {p.id for p in self.ledger.pins()}
 
     def _release(self, pin_ids: list[str]) -> None:
         if pin_ids:
@@ -299,27 +349,64 @@ class Attachment:
         with self._lock:
             self._unwatch()
             names = sorted(self.named)
-            removed: list[Named] = []
             try:
-                removed += [self._remove(name) for name in names]
-                for database in sorted(self.created_databases):
-                    self.catalog.drop_database_if_empty(database)
-                self.catalog.close()
+                self._drop_views()
                 self.functions.drop()
             finally:
-                self._release([s.pin_id for s in [*removed, *self.named.values()] if s.pin_id is not None])
+                self._release([s.pin_id for s in self.named.values() if s.pin_id is not None])
                 self.named.clear()
             return names
 
+    def let_go(self) -> list[str]:
+        """Stop following and let every pin go, leaving the views where they are (unheld: the
+        next ``attach`` of this ledger takes them over). Returns the names shown."""
+        with self._lock:
+            self._unwatch()
+            self._release([s.pin_id for s in self.named.values() if s.pin_id is not None])
+            return sorted(self.named)
+
     def release_all(self) -> None:
-        """At the process's end: stop following, let every pin go."""
-        self._unwatch()
-        self._release([s.pin_id for s in self.named.values() if s.pin_id is not None])
+        """At the process's end: stop following, let every pin go. On Spark Connect the views
+        outlive the process (they are in the server's catalog): they are dropped too, if the
+        session still runs and the server answers within ``EXIT_TIMEOUT``."""
+        self.let_go()
+        if is_connect(self.spark) and not _ended(self.spark):
+            dropping = threading.Thread(target=self._drop_views, daemon=True)
+            dropping.start()
+            dropping.join(EXIT_TIMEOUT)
+
+    def _drop_views(self) -> None:
+        self.catalog.drop_all(sorted(self.named), self.created_databases)
 
 
-_attached: dict[int, Attachment] = {}
-"""The attachment of each Spark application (its views are in the application's catalog, which its
-sessions share): one ledger at a time, so no two ledgers' names or functions meet."""
+def _nothing_there(error: Exception) -> bool:
+    """Whether Spark refused a folder's view because there is nothing in the folder to read yet."""
+    return "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error)
+
+
+_attached: dict[str, Attachment] = {}
+"""The attachment of each Spark session: one ledger at a time, so no two ledgers' names or
+functions meet in it."""
+
+
+def _session(spark: SparkSession) -> str:
+    """Which session ``spark`` is: Spark Connect's own id for it (two client objects of one session
+    share it); a classic session has none, and is known by its object (which its attachment holds,
+    so the number is not another's while attached)."""
+    return getattr(spark, "session_id", None) or f"classic-{id(spark)}"
+
+
+def _ended(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session that has ended (``stop()``, or a request that
+    found the server restarted under it): it answers every request with PySpark's
+    ``NO_ACTIVE_SESSION``. A classic session cannot end alone (its application stops with it)."""
+    return is_connect(spark) and bool(getattr(spark, "is_stopped", False))
+
+
+def _check_running(spark: SparkSession) -> None:
+    if _ended(spark):
+        raise SparkUnavailable("this Spark Connect session has ended: make a new one (local_session(remote=...)) "
+                               "and attach the ledger to it")
 
 
 def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, lease: Any = None) -> list[str]:
@@ -331,12 +418,17 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
     ``refresh``. Writes stay ``write_table``. Returns the names attached.
 
     Attaching the same ledger again changes ``database`` and ``lease`` and refreshes; another
-    ledger is refused while one is attached (``InvalidArgument``: ``detach`` it first). A name
-    Spark holds that is not this ledger's is never replaced (``TableExists``)."""
-    key = id(spark.sparkContext)
+    ledger is refused while one is attached to the session (``InvalidArgument``: ``detach`` it
+    first); a Spark Connect session that has ended is ``SparkUnavailable``, nothing pinned. The views go in the session's catalog, which other sessions may share (those of the
+    same Spark application; every session of a Spark Connect server) and so see: a name Spark
+    holds that is not this ledger's, or that another session shows and holds, is never replaced
+    or dropped (``TableExists``); one of this ledger's that nothing holds any more (its session
+    ended without ``detach``) is taken over."""
+    _check_running(spark)
+    key = _session(spark)
     found = _attached.get(key)
     if found is not None and found.ledger is not ledger:
-        raise InvalidArgument(f"another ledger ({found.ledger.path}) is attached to this Spark application: "
+        raise InvalidArgument(f"another ledger ({found.ledger.path}) is attached to this Spark session: "
                               "detach(spark, that_ledger) first")
     if found is not None:
         found.database, found.lease = database, ATTACH_PIN_LEASE if lease is None else lease
@@ -354,26 +446,50 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
 
 def refresh(spark: SparkSession, ledger: Ledger) -> list[str]:
     """Show what the ledger holds now, changes from other processes and hosts included, and renew
-    the pins of what is shown. Returns the names attached."""
-    found = _attached.get(id(spark.sparkContext))
+    the pins of what is shown. Returns the names attached. A Spark Connect session that has ended
+    is ``SparkUnavailable``, nothing renewed."""
+    found = _attached.get(_session(spark))
     if found is None or found.ledger is not ledger:
         raise TableNotFound("this ledger is not attached to this Spark session: attach(spark, ledger) first")
+    _check_running(spark)
     return found.refresh()
 
 
 def detach(spark: SparkSession, ledger: Ledger) -> list[str]:
-    """Remove the ledger's names from ``spark`` and release their pins. Returns the names removed."""
-    key = id(spark.sparkContext)
+    """Remove the ledger's names from ``spark`` and release their pins. Returns the names removed.
+    Of a Spark Connect session that has ended, only the pins can go: its views stay on the server,
+    unheld, until the next ``attach`` of this ledger there takes them over (a warning says so)."""
+    key = _session(spark)
     found = _attached.get(key)
     if found is None or found.ledger is not ledger:
         return []
     del _attached[key]
+    if _ended(spark):
+        names = found.let_go()
+        log.warning("the Spark Connect session had ended: released the pins of %d name(s); their views stay on "
+                    "the server, unheld, until this ledger is attached there again", len(names))
+        return names
     return found.detach()
 
 
-@atexit.register
 def _release_at_exit() -> None:
     """A process that ends holds nothing: its pins are released rather than left to their lease."""
     for attachment in list(_attached.values()):
         with contextlib.suppress(Exception):
             attachment.release_all()
+
+
+def _at_exit(call: Any) -> None:
+    """Run ``call`` when the process ends, before Python stops its thread pools: the Spark Connect
+    client sends and releases its requests through one (``cannot schedule new futures after
+    interpreter shutdown`` at ``atexit``, and the views stayed on the server). Python's own
+    ``threading._register_atexit`` is what ``concurrent.futures`` uses for that; where there is
+    none, ``atexit``."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(call)
+    else:
+        register(call)
+
+
+_at_exit(_release_at_exit)  # after ``statements`` imported concurrent.futures: run before its own exit

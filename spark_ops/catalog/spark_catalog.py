@@ -1,155 +1,479 @@
-"""Views in Spark's session catalog, put there fast.
+"""Views in Spark's catalog: whose each one is, and putting and dropping many at once, on a
+classic session and on a Spark Connect one.
 
-``CREATE VIEW`` costs ~10 ms in Spark (a parse, an analysis that reads a Parquet footer in a Spark
-job, a command run): a thousand tables, ten seconds. The view's schema is known (the ledger
-recorded it), so a view is put straight into the session catalog instead: a copy of a template
-view's catalog entry with its name, schema, text and one property changed, which Spark resolves
-at query time exactly as it resolves a view it made (the text parsed and analyzed, each column
-up-cast to the recorded type). About six calls into the JVM, well under a millisecond.
+Whose. A catalog is often shared: the sessions of one Spark application share theirs, and every
+session of a Spark Connect server shares the server's (every user of a Databricks cluster, say).
+So every view an attachment makes carries two properties: ``MARK`` names the ledger (its
+address, without a password) for whoever reads ``SHOW TBLPROPERTIES``, and ``HOLDER`` says which
+attachment made it and which pin holds what it shows (``Holder``). A name is an attachment's to
+replace or drop only if ``HOLDER`` says so; another's is left alone (``TableExists``), unless it
+shows the same ledger and its pin has ended (the session that made it ended without ``detach``,
+or left its lease to run out): then nothing holds it, and it is taken over.
 
-Where the JVM is not reachable (Spark Connect) or the schema is not known (a table written
-before versions were recorded), the view is made with SQL instead.
+Putting views there, two ways, because they cost tenfold apart:
+
+* Straight into a classic session's catalog through the JVM (``_Jvm``): the view's schema is
+  known (the ledger recorded it), so a view's entry is a copy of a template view's with its
+  name, schema, text and properties changed, which Spark resolves at query time exactly as one
+  it made (the text parsed and analysed, each column up-cast to the recorded type). About six
+  calls into the JVM, well under a millisecond, and no Spark job.
+* With SQL, on every kind of session (``_Sql``), and the only way on Spark Connect, which has no
+  JVM of ours. ``CREATE VIEW`` analyses its query, and a query over Parquet files infers their
+  schema from a footer in a Spark job of its own; so does ``DROP VIEW`` (it looks the view's plan
+  up in the cache): ~35 ms a view each way on a busy two-core Connect server here, however the
+  statements are sent. SQL has one way to give Spark a schema instead: a table's. So each version
+  is an external table of its recorded columns over exactly its files, in a database of the
+  attachment's own (``retention_ledger_<attachment>``), and the view reads that table: ~9 ms a
+  view to make, ~4 ms to drop, and no inference at query time either. The statements go as
+  scripts, several at a time (``statements``). These tables are the attachment's plumbing, never
+  to be written to; the database goes, whole, with ``detach``.
+
+Figures: ``benchmarks/attach_connect.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import tempfile
-from typing import Any
+from typing import Any, Callable, Iterable, Sequence
 
+import attrs
 from pyspark.sql import SparkSession
 
 from ledger import InvalidName, TableExists
 
+from ..session import is_connect
 from ..tables import spark_uri
-from .text import literal, quote
+from .statements import Statements
+from .text import VersionFiles, literal, quote
 
 MARK = "retention_ledger"
-"""The property that says whose a view is: its value names the ledger (its address, without a
-password). Nothing that does not carry this ledger's is replaced or dropped."""
+"""The property that names the ledger a view shows (its address, without a password)."""
+HOLDER = "retention_ledger_holder"
+"""The property that says which attachment made a view and which pin holds what it shows."""
 TEMPLATE = "retention_ledger_template"
+FILES_DATABASE = "retention_ledger_"
+"""The start of the name of an attachment's database of version tables (``_Sql``), which ends with
+the attachment's id."""
+RESERVED = "RESERVED_DATABASE_NAME"
+SHOWN_PER_QUERY = 200
+"""Names asked about in one ``SHOW TABLE EXTENDED`` (each answer carries the view's text)."""
+
+
+@attrs.frozen
+class Holder:
+    """Whose a view is: the ledger (a digest of its address), the attachment that made it (one
+    per session, per ``attach``), and the pin that holds what it shows (None: nothing pinned, a
+    table written before versions)."""
+    ledger: str
+    attachment: str
+    pin: str | None
+
+    def text(self) -> str:
+        return f"{self.ledger}:{self.attachment}:{self.pin or '-'}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Holder | None:
+        found = _HOLDER.fullmatch(text or "")
+        if found is None:
+            return None
+        ledger, attachment, pin = found.groups()
+        return cls(ledger, attachment, None if pin == "-" else pin)
+
+
+_HOLDER = re.compile(r"([0-9a-f]+):([0-9a-f]+):([0-9a-f]+|-)")
+
+
+def ledger_digest(address: str) -> str:
+    """A ledger's address as ``Holder`` keeps it: short, and safe in any SQL text."""
+    return hashlib.sha256(address.encode()).hexdigest()[:16]
+
+
+@attrs.frozen
+class View:
+    """A view to put: ``database.name`` over ``text``, whose columns have the recorded
+    ``schema`` (None: not recorded), held by ``pin``; ``files``: the version's files that ``text``
+    reads, which SQL may read through a table of the recorded schema instead (``_Sql``)."""
+    database: str
+    name: str
+    text: str
+    schema: str | None
+    pin: str | None
+    files: VersionFiles | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.database}.{self.name}"
 
 
 class SparkCatalog:
-    def __init__(self, spark: SparkSession, *, owner: str) -> None:
-        self.spark = spark
-        self.mark = owner
-        session = getattr(spark, "_jsparkSession", None)
-        self._catalog = session.sessionState().catalog() if session is not None else None
-        self._parser = session.sessionState().sqlParser() if session is not None else None
-        self._databases: set[str] = set()
+    """One attachment's views in one session's catalog."""
+
+    def __init__(self, spark: SparkSession, *, address: str, attachment: str) -> None:
+        self.mark = address
+        self.ledger = ledger_digest(address)
+        self.attachment = attachment
+        self._sql = _Sql(spark, address, attachment)
+        self._jvm = _Jvm.of(spark, address)
+        self._backend: _Sql | _Jvm = self._jvm or self._sql
         self._reserved: dict[str, str] = {}  # a database Spark refused -> why
+
+    def holder(self, pin: str | None) -> Holder:
+        return Holder(self.ledger, self.attachment, pin)
+
+    # --- whose names are whose ------------------------------------------------------------------
+
+    def claim(self, names: Iterable[str], mine: set[str], live_pins: Callable[[], set[str]]) -> tuple[set[str], set[str]]:
+        """Of ``names`` (``database.table``) about to be put, which are free (nothing there) and
+        which of ``mine`` (the names this attachment shows) are no longer its own (another
+        session took over a name whose pin ended, or someone replaced the view). One held by
+        anything else is ``TableExists``: a user's own table or view, another ledger's view, or
+        one of this ledger's that another session shows and holds."""
+        held = self.holders(names)
+        free: set[str] = set()
+        lost: set[str] = set()
+        pins: set[str] | None = None
+        for name in names:
+            if name not in held:
+                free.add(name)
+                continue
+            holder = held[name]
+            if holder is not None and holder.attachment == self.attachment:
+                continue
+            if holder is not None and holder.ledger == self.ledger:
+                pins = live_pins() if pins is None else pins
+                if holder.pin is None or holder.pin not in pins:
+                    continue  # nothing holds it: the session that showed it ended, or let its pin lapse
+            if name in mine:
+                lost.add(name)
+                continue
+            raise TableExists(_not_ours(name, holder, self.ledger))
+        return free, lost
+
+    def holders(self, names: Iterable[str]) -> dict[str, Holder | None]:
+        """Whose each of ``names`` that the catalog holds is (None: no attachment's); the names it
+        does not hold are left out."""
+        by_database: dict[str, list[str]] = {}
+        for name in names:
+            database, short = name.split(".", 1)
+            by_database.setdefault(database, []).append(short)
+        there = self._backend.databases_among(list(by_database))
+        found: dict[str, Holder | None] = {}
+        for database in there:
+            for short, holder in self._backend.holders(database, by_database[database]).items():
+                found[f"{database}.{short}"] = holder
+        return found
+
+    # --- databases ---------------------------------------------------------------------------
+
+    def ensure_databases(self, databases: Iterable[str]) -> tuple[set[str], dict[str, str]]:
+        """Create the databases that are not there: those created here, and those Spark refused
+        with why (a name it reserves, ``global_temp``: no view can be put in it)."""
+        wanted = sorted(set(databases))
+        refused = {d: self._reserved[d] for d in wanted if d in self._reserved}
+        missing = sorted(set(wanted) - set(refused) - self._backend.databases_among(wanted))
+        created = set()
+        for database, error in zip(missing, self._backend.create_databases(missing)):
+            if error is None:
+                created.add(database)
+            elif RESERVED in str(error):
+                refused[database] = self._reserved[database] = \
+                    f"Spark reserves the database name {database} for its own use (no view can be put in it)"
+            else:
+                raise error
+        return created, refused
+
+    def drop_databases_if_empty(self, databases: Iterable[str]) -> None:
+        """Drop those of ``databases`` that hold nothing (another session may have put its own
+        views there since: those are kept, and their database)."""
+        for database in sorted(databases):
+            self._backend.drop_database_if_empty(database)
+
+    # --- views --------------------------------------------------------------------------------
+
+    def put(self, views: Sequence[View], free: set[str]) -> list[Exception | None]:
+        """Create or replace each view (the caller ``claim``-ed their names; ``free``: nothing
+        is there); for each, None or what Spark raised."""
+        by_entry = [v for v in views if self._jvm is not None and v.schema is not None]
+        by_sql = [v for v in views if self._jvm is None or v.schema is None]
+        done: dict[str, Exception | None] = {}
+        if by_entry:
+            assert self._jvm is not None
+            done.update(zip((v.key for v in by_entry), self._jvm.put(by_entry, free, self.holder)))
+        if by_sql:
+            done.update(zip((v.key for v in by_sql), self._sql.put(by_sql, self.holder)))
+        return [done[v.key] for v in views]
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Drop those of ``names`` that are still this attachment's views."""
+        self._backend.drop(self._mine(names))
+
+    def drop_all(self, names: Iterable[str], databases: Iterable[str]) -> None:
+        """Drop the attachment's views among ``names``, then those of ``databases`` (made by it)
+        left empty, then what else it made (``close``)."""
+        self._backend.drop(self._mine(names), whole=True)
+        self.drop_databases_if_empty(databases)
+        self.close()
+
+    def _mine(self, names: Iterable[str]) -> list[str]:
+        held = self.holders(names)
+        return sorted(n for n, holder in held.items() if holder is not None and holder.attachment == self.attachment)
+
+    def close(self) -> None:
+        """Remove what the attachment made besides its views (after they were dropped)."""
+        self._backend.close()
+
+
+def _not_ours(name: str, holder: Holder | None, ledger: str) -> str:
+    if holder is not None and holder.ledger == ledger:
+        return (f"cannot attach {name}: another Spark session shows this ledger's {name} and holds its pin (the "
+                "catalog is shared between the sessions of a Spark application or Connect server): detach it "
+                "there, or attach with database= to leave that database out")
+    return (f"cannot attach {name}: Spark's catalog holds a {name} that is not this ledger's (drop it there, or "
+            "attach with database= to leave that database out)")
+
+
+def _property(key: str, value: str) -> str:
+    return f"{literal(key)} = {literal(value)}"
+
+
+class _Sql:
+    """The catalog through SQL statements: every kind of session."""
+
+    def __init__(self, spark: SparkSession, mark: str, attachment: str) -> None:
+        self.spark = spark
+        self.mark = mark
+        self.statements = Statements(spark)
+        self.files_database = FILES_DATABASE + attachment
+        self._tables: dict[str, str] = {}  # a view's name -> the version table it reads
+        self._files_database_made = False
+
+    def databases_among(self, databases: list[str]) -> set[str]:
+        if not databases:
+            return set()
+        listed = {str(row[0]).lower() for row in self.spark.sql("SHOW DATABASES").collect()}
+        return {d for d in databases if d in listed}
+
+    def create_databases(self, databases: list[str]) -> list[Exception | None]:
+        """Where the server puts any database (its warehouse folder): a folder of this process's
+        would mean nothing to a server elsewhere. A view holds no data; the folder stays empty,
+        and goes with the database."""
+        return self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(d)}" for d in databases])
+
+    def drop_database_if_empty(self, database: str) -> None:
+        if self.spark.catalog.databaseExists(database) and \
+                not any(not t.isTemporary for t in self.spark.catalog.listTables(database)):
+            self.statements.run([f"DROP DATABASE IF EXISTS {quote(database)}"])  # not empty by now: kept
+
+    def holders(self, database: str, names: list[str]) -> dict[str, Holder | None]:
+        """``SHOW TABLE EXTENDED``, ``SHOWN_PER_QUERY`` names at a time: one round trip for many
+        names, where ``SHOW TBLPROPERTIES`` is one each."""
+        found: dict[str, Holder | None] = {}
+        for start in range(0, len(names), SHOWN_PER_QUERY):
+            pattern = "|".join(names[start:start + SHOWN_PER_QUERY])
+            rows = self.spark.sql(f"SHOW TABLE EXTENDED IN {quote(database)} LIKE {literal(pattern)}").collect()
+            for row in rows:
+                if not row["isTemporary"]:
+                    found[str(row["tableName"]).lower()] = _holder_in(str(row["information"]))
+        return found
+
+    def put(self, views: Sequence[View], holder: Callable[[str | None], Holder]) -> list[Exception | None]:
+        """The version tables first (a view is analysed against its table), then the views; then
+        the tables the views read before, which nothing reads any more."""
+        tables = {v.key: self._table(v) for v in views}
+        wanted: dict[str, tuple[str, View]] = {}
+        for view in views:
+            table = tables[view.key]
+            if table is not None:
+                wanted[view.key] = (table, view)
+        failed = self._make_tables(wanted)
+        made = [v for v in views if v.key not in failed]
+        done: dict[str, Exception | None] = dict(failed)
+        done.update(zip((v.key for v in made), self.statements.run([
+            f"CREATE OR REPLACE VIEW {quote(v.database)}.{quote(v.name)} TBLPROPERTIES "
+            f"({_property(MARK, self.mark)}, {_property(HOLDER, holder(v.pin).text())}) AS {self._text(v, tables[v.key])}"
+            for v in made])))
+        stale = []
+        for view in views:
+            table = tables[view.key]
+            if done[view.key] is None:
+                stale.append(self._tables.pop(view.key, None))
+                if table is not None:
+                    self._tables[view.key] = table
+            elif table is not None and view.key not in failed:
+                stale.append(table)  # made for a view Spark then refused
+        self._drop_tables([t for t in stale if t is not None and t not in self._tables.values()])
+        return [done[v.key] for v in views]
+
+    def _table(self, view: View) -> str | None:
+        """The version table ``view`` will read (None: it reads its files or folder itself: a
+        schema not recorded, or one a table cannot have)."""
+        if view.files is None or view.pin is None or view.files.columns() is None:
+            return None
+        return f"{quote(self.files_database)}.{quote('v_' + view.pin)}"
+
+    @staticmethod
+    def _text(view: View, table: str | None) -> str:
+        if view.files is None:
+            return view.text
+        if table is None:  # its types from its query: cast to the recorded ones, as read_table reads
+            return view.files.text(typed=True)
+        return view.files.text(source=table)
+
+    def _make_tables(self, tables: dict[str, tuple[str, View]]) -> dict[str, Exception]:
+        """Create each version table; the failures, by view name."""
+        if not tables:
+            return {}
+        if not self._files_database_made:
+            error = self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(self.files_database)} COMMENT "
+                                         f"{literal('views attach made read these: not to be written to')}"])[0]
+            if error is not None:
+                return {key: error for key in tables}
+            self._files_database_made = True
+        statements = []
+        for table, view in tables.values():
+            assert view.files is not None
+            statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({view.files.columns()}) USING parquet "
+                              f"OPTIONS ('path' = {literal(view.files.glob())})")
+        return {key: error for key, error in zip(tables, self.statements.run(statements)) if error is not None}
+
+    def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
+        """Drop the views, then the version tables they read (unless ``whole``: the attachment's
+        database of them goes next, whole)."""
+        statements = []
+        for name in names:
+            database, short = name.split(".", 1)
+            statements.append(f"DROP VIEW IF EXISTS {quote(database)}.{quote(short)}")
+        for error in self.statements.run(statements):
+            if error is not None:
+                raise error
+        tables = [t for t in (self._tables.pop(name, None) for name in names) if t is not None]
+        if not whole:
+            self._drop_tables(tables)
+
+    def _drop_tables(self, tables: list[str]) -> None:
+        for error in self.statements.run([f"DROP TABLE IF EXISTS {table}" for table in tables]):
+            if error is not None:
+                raise error
+
+    def close(self) -> None:
+        """Drop the attachment's database of version tables, whole: one statement (a table
+        dropped on its own costs a listing of its files)."""
+        if self._files_database_made:
+            error = self.statements.run([f"DROP DATABASE IF EXISTS {quote(self.files_database)} CASCADE"])[0]
+            if error is not None:
+                raise error
+            self._files_database_made = False
+            self._tables.clear()
+
+
+def _holder_in(information: str) -> Holder | None:
+    """The holder in ``SHOW TABLE EXTENDED``'s ``Table Properties: [k=v, ...]`` line."""
+    for line in information.splitlines():
+        if line.startswith("Table Properties: ["):
+            found = re.search(re.escape(HOLDER) + r"=([^,\]\s]*)", line)
+            return Holder.parse(found.group(1)) if found else None
+    return None
+
+
+class _Jvm:
+    """A classic session's catalog, through the JVM."""
+
+    @classmethod
+    def of(cls, spark: SparkSession, mark: str) -> _Jvm | None:
+        """None where there is no JVM of ours (Spark Connect): that session is never asked for one."""
+        if is_connect(spark):
+            return None
+        return cls(spark, spark._jsparkSession, mark)  # type: ignore[attr-defined]
+
+    def __init__(self, spark: SparkSession, session: Any, mark: str) -> None:
+        self.spark = spark
+        self.mark = mark
+        self._catalog = session.sessionState().catalog()
+        self._parser = session.sessionState().sqlParser()
         self._schemas: dict[str, Any] = {}
-        self._template: Any = None
+        self._template: _Template | None = None
         self._scratch: str | None = None
         self._database_classes: tuple[Any, Any, Any] | None = None
-        self._handles: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._handles: dict[str, tuple[Any, ...]] = {}
         """The JVM objects of each view put here (its name, entry and text), held while it is
         shown: py4j frees every handle it lets go of with a round trip to the JVM of its own, which
         doubled the cost of putting a view; held, they are let go with the view."""
 
-    def ensure_database(self, database: str) -> bool:
-        """Create the database if need be; True if it was created here. Its folder (Spark makes
-        one for every database, ``./spark-warehouse/<name>.db`` unless told) goes in a scratch
-        folder of the attachment's, not in the caller's: a view holds no data. A name Spark
-        reserves (``global_temp``, its global temporary views') is ``InvalidName``."""
-        if database in self._databases:
-            return False
-        if database in self._reserved:
-            raise InvalidName(self._reserved[database])
-        try:
-            return self._create_database(database)
-        except Exception as exc:  # Spark's AnalysisException, or py4j's error that holds it
-            if "RESERVED_DATABASE_NAME" not in str(exc):
-                raise
-            self._reserved[database] = f"Spark reserves the database name {database} for its own use (no view " \
-                                       "can be put in it)"
-            raise InvalidName(self._reserved[database]) from None
+    def databases_among(self, databases: list[str]) -> set[str]:
+        return {d for d in databases if self._catalog.databaseExists(d)}
 
-    def _create_database(self, database: str) -> bool:
-        exists = self._catalog.databaseExists(database) if self._catalog is not None else \
-            self.spark.catalog.databaseExists(database)
-        if not exists:
+    def create_databases(self, databases: list[str]) -> list[Exception | None]:
+        """Each in a scratch folder of the attachment's, not in the caller's (Spark makes one for
+        every database, ``./spark-warehouse/<name>.db`` unless told): a view holds no data. What
+        ``CREATE DATABASE`` does, without its 15 ms of parsing and planning."""
+        results: list[Exception | None] = []
+        for database in databases:
             if self._scratch is None:
                 self._scratch = tempfile.mkdtemp(prefix="retention-ledger-spark-databases-")
             where = spark_uri(os.path.join(self._scratch, f"{database}.db"))
-            if self._catalog is None:
-                self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote(database)} LOCATION {literal(where)}")
-            else:  # what that statement does, without its 15 ms of parsing and planning
+            try:
                 self._catalog.createDatabase(self._jvm_database(database, where), True)
-        self._databases.add(database)
-        return not exists
+                results.append(None)
+            except Exception as exc:  # noqa: BLE001 - py4j's error holding Spark's (a reserved name)
+                results.append(exc)
+        return results
 
-    def names(self, database: str) -> set[str]:
-        """The names in ``database`` (views and tables, the ledger's or not; not temporary views)."""
-        if self._catalog is None:
-            return {t.name for t in self.spark.catalog.listTables(database) if not t.isTemporary} \
-                if self.spark.catalog.databaseExists(database) else set()
-        if not self._catalog.databaseExists(database):
-            return set()
+    def drop_database_if_empty(self, database: str) -> None:
+        if self._catalog.databaseExists(database) and not self._names(database):
+            self.spark.sql(f"DROP DATABASE IF EXISTS {quote(database)}")
+
+    def _names(self, database: str) -> set[str]:
         listed = str(self._catalog.listTables(database).mkString("\u0001"))
         # Spark lists the session's temporary views in every database, unqualified: not the database's.
         return {ident.rsplit(".", 1)[-1].strip("`") for ident in listed.split("\u0001") if "." in ident}
 
-    def owner(self, database: str, name: str) -> str | None:
-        """Whose the object of this name is: the ledger its ``MARK`` names, "" for an object that is
-        no ledger's, None when there is nothing of that name."""
-        if self._catalog is None:
-            if not self.spark.catalog.tableExists(f"{quote(database)}.{quote(name)}"):
-                return None
-            rows = self.spark.sql(f"SHOW TBLPROPERTIES {quote(database)}.{quote(name)} ('{MARK}')").collect()
-            value = str(rows[0][1]) if rows else ""
-            return "" if "does not have property" in value else value
-        ident = self._ident(database, name)
-        if (database, name) not in self._handles and not self._catalog.tableExists(ident):
-            return None
-        props = self._catalog.getTableMetadata(ident).properties()
-        return str(props.apply(MARK)) if props.contains(MARK) else ""
-
-    def ours(self, database: str, name: str) -> bool:
-        return self.owner(database, name) == self.mark
-
-    def absent(self, names: list[str]) -> set[str]:
-        """Which of ``names`` (``database.table``) the catalog does not hold. One it holds that is
-        not this ledger's view (a user's own table, another ledger's view) is ``TableExists``."""
-        by_database: dict[str, list[str]] = {}
+    def holders(self, database: str, names: list[str]) -> dict[str, Holder | None]:
+        """The database's names listed in one call (a call a name was the attach's most frequent)."""
+        found: dict[str, Holder | None] = {}
+        there = self._names(database)
         for name in names:
-            by_database.setdefault(name.split(".", 1)[0], []).append(name)
-        found = set()
-        for database, wanted in by_database.items():
-            there = self.names(database)
-            for name in wanted:
-                short = name.split(".", 1)[1]
-                if short not in there:
-                    found.add(name)
-                elif not self.ours(database, short):
-                    raise TableExists(f"cannot attach {name}: Spark's catalog holds a {name} that is not this "
-                                      "ledger's (drop it there, or attach with database= to leave that database out)")
+            if name not in there:
+                continue
+            props = self._catalog.getTableMetadata(self._ident(database, name)).properties()
+            found[name] = Holder.parse(str(props.apply(HOLDER))) if props.contains(HOLDER) else None
         return found
 
-    def put(self, database: str, name: str, text: str, schema_json: str | None, *, new: bool = False) -> None:
-        """Create or replace the view ``database.name`` (the caller checked that what it replaces is
-        the ledger's; ``new``: it checked that there is nothing to replace)."""
-        if self._catalog is None or schema_json is None:
-            self.spark.sql(f"CREATE OR REPLACE VIEW {quote(database)}.{quote(name)} "
-                           f"TBLPROPERTIES ('{MARK}' = {literal(self.mark)}) AS {text}")
-            return
-        template = self._template or self._make_template(database)
-        ident = self._ident(database, name)
-        entry, wrapped = self._entry(template, ident, text, schema_json)
+    def put(self, views: Sequence[View], free: set[str], holder: Callable[[str | None], Holder]) -> list[Exception | None]:
+        results: list[Exception | None] = []
+        for view in views:
+            try:
+                self._put(view, view.key in free, holder(view.pin))
+                results.append(None)
+            except Exception as exc:  # noqa: BLE001 - the caller decides what each failure means
+                results.append(exc)
+        return results
+
+    def _put(self, view: View, new: bool, holder: Holder) -> None:
+        assert view.schema is not None
+        template = self._template or self._make_template(view.database)
+        ident = self._ident(view.database, view.name)
+        entry, wrapped = self._entry(template, ident, view.text, view.schema, holder)
         if new:
             self._catalog.createTable(entry, False, False)
         else:  # in one step: a query in another thread never finds the name missing
             self._catalog.alterTable(entry)
-        self._handles[(database, name)] = (ident, entry, wrapped)
+        self._handles[view.key] = (ident, entry, wrapped)
 
-    def drop(self, database: str, name: str) -> None:
-        if self._catalog is None:
-            self.spark.sql(f"DROP VIEW IF EXISTS {quote(database)}.{quote(name)}")
-        else:
-            self._catalog.dropTable(self._ident(database, name), True, False)
-        self._handles.pop((database, name), None)
+    def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
+        for name in names:
+            database, short = name.split(".", 1)
+            self._catalog.dropTable(self._ident(database, short), True, False)
+            self._handles.pop(name, None)
+
+    def close(self) -> None:
+        """Remove the scratch folder of the databases made here (after they were dropped)."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def _jvm_database(self, database: str, where: str) -> Any:
         if self._database_classes is None:  # looked up once: each step of a JVM path is a round trip
@@ -159,38 +483,25 @@ class SparkCatalog:
         make, uri, no_properties = self._database_classes
         return make(database, "", uri(where), no_properties)
 
-    def drop_database_if_empty(self, database: str) -> None:
-        if not self.names(database) and self.spark.catalog.databaseExists(database):
-            self.spark.sql(f"DROP DATABASE IF EXISTS {quote(database)}")
-        self._databases.discard(database)
-
-    def close(self) -> None:
-        """Remove the scratch folder of the databases made here (after they were dropped)."""
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
-
     def _ident(self, database: str, name: str) -> Any:
-        held = self._handles.get((database, name))
+        held = self._handles.get(f"{database}.{name}")
         if held is not None:
             return held[0]
         if self._template is not None:
             return self._template.identifier(database, name)
-        assert self._parser is not None
         return self._parser.parseTableIdentifier(f"{quote(database)}.{quote(name)}")
 
-    def _entry(self, template: _Template, ident: Any, text: str, schema_json: str) -> tuple[Any, Any]:
-        """A view's catalog entry: the template's, with this name, schema and text (and the text's
-        JVM handle)."""
+    def _entry(self, template: _Template, ident: Any, text: str, schema_json: str, holder: Holder) -> tuple[Any, Any]:
+        """A view's catalog entry: the template's, with this name, schema, text and holder (and
+        the text's JVM handle)."""
         schema = self._schemas.get(schema_json)
         if schema is None:
             schema = self._schemas[schema_json] = template.parse_type(schema_json)
-        changed = {"identifier": ident, "schema": schema, "properties": template.properties,
+        changed = {"identifier": ident, "schema": schema, "properties": template.properties.updated(HOLDER, holder.text()),
                    "viewText": (wrapped := template.some(text)), "viewOriginalText": wrapped}
         return template.entry.copy(*(changed.get(f, v) for f, v in zip(template.fields, template.values))), wrapped
 
     def _make_template(self, database: str) -> _Template:
-        assert self._catalog is not None
         self.spark.sql(f"CREATE OR REPLACE VIEW {quote(database)}.{TEMPLATE} AS SELECT 1 AS x")
         ident = self._ident(database, TEMPLATE)
         entry = self._catalog.getTableMetadata(ident)
@@ -209,7 +520,7 @@ class _Template:
     that changed them fails there, not in a user's session."""
 
     def __init__(self, spark: SparkSession, entry: Any, mark: str) -> None:
-        jvm: Any = spark._jvm
+        jvm: Any = spark._jvm  # type: ignore[attr-defined]
         self.entry = entry
         self.fields = list(str(entry.productElementNames().toList().mkString("\u0001")).split("\u0001"))
         self.values = [entry.productElement(i) for i in range(len(self.fields))]

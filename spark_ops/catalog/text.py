@@ -16,6 +16,8 @@ import json
 from typing import Any, Sequence
 from urllib.parse import unquote
 
+import attrs
+
 from ledger.errors import InvalidArgument
 
 from ..tables import glob_escape, spark_uri
@@ -23,11 +25,45 @@ from ..tables import glob_escape, spark_uri
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
+@attrs.frozen
+class VersionFiles:
+    """A version's files (paths under ``location``) with its recorded schema, and the ways SQL can
+    read them (``view_text``); ``table`` is its name, for messages."""
+    location: str
+    files: tuple[str, ...]
+    schema: str
+    merged: bool = False
+    table: str = ""
+
+    def text(self, *, typed: bool = False, source: str | None = None) -> str:
+        return view_text(self.location, self.files, self.schema, merge_schema=self.merged, table=self.table,
+                         typed=typed, source=source)
+
+    def glob(self) -> str:
+        """The one path that names exactly the files (``files_relation``)."""
+        return files_glob(self.location, self.files, self.table)
+
+    def columns(self) -> str | None:
+        """The recorded columns the files hold (not the partition columns: those are in their
+        folders' names), as a table's columns in SQL; None if there are none, or one's type SQL
+        cannot write (a user-defined type)."""
+        partitions = {name.lower() for _, name in partition_columns(self.files, self.table)} if self.files else set()
+        fields = [f for f in json.loads(self.schema)["fields"] if f["name"].lower() not in partitions]
+        if not fields or not all(_sql_writable(f["type"]) for f in fields):
+            return None
+        return ", ".join(f"{quote(f['name'])} {_sql_type(f['type'])}" for f in fields)
+
+
 def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_schema: bool = False,
-              table: str = "") -> str:
+              table: str = "", typed: bool = False, source: str | None = None) -> str:
     """The view of a version: its ``files`` (paths under ``location``) read with the recorded
     schema's columns in the recorded order. ``merge_schema``: the files do not all hold every
-    column (a version after an append with ``merge_schema=True``), so Spark reads them all."""
+    column (a version after an append with ``merge_schema=True``), so Spark reads them all.
+    ``typed``: each column cast to its recorded type in the text, for a view made with SQL,
+    which takes its columns' types from its query (as ``read_table`` reads with the recorded
+    schema); a view put in the catalog with the recorded schema gets them from there instead.
+    ``source``: a table that reads exactly these files with the recorded columns
+    (``VersionFiles.columns``), read in their place (no schema for Spark to infer)."""
     fields = json.loads(schema_json)["fields"]
     if not files:
         nothing = ", ".join(f"CAST(NULL AS {_sql_type(f['type'])}) AS {quote(f['name'])}" for f in fields)
@@ -37,10 +73,14 @@ def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_sc
     columns = []
     for field in fields:
         depth = by_name.get(field["name"].lower())
-        if depth is None:
-            columns.append(quote(field["name"]))
-        else:
+        if depth is not None:
             columns.append(f"CAST({partition_value(depth)} AS {_sql_type(field['type'])}) AS {quote(field['name'])}")
+        elif typed and _sql_writable(field["type"]):
+            columns.append(f"CAST({quote(field['name'])} AS {_sql_type(field['type'])}) AS {quote(field['name'])}")
+        else:
+            columns.append(quote(field["name"]))
+    if source is not None:
+        return f"SELECT {', '.join(columns)} FROM {source}"
     options = " WITH ('mergeSchema' = 'true')" if merge_schema else ""
     return f"SELECT {', '.join(columns)} FROM {files_relation(location, files, table)}{options}"
 
@@ -53,9 +93,14 @@ def files_relation(location: str, files: Sequence[str], table: str = "") -> str:
     folder whose name holds ``:`` (it builds each folder's path from its name, and reads
     ``wh:1`` as the URI scheme ``wh``; no escape changes that). Such a location is
     ``InvalidArgument``: its tables are read with ``read_table``, which names the files one by one."""
+    return "parquet." + quote(files_glob(location, files, table))
+
+
+def files_glob(location: str, files: Sequence[str], table: str = "") -> str:
+    """The brace glob of ``files_relation``, as a path."""
     check_globbable(location, table)
     glob = ",".join(glob_escape(f) for f in files)
-    return "parquet." + quote(glob_escape(spark_uri(location)) + "/{" + glob + "}")
+    return glob_escape(spark_uri(location)) + "/{" + glob + "}"
 
 
 def check_globbable(location: str, table: str = "") -> None:
@@ -115,6 +160,16 @@ def quote(name: str) -> str:
 def literal(text: str) -> str:
     """A SQL string literal (a quote or backslash in it escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql_writable(spark_type: Any) -> bool:
+    """Whether SQL can name the type (a user-defined type, such as an ML vector, it cannot: such a
+    column keeps the type Spark reads)."""
+    try:
+        _sql_type(spark_type)
+    except InvalidArgument:
+        return False
+    return True
 
 
 def _sql_type(spark_type: Any) -> str:
