@@ -124,7 +124,6 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
                           env=full, timeout=600)
 
 
-@pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac")
 def test_r24_cli_vacuum_dry_run_on_a_connect_server(connect_server, aged_ledger) -> None:
     path, location = aged_ledger
     before = Ledger.open(path).event_count()

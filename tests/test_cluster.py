@@ -131,9 +131,7 @@ def test_r20_a_failed_task_attempt_is_seen_from_the_tasks_own_answers(cluster: d
 
 
 def test_r19_r21_tables_by_name_and_the_ledgers_functions_run_on_executors_without_the_ledger(
-        request: pytest.FixtureRequest, cluster: dict[str, Any]) -> None:
-    if cluster["kind"] == "connect":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="attach on Connect lands with i46-attach"))
+        cluster: dict[str, Any]) -> None:
     facts = cluster["facts"]
     assert "by_name_failed" not in facts, facts["by_name_failed"]
     assert facts["attached"] == ["sales.days", "sales.orders"]

@@ -40,14 +40,6 @@ DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
 
 
-@pytest.fixture
-def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
-    """A test that also runs the vacuum: on Connect it fails until the vacuum's own port lands
-    (the attach and pins it checks run on Connect all the same, up to the vacuum)."""
-    if spark_kind == "connect":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
-
-
 def frame(spark, start: int, count: int, tag: str = "x", parts: int = 1):
     return spark.createDataFrame([(i, f"{tag}-{i}") for i in range(start, start + count)],
                                  "id long, label string").repartition(parts)
@@ -173,7 +165,6 @@ def test_r21_reading_renews_its_pin_while_the_block_runs_and_stops_after(spark, 
 
 # --- the vacuum stops short of a pinned version ---------------------------------------------------
 
-@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_a_vacuum_does_not_expire_a_version_held_by_reading(spark, ledger, clock) -> None:
     write_table(frame(spark, 0, 40, "one", parts=4), ledger, TABLE)
     clock.advance(HOUR)
@@ -256,7 +247,6 @@ class Lines:
         return found
 
 
-@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_a_slow_reader_keeps_every_row_while_another_process_overwrites_and_vacuums(
         spark, ledger, ledger_path, clock, tmp_path) -> None:
     """Version 1 (six files) is read by a slow job: one Spark job per partition, run when the

@@ -614,13 +614,11 @@ def test_r9_a_straggler_scan_outside_the_warehouse_is_refused_and_touches_nothin
 # --- tables by name in Spark SQL ---------------------------------------------------------------
 
 def test_r21_attach_on_a_warehouse_spark_has_no_file_system_for_says_so_and_records_nothing(
-        spark, spark_kind, request, lake: Ledger, clock, s3) -> None:
+        spark, lake: Ledger, clock, s3) -> None:
     """Spark here has no s3a connector (no Maven): ``attach`` says so in one line, as a read does,
     before it pins anything or names anything; the views it would put name exactly the keys the
     version lists, under the bucket's own URI (no credential in them: those stay in the
     environment)."""
-    if spark_kind == "connect":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="attach on Connect lands with i46-attach"))
     from spark_ops import SparkUnavailable, attach
     from spark_ops.catalog.text import files_relation
     table = lake.create_table("lake_sql.orders")

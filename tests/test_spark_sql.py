@@ -13,7 +13,6 @@ catalog outlives a test.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -38,14 +37,6 @@ REPO = Path(__file__).resolve().parent.parent
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 WEEK = timedelta(days=7)
-
-
-@pytest.fixture
-def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
-    """A test that also runs the vacuum: on Connect it fails until the vacuum's own port lands
-    (the attach and pins it checks run on Connect all the same, up to the vacuum)."""
-    if spark_kind == "connect":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
 
 
 @pytest.fixture
@@ -185,7 +176,6 @@ def test_changes_made_by_another_process_are_seen_after_refresh(spark, named: Le
 
 # --- pins (R21) ------------------------------------------------------------------------------
 
-@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r21_an_attached_version_is_pinned_and_no_vacuum_expires_it(spark, named: Ledger, ledger_path, clock) -> None:
     write_table(frame(spark, 0, 6, parts=3), named, "sales.orders")
     attach(spark, named, lease="3d")

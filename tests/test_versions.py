@@ -28,13 +28,6 @@ BOTH_SESSIONS = True  # R24: every Spark test here runs on a classic session and
 
 
 @pytest.fixture
-def vacuum_on_connect_pending(request: pytest.FixtureRequest, spark_kind: str) -> None:
-    """A test that runs the vacuum: on Connect it fails until the vacuum's own port lands."""
-    if spark_kind == "connect":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the vacuum on Connect lands with i46-vac"))
-
-
-@pytest.fixture
 def led(tmp_path: Path, clock: ManualClock):
     with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as ledger:
         yield ledger
@@ -297,7 +290,6 @@ def test_r4_two_commits_racing_on_one_table_get_consecutive_versions(tmp_path: P
 # --- R13: the vacuum expires old versions -------------------------------------------------
 
 @pytest.mark.spark
-@pytest.mark.usefixtures("vacuum_on_connect_pending")
 def test_r13_vacuum_moves_marks_first_and_deletes_only_write_folders_no_unexpired_version_names(
         spark, led, clock) -> None:
     v1 = write_table(frame(spark, 0, 4, "one"), led, "sales.orders")
