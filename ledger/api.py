@@ -45,7 +45,7 @@ from .core.versions import (
 )
 from .core.warehouse import MoveWarehouse
 from . import names
-from .errors import InvalidArgument, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
+from .errors import Conflict, InvalidArgument, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
@@ -58,6 +58,10 @@ from .views import Change, History, PinView, TableInstance, TableVersion, WriteV
 
 Duration = str | timedelta | int | float
 
+
+REPLACE_ATTEMPTS = 5
+"""How often a replace is decided again when other commits keep landing between reading the current
+version's files and the append (each attempt reads them afresh)."""
 
 DEFAULT_WAREHOUSE = "warehouse"
 """Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
@@ -272,17 +276,47 @@ class Ledger(Catalog):
 
     def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append",
                      schema: str | None = None, merge_schema: bool = False,
-                     merged_from: str | None = None) -> TableVersion:
+                     merged_from: str | None = None, removes: Iterable[str] = ()) -> TableVersion:
         """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
         relative to the table's location and inside the write's folder. ``append`` keeps the
-        current version's files too; ``overwrite`` names only these (the old ones stay, R11).
+        current version's files too; ``overwrite`` names only these (the old ones stay, R11);
+        ``replace`` keeps the current version's files but ``removes`` (their paths, as its ``files``
+        give them) and adds these: a partition overwrite, or an erasure's rewrite. The removed files
+        stay named by the older versions, and go only when a vacuum expires those (R11, R13). A
+        replace decided while another commit landed is decided again on the new current version.
 
         ``schema`` (text, for Spark a StructType's JSON) is recorded with the version and read back
-        with every read of it. An append whose schema is not the table's is ``SchemaMismatch``,
-        unless ``merge_schema`` (then ``schema`` is the union the writer computed from
-        ``merged_from``, which must still be the table's schema)."""
-        number = self.runner.run(CommitWrite(write_id, _pairs(files), mode, schema, merge_schema, merged_from))
-        return self._version(self._write_view(write_id).table_id, number)
+        with every read of it. An append (or a replace) whose schema is not the table's is
+        ``SchemaMismatch``, unless ``merge_schema`` (then ``schema`` is the union the writer computed
+        from ``merged_from``, which must still be the table's schema)."""
+        pairs = _pairs(files)
+        if isinstance(removes, (str, bytes)) or not isinstance(removes, Iterable):
+            raise InvalidArgument(f"removes must be paths of the current version's files, got {type(removes).__name__}")
+        removed = tuple(removes)
+        if mode != "replace":
+            number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed))
+            return self._version(self._write_view(write_id).table_id, number)
+        for attempt in range(REPLACE_ATTEMPTS):
+            base, base_files = self._replace_base(write_id)
+            try:
+                number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from,
+                                                     removed, base, base_files))
+            except Conflict:
+                if attempt + 1 == REPLACE_ATTEMPTS or self._replace_base(write_id, files=False)[0] == base:
+                    raise
+                continue
+            return self._version(self._write_view(write_id).table_id, number)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _replace_base(self, write_id: str, *, files: bool = True) -> tuple[int | None, tuple[tuple[str, int], ...]]:
+        """The current version of the write's table and (``files``) its files, from the state caught
+        up with the log: what a replace's ``removes`` refers to (the core checks both)."""
+        state = self.runner.refresh()
+        w = state.data.writes.get(write_id) if isinstance(write_id, str) else None
+        current = None if w is None else state.data.current(w.table_id)
+        if current is None or not files:
+            return (None if current is None else current.number), ()
+        return current.number, tuple(self._version_files(state, current))
 
     def adopt_files(self, name: str, files: Iterable[tuple[str, int]]) -> TableVersion:
         """Make the files a table held before it was versioned (written straight into its location)

@@ -148,11 +148,15 @@ class Catalog(ABC):
         """Every file a version names, read (when first asked) from the manifests stored with its
         commits, as the version was in ``state``."""
         def files(v: Version) -> tuple[FileEntry, ...]:
-            found: list[FileEntry] = []
-            for _write, digest in state.data.parts(v):
-                found.extend(FileEntry(path, size) for path, size in self._manifest(digest))
-            return tuple(sorted(found))
+            return tuple(FileEntry(path, size) for path, size in self._version_files(state, v))
         return files
+
+    def _version_files(self, state: State, v: Version) -> list[tuple[str, int]]:
+        """A version's ``(path, size)`` pairs, sorted: its chain's lists, less what its replaces removed."""
+        removed = {path for digest in state.data.removals(v) for path, _ in self._manifest(digest)}
+        found = [(path, size) for _write, digest in state.data.parts(v) for path, size in self._manifest(digest)
+                 if path not in removed]
+        return sorted(found)
 
     def _manifest_bytes(self, digest: str) -> bytes:
         """A stored file list as stored, checked against its digest (see ``_manifest``)."""

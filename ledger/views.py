@@ -128,7 +128,8 @@ class TableVersion:
     number: int
     committed_at: datetime
     mode: str
-    """``append``, ``overwrite``, ``restore`` (of ``restored_from``) or ``adopt``."""
+    """``append``, ``overwrite``, ``replace`` (its base's files but some, and its write's), ``restore``
+    (of ``restored_from``) or ``adopt``."""
     file_count: int
     bytes: int
     expired: bool

@@ -44,7 +44,11 @@ def _retention(e: Any, n: NameOf) -> str:
 
 def _commit(e: Any, n: NameOf) -> str:
     how = "adopted the existing files of" if e.mode == "adopt" else f"committed ({e.mode})"
-    return (f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {format_bytes(e.bytes)}")
+    text = f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {format_bytes(e.bytes)}"
+    if e.mode == "replace":
+        text += f", in place of {_plural(e.removed_files, 'file')} ({format_bytes(e.removed_bytes)}) of version " \
+                f"{e.number - 1}"
+    return text
 
 
 def _vacuum_started(e: Any, n: NameOf) -> str:
