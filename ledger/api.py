@@ -25,6 +25,8 @@ from vacuum_work import Plan, new_run_id
 from .audit import (
     copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
 )
+from .audit import erasures as erasure_reader
+from .audit.erasures import ErasureProof, ErasureStatus
 from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
@@ -32,6 +34,7 @@ from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
+from .core.erasures import RequestErasure, considered, version_key
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
@@ -45,7 +48,7 @@ from .core.versions import (
 )
 from .core.warehouse import MoveWarehouse
 from . import names
-from .errors import Conflict, InvalidArgument, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
+from .errors import Conflict, InvalidArgument, InvalidName, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
@@ -503,6 +506,75 @@ class Ledger(Catalog):
         ``NotDeleted`` naming the keys not proven; ``.write(path)`` is the bundle the offline check
         (``python -m ledger.audit prove-deleted``) reads."""
         return receipt_reader.prove_deleted_many(self.store, self.runner.refresh(), keys, self.warehouse)
+
+    # --- erasure requests (R25) ---------------------------------------------------------------
+
+    def request_erasure(self, name: str, *, predicate: str, reason: str, files: Iterable[tuple[str, int]],
+                        replaced_by: int | None = None) -> ErasureStatus:
+        """Record erasure request of the rows ``predicate`` names in table ``name``, for ``reason`` (R25).
+        ``files`` is the erasure set: ``(key, size)`` of every file that held such rows, keys relative
+        to the warehouse root (``<table id>/_writes/...``), each a file of a kept version of the table
+        or of a dropped instance of that name not yet purged; an empty set is recorded too (the request
+        was answered). The current version must hold none of them: commit a replace without them first
+        (``replaced_by``: its number; ``spark_ops.erase`` does both). From then on no read, restore,
+        undrop or pin reaches a version holding one (``VersionErased``). A file that is none of those is
+        ``InvalidArgument``, and nothing is recorded. Returns the request's status (``erasure``)."""
+        if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
+            raise InvalidArgument(f"files must be (key, size) pairs, got {type(files).__name__}; nothing was recorded")
+        wanted = _pairs(files)
+        request_id = _new_id()
+        for attempt in range(REPLACE_ATTEMPTS):
+            seen, holders = self._holders(name, wanted)
+            try:
+                self.runner.run(RequestErasure(request_id, name, predicate, reason, wanted, seen, holders,
+                                               replaced_by))
+            except Conflict:
+                if attempt + 1 == REPLACE_ATTEMPTS:
+                    raise
+                continue
+            return self.erasure(request_id)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _holders(self, name: str, wanted: tuple[tuple[str, int], ...]) -> tuple[
+            tuple[tuple[str, int], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+        """The instances a request of ``name`` covers (with their current version numbers) and, for each
+        wanted key, the kept versions whose files list it with that size: read here, from the stored
+        lists, for the core to check (it holds no file lists)."""
+        state = self.runner.refresh()
+        try:
+            seen = tuple(considered(state, names.table_name(name)))
+        except InvalidName:
+            return (), ()  # the core refuses the name, typed
+        sizes = {key: size for key, size in wanted if isinstance(key, str)}
+        holders: dict[str, list[str]] = {}
+        read: dict[str, list[tuple[str, int]]] = {}
+        for table_id, _head in seen:
+            for v in state.data.history(table_id):
+                if state.data.is_expired(v):
+                    continue
+                for path, size in self._version_files(state, v, read):
+                    key = f"{table_id}/{path}"
+                    if sizes.get(key) == size:
+                        holders.setdefault(key, []).append(version_key(table_id, v.number))
+        return seen, tuple((k, tuple(found)) for k, found in sorted(holders.items()))
+
+    def erasure(self, request_id: str) -> ErasureStatus:
+        """Where erasure request ``request_id`` stands (R25): each file of its set deleted (by which
+        vacuum run, when: from the receipts) or pending, with why and until when (the retention that
+        keeps a version or a dropped instance holding it, a pin, a purge due, a folder still named)."""
+        state = self.runner.refresh()
+        return erasure_reader.status(self.store, state, request_id, self.warehouse,
+                                     lambda v: self._version_files(state, v), to_micros(self.now()))
+
+    def prove_erasure(self, request_id: str, *, checkpoint: Checkpoint | None = None) -> ErasureProof:
+        """One bundle proving erasure request ``request_id``: the request, its erasure set, each file's
+        deletion proof (or why there is none yet) and, with a ``checkpoint`` taken after the request,
+        the request event's inclusion proof. ``bundle.write(path)``; checked offline by ``python -m
+        ledger.audit prove-erasure BUNDLE EXPORT CHECKPOINT``, which refuses it until every file is
+        proven deleted."""
+        state = self.runner.refresh()
+        include = None if checkpoint is None else (lambda seq: self.inclusion_proof(seq, checkpoint))
+        return erasure_reader.prove(self.store, state, request_id, self.warehouse, include)
 
     def _start_command(self, retention: Duration | None, database: str | None, limit: int | None,
                        override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,

@@ -9,7 +9,6 @@ names folders; the test checks them against what the kept versions name).
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -155,14 +154,7 @@ def test_r4_a_replace_decided_on_a_version_no_longer_current_is_decided_again_on
 
 # --- verify: the removed list is checked as the file lists are ----------------------------
 
-def _forge_blob(path: Path, files: list[tuple[str, int]]) -> str:
-    from ledger.core.versions import manifest
-    digest, data = manifest(files)
-    raw = sqlite3.connect(path)
-    raw.execute("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", (digest, data))
-    raw.commit()
-    raw.close()
-    return digest
+from tests.test_versions import _forge_blob  # noqa: E402  (a forger's insert-only blob, as there)
 
 
 def _replace(table_id: str, number: int, write_id: str, own: str, files: int, removes: str, removed: int) -> str:

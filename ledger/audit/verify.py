@@ -25,6 +25,7 @@ import attrs
 
 from ..chain import ChainCheck, consistency_proof, leaf, root_of_leaves, verify_consistency
 from ..core.model import State
+from .erasures import erasure_set
 from ..core.versions import Version, manifest_problem, parse_manifest, removal_problem
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
 from ..persistence import checks
@@ -101,6 +102,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     compared = checks.fold_and_compare(store, rows, head)
     fresh = compared.fresh
     _check_manifests(store, fresh)
+    _check_erasures(store, fresh)
     deleted = check_receipts(store, fresh)
     extension: dict[str, object] = {}
     if against is not None:
@@ -199,3 +201,39 @@ def _check_manifests(store: EventStore, state: State) -> None:
             raise LedgerCorrupt(f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest}) is "
                                 f"not one its commit could have made: {problem} (R14); restore the ledger file "
                                 "from a backup")
+
+
+def _check_erasures(store: EventStore, state: State) -> None:
+    """Every erasure request's set is stored and hashes to its digest; each version the request
+    made unreadable names a file of the set, and each file of the set is named by one of those
+    versions (R25): a request that hid versions holding none of its files, or named files none of
+    them hold, is not one its decision could have made."""
+    lists: dict[str, list[tuple[str, int]]] = {}
+
+    def listed(digest: str) -> list[tuple[str, int]]:
+        if digest not in lists:
+            data = store.read_blob(digest)
+            if data is None or hashlib.sha256(data).hexdigest() != digest:
+                raise LedgerCorrupt(f"{store.path}: the file list {digest} is missing or edited; restore the ledger "
+                                    "file from a backup")
+            lists[digest] = parse_manifest(data)
+        return lists[digest]
+
+    for r in state.erasures.requests.values():
+        wanted = set(erasure_set(store, r))
+        held: set[tuple[str, int]] = set()
+        for name in r.versions:
+            table_id, _, number = name.rpartition("/")
+            v = state.data.version(table_id, int(number))
+            assert v is not None  # the fold checked it
+            removed = {p for d in state.data.removals(v) for p, _ in listed(d)}
+            keys = {(f"{table_id}/{p}", s) for _, d in state.data.parts(v) for p, s in listed(d) if p not in removed}
+            if not keys & wanted:
+                raise LedgerCorrupt(f"{store.path}: erasure request {r.request_id} (event #{r.seq}) makes version "
+                                    f"{name} unreadable, which names no file of its set (R25); restore the ledger "
+                                    "file from a backup")
+            held |= keys & wanted
+        if held != wanted:
+            missing = sorted(wanted - held)[0][0]
+            raise LedgerCorrupt(f"{store.path}: erasure request {r.request_id} (event #{r.seq}) names {missing}, which "
+                                "no version it made unreadable holds (R25); restore the ledger file from a backup")

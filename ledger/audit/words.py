@@ -106,6 +106,9 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "PinTaken": _pin_taken,
     "PinRenewed": lambda e, n: f"renewed pin {e.pin_id} on {_table(e, n)} until {iso(e.expires_at)}",
     "PinReleased": lambda e, n: f"released pin {e.pin_id} on {_table(e, n)}",
+    "ErasureRequested": lambda e, n: (f"recorded erasure request {e.request_id} of the rows {e.predicate!r} in "
+                                      f"{e.name}: {_plural(e.count, 'file')} ({format_bytes(e.bytes)}) in "
+                                      f"{_plural(len(e.versions), 'version')} made unreadable"),
 }
 
 

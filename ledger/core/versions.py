@@ -35,8 +35,8 @@ import orjson
 
 from ..clock import MAX_MICROS, Micros, Seconds, iso
 from ..errors import (
-    Conflict, InvalidArgument, InvalidTime, PinRefused, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound,
-    WriteClosed, WriteExpired,
+    Conflict, InvalidArgument, InvalidTime, PinRefused, SchemaMismatch, TableNotFound, VersionErased, VersionExpired,
+    VersionNotFound, WriteClosed, WriteExpired,
 )
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
@@ -777,6 +777,9 @@ def choose(state: State, inst: Instance, version: int | None = None, as_of: Micr
             raise VersionNotFound(_none_at(state, inst, as_of))
     else:
         return current
+    erased = state.erasures.version_refusal(inst.name, inst.id, chosen.number)
+    if erased is not None:
+        raise VersionErased(erased[0], request_id=erased[1])
     if data.is_expired(chosen):
         oldest = min((v.number for v in data.history(inst.id) if not data.is_expired(v)), default=current.number)
         raise VersionExpired(
@@ -811,6 +814,7 @@ def _restore(state: State, cmd: RestoreVersion) -> Decision:
         raise InvalidArgument(f"{inst.name} version {head} is the current version already; nothing to restore")
     stream = data_stream(inst.id)
     restored = VersionRestored(inst.id, head + 1, chosen.number)
+    # The catalog's streams order it with an erasure request of the table too (R25: on its database's stream).
     return Decision(((stream, restored),), catalog_streams(inst.database) | {stream}, head + 1)
 
 
@@ -992,6 +996,9 @@ def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None
                           e.restored != data.heads.get(e.table_id)):
         raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which does not exist or is "
                       "expired (R12)")
+    if b.erasures.version_refusal(e.table_id, e.table_id, e.restored) is not None:
+        raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which an erasure request "
+                      "erased (R25)")
     _next_version(b, e.table_id, e.number, seq, time)
     data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
                                                         None, source.files, source.bytes, schema=source.schema)
