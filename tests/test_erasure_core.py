@@ -110,6 +110,7 @@ def test_r25_a_request_records_its_set_and_names_every_version_holding_a_file_of
     assert {f.key for f in status.files} == {erased["x"], erased["a"], erased["c"]}
     assert not status.done and all(f.why for f in status.files)
     assert (status.table, status.table_id, status.predicate, status.replaced_by) == (NAME, live, "user_id = 42", 3)
+    assert [v.erased_by for v in led.versions(NAME)] == [None, status.request_id, status.request_id]
     [entry] = led.history(type="ErasureRequested")
     assert entry.data["count"] == 3 and entry.data["bytes"] == 30 and "3 files (30 B)" in entry.text
     led.verify()
