@@ -18,6 +18,7 @@ import zlib
 from datetime import timedelta
 from pathlib import Path
 
+import attrs
 import pytest
 
 from ledger import ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted, VersionErased
@@ -307,7 +308,7 @@ def test_r25_the_offline_check_in_process_refuses_a_request_edited_in_the_bundle
     led.export(tmp_path / "log.jsonl")
     bundle = led.prove_erasure(request.request_id)
     verify_erasure(bundle, tmp_path / "log.jsonl", cp)
-    forged = ErasureProof({**bundle.request, "predicate": "user_id = 43"}, bundle.files, bundle.proofs)
+    forged = ErasureProof(attrs.evolve(bundle.request, predicate="user_id = 43"), bundle.files, bundle.proofs)
     with pytest.raises(LedgerCorrupt, match="not the one the log records"):
         verify_erasure(forged, tmp_path / "log.jsonl", cp)
     with pytest.raises(NotDeleted):

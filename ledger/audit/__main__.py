@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..clock import iso_utc
+from ..clock import iso, iso_utc
 from ..errors import LedgerError
 from .checkpoints import Checkpoint
 from .erasures import ErasureProof
@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.command == "prove-erasure":
         request = bundle.request
-        print(f"ok: erasure request {bundle.request_id} of {request['name']} (event #{request['seq']}, "
-              f"{request['requested_at']}): all {len(bundle.files)} files of its set deleted, each proof in the "
+        print(f"ok: erasure request {bundle.request_id} of {request.name} (event #{request.seq}, "
+              f"{iso(request.time)}): all {len(bundle.files)} files of its set deleted, each proof in the "
               f"export's chain and covered by checkpoint #{cp.seq}; {_signed(report.signature_checked, cp)}")
         return 0
     if args.command == "prove-deleted":

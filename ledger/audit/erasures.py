@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 
 import attrs
 
-from ..clock import Micros, from_micros, iso_utc
+from ..clock import Micros, from_micros, iso, iso_utc
 from ..core.erasures import Request
 from ..core.model import State
 from ..core.versions import WRITES_FOLDER, Version, manifest, parse_manifest
@@ -201,19 +201,20 @@ def _expired(state: State, key: str, v: Version, said: str, now: Micros) -> tupl
 @attrs.frozen
 class ErasureProof:
     """One bundle proving a whole erasure request (``Ledger.prove_erasure``)."""
-    request: dict[str, Any] = attrs.field(converter=dict)
-    """The request as the event records it: ``request_id``, ``table_id``, ``name``, ``predicate``,
-    ``reason``, ``files`` (the set's digest), ``count``, ``bytes``, ``seq``, ``requested_at``."""
+    request: Request
+    """The request as the log keeps it: its event's fields (``files``: the digest of its erasure set),
+    and the event's number (``seq``) and time (``time``, microseconds since the epoch, UTC)."""
     files: tuple[tuple[str, int], ...]
     proofs: DeletionProofs
     inclusion: InclusionProof | None = None
 
     @property
     def request_id(self) -> str:
-        return str(self.request["request_id"])
+        return self.request.request_id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": BUNDLE_KIND, "request": self.request, "files": [list(f) for f in self.files],
+        return {"kind": BUNDLE_KIND, "request": {**attrs.asdict(self.request), "versions": list(self.request.versions)},
+                "requested_at": iso(self.request.time), "files": [list(f) for f in self.files],
                 "inclusion": None if self.inclusion is None else self.inclusion.to_dict(),
                 "answers": [a.to_dict() for a in self.proofs.answers]}
 
@@ -240,7 +241,7 @@ class ErasureProof:
                 **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])})
             answers = DeletionProofs.from_json(json.dumps({"kind": "retention-ledger deletion proofs",
                                                            "keys": len(data["answers"]), "answers": data["answers"]}))
-            return cls(dict(data["request"]), files, answers, inclusion)
+            return cls(Request(**data["request"]), files, answers, inclusion)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"an erasure proof that is cut short or edited: {exc!r:.120}") from None
 
@@ -253,12 +254,6 @@ class ErasureProof:
             raise InvalidArgument(f"cannot read the erasure proof {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
-def request_fields(r: Request) -> dict[str, Any]:
-    return {"request_id": r.request_id, "table_id": r.table_id, "name": r.name, "predicate": r.predicate,
-            "reason": r.reason, "files": r.files, "count": r.count, "bytes": r.bytes, "seq": r.seq,
-            "requested_at": iso_utc(from_micros(r.time))}
-
-
 def prove(store: EventStore, state: State, request_id: str, root: str,
           inclusion: Callable[[int], InclusionProof] | None = None) -> ErasureProof:
     """The bundle: the request, its set, its event's inclusion proof (``inclusion``, when a checkpoint
@@ -266,7 +261,7 @@ def prove(store: EventStore, state: State, request_id: str, root: str,
     r = request_of(state, request_id)
     wanted = erasure_set(store, r)
     answers = prove_deleted_many(store, state, [k for k, _ in wanted], root) if wanted else DeletionProofs(())
-    return ErasureProof(request_fields(r), tuple(wanted), answers, None if inclusion is None else inclusion(r.seq))
+    return ErasureProof(r, tuple(wanted), answers, None if inclusion is None else inclusion(r.seq))
 
 
 def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | None = None,
@@ -278,7 +273,7 @@ def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | N
     r = state.erasures.requests.get(bundle.request_id)
     if r is None:
         raise LedgerCorrupt(f"the log holds no erasure request {bundle.request_id}: the bundle is not this ledger's")
-    if request_fields(r) != bundle.request:
+    if r != bundle.request:
         raise LedgerCorrupt(f"erasure request {r.request_id} in the bundle is not the one the log records at event "
                             f"#{r.seq} (the bundle was edited)")
     if r.seq > upto:

@@ -76,19 +76,10 @@ class ErasureRequested:
 # --- state ---------------------------------------------------------------------------------
 
 @attrs.frozen
-class Request:
-    request_id: str
-    table_id: str | None
-    name: str
-    predicate: str
-    reason: str
-    files: str
-    count: int
-    bytes: int
-    versions: tuple[str, ...]
-    replaced_by: int | None
-    seq: int
-    time: Micros
+class Request(ErasureRequested):
+    """A request as the state keeps it: its event's fields, and the event's number and time."""
+    seq: int = 0
+    time: Micros = 0
 
 
 def version_key(table_id: str, number: int) -> str:
@@ -235,8 +226,7 @@ def _on_requested(b: Builder, e: ErasureRequested, seq: int, time: Micros) -> No
             erasures.versions[held] = e.request_id
         if table_id not in erasures.instances:
             erasures.instances[table_id] = e.request_id
-    erasures.requests[e.request_id] = Request(e.request_id, e.table_id, e.name, e.predicate, e.reason, e.files,
-                                              e.count, e.bytes, e.versions, e.replaced_by, seq, time)
+    erasures.requests[e.request_id] = Request(**attrs.asdict(e, recurse=False), seq=seq, time=time)
 
 
 CONCERN = Concern(
