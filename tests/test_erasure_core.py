@@ -20,9 +20,11 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ledger import ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted, VersionErased
 from ledger.errors import InvalidName, TableNotFound
+from tests.conftest import T0
 from vacuum_work import Part, Result
 from vacuum_work.leaves import leaf_input, tree_root
 
@@ -361,3 +363,55 @@ def test_r25_r16_verify_refuses_a_chained_request_hiding_a_version_that_holds_no
     with Ledger.open(path, clock=clock) as led:
         with pytest.raises(LedgerCorrupt, match="makes version .*/1 unreadable, which names no file of its set"):
             led.verify()
+
+HISTORY = st.lists(st.tuples(st.sampled_from(["append", "overwrite", "replace", "restore"]), st.integers(0, 2),
+                             st.integers(0, 99)), min_size=2, max_size=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(before=HISTORY, after=HISTORY, pick=st.lists(st.integers(0, 99), max_size=4))
+def test_r25_no_read_restore_or_pin_ever_reaches_a_version_holding_a_file_of_the_set(before, after, pick) -> None:
+    """Random histories of appends, overwrites, replaces and restores; a request naming files of the
+    kept versions (none of the current one's); more history after it. No version whose files hold
+    one of the set is ever read, restored or pinned, and every other kept version still is."""
+    clock = ManualClock(T0)
+    with Ledger.open(":memory:", clock=clock, actor="prop") as led:
+        led.create_table(NAME)
+
+        def play(steps) -> None:
+            for kind, count, seed in steps:
+                clock.advance(timedelta(minutes=1))
+                versions = led.versions(NAME)
+                current = versions[0] if versions else None
+                if kind == "restore":
+                    candidates = [v.number for v in versions if not v.current and v.erased_by is None]
+                    if candidates:
+                        led.restore_table(NAME, version=candidates[seed % len(candidates)])
+                    continue
+                paths = sorted(f.path for f in current.files) if current else []
+                removes = tuple(paths[seed % len(paths):][:1]) if kind == "replace" and paths else ()
+                if kind == "replace" and (current is None or (set(removes) == set(paths) and not count)):
+                    continue
+                commit(led, *[f"f{seed}-{i}" for i in range(count)], mode=kind, removes=removes)
+
+        play([("append", 1, 0), *before])
+        table_id = led.table(NAME).id
+        current = {f"{table_id}/{f.path}" for f in led.version(NAME).files}
+        kept = sorted({(f"{table_id}/{f.path}", f.size) for v in led.versions(NAME) for f in v.files} -
+                      {(k, 10) for k in current})
+        chosen = sorted({kept[i % len(kept)] for i in pick}) if kept else []
+        request_id = led.request_erasure(NAME, predicate="p", reason="r", files=chosen).request_id
+        play(after)
+        erased = {k for k, _ in chosen}
+        for v in led.versions(NAME):
+            holds = bool({f"{table_id}/{f.path}" for f in v.files} & erased)
+            assert (v.erased_by == request_id) == holds, v.number
+            if holds:
+                for attempt in (lambda: led.version(NAME, version=v.number),
+                                lambda: led.restore_table(NAME, version=v.number),
+                                lambda: led.pin(NAME, version=v.number)):
+                    with pytest.raises(VersionErased):
+                        attempt()
+            else:
+                assert led.version(NAME, version=v.number).number == v.number
+        led.verify()

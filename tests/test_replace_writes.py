@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 from ledger import Ledger, ManualClock
 from ledger.errors import Conflict, InvalidArgument, LedgerCorrupt, SchemaMismatch
 from tests.conftest import T0
+from tests.test_versions import _forge_blob
 
 DAY = timedelta(days=1)
 
@@ -153,8 +154,6 @@ def test_r4_a_replace_decided_on_a_version_no_longer_current_is_decided_again_on
 
 
 # --- verify: the removed list is checked as the file lists are ----------------------------
-
-from tests.test_versions import _forge_blob  # noqa: E402  (a forger's insert-only blob, as there)
 
 
 def _replace(table_id: str, number: int, write_id: str, own: str, files: int, removes: str, removed: int) -> str:
