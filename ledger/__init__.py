@@ -18,6 +18,7 @@ from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport, generate_key
 from .audit.history import PIN_EVENTS
 from .audit.outputs import ledger_files, target as output_target
+from .audit.erasures import ErasureFile, ErasureProof, ErasureStatus
 from .audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey, Receipt
 from .catalog import AsOf, Catalog
 from .clock import ManualClock, format_duration, from_micros, iso_utc, parse_duration, parse_time
@@ -25,7 +26,7 @@ from .errors import (
     CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
     LedgerUnavailable, NotDeleted, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
-    VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
+    VersionErased, VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
 )
 from .names import LEDGER, Scope
 from .runner import Prepared
@@ -41,7 +42,7 @@ __all__ = [
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
     "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",
-    "FileEntry",
+    "FileEntry", "VersionErased", "ErasureStatus", "ErasureFile", "ErasureProof",
     # For the edges (the command line, spark_ops, a pipeline's own reports): times, sizes and durations
     # said as the ledger says them, and the files a ledger's outputs must never overwrite.
     "iso_utc", "parse_time", "format_duration", "parse_duration", "from_micros", "format_bytes", "generate_key",

@@ -25,6 +25,8 @@ from vacuum_work import Plan, new_run_id
 from .audit import (
     copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
 )
+from .audit import erasures as erasure_reader
+from .audit.erasures import ErasureProof, ErasureStatus
 from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
@@ -32,6 +34,7 @@ from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
+from .core.erasures import RequestErasure, considered, version_key
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
@@ -45,7 +48,7 @@ from .core.versions import (
 )
 from .core.warehouse import MoveWarehouse
 from . import names
-from .errors import InvalidArgument, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
+from .errors import Conflict, InvalidArgument, InvalidName, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
 from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
@@ -58,6 +61,10 @@ from .views import Change, History, PinView, TableInstance, TableVersion, WriteV
 
 Duration = str | timedelta | int | float
 
+
+REPLACE_ATTEMPTS = 5
+"""How often a replace is decided again when other commits keep landing between reading the current
+version's files and the append (each attempt reads them afresh)."""
 
 DEFAULT_WAREHOUSE = "warehouse"
 """Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
@@ -272,17 +279,47 @@ class Ledger(Catalog):
 
     def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append",
                      schema: str | None = None, merge_schema: bool = False,
-                     merged_from: str | None = None) -> TableVersion:
+                     merged_from: str | None = None, removes: Iterable[str] = ()) -> TableVersion:
         """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
         relative to the table's location and inside the write's folder. ``append`` keeps the
-        current version's files too; ``overwrite`` names only these (the old ones stay, R11).
+        current version's files too; ``overwrite`` names only these (the old ones stay, R11);
+        ``replace`` keeps the current version's files but ``removes`` (their paths, as its ``files``
+        give them) and adds these: a partition overwrite, or an erasure's rewrite. The removed files
+        stay named by the older versions, and go only when a vacuum expires those (R11, R13). A
+        replace decided while another commit landed is decided again on the new current version.
 
         ``schema`` (text, for Spark a StructType's JSON) is recorded with the version and read back
-        with every read of it. An append whose schema is not the table's is ``SchemaMismatch``,
-        unless ``merge_schema`` (then ``schema`` is the union the writer computed from
-        ``merged_from``, which must still be the table's schema)."""
-        number = self.runner.run(CommitWrite(write_id, _pairs(files), mode, schema, merge_schema, merged_from))
-        return self._version(self._write_view(write_id).table_id, number)
+        with every read of it. An append (or a replace) whose schema is not the table's is
+        ``SchemaMismatch``, unless ``merge_schema`` (then ``schema`` is the union the writer computed
+        from ``merged_from``, which must still be the table's schema)."""
+        pairs = _pairs(files)
+        if isinstance(removes, (str, bytes)) or not isinstance(removes, Iterable):
+            raise InvalidArgument(f"removes must be paths of the current version's files, got {type(removes).__name__}")
+        removed = tuple(removes)
+        if mode != "replace":
+            number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed))
+            return self._version(self._write_view(write_id).table_id, number)
+        for attempt in range(REPLACE_ATTEMPTS):
+            base, base_files = self._replace_base(write_id)
+            try:
+                number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from,
+                                                     removed, base, base_files))
+            except Conflict:
+                if attempt + 1 == REPLACE_ATTEMPTS or self._replace_base(write_id, files=False)[0] == base:
+                    raise
+                continue
+            return self._version(self._write_view(write_id).table_id, number)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _replace_base(self, write_id: str, *, files: bool = True) -> tuple[int | None, tuple[tuple[str, int], ...]]:
+        """The current version of the write's table and (``files``) its files, from the state caught
+        up with the log: what a replace's ``removes`` refers to (the core checks both)."""
+        state = self.runner.refresh()
+        w = state.data.writes.get(write_id) if isinstance(write_id, str) else None
+        current = None if w is None else state.data.current(w.table_id)
+        if current is None or not files:
+            return (None if current is None else current.number), ()
+        return current.number, tuple(self._version_files(state, current))
 
     def adopt_files(self, name: str, files: Iterable[tuple[str, int]]) -> TableVersion:
         """Make the files a table held before it was versioned (written straight into its location)
@@ -469,6 +506,75 @@ class Ledger(Catalog):
         ``NotDeleted`` naming the keys not proven; ``.write(path)`` is the bundle the offline check
         (``python -m ledger.audit prove-deleted``) reads."""
         return receipt_reader.prove_deleted_many(self.store, self.runner.refresh(), keys, self.warehouse)
+
+    # --- erasure requests (R25) ---------------------------------------------------------------
+
+    def request_erasure(self, name: str, *, predicate: str, reason: str, files: Iterable[tuple[str, int]],
+                        replaced_by: int | None = None) -> ErasureStatus:
+        """Record erasure request of the rows ``predicate`` names in table ``name``, for ``reason`` (R25).
+        ``files`` is the erasure set: ``(key, size)`` of every file that held such rows, keys relative
+        to the warehouse root (``<table id>/_writes/...``), each a file of a kept version of the table
+        or of a dropped instance of that name not yet purged; an empty set is recorded too (the request
+        was answered). The current version must hold none of them: commit a replace without them first
+        (``replaced_by``: its number; ``spark_ops.erase`` does both). From then on no read, restore,
+        undrop or pin reaches a version holding one (``VersionErased``). A file that is none of those is
+        ``InvalidArgument``, and nothing is recorded. Returns the request's status (``erasure``)."""
+        if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
+            raise InvalidArgument(f"files must be (key, size) pairs, got {type(files).__name__}; nothing was recorded")
+        wanted = _pairs(files)
+        request_id = _new_id()
+        for attempt in range(REPLACE_ATTEMPTS):
+            seen, holders = self._holders(name, wanted)
+            try:
+                self.runner.run(RequestErasure(request_id, name, predicate, reason, wanted, seen, holders,
+                                               replaced_by))
+            except Conflict:
+                if attempt + 1 == REPLACE_ATTEMPTS:
+                    raise
+                continue
+            return self.erasure(request_id)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _holders(self, name: str, wanted: tuple[tuple[str, int], ...]) -> tuple[
+            tuple[tuple[str, int], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+        """The instances a request of ``name`` covers (with their current version numbers) and, for each
+        wanted key, the kept versions whose files list it with that size: read here, from the stored
+        lists, for the core to check (it holds no file lists)."""
+        state = self.runner.refresh()
+        try:
+            seen = tuple(considered(state, names.table_name(name)))
+        except InvalidName:
+            return (), ()  # the core refuses the name, typed
+        sizes = {key: size for key, size in wanted if isinstance(key, str)}
+        holders: dict[str, list[str]] = {}
+        read: dict[str, list[tuple[str, int]]] = {}
+        for table_id, _head in seen:
+            for v in state.data.history(table_id):
+                if state.data.is_expired(v):
+                    continue
+                for path, size in self._version_files(state, v, read):
+                    key = f"{table_id}/{path}"
+                    if sizes.get(key) == size:
+                        holders.setdefault(key, []).append(version_key(table_id, v.number))
+        return seen, tuple((k, tuple(found)) for k, found in sorted(holders.items()))
+
+    def erasure(self, request_id: str) -> ErasureStatus:
+        """Where erasure request ``request_id`` stands (R25): each file of its set deleted (by which
+        vacuum run, when: from the receipts) or pending, with why and until when (the retention that
+        keeps a version or a dropped instance holding it, a pin, a purge due, a folder still named)."""
+        state = self.runner.refresh()
+        return erasure_reader.status(self.store, state, request_id, self.warehouse,
+                                     lambda v: self._version_files(state, v), to_micros(self.now()))
+
+    def prove_erasure(self, request_id: str, *, checkpoint: Checkpoint | None = None) -> ErasureProof:
+        """One bundle proving erasure request ``request_id``: the request, its erasure set, each file's
+        deletion proof (or why there is none yet) and, with a ``checkpoint`` taken after the request,
+        the request event's inclusion proof. ``bundle.write(path)``; checked offline by ``python -m
+        ledger.audit prove-erasure BUNDLE EXPORT CHECKPOINT``, which refuses it until every file is
+        proven deleted."""
+        state = self.runner.refresh()
+        include = None if checkpoint is None else (lambda seq: self.inclusion_proof(seq, checkpoint))
+        return erasure_reader.prove(self.store, state, request_id, self.warehouse, include)
 
     def _start_command(self, retention: Duration | None, database: str | None, limit: int | None,
                        override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,

@@ -148,11 +148,23 @@ class Catalog(ABC):
         """Every file a version names, read (when first asked) from the manifests stored with its
         commits, as the version was in ``state``."""
         def files(v: Version) -> tuple[FileEntry, ...]:
-            found: list[FileEntry] = []
-            for _write, digest in state.data.parts(v):
-                found.extend(FileEntry(path, size) for path, size in self._manifest(digest))
-            return tuple(sorted(found))
+            return tuple(FileEntry(path, size) for path, size in self._version_files(state, v))
         return files
+
+    def _version_files(self, state: State, v: Version,
+                       read: dict[str, list[tuple[str, int]]] | None = None) -> list[tuple[str, int]]:
+        """A version's ``(path, size)`` pairs, sorted: its chain's lists, less what its replaces removed.
+        ``read``: lists already read, by digest (a caller walking many versions reads each list once)."""
+        def listed(digest: str) -> list[tuple[str, int]]:
+            if read is None:
+                return self._manifest(digest)
+            if digest not in read:
+                read[digest] = self._manifest(digest)
+            return read[digest]
+        removed = {path for digest in state.data.removals(v) for path, _ in listed(digest)}
+        found = [(path, size) for _write, digest in state.data.parts(v) for path, size in listed(digest)
+                 if path not in removed]
+        return sorted(found)
 
     def _manifest_bytes(self, digest: str) -> bytes:
         """A stored file list as stored, checked against its digest (see ``_manifest``)."""

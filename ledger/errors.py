@@ -48,6 +48,16 @@ class VersionExpired(LedgerError):
     so it is never read or restored (R12). The message names table, version, commit time, mark."""
 
 
+class VersionErased(LedgerError):
+    """The version (or the dropped instance) holds a file an erasure request named: from the request
+    on, no read, restore, undrop or pin reaches it (R25). ``request_id`` names the request
+    (``Ledger.erasure`` says where its files are)."""
+
+    def __init__(self, message: str, *, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
 class SchemaMismatch(LedgerError, ValueError):
     """An append whose columns are not the table's: the message names both schemas. Appending
     them would make a read of the new version lose one side's columns; write with

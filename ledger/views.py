@@ -128,7 +128,8 @@ class TableVersion:
     number: int
     committed_at: datetime
     mode: str
-    """``append``, ``overwrite``, ``restore`` (of ``restored_from``) or ``adopt``."""
+    """``append``, ``overwrite``, ``replace`` (its base's files but some, and its write's), ``restore``
+    (of ``restored_from``) or ``adopt``."""
     file_count: int
     bytes: int
     expired: bool
@@ -140,6 +141,8 @@ class TableVersion:
     schema: str | None = None
     """Its columns as recorded by the writer (for Spark, a StructType's JSON), read back with every
     read of it; None for a version written without one (adopted files, an older release)."""
+    erased_by: str | None = None
+    """The erasure request that made it unreadable (R25: never read, restored or pinned again), or None."""
 
     @classmethod
     def of(cls, state: State, v: Version, load: Callable[[Version], tuple[FileEntry, ...]]) -> TableVersion:
@@ -149,7 +152,8 @@ class TableVersion:
             committed_at=from_micros(v.committed_at), mode=v.mode, file_count=v.files, bytes=v.bytes,
             expired=state.data.is_expired(v), current=state.data.heads.get(v.table_id) == v.number,
             write_id=v.write_id, restored_from=v.base if v.mode == "restore" else None,
-            superseded_at=_dt(v.superseded_at), load=lambda: load(v), schema=state.data.schema_of(v))
+            superseded_at=_dt(v.superseded_at), load=lambda: load(v), schema=state.data.schema_of(v),
+            erased_by=state.erasures.versions.get(f"{v.table_id}/{v.number}"))
 
     @property
     def files(self) -> tuple[FileEntry, ...]:

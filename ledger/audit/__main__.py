@@ -1,6 +1,8 @@
 """``python -m ledger.audit verify EXPORT CHECKPOINT [--public-key K]``: the offline verifier; and
 ``python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT [--public-key K]``: a deletion proof,
-or a bundle of them (``retention-ledger prove-deleted --keys-from``), checked against them (R20).
+or a bundle of them (``retention-ledger prove-deleted --keys-from``), checked against them (R20); and
+``python -m ledger.audit prove-erasure BUNDLE EXPORT CHECKPOINT [--public-key K]``: an erasure
+request's bundle (``Ledger.prove_erasure``), the request and every file of it (R25).
 
 Exit status 0 when the export holds a sound chain that extends the checkpoint (and the
 signature verifies with the key given), 1 when it does not (one line says why), 2 for
@@ -13,10 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..clock import iso_utc
+from ..clock import iso, iso_utc
 from ..errors import LedgerError
 from .checkpoints import Checkpoint
-from .offline import verify_deletions, verify_export
+from .erasures import ErasureProof
+from .offline import verify_deletions, verify_erasure, verify_export
 from .receipts import DeletionProof, DeletionProofs
 
 
@@ -36,17 +39,33 @@ def main(argv: list[str] | None = None) -> int:
     deleted.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the receipt")
     deleted.add_argument("--public-key", default=None,
                          help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    erased = commands.add_parser("prove-erasure", help="Check an erasure request's bundle against an export and a "
+                                                        "checkpoint: the request recorded, every file of it deleted.")
+    erased.add_argument("bundle", help="the bundle (Ledger.prove_erasure(ID).write(FILE))")
+    erased.add_argument("export", help="the export file (retention-ledger export)")
+    erased.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the last deletion")
+    erased.add_argument("--public-key", default=None,
+                        help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
     args = parser.parse_args(argv)
     try:
         cp = Checkpoint.read(args.checkpoint)
         if args.command == "prove-deleted":
             proofs = DeletionProofs.read(args.proof)
             report = verify_deletions(proofs, args.export, cp, public_key=args.public_key)
+        elif args.command == "prove-erasure":
+            bundle = ErasureProof.read(args.bundle)
+            report = verify_erasure(bundle, args.export, cp, public_key=args.public_key)
         else:
             report = verify_export(args.export, cp, public_key=args.public_key)
     except LedgerError as exc:
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if args.command == "prove-erasure":
+        request = bundle.request
+        print(f"ok: erasure request {bundle.request_id} of {request.name} (event #{request.seq}, "
+              f"{iso(request.time)}): all {len(bundle.files)} files of its set deleted, each proof in the "
+              f"export's chain and covered by checkpoint #{cp.seq}; {_signed(report.signature_checked, cp)}")
+        return 0
     if args.command == "prove-deleted":
         print(f"ok: {_deleted(proofs.proofs)}, in the export's chain and covered by checkpoint #{cp.seq}; "
               f"{_signed(report.signature_checked, cp)}")

@@ -20,6 +20,8 @@ from ..core.model import State, fold_rows
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, NotDeleted
 from . import export
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
+from . import erasures
+from .erasures import ErasureProof
 from .receipts import DeletionProof, DeletionProofs, check_against
 
 
@@ -33,6 +35,8 @@ class OfflineReport:
     """Live tables at the end of the export (the fold's answer, for the auditor's notes)."""
     state: State | None = attrs.field(default=None, repr=False, eq=False)
     """The export folded (what a deletion proof is checked against)."""
+    hashes: list[bytes] | None = attrs.field(default=None, repr=False, eq=False)
+    """Every event's hash, in seq order (what an inclusion proof's event is checked against)."""
 
 
 def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
@@ -67,7 +71,7 @@ def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
         raise CheckpointInvalid(f"checkpoint #{cp.seq}'s time is not that of event #{cp.seq}: the checkpoint "
                                 "was edited (its head and root still match the export)")
     return OfflineReport(len(hashes), check.head.hex() if hashes else None, cp, public_key is not None,
-                         len(state.tables.bindings), state)
+                         len(state.tables.bindings), state, hashes)
 
 
 def verify_deletion(proof: DeletionProof, path: str | os.PathLike[str], cp: Checkpoint, *,
@@ -94,4 +98,17 @@ def verify_deletions(proofs: DeletionProofs, path: str | os.PathLike[str], cp: C
             f"{len(missing)} are not: {', '.join(m.key for m in missing[:5])}{' ...' if len(missing) > 5 else ''} " \
             "(each answer in the bundle says why)"
         raise NotDeleted(f"{len(proofs.proofs)} of the {len(proofs)} keys in the bundle are proven deleted; {said}")
+    return report
+
+
+def verify_erasure(bundle: ErasureProof, path: str | os.PathLike[str], cp: Checkpoint, *,
+                   public_key: KeyLike | None = None) -> OfflineReport:
+    """That an erasure request's bundle holds against an export and a checkpoint (R25): the export is
+    sound and extends the checkpoint; the request is the export's, covered by the checkpoint (and its
+    inclusion proof, if the bundle has one, leads to the checkpoint's root); its erasure set is the one
+    the request's event names; and every file of it has a deletion proof that holds and is anchored
+    in the export (``erasures.check``). ``NotDeleted`` names files the bundle does not prove deleted."""
+    report = verify_export(path, cp, public_key=public_key)
+    assert report.state is not None
+    erasures.check(bundle, report.state, cp.seq, report.hashes, cp)
     return report

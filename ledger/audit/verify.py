@@ -25,7 +25,8 @@ import attrs
 
 from ..chain import ChainCheck, consistency_proof, leaf, root_of_leaves, verify_consistency
 from ..core.model import State
-from ..core.versions import manifest_problem, parse_manifest
+from .erasures import erasure_set
+from ..core.versions import Version, manifest_problem, parse_manifest, removal_problem
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt
 from ..persistence import checks
 from ..persistence.contract import EventStore
@@ -101,6 +102,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     compared = checks.fold_and_compare(store, rows, head)
     fresh = compared.fresh
     _check_manifests(store, fresh)
+    _check_erasures(store, fresh)
     deleted = check_receipts(store, fresh)
     extension: dict[str, object] = {}
     if against is not None:
@@ -159,19 +161,79 @@ def _prove_extension(store: EventStore, cp: Checkpoint, hashes: list[bytes]) -> 
 
 def _check_manifests(store: EventStore, state: State) -> None:
     """Every file list a commit names is stored, hashes to the digest the event carries, and names
-    only what the commit may name (R14: its own write's folder; ``versions.manifest_problem``)."""
-    for v in state.data.versions.values():
-        if v.manifest is None:
-            continue
-        data = store.read_blob(v.manifest)
-        where = f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest})"
-        if data is None or hashlib.sha256(data).hexdigest() != v.manifest:
+    only what the commit may name (R14: its own write's folder; ``versions.manifest_problem``); the
+    list of files a replace removes names files of its base, each once (``versions.removal_problem``)."""
+    lists: dict[str, list[tuple[str, int]]] = {}
+
+    def read(v: Version, digest: str, which: str) -> list[tuple[str, int]]:
+        if digest in lists:
+            return lists[digest]
+        data = store.read_blob(digest)
+        where = f"{store.path}: the {which} of {v.table_id} version {v.number} ({digest})"
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
             what = "is missing" if data is None else "does not match its digest"
             raise LedgerCorrupt(f"{where} {what}; restore the ledger file from a backup")
         try:
-            problem = manifest_problem(state, v, parse_manifest(data))
+            lists[digest] = parse_manifest(data)
         except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
-            problem = f"cannot be read ({exc})"
+            raise LedgerCorrupt(f"{where} is not one its commit could have made: it cannot be read ({exc}) (R14); "
+                                "restore the ledger file from a backup") from None
+        return lists[digest]
+
+    def problem_of(v: Version) -> str | None:
+        try:
+            found = manifest_problem(state, v, read(v, v.manifest or "", "file list"))
+            if found is not None or v.removes is None or v.base is None:
+                return found
+            base = state.data.version(v.table_id, v.base)
+            assert base is not None  # the fold refused a replace of nothing
+            removed = {p for d in state.data.removals(base) for p, _ in read(base, d, "list of removed files")}
+            base_files = [f for _, d in state.data.parts(base) for f in read(base, d, "file list") if f[0] not in removed]
+            return removal_problem(v, read(v, v.removes, "list of removed files"), base_files)
+        except (ValueError, TypeError) as exc:
+            return f"cannot be read ({exc})"
+
+    for v in state.data.versions.values():
+        if v.manifest is None:
+            continue
+        problem = problem_of(v)
         if problem is not None:
-            raise LedgerCorrupt(f"{where} is not one its commit could have made: {problem} (R14); restore the "
-                                "ledger file from a backup")
+            raise LedgerCorrupt(f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest}) is "
+                                f"not one its commit could have made: {problem} (R14); restore the ledger file "
+                                "from a backup")
+
+
+def _check_erasures(store: EventStore, state: State) -> None:
+    """Every erasure request's set is stored and hashes to its digest; each version the request
+    made unreadable names a file of the set, and each file of the set is named by one of those
+    versions (R25): a request that hid versions holding none of its files, or named files none of
+    them hold, is not one its decision could have made."""
+    lists: dict[str, list[tuple[str, int]]] = {}
+
+    def listed(digest: str) -> list[tuple[str, int]]:
+        if digest not in lists:
+            data = store.read_blob(digest)
+            if data is None or hashlib.sha256(data).hexdigest() != digest:
+                raise LedgerCorrupt(f"{store.path}: the file list {digest} is missing or edited; restore the ledger "
+                                    "file from a backup")
+            lists[digest] = parse_manifest(data)
+        return lists[digest]
+
+    for r in state.erasures.requests.values():
+        wanted = set(erasure_set(store, r))
+        held: set[tuple[str, int]] = set()
+        for name in r.versions:
+            table_id, _, number = name.rpartition("/")
+            v = state.data.version(table_id, int(number))
+            assert v is not None  # the fold checked it
+            removed = {p for d in state.data.removals(v) for p, _ in listed(d)}
+            keys = {(f"{table_id}/{p}", s) for _, d in state.data.parts(v) for p, s in listed(d) if p not in removed}
+            if not keys & wanted:
+                raise LedgerCorrupt(f"{store.path}: erasure request {r.request_id} (event #{r.seq}) makes version "
+                                    f"{name} unreadable, which names no file of its set (R25); restore the ledger "
+                                    "file from a backup")
+            held |= keys & wanted
+        if held != wanted:
+            missing = sorted(wanted - held)[0][0]
+            raise LedgerCorrupt(f"{store.path}: erasure request {r.request_id} (event #{r.seq}) names {missing}, which "
+                                "no version it made unreadable holds (R25); restore the ledger file from a backup")

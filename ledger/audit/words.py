@@ -44,7 +44,11 @@ def _retention(e: Any, n: NameOf) -> str:
 
 def _commit(e: Any, n: NameOf) -> str:
     how = "adopted the existing files of" if e.mode == "adopt" else f"committed ({e.mode})"
-    return (f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {format_bytes(e.bytes)}")
+    text = f"{how} {_table(e, n)} as version {e.number}: {_plural(e.files, 'file')}, {format_bytes(e.bytes)}"
+    if e.mode == "replace":
+        text += f", in place of {_plural(e.removed_files, 'file')} ({format_bytes(e.removed_bytes)}) of version " \
+                f"{e.number - 1}"
+    return text
 
 
 def _vacuum_started(e: Any, n: NameOf) -> str:
@@ -102,6 +106,9 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "PinTaken": _pin_taken,
     "PinRenewed": lambda e, n: f"renewed pin {e.pin_id} on {_table(e, n)} until {iso(e.expires_at)}",
     "PinReleased": lambda e, n: f"released pin {e.pin_id} on {_table(e, n)}",
+    "ErasureRequested": lambda e, n: (f"recorded erasure request {e.request_id} of the rows {e.predicate!r} in "
+                                      f"{e.name}: {_plural(e.count, 'file')} ({format_bytes(e.bytes)}) in "
+                                      f"{_plural(len(e.versions), 'version')} made unreadable"),
 }
 
 

@@ -18,7 +18,7 @@ import attrs
 from immutables import Map
 
 from ..clock import Micros
-from . import guard, pins, receipts, tables, upkeep, vacuums, versions, warehouse
+from . import erasures, guard, pins, receipts, tables, upkeep, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
 from .events import Recorded, Row
 from .fold import Folder, Steps
@@ -44,13 +44,14 @@ class State:
     upkeep: upkeep.Upkeep = _concern(upkeep.CONCERN)
     pins: pins.Pins = _concern(pins.CONCERN)
     receipts: receipts.Receipts = _concern(receipts.CONCERN)
+    erasures: erasures.Erasures = _concern(erasures.CONCERN)
 
     def version(self, stream: str) -> int:
         return self.streams.get(stream, 0)
 
 
 Command = Union[tables.Command, guard.Command, versions.Command, vacuums.Command, pins.Command, receipts.Command,
-                warehouse.MoveWarehouse]
+                erasures.Command, warehouse.MoveWarehouse]
 
 CONCERNS: dict[str, Concern] = {f.name: f.metadata["concern"] for f in attrs.fields(State)
                                 if "concern" in f.metadata}

@@ -39,7 +39,7 @@ from ..names import table_id as valid_table_id, table_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import event
 from .streams import data_stream
-from .tables import Instance, guard_streams, require_live
+from .tables import Instance, check_not_erased, guard_streams, require_live
 from .versions import choose
 
 if TYPE_CHECKING:
@@ -210,6 +210,8 @@ def _take(state: State, cmd: TakePin) -> Decision:
     why = refusal(state, inst)
     if why is not None:
         raise PinRefused(f"cannot pin {inst.name} (id {inst.id}): {why}")
+    if inst.is_dropped:
+        check_not_erased(state, inst)  # R25: a dropped instance an erasure reached is never pinned
     if inst.is_dropped and inst.id not in state.data.heads and cmd.version is None and cmd.as_of is None:
         version = None  # a dropped instance without versions: the pin keeps it from being purged
     else:
@@ -300,10 +302,14 @@ def _on_taken(b: Builder, e: PinTaken, seq: int, time: Micros) -> None:
     if inst is None:
         raise corrupt(f"event #{seq} pins table id {e.table_id}, which was never created")
     why = refusal(b, inst)  # type: ignore[arg-type]  # a builder reads as a state
+    if why is None and inst.is_dropped and b.erasures.instance_refusal(inst.name, inst.id) is not None:
+        why = "an erasure request erased it (R25)"
     if why is None and e.version is not None:
         v = b.data.version(e.table_id, e.version)
         why = "that version does not exist" if v is None else \
-            "that version is expired (R12)" if b.data.is_expired(v) else None
+            "that version is expired (R12)" if b.data.is_expired(v) else \
+            "an erasure request erased that version (R25)" if \
+            b.erasures.version_refusal(inst.name, inst.id, e.version) is not None else None
     elif why is None and (inst.is_live or e.table_id in b.data.heads):
         why = "it names no version of a table that has versions"
     if why is not None:

@@ -27,7 +27,7 @@ import attrs
 
 from ..clock import Micros, iso
 from ..errors import (
-    DatabaseChanged, DatabaseNotFound, InvalidArgument, PurgeRefused, TableExists, TableNotFound,
+    DatabaseChanged, DatabaseNotFound, InvalidArgument, PurgeRefused, TableExists, TableNotFound, VersionErased,
 )
 from ..names import database_name, database_of, table_id, table_name
 from .concern import Concern, Decision, corrupt, mapping
@@ -337,11 +337,21 @@ def _undrop(state: State, cmd: UndropTable) -> Decision:
     target = target or inst.name
     _require_unbound(state, target, f"cannot undrop {name} (id {inst.id}) as {target}")
     state.guard.check_undroppable(inst, inst.name)
+    check_not_erased(state, inst)
     into = database_of(target)
     # Within its database, on its database's stream; into another, on the ledger-wide one (both read it).
     stream = catalog_stream(into) if into == inst.database else CATALOG_STREAM
     return Decision(((stream, TableUndropped(inst.id, target)),), guard_streams(state, inst) | catalog_streams(into),
                     inst.id)
+
+
+def check_not_erased(state: State, inst: Instance) -> None:
+    """R25: an instance one of whose versions an erasure request erased is never undropped (nor
+    pinned): ``VersionErased`` naming the request. The erasures concern says which (it asks here);
+    a request is on its database's catalog stream, which every undrop and pin reads (R4)."""
+    erased = state.erasures.instance_refusal(inst.name, inst.id)
+    if erased is not None:
+        raise VersionErased(erased[0], request_id=erased[1])
 
 
 def _instance_to_undrop(state: State, name: str, id_: str | None) -> Instance:
@@ -390,6 +400,7 @@ def _undrop_database(state: State, cmd: UndropDatabase) -> Decision:
     for inst in instances:
         assert inst is not None, drop
         state.guard.check_undroppable(inst, inst.name)
+        check_not_erased(state, inst)
         _require_unbound(state, inst.name, f"cannot undrop database {db}")
         reads |= guard_streams(state, inst)
     return Decision(((catalog_stream(db), DatabaseUndropped(db, drop.table_ids)),), frozenset(reads),
@@ -475,6 +486,8 @@ def _undrop_one(b: Builder, id_: str, name: str, seq: int) -> None:
     if b.guard.is_blocked(inst):  # R3 on replay: a forged or misplaced undrop is not history
         raise corrupt(f"event #{seq} undrops {inst.name} ({id_}), dropped at {iso(inst.dropped_at)}, at or "
                       f"before its watermark {iso(b.guard.effective_watermark(inst))}: R3 forbids it")
+    if b.erasures.instance_refusal(inst.name, id_) is not None:
+        raise corrupt(f"event #{seq} undrops {inst.name} ({id_}), which an erasure request erased (R25)")
     _forget_dropped(tables, inst)
     tables.bindings[name] = id_
     tables.instances[id_] = Instance(id_, name, inst.path, inst.created_at, None, None)

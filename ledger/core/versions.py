@@ -5,8 +5,10 @@ its own under the instance's location (``_writes/<id>``, which Spark's own listi
 ignores), and a lease. It ends committed (a new version), aborted, or swept (the
 vacuum's sweep, issue 9). A **version** names exactly its files: ``append`` is the
 previous version's files plus the write's, ``overwrite`` the write's alone,
-``restore`` the files of an earlier version, ``adopt`` the files a table held before
-it was versioned. No write deletes anything (R11). The file list of a write is a
+``replace`` the previous version's files minus some it names (``removes``) plus the write's
+(a partition overwrite, an erasure's rewrite), ``restore`` the files of an earlier version,
+``adopt`` the files a table held before it was versioned. No write deletes anything (R11):
+the files a replace removes stay named by the versions before it, until a vacuum expires them. The file list of a write is a
 content-addressed attachment stored with its commit event (a *manifest*), so the
 folded state holds only its digest, count and size, however many files it has.
 
@@ -33,8 +35,8 @@ import orjson
 
 from ..clock import MAX_MICROS, Micros, Seconds, iso
 from ..errors import (
-    InvalidArgument, InvalidTime, PinRefused, SchemaMismatch, TableNotFound, VersionExpired, VersionNotFound,
-    WriteClosed, WriteExpired,
+    Conflict, InvalidArgument, InvalidTime, PinRefused, SchemaMismatch, TableNotFound, VersionErased, VersionExpired,
+    VersionNotFound, WriteClosed, WriteExpired,
 )
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
@@ -51,7 +53,9 @@ WRITES_FOLDER = "_writes"
 ``_``, so a reader of the plain folder never sees uncommitted data."""
 
 DEFAULT_WRITE_LEASE_SECONDS = 6 * 3600
-WRITE_MODES = ("append", "overwrite")
+WRITE_MODES = ("append", "overwrite", "replace")
+EXTENDING = ("append", "replace")
+"""The modes whose version keeps (some of) its base's files: the chain of bases is walked to list them."""
 _LONGEST_LEASE = 100 * 366 * 86_400
 MAX_BYTES = 2 ** 63 - 1
 """The most bytes a file, or a version in all, may have: the log and its snapshots keep sizes as
@@ -98,11 +102,30 @@ def manifest_problem(state: State, v: Version, files: list[tuple[str, int]]) -> 
         checked = _check_files(files, inside, "its file list")
     except InvalidArgument as exc:
         return str(exc)
-    base = state.data.version(v.table_id, v.base) if v.mode == "append" and v.base is not None else None
-    own_files, own_bytes = v.files - (base.files if base else 0), v.bytes - (base.bytes if base else 0)
+    base = state.data.version(v.table_id, v.base) if v.mode in EXTENDING and v.base is not None else None
+    own_files = v.files - (base.files - v.removed_files if base else 0)
+    own_bytes = v.bytes - (base.bytes - v.removed_bytes if base else 0)
     if (len(checked), sum(s for _, s in checked)) != (own_files, own_bytes):
         return (f"the event counts {own_files} files and {own_bytes} bytes, the list it names holds "
                 f"{len(checked)} and {sum(s for _, s in checked)}")
+    return None
+
+
+def removal_problem(v: Version, removed: list[tuple[str, int]], base_files: list[tuple[str, int]]) -> str | None:
+    """What is wrong with the list of files a replace version removes from its base, or None (for
+    ``verify``, which reads both lists: the fold holds only digests and counts). Each removed file is
+    a file of the base, with the base's size, named once; the event's counts are the list's."""
+    sizes = dict(base_files)
+    seen: set[str] = set()
+    for path, size in removed:
+        if path in seen:
+            return f"its list of removed files names {path} twice"
+        seen.add(path)
+        if sizes.get(path) != size:
+            return f"it removes {path} ({size} bytes), which is not a file of version {v.base}, its base"
+    if (len(removed), sum(s for _, s in removed)) != (v.removed_files, v.removed_bytes):
+        return (f"the event counts {v.removed_files} removed files and {v.removed_bytes} bytes, the list it names "
+                f"holds {len(removed)} and {sum(s for _, s in removed)}")
     return None
 
 
@@ -134,13 +157,16 @@ class WriteAborted:
     table_id: str
 
 
-@event("VersionCommitted", version=2)
+@event("VersionCommitted", version=3)
 @attrs.frozen
 class VersionCommitted:
-    """Version ``number`` of the instance: ``mode`` append, overwrite or adopt. ``manifest`` is the
-    digest of the new files' list (``files`` of them, ``bytes`` in all), stored alongside.
+    """Version ``number`` of the instance: ``mode`` append, overwrite, replace or adopt. ``manifest``
+    is the digest of the new files' list (``files`` of them, ``bytes`` in all), stored alongside.
     ``schema`` is the whole version's columns as the engine that wrote it describes them (for
-    Spark, a StructType's JSON), read back with every read of the version (None: not recorded)."""
+    Spark, a StructType's JSON), read back with every read of the version (None: not recorded).
+    A replace also names ``removes``, the digest of the list of its base's files it does not keep
+    (``removed_files`` of them, ``removed_bytes`` in all), stored alongside too: a second manifest,
+    so a version of a big table that rewrites three files names three, not the thousands it keeps."""
     table_id: str
     number: int
     mode: str
@@ -149,9 +175,13 @@ class VersionCommitted:
     files: int
     bytes: int
     schema: str | None = None
+    removes: str | None = None
+    removed_files: int = 0
+    removed_bytes: int = 0
 
 
 UPCASTERS[("VersionCommitted", 1)] = lambda data: {**data, "schema": None}
+UPCASTERS[("VersionCommitted", 2)] = lambda data: {**data, "removes": None, "removed_files": 0, "removed_bytes": 0}
 
 
 @event("VersionRestored")
@@ -254,10 +284,10 @@ class Version:
     number: int
     committed_at: Micros
     mode: str
-    """``append``, ``overwrite``, ``adopt`` or ``restore``."""
+    """``append``, ``overwrite``, ``replace``, ``adopt`` or ``restore``."""
     write_id: str | None
     base: int | None
-    """The version whose files this one extends (append) or repeats (restore)."""
+    """The version whose files this one extends (append, replace) or repeats (restore)."""
     manifest: str | None
     files: int
     bytes: int
@@ -266,6 +296,10 @@ class Version:
     """When the next version was committed: the moment this one stopped being current."""
     schema: str | None = None
     """The digest of its schema (``Data.schemas`` holds the text, once per distinct schema)."""
+    removes: str | None = None
+    """A replace: the digest of the list of its base's files it does not name."""
+    removed_files: int = 0
+    removed_bytes: int = 0
 
 
 def _key(table_id: str, number: int) -> str:
@@ -309,23 +343,41 @@ class Data:
                 return v
         return None
 
-    def parts(self, v: Version) -> list[tuple[str | None, str]]:
-        """The (write id, manifest digest) pairs whose files make up a version, newest first."""
-        found: list[tuple[str | None, str]] = []
+    def chain(self, v: Version) -> list[Version]:
+        """The commits whose file lists make up a version, newest first: itself (or, for a restore,
+        the version it restores) and, through appends and replaces, their bases."""
+        found: list[Version] = []
         while True:
             if v.mode == "restore":
                 assert v.base is not None  # a restore always names the version it restores
                 v = self.versions[_key(v.table_id, v.base)]
                 continue
-            assert v.manifest is not None
-            found.append((v.write_id, v.manifest))
-            if v.mode != "append" or v.base is None:
+            found.append(v)
+            if v.mode not in EXTENDING or v.base is None:
                 return found
             v = self.versions[_key(v.table_id, v.base)]
 
+    def parts(self, v: Version) -> list[tuple[str | None, str]]:
+        """The (write id, manifest digest) pairs whose files make up a version, newest first. A version
+        with a replace in its chain names these files minus those its ``removals`` list."""
+        found = []
+        for c in self.chain(v):
+            assert c.manifest is not None  # only a restore has none, and a chain holds none
+            found.append((c.write_id, c.manifest))
+        return found
+
+    def removals(self, v: Version) -> list[str]:
+        """The digests of the lists of files the replaces in a version's chain removed: the version's
+        files are its ``parts``' files minus these. No file a replace removed comes back further up
+        its chain: a write names only files in its own folder, and each write commits once (R14)."""
+        return [c.removes for c in self.chain(v) if c.removes is not None]
+
     def referenced_writes(self, table_id: str, mark: Micros | None = None) -> set[str]:
         """The writes whose files an unexpired version names (under the current mark, or under
-        ``mark`` if given): their folders must stay (R13)."""
+        ``mark`` if given): their folders must stay (R13). A write a replace took some, or all, of
+        the files of stays referenced while a version whose chain holds it is unexpired: the core
+        holds no file lists, so a folder goes whole only once no unexpired version's chain reaches
+        its write; files a replace removed from a folder still referenced are not the expiry's."""
         mark = self.marks.get(table_id) if mark is None else mark
         head = self.heads.get(table_id)
         named: set[str] = set()
@@ -422,6 +474,13 @@ class CommitWrite:
     """An append whose schema differs from the current one's records ``schema``, the union of both
     that the writer computed from ``merged_from``: refused if the table's schema moved since."""
     merged_from: str | None = None
+    removes: tuple[str, ...] = ()
+    """A replace: the paths of the base version's files the new version does not name."""
+    base: int | None = None
+    """A replace: the number of the version ``removes`` refers to, which must still be current."""
+    base_files: tuple[tuple[str, int], ...] = ()
+    """A replace: every file of version ``base``, read from its stored lists by the caller (the core
+    holds only digests and counts; the counts are checked against these)."""
 
 
 @attrs.frozen
@@ -589,13 +648,66 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
     size = _total((s for _, s in files), what)
     if cmd.mode == "append" and current is not None:
         _total((size, current.bytes), what)
+    attachments = [(digest, data)]
+    removes, removed_files, removed_bytes = None, 0, 0
+    if cmd.mode == "replace":
+        removed = _removed(state, current, cmd, files, f"{what} (replace) to {_name(state, w.table_id)}")
+        removes, removes_data = manifest(removed)
+        removed_files, removed_bytes = len(removed), sum(s for _, s in removed)
+        assert current is not None  # _removed refused a table without a version
+        _total((size, current.bytes - removed_bytes), what)
+        if removes != digest:
+            attachments.append((removes, removes_data))
+    elif cmd.removes or cmd.base is not None or cmd.base_files:
+        raise InvalidArgument(f"{what}: only mode='replace' removes files of the current version; an {cmd.mode} "
+                              "names none to remove")
     number = state.data.heads.get(w.table_id, 0) + 1
     schema = _check_schema(state, current, cmd, f"{_name(state, w.table_id)} (write {w.id})")
-    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema)
+    committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema, removes,
+                                 removed_files, removed_bytes)
     stream = data_stream(w.table_id)
     # The warehouse stream too: a move racing the commit lands first (and the commit is refused) or after.
     reads = catalog_streams(state.tables.instances[w.table_id].database) | {stream, WAREHOUSE_STREAM}
-    return Decision(((stream, committed),), reads, number, ((digest, data),))
+    return Decision(((stream, committed),), reads, number, tuple(attachments))
+
+
+def _removed(state: State, current: Version | None, cmd: CommitWrite, files: tuple[tuple[str, int], ...],
+             what: str) -> list[tuple[str, int]]:
+    """The files a replace removes, with their sizes: each a file of the current version (the base the
+    caller read), named once. Removing every file while adding none is refused: a version that
+    empties the table is an overwrite with no files, which says so on record (a replace that empties
+    it is more likely a writer that lost its files than one that meant it)."""
+    if current is None:
+        raise InvalidArgument(f"{what}: the table has no version yet, so no files to replace; commit with "
+                              "mode='append' or 'overwrite'")
+    if cmd.base != current.number:
+        # The caller read another version's files: the API reads the current one's again and retries.
+        raise Conflict(f"{what}: the removed files were read from version {cmd.base}, but version "
+                       f"{current.number} is current now; read its files and commit again",
+                       stream=data_stream(current.table_id))
+    base = {}
+    for entry in cmd.base_files:
+        if not (isinstance(entry, tuple) and len(entry) == 2):
+            raise InvalidArgument(f"{what}: the base version's files are (path, size) pairs, not {entry!r}")
+        base[entry[0]] = entry[1]
+    if (len(base), sum(base.values())) != (current.files, current.bytes):
+        raise InvalidArgument(f"{what}: the base files given are not version {current.number}'s ({len(base)} files "
+                              f"of {sum(base.values())} bytes; it holds {current.files} of {current.bytes})")
+    if isinstance(cmd.removes, (str, bytes)) or not isinstance(cmd.removes, tuple):
+        raise InvalidArgument(f"{what}: removes is a list of paths of the current version's files, not "
+                              f"{type(cmd.removes).__name__}")
+    removed: dict[str, int] = {}
+    for path in cmd.removes:
+        if not isinstance(path, str) or path not in base:
+            raise InvalidArgument(f"{what}: {path!r} is not a file of version {current.number}, the current one; "
+                                  "removes names only paths its files list gives (relative to the table's location)")
+        if path in removed:
+            raise InvalidArgument(f"{what}: {path} is named twice in removes")
+        removed[path] = base[path]
+    if len(removed) == len(base) and base and not files:
+        raise InvalidArgument(f"{what}: it removes every file of version {current.number} and adds none; to empty "
+                              "the table, commit an overwrite with no files (it says so on record)")
+    return sorted(removed.items())
 
 
 def schema_digest(text: str) -> str:
@@ -618,7 +730,7 @@ def _check_schema(state: State, current: Version | None, cmd: CommitWrite, what:
             raise InvalidArgument(f"{what}: the schema is not a JSON object: {schema[:80]!r}") from None
     if not isinstance(cmd.merge_schema, bool):
         raise InvalidArgument(f"merge_schema must be True or False, got {cmd.merge_schema!r}")
-    if cmd.mode != "append" or current is None or current.schema is None:
+    if cmd.mode not in EXTENDING or current is None or current.schema is None:
         return schema
     table = state.data.schema_of(current)
     if schema is None or schema == table:
@@ -665,6 +777,9 @@ def choose(state: State, inst: Instance, version: int | None = None, as_of: Micr
             raise VersionNotFound(_none_at(state, inst, as_of))
     else:
         return current
+    erased = state.erasures.version_refusal(inst.name, inst.id, chosen.number)
+    if erased is not None:
+        raise VersionErased(erased[0], request_id=erased[1])
     if data.is_expired(chosen):
         oldest = min((v.number for v in data.history(inst.id) if not data.is_expired(v)), default=current.number)
         raise VersionExpired(
@@ -699,6 +814,7 @@ def _restore(state: State, cmd: RestoreVersion) -> Decision:
         raise InvalidArgument(f"{inst.name} version {head} is the current version already; nothing to restore")
     stream = data_stream(inst.id)
     restored = VersionRestored(inst.id, head + 1, chosen.number)
+    # The catalog's streams order it with an erasure request of the table too (R25: on its database's stream).
     return Decision(((stream, restored),), catalog_streams(inst.database) | {stream}, head + 1)
 
 
@@ -837,6 +953,13 @@ def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> No
     previous = _next_version(b, e.table_id, e.number, seq, time)
     files, size = e.files, e.bytes
     base = None
+    if e.mode == "replace":
+        _check_replace(e, previous, seq)
+        assert previous is not None  # _check_replace refused a replace of nothing
+        files, size = files + previous.files - e.removed_files, size + previous.bytes - e.removed_bytes
+        base = previous.number
+    elif e.removes is not None or e.removed_files or e.removed_bytes:
+        raise corrupt(f"event #{seq} is an {e.mode} commit that removes files: only a replace does")
     if e.mode == "append" and previous is not None:
         files, size, base = files + previous.files, size + previous.bytes, previous.number
     digest = None
@@ -845,8 +968,24 @@ def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> No
         if digest not in data.schemas:
             data.schemas[digest] = e.schema
     data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, e.mode, e.write_id, base,
-                                                        e.manifest, files, size, schema=digest)
+                                                        e.manifest, files, size, schema=digest, removes=e.removes,
+                                                        removed_files=e.removed_files,
+                                                        removed_bytes=e.removed_bytes)
     data.heads[e.table_id] = e.number
+
+
+def _check_replace(e: VersionCommitted, previous: Version | None, seq: int) -> None:
+    """A replace removes files of the version before it, no more than it holds, and never all of them
+    while adding none (``_removed``); ``verify`` checks the lists themselves (``removal_problem``)."""
+    if previous is None or e.write_id is None or e.removes is None:
+        raise corrupt(f"event #{seq} replaces files of {e.table_id} without a write, a version before it, or a "
+                      "list of the files it removes")
+    if not (0 <= e.removed_files <= previous.files and 0 <= e.removed_bytes <= previous.bytes):
+        raise corrupt(f"event #{seq} removes {e.removed_files} files ({e.removed_bytes} bytes) from version "
+                      f"{previous.number}, which holds {previous.files} ({previous.bytes} bytes)")
+    if e.removed_files == previous.files and previous.files and not e.files:
+        raise corrupt(f"event #{seq} replaces every file of version {previous.number} with none (R11: an "
+                      "overwrite empties a table)")
 
 
 def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None:
@@ -857,6 +996,9 @@ def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None
                           e.restored != data.heads.get(e.table_id)):
         raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which does not exist or is "
                       "expired (R12)")
+    if b.erasures.version_refusal(e.table_id, e.table_id, e.restored) is not None:
+        raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which an erasure request "
+                      "erased (R25)")
     _next_version(b, e.table_id, e.number, seq, time)
     data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
                                                         None, source.files, source.bytes, schema=source.schema)

@@ -1,0 +1,307 @@
+"""An erasure request's status, file by file, and the one bundle that proves it offline (R25).
+
+``status``: for each file of the request's erasure set, deleted (the vacuum run whose receipt
+holds it, and when: ``receipts.prove_deleted_many``) or pending, with why and until when: the
+retention still keeping a version or a dropped instance that holds it, a pin holding it, a
+dropped instance due to be purged, or an expired version whose write folder another kept version
+still names (a single file of a named folder is not the expiry's to delete).
+
+``ErasureProof``: the request (its fields and event number), its erasure set (whose list must hash
+to the digest the event carries, so no file can be left out of the bundle), the request event's
+inclusion proof in a checkpoint when one was given, and each file's deletion proof. ``check``
+(``python -m ledger.audit prove-erasure BUNDLE EXPORT CHECKPOINT``) checks it against an export and
+a checkpoint, with no ledger. What it proves: the ledger recorded the request, and the vacuum runs
+recorded deleting every file of the set, under the warehouse. What it does not: copies outside the
+warehouse (exports, engine caches, backups, replicas), nor files the set did not name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+import attrs
+
+from ..clock import Micros, from_micros, iso, iso_utc
+from ..core.erasures import Request
+from ..core.model import State
+from ..core.versions import WRITES_FOLDER, Version, manifest, parse_manifest
+from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
+from ..persistence.contract import EventStore
+from . import outputs
+from .checkpoints import InclusionProof
+from .receipts import DeletionProof, DeletionProofs, NotDeletedKey, check_against, prove_deleted_many
+
+BUNDLE_KIND = "retention-ledger erasure proof"
+
+FilesOf = Callable[[Version], list[tuple[str, int]]]
+"""A version's ``(path, size)`` pairs, paths relative to its instance's location (``Catalog._version_files``)."""
+
+
+@attrs.frozen
+class ErasureFile:
+    """One file of an erasure set: deleted (``run_id``, ``deleted_at``) or pending (``why``, and
+    ``until`` when the wait has a known end; None when it waits on something with none)."""
+    key: str
+    size: int
+    run_id: str | None = None
+    deleted_at: datetime | None = None
+    why: str | None = None
+    until: datetime | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.run_id is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "size": self.size, "deleted": self.deleted, "run_id": self.run_id,
+                "deleted_at": None if self.deleted_at is None else iso_utc(self.deleted_at), "why": self.why,
+                "until": None if self.until is None else iso_utc(self.until)}
+
+
+@attrs.frozen
+class ErasureStatus:
+    """Where erasure request ``request_id`` stands: each file of its set (``files``), deleted or why not yet."""
+    request_id: str
+    table: str
+    table_id: str | None
+    predicate: str
+    reason: str
+    requested_at: datetime
+    seq: int
+    versions: tuple[str, ...]
+    """The versions (``<table id>/<number>``) it made unreadable."""
+    replaced_by: int | None
+    files: tuple[ErasureFile, ...]
+
+    @property
+    def done(self) -> bool:
+        """Every file of the set deleted (an empty set is done at once: the request was answered)."""
+        return all(f.deleted for f in self.files)
+
+    @property
+    def pending(self) -> tuple[ErasureFile, ...]:
+        return tuple(f for f in self.files if not f.deleted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "table": self.table, "table_id": self.table_id,
+                "predicate": self.predicate, "reason": self.reason, "requested_at": iso_utc(self.requested_at),
+                "seq": self.seq, "versions": list(self.versions), "replaced_by": self.replaced_by, "done": self.done,
+                "files": [f.to_dict() for f in self.files]}
+
+
+def request_of(state: State, request_id: object) -> Request:
+    found = state.erasures.requests.get(request_id) if isinstance(request_id, str) else None
+    if found is None:
+        raise InvalidArgument(f"no erasure request {request_id!r} is on record (request_erasure returns its id; "
+                              "`retention-ledger history --type ErasureRequested` lists them)")
+    return found
+
+
+def erasure_set(store: EventStore, r: Request) -> list[tuple[str, int]]:
+    """A request's erasure set as stored, checked against the digest its event carries."""
+    data = store.read_blob(r.files)
+    if data is None or hashlib.sha256(data).hexdigest() != r.files:
+        what = "is missing" if data is None else "does not match the digest its request carries (it was edited)"
+        raise LedgerCorrupt(f"{store.path}: the erasure set of request {r.request_id} ({r.files}) {what}; restore "
+                            "the ledger from a backup")
+    try:
+        return parse_manifest(data)
+    except (ValueError, TypeError) as exc:
+        raise LedgerCorrupt(f"{store.path}: the erasure set of request {r.request_id} cannot be read ({exc})") from None
+
+
+def status(store: EventStore, state: State, request_id: str, root: str, files_of: FilesOf,
+           now: Micros) -> ErasureStatus:
+    r = request_of(state, request_id)
+    wanted = erasure_set(store, r)
+    answers = prove_deleted_many(store, state, [k for k, _ in wanted], root).answers if wanted else ()
+    holders = _holders(state, r, files_of)
+    found = []
+    for (key, size), answer in zip(wanted, answers):
+        if isinstance(answer, DeletionProof):
+            found.append(ErasureFile(key, size, answer.run_id, answer.deleted_at))
+        else:
+            why, until = _waiting(state, key, holders.get(key, ()), now)
+            found.append(ErasureFile(key, size, why=why, until=None if until is None else from_micros(until)))
+    return ErasureStatus(r.request_id, r.name, r.table_id, r.predicate, r.reason, from_micros(r.time), r.seq,
+                         r.versions, r.replaced_by, tuple(found))
+
+
+def _holders(state: State, r: Request, files_of: FilesOf) -> dict[str, list[Version]]:
+    """For each key of the set, the versions the request erased that name it."""
+    held: dict[str, list[Version]] = {}
+    for name in r.versions:
+        table_id, _, number = name.rpartition("/")
+        v = state.data.version(table_id, int(number))
+        assert v is not None  # the fold checked it
+        for path, _size in files_of(v):
+            held.setdefault(f"{table_id}/{path}", []).append(v)
+    return held
+
+
+def _waiting(state: State, key: str, versions: Iterable[Version], now: Micros) -> tuple[str, Micros | None]:
+    """Why a file of the set is not deleted yet, and until when (None: no known end)."""
+    reasons: list[tuple[str, Micros | None]] = []
+    for v in versions:
+        inst = state.tables.instance(v.table_id)
+        assert inst is not None
+        said = f"version {v.number} of {inst.name} (id {inst.id})"
+        if inst.purged_at is not None:
+            reasons.append((f"{inst.name} (id {inst.id}) was recorded purged at {iso_utc(from_micros(inst.purged_at))},"
+                            " but no vacuum's receipt holds this file", None))
+        elif inst.dropped_at is not None:
+            pin = state.pins.holding_instance(inst.id, now)
+            if pin is not None:
+                reasons.append((f"pin {pin.id} holds the dropped instance {inst.name} (id {inst.id})", pin.expires_at))
+            elif state.guard.is_blocked(inst):
+                reasons.append((f"the dropped instance {inst.name} (id {inst.id}) is behind its watermark: the next "
+                                "vacuum purges it", now))
+            else:
+                source, seconds = state.guard.retention_source(inst)
+                reasons.append((f"the dropped instance {inst.name} (id {inst.id}) is kept by its retention ({source}) "
+                                "until then; a vacuum purges it after", inst.dropped_at + seconds * 1_000_000))
+        elif not state.data.is_expired(v):
+            pin = state.pins.holding_versions(inst.id, now)
+            if pin is not None and pin.version is not None and pin.version <= v.number:
+                reasons.append((f"pin {pin.id} holds {inst.name} version {pin.version}, and so {said}",
+                                pin.expires_at))
+            else:
+                source, seconds = state.guard.retention_source(inst)
+                since = v.superseded_at if v.superseded_at is not None else now
+                reasons.append((f"{said} is kept by the table's retention ({source}) until then; a vacuum expires it "
+                                "after (marks first)", since + seconds * 1_000_000))
+        else:
+            reasons.append(_expired(state, key, v, said, now))
+    if not reasons:
+        return "no version the request erased names it any more, and no receipt holds it", None
+    untils = [u for _, u in reasons]
+    return "; ".join(w for w, _ in reasons), None if None in untils else max(u for u in untils if u is not None)
+
+
+def _expired(state: State, key: str, v: Version, said: str, now: Micros) -> tuple[str, Micros | None]:
+    parts = key.split("/")
+    write = state.data.writes.get(parts[2]) if len(parts) > 3 and parts[1] == WRITES_FOLDER else None
+    if write is None:
+        return f"{said} is expired; its file lies outside every write folder, and goes when the instance is purged", None
+    if write.deleted_at is not None:
+        return (f"write folder {write.id} was recorded deleted at {iso_utc(from_micros(write.deleted_at))}, but no "
+                "vacuum's receipt holds this file", None)
+    if write.id in state.data.referenced_writes(v.table_id):
+        return (f"{said} is expired, but write folder {write.id} stays: a kept version still names other files of "
+                "it, and a single file of a named folder is not the expiry's to delete (yet)", None)
+    return f"{said} is expired: the next vacuum deletes write folder {write.id}", now
+
+
+# --- the bundle ----------------------------------------------------------------------------
+
+@attrs.frozen
+class ErasureProof:
+    """One bundle proving a whole erasure request (``Ledger.prove_erasure``)."""
+    request: Request
+    """The request as the log keeps it: its event's fields (``files``: the digest of its erasure set),
+    and the event's number (``seq``) and time (``time``, microseconds since the epoch, UTC)."""
+    files: tuple[tuple[str, int], ...]
+    proofs: DeletionProofs
+    inclusion: InclusionProof | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": BUNDLE_KIND, "request": {**attrs.asdict(self.request), "versions": list(self.request.versions)},
+                "requested_at": iso(self.request.time), "files": [list(f) for f in self.files],
+                "inclusion": None if self.inclusion is None else self.inclusion.to_dict(),
+                "answers": [a.to_dict() for a in self.proofs.answers]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def write(self, path: str | os.PathLike[str], *, overwrite: bool = False, protected: Iterable[str] = ()) -> None:
+        out = outputs.target(path, "erasure proof", overwrite=overwrite, protected=protected)
+        with open(out, "w", encoding="utf-8") as sink:
+            sink.write(self.to_json())
+
+    @classmethod
+    def from_json(cls, text: str) -> ErasureProof:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"not an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one): {exc}") \
+                from None
+        if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
+            raise InvalidArgument("not an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one)")
+        try:
+            files = tuple((str(k), int(s)) for k, s in data["files"])
+            inclusion = None if data.get("inclusion") is None else InclusionProof(
+                **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])})
+            answers = DeletionProofs.from_json(json.dumps({"kind": "retention-ledger deletion proofs",
+                                                           "keys": len(data["answers"]), "answers": data["answers"]}))
+            return cls(Request(**data["request"]), files, answers, inclusion)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgument(f"an erasure proof that is cut short or edited: {exc!r:.120}") from None
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> ErasureProof:
+        try:
+            with open(path, encoding="utf-8") as source:
+                return cls.from_json(source.read())
+        except OSError as exc:
+            raise InvalidArgument(f"cannot read the erasure proof {os.fspath(path)}: {exc.strerror or exc}") from None
+
+
+def prove(store: EventStore, state: State, request_id: str, root: str,
+          inclusion: Callable[[int], InclusionProof] | None = None) -> ErasureProof:
+    """The bundle: the request, its set, its event's inclusion proof (``inclusion``, when a checkpoint
+    was given) and each file's deletion proof, or why there is none (``check`` then refuses it)."""
+    r = request_of(state, request_id)
+    wanted = erasure_set(store, r)
+    answers = prove_deleted_many(store, state, [k for k, _ in wanted], root) if wanted else DeletionProofs(())
+    return ErasureProof(r, tuple(wanted), answers, None if inclusion is None else inclusion(r.seq))
+
+
+def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | None = None,
+          checkpoint: Any = None) -> None:
+    """That the bundle proves its request in a log (folded into ``state``, covered up to ``upto``):
+    the request is the log's, before the checkpoint; the set is the one its event names; each file
+    has a deletion proof that holds, anchored in the log (``receipts.check_against``). Raises
+    ``LedgerCorrupt`` for what does not match, ``NotDeleted`` naming files not yet proven."""
+    r = state.erasures.requests.get(bundle.request_id)
+    if r is None:
+        raise LedgerCorrupt(f"the log holds no erasure request {bundle.request_id}: the bundle is not this ledger's")
+    if r != bundle.request:
+        raise LedgerCorrupt(f"erasure request {r.request_id} in the bundle is not the one the log records at event "
+                            f"#{r.seq} (the bundle was edited)")
+    if r.seq > upto:
+        raise LedgerCorrupt(f"erasure request {r.request_id} is event #{r.seq}, after the checkpoint (#{upto}): take "
+                            "a checkpoint after it")
+    digest, _ = manifest(bundle.files)
+    if digest != r.files or len(bundle.files) != len(set(k for k, _ in bundle.files)):
+        raise LedgerCorrupt(f"the bundle's erasure set is not the one request {r.request_id} recorded (a file was "
+                            "added, left out or edited)")
+    if bundle.inclusion is not None:
+        event_hash = None if hashes is None else hashes[r.seq - 1].hex()
+        if bundle.inclusion.seq != r.seq or (event_hash is not None and bundle.inclusion.event_hash != event_hash) \
+                or (checkpoint is not None and not bundle.inclusion.verify(checkpoint)):
+            raise LedgerCorrupt(f"the inclusion proof of request {r.request_id} does not lead from event #{r.seq} to "
+                                "the checkpoint's root (it was edited, or made for another checkpoint)")
+    answers = {a.key: a for a in bundle.proofs.answers}
+    missing: list[str] = []
+    for key, size in bundle.files:
+        answer = answers.get(key)
+        if isinstance(answer, DeletionProof):
+            if answer.size != size:
+                raise LedgerCorrupt(f"the deletion proof of {key} is of {answer.size} bytes, the request's file of "
+                                    f"{size} (the bundle was edited)")
+            check_against(answer, state, upto)
+        else:
+            missing.append(key if answer is None else f"{key} ({answer.reason})" if isinstance(answer, NotDeletedKey)
+                           else key)
+    if missing:
+        raise NotDeleted(f"{len(bundle.files) - len(missing)} of the {len(bundle.files)} files of erasure request "
+                         f"{r.request_id} are proven deleted; not yet: {'; '.join(missing[:3])}"
+                         f"{' ...' if len(missing) > 3 else ''}")

@@ -1,0 +1,238 @@
+"""Erasure requests: the files that held the rows a request names, made unreadable at once (R25).
+
+A privacy team is asked "erase user 42's data, and prove it". The engine (``spark_ops.erase``)
+finds the files of the table that hold the rows, rewrites those of the current version without
+them (a ``replace`` version, ``versions``), and then records the request here: one
+``ErasureRequested`` event naming the **erasure set** (the ``(key, size)`` of every file of a
+kept version of the table, or of a dropped instance of that name not yet purged, that held a
+matching row; keys relative to the warehouse root, as receipts name objects), stored as a
+content-addressed list beside the event, as a commit's file list is.
+
+From then on no read, restore, undrop or pin through the ledger reaches a version that holds a
+file of the set (``VersionErased``, naming the request): the event lists those versions, so the
+fold knows them without reading any file list. The current version of the live table must hold
+none (the rewrite comes first), so no version made later can hold one either: an append or a
+replace builds on the current version, and a restore of an erased one is refused. The files
+themselves go by the normal rules, marks first (R13); ``Ledger.erasure`` says, file by file, the
+run that deleted each or why it is still waiting, from the receipts (R20).
+
+Its stream is its database's catalog stream (``catalog:<database>``), not one of its own: every
+restore, undrop and pin of an instance of that name already reads it, so a request and any of them
+that would reach what it erases have one order (R4) with no new condition on any of them; and the
+request reads the data streams of the instances it covers, so a commit that lands first makes it
+decide again. (A request is a fact about a name's instances, as a drop or a purge is.)
+
+The core holds no file lists, so the caller (``Ledger.request_erasure``) reads the kept versions'
+lists and hands over, for each key of the set, the versions that hold it, with the instances'
+current version numbers it read; the decision checks those against the state (a commit that
+landed meanwhile is a ``Conflict``, and the caller reads again), and ``verify`` re-reads the lists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Mapping, Union
+
+import attrs
+
+from ..clock import Micros, iso
+from ..errors import Conflict, InvalidArgument, TableNotFound
+from ..names import database_of, table_name
+from .concern import Concern, Decision, corrupt, mapping
+from .events import as_ids, event
+from .streams import catalog_stream, catalog_streams, data_stream
+from .versions import MAX_BYTES, is_plain_id, manifest
+
+if TYPE_CHECKING:
+    from .fold import Builder
+    from .model import State
+
+MAX_TEXT = 10_000
+"""The longest predicate or reason recorded (characters): a request names rows, it does not hold them."""
+
+
+# --- events --------------------------------------------------------------------------------
+
+@event("ErasureRequested")
+@attrs.frozen
+class ErasureRequested:
+    """Erasure request ``request_id`` of the rows ``predicate`` names in table ``name`` (``table_id``: its
+    live instance then, None if it had none), for ``reason``. ``files`` is the digest of the erasure
+    set's list (``[[key, size], ...]`` sorted, ``count`` files, ``bytes`` in all), stored alongside;
+    ``versions`` are the versions (``<table id>/<number>``) holding one of them, unreadable from now
+    on; ``replaced_by`` the live table's version that rewrote the current files without the rows.
+    Its time (the envelope's) is when the request was made."""
+    request_id: str
+    table_id: str | None
+    name: str
+    predicate: str
+    reason: str
+    files: str
+    count: int
+    bytes: int
+    versions: tuple[str, ...] = attrs.field(converter=as_ids)
+    replaced_by: int | None = None
+
+
+# --- state ---------------------------------------------------------------------------------
+
+@attrs.frozen
+class Request(ErasureRequested):
+    """A request as the state keeps it: its event's fields, and the event's number and time."""
+    seq: int = 0
+    time: Micros = 0
+
+
+def version_key(table_id: str, number: int) -> str:
+    return f"{table_id}/{number}"
+
+
+@attrs.frozen
+class Erasures:
+    requests: Mapping[str, Request] = mapping(Request)   # request id -> Request
+    versions: Mapping[str, str] = mapping()              # "<table id>/<number>" -> the first request erasing it
+    instances: Mapping[str, str] = mapping()             # table id -> the first request erasing one of its versions
+
+    def version_refusal(self, name: str, table_id: str, number: int) -> tuple[str, str] | None:
+        """Why version ``number`` of the instance may not be read, restored or pinned (R25), and the
+        request's id; None if no request erased it. Asked by ``versions.choose``."""
+        request_id = self.versions.get(version_key(table_id, number))
+        if request_id is None:
+            return None
+        r = self.requests[request_id]
+        return (f"{name} version {number} (id {table_id}) holds files erasure request {request_id} named at "
+                f"{iso(r.time)} ({r.predicate[:80]}): it is never read, restored or pinned again; see "
+                f"erasure({request_id!r})"), request_id
+
+    def instance_refusal(self, name: str, table_id: str) -> tuple[str, str] | None:
+        """Why a dropped instance may not be undropped or pinned (R25): one of its versions is erased."""
+        request_id = self.instances.get(table_id)
+        if request_id is None:
+            return None
+        r = self.requests[request_id]
+        return (f"{name} (id {table_id}) holds files erasure request {request_id} named at {iso(r.time)} "
+                f"({r.predicate[:80]}): it is never undropped or pinned again; see erasure({request_id!r})"), \
+            request_id
+
+
+# --- commands ------------------------------------------------------------------------------
+
+@attrs.frozen
+class RequestErasure:
+    request_id: str
+    name: str
+    predicate: str
+    reason: str
+    files: tuple[tuple[str, int], ...]
+    """The erasure set: ``(key, size)``, keys relative to the warehouse root."""
+    seen: tuple[tuple[str, int], ...]
+    """Each instance the caller read (the live one and the dropped, unpurged ones of the name) with
+    its current version's number (0: none)."""
+    holders: tuple[tuple[str, tuple[str, ...]], ...]
+    """For each key the caller found, the unexpired versions (``<table id>/<number>``) whose files
+    list it with the same size."""
+    replaced_by: int | None = None
+
+
+Command = Union[RequestErasure]
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT or "\x00" in value:
+        raise InvalidArgument(f"an erasure request's {what} is text of 1 to {MAX_TEXT} characters, not {value!r:.80}")
+    return value
+
+
+def considered(state: State, name: str) -> list[tuple[str, int]]:
+    """The instances a request of ``name`` covers, with their current versions: the live one, and
+    every dropped one of that name not purged (restorable, or due to be purged), oldest last."""
+    found = [state.tables.live(name), *state.tables.dropped_instances(name=name)]
+    return [(i.id, state.data.heads.get(i.id, 0)) for i in found if i is not None]
+
+
+def _request(state: State, cmd: RequestErasure) -> Decision:
+    name = table_name(cmd.name)
+    if not is_plain_id(cmd.request_id) or cmd.request_id in state.erasures.requests:
+        raise InvalidArgument(f"erasure request id {cmd.request_id!r} is empty, taken, or not plain text")
+    predicate, reason = _text(cmd.predicate, "predicate"), _text(cmd.reason, "reason")
+    instances = considered(state, name)
+    if not instances:
+        raise TableNotFound(f"cannot record an erasure request of {name}: no live table and no dropped instance "
+                            "of that name holds files; nothing was recorded")
+    if sorted(instances) != sorted(cmd.seen):
+        raise Conflict(f"the files of {name} changed while the erasure set was checked against them; read "
+                       "them again", stream=data_stream(instances[0][0]))
+    live = state.tables.live(name)
+    heads = dict(instances)
+    files: dict[str, int] = {}
+    for entry in cmd.files:
+        if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and entry[0]
+                and isinstance(entry[1], int) and not isinstance(entry[1], bool) and 0 <= entry[1] <= MAX_BYTES):
+            raise InvalidArgument(f"an erasure set is (key, size) pairs, keys relative to the warehouse root, not "
+                                  f"{entry!r:.80}; nothing was recorded")
+        if entry[0] in files:
+            raise InvalidArgument(f"the erasure set names {entry[0]} twice; nothing was recorded")
+        files[entry[0]] = entry[1]
+    holders = dict(cmd.holders)
+    erased: set[str] = set()
+    for key, size in sorted(files.items()):
+        found = holders.get(key, ())
+        if not found:
+            raise InvalidArgument(f"{key} ({size} bytes) is not a file of a kept version of {name}, nor of a dropped "
+                                  "instance of it not yet purged: an erasure set names only those; nothing was "
+                                  "recorded")
+        for held in found:
+            table_id, _, number = held.rpartition("/")
+            v = state.data.version(table_id, int(number)) if table_id in heads and number.isdigit() else None
+            if v is None or state.data.is_expired(v):
+                raise InvalidArgument(f"{key} is said to be held by version {held}, which is no kept version of "
+                                      f"{name}; nothing was recorded")
+            if live is not None and table_id == live.id and v.number == heads[table_id]:
+                raise InvalidArgument(f"{key} is a file of {name}'s current version {v.number}: commit a version "
+                                      "without it first (a replace, as spark_ops.erase does), then record the "
+                                      "request; nothing was recorded")
+            erased.add(held)
+    if cmd.replaced_by is not None:
+        replaced = None if live is None or not isinstance(cmd.replaced_by, int) or isinstance(cmd.replaced_by, bool) \
+            else state.data.version(live.id, cmd.replaced_by)
+        if replaced is None:
+            raise InvalidArgument(f"replaced_by={cmd.replaced_by!r} is not a version of the live table {name}; "
+                                  "nothing was recorded")
+    digest, data = manifest(files.items())
+    requested = ErasureRequested(cmd.request_id, None if live is None else live.id, name, predicate, reason, digest,
+                                 len(files), sum(files.values()), tuple(sorted(erased)), cmd.replaced_by)
+    reads = frozenset({*catalog_streams(database_of(name)), *(data_stream(i) for i, _ in instances)})
+    return Decision(((catalog_stream(database_of(name)), requested),), reads, cmd.request_id, ((digest, data),))
+
+
+# --- fold ----------------------------------------------------------------------------------
+
+def _on_requested(b: Builder, e: ErasureRequested, seq: int, time: Micros) -> None:
+    erasures = b.erasures
+    if e.request_id in erasures.requests:
+        raise corrupt(f"event #{seq} records erasure request {e.request_id} a second time")
+    if e.count < 0 or e.bytes < 0 or (e.count == 0) != (not e.versions):
+        raise corrupt(f"event #{seq} records an erasure set of {e.count} files and {e.bytes} bytes held by "
+                      f"{len(e.versions)} versions, which no request can be")
+    for held in e.versions:
+        table_id, _, number = held.rpartition("/")
+        v = b.data.version(table_id, int(number)) if number.isdigit() else None
+        inst = b.tables.instances.get(table_id)
+        if v is None or inst is None or b.data.is_expired(v):
+            raise corrupt(f"event #{seq} erases version {held}, which is no kept version (R25)")
+        if inst.is_live and (inst.id != e.table_id or v.number == b.data.heads.get(table_id)):
+            raise corrupt(f"event #{seq} erases version {held}, the current version or one of another live table "
+                          "(R25: the rewrite comes first)")
+        if held not in erasures.versions:  # (no setdefault: the fold's maps track what is set)
+            erasures.versions[held] = e.request_id
+        if table_id not in erasures.instances:
+            erasures.instances[table_id] = e.request_id
+    erasures.requests[e.request_id] = Request(**attrs.asdict(e, recurse=False), seq=seq, time=time)
+
+
+CONCERN = Concern(
+    initial=Erasures(),
+    evolve={ErasureRequested: _on_requested},
+    decide={RequestErasure: _request},
+)
+
+__all__ = ["ErasureRequested", "Request", "Erasures", "RequestErasure", "considered", "version_key", "CONCERN"]

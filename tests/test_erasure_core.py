@@ -1,0 +1,417 @@
+"""Erasure requests in the ledger (R25, issue 47 items 2-4, the ledger's half): no Spark.
+
+A request records the erasure set (keys and sizes of the files that held the rows); from then on
+no read, restore, undrop or pin reaches a version or an instance holding one (``VersionErased``,
+naming the request); the files go by the normal rules, marks first; ``erasure`` says file by file
+which run deleted each or why it still waits; ``prove_erasure`` is one bundle the offline check
+(``python -m ledger.audit prove-erasure``) accepts only whole. The vacuum here is its driver's
+calls made by hand, deleting exactly the files the ledger's plan names (an honest executor).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import zlib
+from datetime import timedelta
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ledger import ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted, VersionErased
+from ledger.errors import InvalidName, TableNotFound
+from tests.conftest import T0
+from vacuum_work import Part, Result
+from vacuum_work.leaves import leaf_input, tree_root
+
+DAY = timedelta(days=1)
+NAME = "crm.users"
+
+
+@pytest.fixture
+def led(tmp_path: Path, clock: ManualClock):
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as ledger:
+        yield ledger
+
+
+def commit(led: Ledger, *names: str, mode: str = "append", removes: tuple[str, ...] = (),
+           name: str = NAME) -> list[str]:
+    """A write of files ``names`` (10 bytes each), committed by hand: their keys (relative to the root)."""
+    w = led.begin_write(name)
+    paths = [f"{w.relative_folder}/{n}" for n in names]
+    led.commit_write(w.id, [(p, 10) for p in paths], mode=mode, removes=removes)
+    table_id = led.table(name).id
+    return [f"{table_id}/{p}" for p in paths]
+
+
+def rel(key: str) -> str:
+    """A key relative to its table's location (as ``removes`` and ``versions`` give paths)."""
+    return key.split("/", 1)[1]
+
+
+def vacuum(led: Ledger, **options) -> str | None:
+    """A vacuum run carried out by hand: start it (marks and watermarks first), delete exactly what
+    its plan names (the files the ledger knows of each purge and each expired folder), record one
+    receipt part over them, and finish. Returns the run id (None: nothing to do)."""
+    run = led.start_vacuum(override_floor=True, **options)
+    plan = run.plan
+    if plan.run_id is None:
+        return None
+    keys: dict[str, int] = {}
+    for purge in plan.purges:
+        for v in led.versions(table_id=purge.table_id):
+            keys.update((f"{purge.table_id}/{f.path}", f.size) for f in v.files)
+    for expiry in plan.expiries:
+        for folder in expiry.folders:
+            if folder.listed is not None:
+                keys.update((f"{expiry.table_id}/{p}", s) for p, s in led._manifest(folder.listed))
+    if keys:
+        leaves = sorted(keys.items())
+        entries = [leaf_input(k, s) for k, s in leaves]
+        data = zlib.compress(b"".join(entries))
+        part = Part(leaves[0][0], leaves[-1][0], len(leaves), sum(keys.values()), tree_root(entries).hex(),
+                    hashlib.sha256(data).hexdigest(), "scratch")
+        run.record_deleted([(part, data)])
+    run.finish([Result(p, 1, 10) for p in plan.purges] + [Result(e, len(e.folders), 10) for e in plan.expiries])
+    return run.run_id
+
+
+@pytest.fixture
+def erased(led: Ledger, clock: ManualClock):
+    """A table whose user-42 rows sat in a dropped instance of its name (``x``), in a file of version 1
+    only (``a``, overwritten by version 2), and in a file of the current version (``c``), which a
+    replace (version 3) rewrote without them (``c2``). Then the request, naming all three."""
+    led.create_table(NAME)
+    x, _y = commit(led, "x", "y")
+    led.drop_table(NAME)
+    clock.advance(DAY)
+    led.create_table(NAME)
+    a, _b = commit(led, "a", "b")
+    clock.advance(DAY)
+    c, d = commit(led, "c", "d", mode="overwrite")
+    clock.advance(DAY)
+    [c2] = commit(led, "c2", mode="replace", removes=(rel(c),))
+    clock.advance(DAY)
+    events = led.event_count()
+    status = led.request_erasure(NAME, predicate="user_id = 42", reason="GDPR art. 17, ticket 991",
+                                 files=[(x, 10), (a, 10), (c, 10)], replaced_by=3)
+    assert led.event_count() == events + 1
+    return {"x": x, "a": a, "c": c, "d": d, "c2": c2, "status": status}
+
+
+# --- the request, and what it makes unreadable ---------------------------------------------
+
+def test_r25_a_request_records_its_set_and_names_every_version_holding_a_file_of_it(led, erased) -> None:
+    status = erased["status"]
+    live = led.table(NAME).id
+    dropped = led.dropped_tables(name=NAME)[0].id
+    assert sorted(status.versions) == sorted([f"{dropped}/1", f"{live}/1", f"{live}/2"])
+    assert {f.key for f in status.files} == {erased["x"], erased["a"], erased["c"]}
+    assert not status.done and all(f.why for f in status.files)
+    assert (status.table, status.table_id, status.predicate, status.replaced_by) == (NAME, live, "user_id = 42", 3)
+    assert [v.erased_by for v in led.versions(NAME)] == [None, status.request_id, status.request_id]
+    [entry] = led.history(type="ErasureRequested")
+    assert entry.data["count"] == 3 and entry.data["bytes"] == 30 and "3 files (30 B)" in entry.text
+    led.verify()
+
+
+def test_r25_no_read_restore_undrop_or_pin_reaches_an_erased_version_and_each_refusal_records_nothing(
+        led, erased) -> None:
+    request_id = erased["status"].request_id
+    dropped = led.dropped_tables(name=NAME)[0]
+    events = led.event_count()
+    attempts = {
+        "read version 1": lambda: led.version(NAME, version=1),
+        "read version 2": lambda: led.version(NAME, version=2),
+        "read as of version 2's time": lambda: led.version(NAME, as_of=led.versions(NAME)[1].committed_at),
+        "restore": lambda: led.restore_table(NAME, version=2),
+        "pin": lambda: led.pin(NAME, version=1),
+        "pin the dropped instance": lambda: led.pin(table_id=dropped.id),
+        "undrop": lambda: led.undrop_table(NAME, table_id=dropped.id, new_name="crm.users_old"),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(VersionErased) as refused:
+            attempt()
+        assert refused.value.request_id == request_id, what
+        assert request_id in str(refused.value) and "\n" not in str(refused.value), what
+        assert led.event_count() == events, what  # nothing recorded
+    assert {f.path for f in led.version(NAME).files} == {rel(erased["d"]), rel(erased["c2"])}  # the current reads
+    with led.pin(NAME) as pin:
+        assert pin.version == 3
+
+
+def test_r25_undrop_of_a_database_holding_an_erased_instance_is_refused(led, clock) -> None:
+    led.create_table(NAME)
+    [x] = commit(led, "x")
+    led.drop_database("crm")
+    led.request_erasure(NAME, predicate="id = 1", reason="r", files=[(x, 10)])
+    events = led.event_count()
+    with pytest.raises(VersionErased):
+        led.undrop_database("crm")
+    assert led.event_count() == events
+
+
+def test_r4_r25_a_restore_decided_before_a_request_lands_is_refused_when_it_tries_to_append(led, clock) -> None:
+    """A restore and a request that erases the version it restores have one order (R4): the restore
+    decided first is refused at its append (the request moved the erasures' stream), and decided
+    again, it is ``VersionErased``."""
+    from ledger.core.versions import RestoreVersion
+    from ledger.errors import Conflict
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    clock.advance(DAY)
+    commit(led, "b", mode="overwrite")
+    with Ledger.open(led.path, clock=clock, actor="other") as other:
+        prepared = other.runner.prepare(RestoreVersion(NAME, 1))
+        assert prepared.decision.events
+        led.request_erasure(NAME, predicate="user_id = 42", reason="GDPR", files=[(a, 10)])
+        events = led.event_count()
+        with pytest.raises(Conflict):
+            other.runner.commit(prepared)
+        with pytest.raises(VersionErased):
+            other.restore_table(NAME, version=1)
+        assert led.event_count() == events
+
+
+@pytest.mark.parametrize("case", ["unknown-key", "wrong-size", "current-version", "expired-version", "twice",
+                                  "no-table", "bad-name", "empty-reason", "replaced-by-nothing"])
+def test_r25_a_request_that_cannot_be_is_refused_typed_and_records_nothing(led, clock, case: str) -> None:
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    clock.advance(DAY)
+    [b] = commit(led, "b", mode="overwrite")
+    if case == "expired-version":
+        clock.advance(timedelta(days=30))
+        led.advance_retention_mark(NAME, led.now())
+    events = led.event_count()
+    name, files, reason, replaced_by = NAME, [(a, 10)], "because", None
+    if case == "unknown-key":
+        files = [(f"{led.table(NAME).id}/_writes/nope/z.parquet", 10)]
+    elif case == "wrong-size":
+        files = [(a, 11)]
+    elif case == "current-version":
+        files = [(b, 10)]
+    elif case == "twice":
+        files = [(a, 10), (a, 10)]
+    elif case == "no-table":
+        name = "crm.nobody"
+    elif case == "bad-name":
+        name = "no dots here"
+    elif case == "empty-reason":
+        reason = " "
+    elif case == "replaced-by-nothing":
+        replaced_by = 7
+    expected = {"no-table": TableNotFound, "bad-name": InvalidName}.get(case, InvalidArgument)
+    with pytest.raises(expected) as refused:
+        led.request_erasure(name, predicate="user_id = 42", reason=reason, files=files, replaced_by=replaced_by)
+    message = str(refused.value)
+    assert "\n" not in message
+    if expected is InvalidArgument and case not in ("empty-reason",):
+        assert "nothing was recorded" in message
+    assert led.event_count() == events
+
+
+def test_r25_a_predicate_that_matches_nothing_records_the_request_with_an_empty_set(led) -> None:
+    led.create_table(NAME)
+    commit(led, "a")
+    events = led.event_count()
+    status = led.request_erasure(NAME, predicate="user_id = 404", reason="asked", files=[])
+    assert led.event_count() == events + 1
+    assert status.files == () and status.versions == () and status.done
+    assert led.version(NAME).number == 1  # nothing made unreadable
+    bundle = led.prove_erasure(status.request_id)
+    assert bundle.files == () and bundle.proofs.answers == ()
+
+
+# --- status and proof ---------------------------------------------------------------------
+
+def test_r25_status_says_why_each_file_waits_and_until_when_then_which_run_deleted_it(led, clock, erased) -> None:
+    request_id = erased["status"].request_id
+    dropped = led.dropped_tables(name=NAME)[0]
+    status = {f.key: f for f in led.erasure(request_id).files}
+    x, a, c = status[erased["x"]], status[erased["a"]], status[erased["c"]]
+    assert "dropped instance" in x.why and x.until == dropped.dropped_at + timedelta(days=7)
+    versions = {v.number: v for v in led.versions(NAME)}
+    assert "retention" in a.why and a.until == versions[1].superseded_at + timedelta(days=7)
+    assert "retention" in c.why and c.until == versions[2].superseded_at + timedelta(days=7)
+    with led.pin(NAME, version=3):  # a pin on a version the request left readable holds nothing erased
+        pass
+    clock.advance(timedelta(days=8))
+    run_id = vacuum(led)
+    status = {f.key: f for f in led.erasure(request_id).files}
+    assert status[erased["x"]].run_id == run_id and status[erased["x"]].deleted_at is not None  # purged
+    assert status[erased["a"]].run_id == run_id  # version 1 expired: its write's folder went whole
+    # c's write folder is still named by version 3 (it keeps d): the expiry leaves it, and says so.
+    pending = status[erased["c"]]
+    assert not pending.deleted and "still names" in pending.why and pending.until is None
+    assert not led.erasure(request_id).done
+    led.verify()
+
+
+def test_r25_one_bundle_proves_the_request_offline_and_an_edited_proof_is_refused(led, clock, tmp_path) -> None:
+    led.create_table(NAME)
+    [x] = commit(led, "x")
+    led.drop_table(NAME)
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    clock.advance(DAY)
+    commit(led, "b", mode="overwrite")
+    request = led.request_erasure(NAME, predicate="user_id = 42", reason="GDPR", files=[(x, 10), (a, 10)])
+    early = led.prove_erasure(request.request_id)
+    assert len(early.proofs.not_deleted) == 2
+    clock.advance(timedelta(days=8))
+    vacuum(led)
+    assert led.erasure(request.request_id).done
+    cp = led.checkpoint()
+    bundle = led.prove_erasure(request.request_id, checkpoint=cp)
+    assert bundle.inclusion is not None and bundle.proofs.verify()
+    out, export, checkpoint = tmp_path / "erasure.json", tmp_path / "log.jsonl", tmp_path / "cp.json"
+    bundle.write(out)
+    led.export(export)
+    checkpoint.write_text(cp.to_json())
+    ok = _audit("prove-erasure", out, export, checkpoint)
+    assert ok.returncode == 0 and "all 2 files of its set deleted" in ok.stdout, ok.stderr
+
+    data = json.loads(out.read_text())  # one file's proof edited: its audit path no longer leads to the root
+    data["answers"][0]["leaf_path"] = ["00" * 32]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    refused = _audit("prove-erasure", edited, export, checkpoint)
+    assert refused.returncode == 1 and "LedgerCorrupt" in refused.stderr and "was edited" in refused.stderr
+
+    data = json.loads(out.read_text())  # a file left out of the set: the set no longer hashes to the request's
+    data["files"], data["answers"] = data["files"][1:], data["answers"][1:]
+    short = tmp_path / "short.json"
+    short.write_text(json.dumps(data))
+    refused = _audit("prove-erasure", short, export, checkpoint)
+    assert refused.returncode == 1 and "erasure set is not the one" in refused.stderr
+
+    early_path = tmp_path / "early.json"  # a bundle taken before the vacuum proves nothing yet
+    early.write(early_path)
+    refused = _audit("prove-erasure", early_path, export, checkpoint)
+    assert refused.returncode == 1 and "NotDeleted" in refused.stderr
+    assert ErasureProof.read(out).request_id == request.request_id
+
+
+def test_r25_the_offline_check_in_process_refuses_a_request_edited_in_the_bundle(led, clock, tmp_path) -> None:
+    from ledger.audit.offline import verify_erasure
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    clock.advance(DAY)
+    commit(led, "b", mode="overwrite")
+    request = led.request_erasure(NAME, predicate="user_id = 42", reason="GDPR", files=[(a, 10)])
+    clock.advance(timedelta(days=8))
+    vacuum(led)
+    cp = led.checkpoint()
+    led.export(tmp_path / "log.jsonl")
+    bundle = led.prove_erasure(request.request_id)
+    verify_erasure(bundle, tmp_path / "log.jsonl", cp)
+    forged = ErasureProof(attrs.evolve(bundle.request, predicate="user_id = 43"), bundle.files, bundle.proofs)
+    with pytest.raises(LedgerCorrupt, match="not the one the log records"):
+        verify_erasure(forged, tmp_path / "log.jsonl", cp)
+    with pytest.raises(NotDeleted):
+        verify_erasure(ErasureProof(bundle.request, bundle.files, type(bundle.proofs)(())), tmp_path / "log.jsonl", cp)
+
+
+def test_r25_r16_a_request_survives_a_reopen_and_verify(tmp_path: Path, clock) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table(NAME)
+        [a] = commit(led, "a")
+        clock.advance(DAY)
+        commit(led, "b", mode="overwrite")
+        request_id = led.request_erasure(NAME, predicate="p", reason="r", files=[(a, 10)]).request_id
+    with Ledger.open(path, clock=clock) as led:
+        with pytest.raises(VersionErased):
+            led.version(NAME, version=1)
+        assert led.erasure(request_id).files[0].key == a
+        led.verify()
+        led.maintain()
+    with Ledger.open(path, clock=clock) as led:  # from the stored state this time
+        with pytest.raises(VersionErased):
+            led.restore_table(NAME, version=1)
+
+
+def _audit(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger.audit", *map(str, args)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def test_r25_r16_verify_refuses_a_chained_request_hiding_a_version_that_holds_none_of_its_files(
+        tmp_path: Path, clock) -> None:
+    """A forger who knows the chain's encoding records a request that makes version 1 unreadable
+    for a file only version 2 holds: the fold cannot tell (it holds no file lists); verify can."""
+    from tests.forge import forge
+    from tests.test_versions import _forge_blob
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        table = led.create_table(NAME)
+        commit(led, "a")
+        clock.advance(DAY)
+        commit(led, "b")
+        [c] = commit(led, "c", mode="overwrite")
+        led.verify()
+    digest = _forge_blob(path, [(c, 10)])
+    forge(path, stream="catalog:crm", type="ErasureRequested",
+          payload=json.dumps({"request_id": "forged", "table_id": table.id, "name": NAME, "predicate": "p",
+                              "reason": "r", "files": digest, "count": 1, "bytes": 10,
+                              "versions": [f"{table.id}/1"], "replaced_by": None}, separators=(",", ":")))
+    with Ledger.open(path, clock=clock) as led:
+        with pytest.raises(LedgerCorrupt, match="makes version .*/1 unreadable, which names no file of its set"):
+            led.verify()
+
+HISTORY = st.lists(st.tuples(st.sampled_from(["append", "overwrite", "replace", "restore"]), st.integers(0, 2),
+                             st.integers(0, 99)), min_size=2, max_size=10)
+
+
+@settings(max_examples=40, deadline=None)
+@given(before=HISTORY, after=HISTORY, pick=st.lists(st.integers(0, 99), max_size=4))
+def test_r25_no_read_restore_or_pin_ever_reaches_a_version_holding_a_file_of_the_set(before, after, pick) -> None:
+    """Random histories of appends, overwrites, replaces and restores; a request naming files of the
+    kept versions (none of the current one's); more history after it. No version whose files hold
+    one of the set is ever read, restored or pinned, and every other kept version still is."""
+    clock = ManualClock(T0)
+    with Ledger.open(":memory:", clock=clock, actor="prop") as led:
+        led.create_table(NAME)
+
+        def play(steps) -> None:
+            for kind, count, seed in steps:
+                clock.advance(timedelta(minutes=1))
+                versions = led.versions(NAME)
+                current = versions[0] if versions else None
+                if kind == "restore":
+                    candidates = [v.number for v in versions if not v.current and v.erased_by is None]
+                    if candidates:
+                        led.restore_table(NAME, version=candidates[seed % len(candidates)])
+                    continue
+                paths = sorted(f.path for f in current.files) if current else []
+                removes = tuple(paths[seed % len(paths):][:1]) if kind == "replace" and paths else ()
+                if kind == "replace" and (current is None or (set(removes) == set(paths) and not count)):
+                    continue
+                commit(led, *[f"f{seed}-{i}" for i in range(count)], mode=kind, removes=removes)
+
+        play([("append", 1, 0), *before])
+        table_id = led.table(NAME).id
+        current = {f"{table_id}/{f.path}" for f in led.version(NAME).files}
+        kept = sorted({(f"{table_id}/{f.path}", f.size) for v in led.versions(NAME) for f in v.files} -
+                      {(k, 10) for k in current})
+        chosen = sorted({kept[i % len(kept)] for i in pick}) if kept else []
+        request_id = led.request_erasure(NAME, predicate="p", reason="r", files=chosen).request_id
+        play(after)
+        erased = {k for k, _ in chosen}
+        for v in led.versions(NAME):
+            holds = bool({f"{table_id}/{f.path}" for f in v.files} & erased)
+            assert (v.erased_by == request_id) == holds, v.number
+            if holds:
+                for attempt in (lambda: led.version(NAME, version=v.number),
+                                lambda: led.restore_table(NAME, version=v.number),
+                                lambda: led.pin(NAME, version=v.number)):
+                    with pytest.raises(VersionErased):
+                        attempt()
+            else:
+                assert led.version(NAME, version=v.number).number == v.number
+        led.verify()
