@@ -61,7 +61,9 @@ def retries(spark: Any) -> dict[str, Any]:
     """Whether the vacuum's jobs see a task attempt that failed (it may have left a receipt part
     that no result names, which the run then looks for): one job where none fails, one where one
     does. A cluster retries a failed task (``local`` masters do not)."""
+    from spark_ops.vacuum_job import ship
     from spark_ops.vacuum_job.jobs import Jobs
+    ship.ship(spark)  # as the vacuum does before its first job: these executors have nothing of ours
     steady, failing = Jobs(spark), Jobs(spark)
     return {"steady": (steady.run(echo, list(range(8)), 4), steady.retried),
             "failing": (failing.run(flaky, list(range(8)), 4), failing.retried)}
