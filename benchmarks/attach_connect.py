@@ -24,7 +24,8 @@ of its own (``local[2]``, as the tests start theirs), and warmed with a statemen
   request (on a quarter of them: the slowest), one script, four scripts at once (PySpark's
   Connect client is thread-safe); temporary views the same way (a temporary view has no
   database, so it cannot give a two-part name: measured, not usable); a table of the recorded
-  columns over the files and a view over it (what ``attach`` does on Connect: nothing to infer);
+  columns over the files, one ``LIKE`` it (its columns copied, no files resolved) and a view
+  over that (what ``attach`` does on Connect: nothing to infer);
   and the floor, a ``CREATE VIEW ... AS SELECT 1`` per table (a catalog entry and nothing else),
   four scripts at once: what any thousand views cost there.
 
@@ -154,9 +155,9 @@ def levers_part(spark: Any, led: Ledger, args: argparse.Namespace) -> float:
     def inferred(i: int, database: str, kind: str = "VIEW") -> str:
         return f"CREATE OR REPLACE {kind} {database}v{i} AS {versions[i].text()}"
 
-    databases = [f"{tag}_{d}" for d in "abcd"]
+    databases = [f"{tag}_{d}" for d in "abcde"]
     one_script([f"CREATE DATABASE IF NOT EXISTS {d}" for d in databases])
-    a, b, c, d = (f"{name}." for name in databases)
+    a, b, c, d, e = (f"{name}." for name in databases)
     try:
         measure("view over the files (inferred), one statement per request", one_by_one,
                 [inferred(i, a) for i in range(max(1, n // 4))])
@@ -167,9 +168,14 @@ def levers_part(spark: Any, led: Ledger, args: argparse.Namespace) -> float:
         table_ms = measure("a table of the recorded columns, 4 scripts at once", four_scripts, [
             f"CREATE TABLE {c}t{i} ({v.columns()}) USING parquet OPTIONS ('path' = {literal(v.glob())})"
             for i, v in enumerate(versions)])
+        like_ms = measure("a table LIKE one of the same columns, 4 scripts at once", four_scripts, [
+            f"CREATE TABLE {e}t{i} LIKE {c}t0 LOCATION {literal(v.glob())}" for i, v in enumerate(versions)])
         view_ms = measure("a view over that table, 4 scripts at once", four_scripts,
-                          [f"CREATE OR REPLACE VIEW {d}v{i} AS {v.text(source=f'{c}t{i}')}" for i, v in enumerate(versions)])
-        rows.append(("  both: what attach makes on Connect", table_ms + view_ms, table_ms + view_ms))
+                          [f"CREATE OR REPLACE VIEW {d}v{i} AS {v.text(source=f'{e}t{i}')}" for i, v in enumerate(versions)])
+        rows.append(("  columns written out, and a view: what attach made on Connect", table_ms + view_ms,
+                     table_ms + view_ms))
+        rows.append(("  LIKE, and a view: what attach makes on Connect (but for one table of each columns)",
+                     like_ms + view_ms, like_ms + view_ms))
         measure("DROP VIEW of a view over the files (inferred again), 4 scripts at once", four_scripts,
                 [f"DROP VIEW IF EXISTS {a}v{i}" for i in range(n)])
         measure("DROP VIEW of a view over a table, 4 scripts at once", four_scripts,

@@ -123,6 +123,22 @@ def test_r11_a_name_reads_exactly_its_versions_files_never_a_straggler(spark, na
     assert files_read(spark.sql("SELECT * FROM sales.orders")) == len(named.version("sales.orders").files)
 
 
+def test_tables_of_the_same_columns_each_read_their_own_versions_files(spark, named: Ledger, clock) -> None:
+    """On Connect a version's table is made ``LIKE`` another of the same columns (its schema
+    copied, its own files named): each name reads its own rows, also once the table it was made
+    like is gone and a new one is made like another."""
+    for i, name in enumerate(["a.one", "a.two", "b.three"]):
+        write_table(frame(spark, 10 * i, i + 1), named, name)
+    attach(spark, named)
+    assert [ids(spark.table(n)) for n in ("a.one", "a.two", "b.three")] == [[0], [10, 11], [20, 21, 22]]
+    clock.advance(HOUR)
+    write_table(frame(spark, 100, 2), named, "a.one", mode="overwrite")  # its first table dropped
+    write_table(frame(spark, 300, 1), named, "b.four")
+    assert [ids(spark.table(n)) for n in ("a.one", "a.two", "b.three", "b.four")] == \
+        [[100, 101], [10, 11], [20, 21, 22], [300]]
+    assert len(version_tables(spark)) == (4 if is_connect(spark) else 0)
+
+
 def test_names_follow_this_processs_changes_with_no_second_call(spark, named: Ledger, clock) -> None:
     write_table(frame(spark, 0, 4), named, "sales.orders")
     attach(spark, named)
