@@ -34,7 +34,7 @@ from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
-from .core.erasures import RequestErasure, considered, version_key
+from .core.erasures import RequestErasure, considered
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
@@ -44,7 +44,7 @@ from .core.vacuums import DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, StartVac
 from .core.tables import require_live
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
-    RenewWrite, RestoreVersion,
+    RenewWrite, RestoreVersion, version_key,
 )
 from .core.warehouse import MoveWarehouse
 from . import names

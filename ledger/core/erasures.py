@@ -40,7 +40,7 @@ from ..names import database_of, table_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import as_ids, event
 from .streams import catalog_stream, catalog_streams, data_stream
-from .versions import MAX_BYTES, is_plain_id, manifest
+from .versions import MAX_BYTES, is_plain_id, manifest, version_key
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -80,10 +80,6 @@ class Request(ErasureRequested):
     """A request as the state keeps it: its event's fields, and the event's number and time."""
     seq: int = 0
     time: Micros = 0
-
-
-def version_key(table_id: str, number: int) -> str:
-    return f"{table_id}/{number}"
 
 
 @attrs.frozen
@@ -235,4 +231,4 @@ CONCERN = Concern(
     decide={RequestErasure: _request},
 )
 
-__all__ = ["ErasureRequested", "Request", "Erasures", "RequestErasure", "considered", "version_key", "CONCERN"]
+__all__ = ["ErasureRequested", "Request", "Erasures", "RequestErasure", "considered", "CONCERN"]

@@ -302,7 +302,7 @@ class Version:
     removed_bytes: int = 0
 
 
-def _key(table_id: str, number: int) -> str:
+def version_key(table_id: str, number: int) -> str:
     return f"{table_id}/{number}"
 
 
@@ -318,15 +318,15 @@ class Data:
         return None if v.schema is None else self.schemas[v.schema]
 
     def version(self, table_id: str, number: int) -> Version | None:
-        return self.versions.get(_key(table_id, number))
+        return self.versions.get(version_key(table_id, number))
 
     def current(self, table_id: str) -> Version | None:
         head = self.heads.get(table_id)
-        return None if head is None else self.versions[_key(table_id, head)]
+        return None if head is None else self.versions[version_key(table_id, head)]
 
     def history(self, table_id: str) -> list[Version]:
         """Every version, newest first."""
-        return [self.versions[_key(table_id, n)] for n in range(self.heads.get(table_id, 0), 0, -1)]
+        return [self.versions[version_key(table_id, n)] for n in range(self.heads.get(table_id, 0), 0, -1)]
 
     def mark(self, table_id: str) -> Micros | None:
         return self.marks.get(table_id)
@@ -350,12 +350,12 @@ class Data:
         while True:
             if v.mode == "restore":
                 assert v.base is not None  # a restore always names the version it restores
-                v = self.versions[_key(v.table_id, v.base)]
+                v = self.versions[version_key(v.table_id, v.base)]
                 continue
             found.append(v)
             if v.mode not in EXTENDING or v.base is None:
                 return found
-            v = self.versions[_key(v.table_id, v.base)]
+            v = self.versions[version_key(v.table_id, v.base)]
 
     def parts(self, v: Version) -> list[tuple[str | None, str]]:
         """The (write id, manifest digest) pairs whose files make up a version, newest first. A version
@@ -832,7 +832,7 @@ def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
     over = _pin_over(state.data, state.pins.holding_versions(inst.id, cmd.now), inst.id, target)
     if over is not None:
         pin, number = over
-        held = state.data.versions[_key(inst.id, number)]
+        held = state.data.versions[version_key(inst.id, number)]
         raise PinRefused(f"cannot advance the retention mark of {inst.name} to {iso(target)}: pin {pin.id} holds "
                          f"version {held.number} (committed at {iso(held.committed_at)}) until "
                          f"{iso(pin.expires_at)} (R21); advance it to before that version, or release the pin")
@@ -930,8 +930,8 @@ def _next_version(b: Builder, table_id: str, number: int, seq: int, time: Micros
         raise corrupt(f"event #{seq} makes version {number} of {table_id}, whose next version is {head + 1}")
     if not head:
         return None
-    previous: Version = data.versions[_key(table_id, head)]
-    data.versions[_key(table_id, head)] = attrs.evolve(previous, superseded_at=time)
+    previous: Version = data.versions[version_key(table_id, head)]
+    data.versions[version_key(table_id, head)] = attrs.evolve(previous, superseded_at=time)
     return previous
 
 
@@ -967,7 +967,7 @@ def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> No
         digest = schema_digest(e.schema)
         if digest not in data.schemas:
             data.schemas[digest] = e.schema
-    data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, e.mode, e.write_id, base,
+    data.versions[version_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, e.mode, e.write_id, base,
                                                         e.manifest, files, size, schema=digest, removes=e.removes,
                                                         removed_files=e.removed_files,
                                                         removed_bytes=e.removed_bytes)
@@ -990,7 +990,7 @@ def _check_replace(e: VersionCommitted, previous: Version | None, seq: int) -> N
 
 def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None:
     data = b.data
-    source = data.versions.get(_key(e.table_id, e.restored))
+    source = data.versions.get(version_key(e.table_id, e.restored))
     mark = data.marks.get(e.table_id)
     if source is None or (mark is not None and source.committed_at <= mark and
                           e.restored != data.heads.get(e.table_id)):
@@ -1000,7 +1000,7 @@ def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None
         raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which an erasure request "
                       "erased (R25)")
     _next_version(b, e.table_id, e.number, seq, time)
-    data.versions[_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
+    data.versions[version_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
                                                         None, source.files, source.bytes, schema=source.schema)
     data.heads[e.table_id] = e.number
 
@@ -1013,7 +1013,7 @@ def _on_mark(b: Builder, e: RetentionMarkAdvanced, seq: int, time: Micros) -> No
     head = data.heads.get(e.table_id)
     if current is not None and e.to <= current:
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} back or nowhere (R12)")
-    if head is None or e.to >= data.versions[_key(e.table_id, head)].committed_at:
+    if head is None or e.to >= data.versions[version_key(e.table_id, head)].committed_at:
         raise corrupt(f"event #{seq} moves the retention mark of {e.table_id} to or past its current version (R12)")
     over = _pin_over(data, b.pins.holding_versions(e.table_id, time), e.table_id, e.to)
     if over is not None:
