@@ -733,6 +733,23 @@ remote_option = click.option(
          "your own; env SPARK_REMOTE, as PySpark reads it). Not with --master: the server has its own.")
 
 
+conf_option = click.option(
+    "--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=lambda c, p, v: _spark_conf(v),
+    help="A Spark setting, as spark-submit takes it (e.g. spark.executorEnv.AWS_REGION=eu-west-1); "
+         "repeat for several. spark-defaults.conf in SPARK_CONF_DIR is read as Spark reads it.")
+
+
+def _session(guard: _SparkGuard, master: str, remote: str | None, spark_conf: dict[str, str]) -> Any:
+    """The SparkSession a command runs on (local, a cluster's master, or a Connect server), with the
+    guard's Ctrl-C handling put back once PySpark has put in its own."""
+    from spark_ops import local_session  # Spark is heavy: only for the commands that need it
+
+    spark = local_session(master=master, remote=remote or "", jvm_log=jvm_log(), scratch=guard.scratch,
+                          conf=spark_conf)
+    guard.started()
+    return spark
+
+
 class OneLineUsageError(click.UsageError):
     """A command line that asks for two things at once: one line on stderr (``Error: ...``), exit 2."""
 
@@ -775,9 +792,7 @@ def _one_spark(remote: str | None) -> str | None:
               help="The Spark master to run on (a cluster's, e.g. spark://host:7077); the executors need "
                    "PySpark's Python and pyarrow only: the vacuum ships the rest.")
 @remote_option
-@click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=lambda c, p, v: _spark_conf(v),
-              help="A Spark setting, as spark-submit takes it (e.g. spark.executorEnv.AWS_REGION=eu-west-1); "
-                   "repeat for several. spark-defaults.conf in SPARK_CONF_DIR is read as Spark reads it.")
+@conf_option
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
                    dry_run: bool, override_floor: bool, uncommitted: bool, only_uncommitted: bool,
                    grace: str | None, master: str, remote: str | None, spark_conf: dict[str, str]) -> None:
@@ -798,12 +813,10 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         nothing = build_report(plan, dry_run, {}, time.monotonic(), {})
         ctx.emit(attrs.evolve(nothing, duration=0.0).to_dict(), lambda: _nothing_text(nothing))
         return
-    from spark_ops import local_session, vacuum  # Spark is heavy: only for the commands that need it
+    from spark_ops import vacuum  # Spark is heavy: only for the commands that need it
 
     with _SparkGuard("vacuum", led.path) as guard:
-        spark = local_session(master=master, remote=remote or "", jvm_log=jvm_log(), scratch=guard.scratch,
-                              conf=spark_conf)
-        guard.started()
+        spark = _session(guard, master, remote, spark_conf)
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
         guard.run = None if dry_run else new_run_id()
         with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
@@ -904,6 +917,72 @@ def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], N
     with Progress(console=rich.console.Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@command(cli, "erase", short_help="Erase the rows a predicate names from a table, and record the request.")
+@click.argument("name")
+@click.option("--where", "predicate", required=True, metavar="SQL",
+              help="The rows to erase, as a Spark SQL predicate (e.g. \"user_id = 42\").")
+@click.option("--reason", required=True, metavar="TEXT", help="Why (a ticket, an article of law): recorded with it.")
+@click.option("--expire-now", is_flag=True,
+              help="Expire every version holding the rows at once (refused under a pin), not at retention.")
+@click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
+              help="The Spark master to run on (a cluster's, e.g. spark://host:7077).")
+@remote_option
+@conf_option
+def erase_command(ctx: Context, name: str, predicate: str, reason: str, expire_now: bool, master: str,
+                  remote: str | None, spark_conf: dict[str, str]) -> None:
+    """Rewrite the current files of NAME that hold rows matching --where without them, find every file
+    of its kept versions and dropped instances that held one, and record the erasure request: from now
+    on no read, restore, undrop or pin reaches them, and the vacuum deletes them (see erasure ID)."""
+    remote = _one_spark(remote)
+    from spark_ops.erase import erase
+
+    led = ctx.ledger
+    with _SparkGuard("erase", led.path) as guard:
+        status = erase(_session(guard, master, remote, spark_conf), led, name, predicate, reason=reason,
+                       expire_now=expire_now)
+    size = sum(f.size for f in status.files)
+    ctx.emit(status.to_dict(), lambda: "\n".join([
+        f"erasure request {status.request_id} recorded for {status.table} ({status.predicate}): "
+        f"{_files(len(status.files), size)} in its set",
+        "  " + (f"version {status.replaced_by} holds the table without the rows" if status.replaced_by else
+                "the current version held no matching row: no new version"),
+        f"  unreadable from now on: {', '.join(status.versions) or 'no version'}",
+        *(["  expired at once: the next vacuum deletes them"] if expire_now and status.versions else []),
+        f"  status and proof: erasure {status.request_id}"]))
+
+
+@command(cli, "erasure", short_help="Show an erasure request file by file; write its proof bundle.")
+@click.argument("request_id", metavar="ID")
+@click.option("--out", default=None, metavar="FILE",
+              help="Write the request's proof bundle (JSON) to FILE, for the offline check.")
+@click.option("--checkpoint", "checkpoint", default=None, metavar="FILE",
+              help="With --out: prove the request is in this checkpoint (take it after the request).")
+@click.option("--overwrite", is_flag=True, help="Replace FILE if it exists (never the ledger itself).")
+def erasure_command(ctx: Context, request_id: str, out: str | None, checkpoint: str | None, overwrite: bool) -> None:
+    """Show erasure request ID: each file of its set, deleted (by which vacuum run, when) or pending
+    (why, until when). With --out, write the bundle that proves it; check it offline with python -m
+    ledger.audit prove-erasure FILE EXPORT CHECKPOINT, which accepts it once every file is deleted."""
+    if checkpoint is not None and out is None:
+        raise click.UsageError("--checkpoint goes into the proof bundle: give the bundle's file with --out")
+    if out is not None:  # refused before anything is read: a bad target changes nothing
+        output_target(out, "erasure proof", overwrite=overwrite, protected=ledger_files(ctx.path))
+    status = ctx.ledger.erasure(request_id)
+    if out is not None:
+        cp = None if checkpoint is None else Checkpoint.read(checkpoint)
+        ctx.ledger.prove_erasure(request_id, checkpoint=cp).write(out, overwrite=True,
+                                                                  protected=ledger_files(ctx.path))
+    gone = sum(f.deleted for f in status.files)
+    ctx.emit({**status.to_dict(), "out": out}, lambda: "\n".join([
+        f"erasure request {status.request_id} of {status.table} ({status.predicate}), requested "
+        f"{iso_utc(status.requested_at)} (event #{status.seq}) for {status.reason!r}: {gone} of "
+        f"{len(status.files)} file{'' if len(status.files) == 1 else 's'} deleted"
+        + (" - done" if status.done else ""),
+        *(f"  {f.key}  {format_bytes(f.size)}  " + (
+            f"deleted by vacuum run {f.run_id} at {iso_utc(f.deleted_at)}" if f.deleted else
+            f"pending{'' if f.until is None else f' until {iso_utc(f.until)}'}: {f.why}") for f in status.files),
+        *([] if out is None else [f"proof bundle written to {out}"])]))
 
 
 @command(cli, "demo", short_help="Run the quickstart story (needs Java for Spark).")

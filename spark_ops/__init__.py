@@ -20,6 +20,7 @@ _HOMES = {
     "read_table": ".tables", "write_table": ".tables", "reading": ".tables", "READ_PIN_LEASE": ".tables",
     "vacuum": ".vacuum_job", "sweep": ".vacuum_job", "VacuumReport": ".vacuum_job",
     "InstanceReport": ".vacuum_job", "read_log": ".log",
+    "erase": ".erase",
     "attach": ".catalog.attach", "refresh": ".catalog.attach", "detach": ".catalog.attach",
 }
 
@@ -30,4 +31,7 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'spark_ops' has no attribute {name!r}")
-    return getattr(importlib.import_module(home, __name__), name)
+    value = getattr(importlib.import_module(home, __name__), name)
+    # Kept here: importing ``.erase`` made the package's ``erase`` that module, not its function.
+    globals()[name] = value
+    return value

@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 
 from ledger import Ledger, LedgerError, Pin, TableNotFound
 from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
-from ledger import TableInstance, TableVersion
+from ledger import TableInstance, TableVersion, WriteView
 
 from . import schemas
 from .executor import fs
@@ -43,6 +43,13 @@ from .session import SparkUnavailable
 
 WRITE_MODES = ("append", "overwrite")
 
+PARTITION_OVERWRITES = ("static", "dynamic")
+"""``write_table(mode="overwrite", partitions=...)``: ``static`` replaces the whole table; ``dynamic``
+only the partitions the DataFrame holds (Delta's ``replaceWhere``, Spark's dynamic partition overwrite)."""
+
+WRITES_FOLDER = "_writes"
+"""The folder of a table's location that holds its writes' folders (``_writes/<write id>/...``)."""
+
 SPARK_ONLY_MODES = ("error", "errorifexists", "default", "ignore")
 """``DataFrameWriter`` modes that are not ``write_table``'s: a ledger table is a sequence of versions,
 so a write never finds a path "already there" to refuse or skip."""
@@ -50,7 +57,7 @@ so a write never finds a path "already there" to refuse or skip."""
 
 def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", *,
                 partition_by: Sequence[str] | None = None, create: bool = True,
-                merge_schema: bool = False) -> TableVersion:
+                merge_schema: bool = False, partitions: str = "static") -> TableVersion:
     """Write ``df`` as the next version of the live table ``name``; returns that version.
 
     With ``create=True`` (the default) a name with no live table is created first; with
@@ -64,6 +71,12 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
     (two columns it takes for one, a partition column it lacks...) ``InvalidArgument``, each before
     the table is created or the write begun. A table this call created is dropped again if its
     write then fails in Spark, so a failed first write leaves no empty table behind.
+
+    ``partitions="dynamic"`` (with ``mode="overwrite"``) replaces only the partitions ``df`` holds:
+    the new version keeps the current one's files in every other partition (a ``replace``). The
+    partition columns are ``partition_by`` or, if not given, those of the current files; both
+    given must agree. The columns must be the table's (as for an append). An empty ``df`` makes
+    no version (its write is aborted) and returns the current one.
     """
     _check_mode(mode)
     columns = _partition_columns(partition_by)
@@ -75,13 +88,17 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
         if not create:
             raise
         table = None
+    dynamic = _dynamic(ledger, table, name, mode, partitions, columns, merge_schema)
+    if dynamic:
+        columns = dynamic
     spark = df.sparkSession
     check_filesystem(spark, ledger.warehouse)  # bad input is refused before Spark is asked
     case_sensitive = (spark.conf.get("spark.sql.caseSensitive", "false") or "").lower() == "true"
     schema = _writable_schema(df, name, columns, case_sensitive)
-    recorded, merged_from = _schema_for(ledger, table, schema, mode, merge_schema, case_sensitive)
+    recorded, merged_from = _schema_for(ledger, table, schema, "append" if dynamic else mode, merge_schema,
+                                        case_sensitive)
     if table is not None:
-        return _write_version(df, ledger, table, columns, mode, recorded, merged_from)
+        return _write_version(df, ledger, table, columns, mode, recorded, merged_from, bool(dynamic))
     table = ledger.create_table(name)
     try:
         return _write_version(df, ledger, table, columns, mode, recorded, merged_from)
@@ -97,6 +114,35 @@ def _check_mode(mode: str) -> None:
              "path to find already there; check ledger.table(name) first to refuse or skip an existing table)"
              if isinstance(mode, str) and mode.lower() in SPARK_ONLY_MODES else "")
     raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}{spark}")
+
+
+def _dynamic(ledger: Ledger, table: TableInstance | None, name: str, mode: str, partitions: str,
+             columns: list[str], merge_schema: bool) -> list[str]:
+    """The partition columns a dynamic partition overwrite replaces by ([]: a static write), checked
+    before anything is recorded. A table with no version yet has nothing to keep: its first write
+    is a plain overwrite, partitioned by ``partition_by``."""
+    if partitions not in PARTITION_OVERWRITES:
+        raise InvalidArgument(f"partitions must be one of {', '.join(PARTITION_OVERWRITES)}, not {partitions!r}")
+    if partitions == "static":
+        return []
+    if mode != "overwrite":
+        raise InvalidArgument(f"partitions='dynamic' replaces the partitions the DataFrame holds: it needs "
+                              f"mode='overwrite', not {mode!r}; nothing was recorded")
+    if merge_schema:
+        raise InvalidArgument("partitions='dynamic' keeps the table's other partitions, so it keeps its columns: "
+                              "merge_schema=True is for appends; nothing was recorded")
+    if table is None or table.current_version is None:
+        return []
+    layouts = {partition_columns_of(f.path) for f in ledger.version(name).files}
+    found = layouts.pop() if len(layouts) == 1 else ()
+    if layouts or not found:
+        said = "files of several partition layouts" if layouts else "no partition columns"
+        raise InvalidArgument(f"partitions='dynamic' replaces partitions, and {name} version {table.current_version} "
+                              f"has {said}: write it with mode='overwrite' (static) instead; nothing was recorded")
+    if columns and found and tuple(columns) != found:
+        raise InvalidArgument(f"partition_by={columns!r} is not how {name} is partitioned ({', '.join(found)}): give "
+                              "its columns, or none; nothing was recorded")
+    return list(columns or found)
 
 
 def _writable_schema(df: DataFrame, name: str, columns: list[str], case_sensitive: bool) -> str:
@@ -116,29 +162,66 @@ def _writable_schema(df: DataFrame, name: str, columns: list[str], case_sensitiv
 
 
 def _write_version(df: DataFrame, ledger: Ledger, table: TableInstance, columns: list[str], mode: str,
-                   schema: str, merged_from: str | None) -> TableVersion:
+                   schema: str, merged_from: str | None, dynamic: bool = False) -> TableVersion:
     """Register a write, have Spark write ``df`` into its folder (its lease renewed meanwhile),
-    and commit what Spark committed as the next version; any failure aborts the write."""
+    and commit what Spark committed as the next version; any failure aborts the write.
+    ``dynamic``: a partition overwrite, committed as a replace of the current files in the
+    partitions the new ones have (an empty ``df`` aborts the write: no version)."""
+    with new_write(ledger, table, [(df, columns)]) as (write, files):
+        if not dynamic:
+            return ledger.commit_write(write.id, files, mode=mode, schema=schema,
+                                       merge_schema=merged_from is not None, merged_from=merged_from)
+        current = ledger.version(table.name)
+        if not files:
+            ledger.abort_write(write.id)
+            return current
+        touched = {partition_folder(path) for path, _ in files}
+        removes = [f.path for f in current.files if partition_folder(f.path) in touched]
+        return ledger.commit_write(write.id, files, mode="replace", removes=removes, schema=schema)
+
+
+@contextlib.contextmanager
+def new_write(ledger: Ledger, table: TableInstance,
+              frames: Sequence[tuple[DataFrame, Sequence[str]]]) -> Iterator[tuple[WriteView, list[tuple[str, int]]]]:
+    """A write registered on ``table`` with each frame written into its folder (partitioned by its
+    columns; the lease renewed meanwhile), handed to the block with the files Spark committed
+    there (``(path, size)``, relative to the table's location) for it to commit or abort. An
+    exception, in Spark or in the block, aborts the write."""
     if table.current_version is None:
         _adopt_unversioned_files(ledger, table)
     write = ledger.begin_write(table.name)
     try:
         renew = Heartbeat(f"lease-{write.id}", write.lease.total_seconds() / 3, lambda: ledger.renew_write(write.id))
         with renew:
-            # "error", not "errorifexists": the one spelling of Spark's default mode that a Connect
-            # client also takes. The folder is the write's own and new: nothing is there to refuse.
-            writer = df.write.mode("error")
-            if columns:
-                writer = writer.partitionBy(*columns)
-            writer.parquet(spark_uri(write.folder))
-        files = [(f"{write.relative_folder}/{entry.path}", entry.size)
-                 for entry in fs.committed_files(ledger.warehouse, write.folder)]
-        return ledger.commit_write(write.id, files, mode=mode, schema=schema, merge_schema=merged_from is not None,
-                                   merged_from=merged_from)
+            for i, (df, columns) in enumerate(frames):
+                # "error", not "errorifexists": the one spelling of Spark's default mode that a Connect
+                # client also takes. The folder is the write's own and new: nothing is there to refuse;
+                # a second frame (files of another layout) is added beside the first's.
+                writer = df.write.mode("error" if i == 0 else "append")
+                if columns:
+                    writer = writer.partitionBy(*columns)
+                writer.parquet(spark_uri(write.folder))
+        yield write, [(f"{write.relative_folder}/{entry.path}", entry.size)
+                      for entry in fs.committed_files(ledger.warehouse, write.folder)]
     except BaseException:
         with contextlib.suppress(LedgerError):
             ledger.abort_write(write.id)
         raise
+
+
+def partition_folder(path: str) -> str:
+    """The ``col=value/...`` folders of a file (relative to the table's location), after its write's
+    folder (``_writes/<id>/``) or at the location's root for adopted files; "" when unpartitioned."""
+    parts = path.split("/")[:-1]
+    if len(parts) >= 2 and parts[0] == WRITES_FOLDER:
+        parts = parts[2:]
+    return "/".join(parts)
+
+
+def partition_columns_of(path: str) -> tuple[str, ...]:
+    """The partition columns a file's folders name (``day=1/hour=2/part-0`` -> ``("day", "hour")``)."""
+    folder = partition_folder(path)
+    return tuple(part.split("=", 1)[0] for part in folder.split("/")) if folder else ()
 
 
 def _drop_if_still_empty(ledger: Ledger, table: TableInstance) -> None:
@@ -242,9 +325,26 @@ def _read(spark: SparkSession, ledger: Ledger, name: str, version: int | None, a
 def _read_files(spark: SparkSession, location: str, paths: list[str], schema: StructType | None) -> DataFrame:
     """Exactly these files, with the version's recorded schema (so a partition value written as
     ``"007"`` reads back as ``"007"``, not 7, and columns a merge added read as null in older
-    files). Spark infers partition columns (``col=value`` folders) under one root only, and each
-    write's folder is a root of its own, so partitioned files are read write by write (with that
-    folder as base path) and unioned; unpartitioned ones are read at once."""
+    files), the frames of ``file_frames`` unioned."""
+    result = union_all(file_frames(spark, location, paths, schema))
+    # Spark puts partition columns last; the table's order is the recorded one.
+    return result if schema is None else result.select(*schema.fieldNames())
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    """One DataFrame of these (at least one), by column name."""
+    result = frames[0]
+    for more in frames[1:]:
+        result = result.unionByName(more)
+    return result
+
+
+def file_frames(spark: SparkSession, location: str, paths: list[str], schema: StructType | None) -> list[DataFrame]:
+    """One DataFrame a partition root over ``paths`` (relative to ``location``; at least one), each
+    reading its files straight (so ``_metadata.file_path`` is there until a union hides it). Spark
+    infers partition columns (``col=value`` folders) under one root only, and each write's folder
+    is a root of its own, so partitioned files are read write by write (with that folder as base
+    path); unpartitioned ones are read at once."""
     plain: list[str] = []
     by_write: dict[str, list[str]] = {}
     for path in paths:
@@ -260,11 +360,7 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
     frames = [reader().parquet(*uris(plain))] if plain else []
     frames += [reader().option("basePath", spark_uri(f"{location}/{folder}")).parquet(*uris(files))
                for folder, files in sorted(by_write.items())]
-    result = frames[0]
-    for more in frames[1:]:
-        result = result.unionByName(more)
-    # Spark puts partition columns last; the table's order is the recorded one.
-    return result if schema is None else result.select(*schema.fieldNames())
+    return frames
 
 
 def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:

@@ -195,3 +195,59 @@ def test_r24_cli_remote_and_master_together_is_a_one_line_usage_error(
                                     " (sc://127.0.0.1:1;...) and so is --master")
     assert "s3cr3t" not in result.stderr
     assert Ledger.open(path).event_count() == before
+
+
+@pytest.fixture
+def users_ledger(spark, tmp_path: Path) -> Path:
+    """A ledger (written ten days ago: the CLI runs on the real clock) whose crm.users holds user 42's
+    rows only, in one file of its version 1 (partitioned: erasing every row then writes no file, and
+    the version that empties the table is an overwrite, after which the vacuum deletes the old
+    write's folder whole)."""
+    from spark_ops import write_table
+    path = tmp_path / "ledger.db"
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=10))
+    with Ledger.open(path, clock=clock) as led:
+        write_table(spark.createDataFrame([(42, "a", "d1"), (42, "b", "d1")], "user_id int, item string, day string")
+                    .coalesce(1), led, "crm.users", partition_by="day")
+    return path
+
+
+def test_r25_cli_erase_then_erasure_shows_each_file_and_the_bundle_checks_offline(spark, users_ledger,
+                                                                                   tmp_path) -> None:
+    path = str(users_ledger)
+    result = run(spark, "--ledger", path, "erase", "crm.users", "--where", "user_id = 42", "--reason", "GDPR art. 17",
+                 "--expire-now", "--json")
+    assert result.exit_code == 0, result.stderr
+    request = json.loads(result.stdout)
+    table_id = Ledger.open(path).table("crm.users").id
+    assert request["replaced_by"] == 2 and request["versions"] == [f"{table_id}/1"] and len(request["files"]) == 1
+    request_id, key = request["request_id"], request["files"][0]["key"]
+    pending = run(spark, "--ledger", path, "erasure", request_id)
+    assert pending.exit_code == 0, pending.stderr
+    assert f"0 of 1 file deleted" in pending.stdout and f"  {key}  " in pending.stdout and "pending" in pending.stdout
+
+    assert run(spark, "--ledger", path, "vacuum").exit_code == 0
+    done = run(spark, "--ledger", path, "erasure", request_id)
+    assert "1 of 1 file deleted - done" in done.stdout and "deleted by vacuum run" in done.stdout, done.stdout
+    cp, export, bundle = tmp_path / "cp.json", tmp_path / "log.jsonl", tmp_path / "erasure.json"
+    assert run(spark, "--ledger", path, "checkpoint", "--out", str(cp)).exit_code == 0
+    assert run(spark, "--ledger", path, "export", str(export)).exit_code == 0
+    wrote = run(spark, "--ledger", path, "erasure", request_id, "--out", str(bundle), "--checkpoint", str(cp))
+    assert wrote.exit_code == 0 and f"proof bundle written to {bundle}" in wrote.stdout, wrote.stderr
+    checked = subprocess.run([sys.executable, "-m", "ledger.audit", "prove-erasure", str(bundle), str(export), str(cp)],
+                             capture_output=True, text=True)
+    assert checked.returncode == 0 and "all 1 files of its set deleted" in checked.stdout, checked.stderr
+
+
+def test_r25_cli_erase_says_what_it_did_and_refuses_bad_input_in_one_line(spark, users_ledger, tmp_path) -> None:
+    path = str(users_ledger)
+    before = Ledger.open(path).event_count()
+    refused = run(spark, "--ledger", path, "erase", "crm.users", "--where", "nobody = 1", "--reason", "r")
+    assert refused.exit_code == 1 and refused.stderr.startswith("error: InvalidArgument: ")
+    assert refused.stderr.count("\n") == 1 and Ledger.open(path).event_count() == before
+    usage = run(spark, "--ledger", path, "erasure", "x", "--checkpoint", str(tmp_path / "cp.json"))
+    assert usage.exit_code == 2
+    said = run(spark, "--ledger", path, "erase", "crm.users", "--where", "user_id = 7", "--reason", "asked")
+    assert said.exit_code == 0, said.stderr
+    assert "recorded for crm.users (user_id = 7): 0 files, 0 B in its set" in said.stdout
+    assert "no new version" in said.stdout and "unreadable from now on: no version" in said.stdout
