@@ -59,8 +59,10 @@ class VacuumRun:
         return bool(self._ledger.runner.run(lambda now: RenewVacuum(self.run_id, now, 0)))
 
     def files(self, digest: str) -> list[tuple[str, int]]:
-        """The file list the plan names by ``digest`` (a purge's ``listed``, a folder's ``listed``):
-        ``(path, size)`` pairs, paths relative to the table's location, checked against the digest."""
+        """The file list the plan names by ``digest`` (a purge's ``listed``, a folder's ``listed``, a
+        trim's ``listed``): ``(path, size)`` pairs, paths relative to the table's location, checked
+        against the digest. It reads the ledger only, records nothing: a dry run's driver reads a
+        trim's list through a handle on its plan (``VacuumRun(ledger, "dry run", plan)``) too."""
         return self._ledger._manifest(digest)
 
     def record_deleted(self, parts: Iterable[tuple[Part, bytes]]) -> int:

@@ -1,8 +1,8 @@
 """What a vacuum does, as typed records: one shape from the ledger's plan to the record of its end.
 
 The ledger decides a vacuum (``ledger.core.vacuums``) and returns its ``Plan``: the dropped
-instances it purges, the old versions it expires, the abandoned writes it sweeps, the committed
-folders it cleans of stragglers, each an item of work with what an executor re-checks before it
+instances it purges, the old versions it expires, the files replaces removed that no kept version
+names any more, the abandoned writes it sweeps, the committed folders it cleans of stragglers, each an item of work with what an executor re-checks before it
 touches a file. The Spark job hands the items to executors (split into parts where big), which
 answer each with a ``Result``; the run handle (``ledger.VacuumRun``) records the results as they
 are, and the ledger decides from them what is purged, deleted and cleaned. Nothing changes shape
@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Iterator, Union
 
-PURGE, EXPIRE, SWEEP, STRAGGLERS, FOREIGN = "purge", "expire", "sweep", "stragglers", "foreign"
+PURGE, EXPIRE, TRIM, SWEEP, STRAGGLERS, FOREIGN = "purge", "expire", "trim", "sweep", "stragglers", "foreign"
 
 
 def new_run_id() -> str:
@@ -113,6 +113,38 @@ class Expiry(_Item):
 
 
 @dataclass(frozen=True)
+class Trim(_Item):
+    """The files replace ``version`` removed from write folders that stay (other files of them are
+    still named), now that no unexpired version names them (R13): deleted by key, each a file of
+    the list ``listed`` (the replace's ``removes``), read from the ledger while the run works. An
+    expiry deletes a folder only whole; without this a file an erasure's rewrite removed (R25) would
+    wait for ever beside the files its folder keeps."""
+    version: int
+    listed: str
+    """The digest of the list of files the replace removed (paths relative to the location)."""
+    skip: tuple[str, ...] = ()
+    """Write ids whose folders go whole (no unexpired version names them) or went already: their
+    files are an expiry's, not this item's."""
+    fresh: bool = False
+    """Taken over from a stopped run, which may have deleted some of the files: each key is looked
+    at before it is deleted, so that a store's "deleted" for a key already gone is never counted or
+    receipted (R20)."""
+
+    kind: ClassVar[str] = TRIM
+
+    @property
+    def _id(self) -> str:
+        return f"{self.table_id}/{self.version}"
+
+    def takes(self, path: str) -> bool:
+        """Whether ``path`` (of the list, relative to the location) is this item's to delete: a file
+        in a write folder (``_writes/<id>/...``) not in ``skip``. A file outside every write folder
+        (an adopted one) goes only with a purge of the whole instance (R15)."""
+        parts = path.split("/")
+        return len(parts) > 2 and parts[0] == "_writes" and parts[1] not in self.skip
+
+
+@dataclass(frozen=True)
 class Sweep(_Item):
     """An instance's abandoned writes (R15): given up on record, their ``folders`` to delete."""
     folders: tuple[Folder, ...]
@@ -150,7 +182,7 @@ class ForeignScan(_Item):
     kind: ClassVar[str] = FOREIGN
 
 
-Work = Union[Purge, Expiry, Sweep, StragglerScan, ForeignScan]
+Work = Union[Purge, Expiry, Trim, Sweep, StragglerScan, ForeignScan]
 
 
 def split(item: Expiry | Sweep, pieces: int) -> list[Expiry | Sweep]:
@@ -214,12 +246,14 @@ class Plan:
     locations: int = 0
     """How many instances (live or dropped, not purged) have a location under the root: about what
     a listing of the root's folders returns."""
+    trims: tuple[Trim, ...] = ()
+    """Replaces whose removed files no unexpired version names any more: deleted by key."""
 
     @property
     def empty(self) -> bool:
         """Nothing a run would record: no purge, no mark, no sweep, no scan, no stopped run to take
         over (then ``start_vacuum`` records nothing either)."""
-        return not (self.purges or self.expiries or self.sweeps or self.stragglers or self.resumes)
+        return not (self.purges or self.expiries or self.trims or self.sweeps or self.stragglers or self.resumes)
 
     def idle(self, dry_run: bool) -> bool:
         """Nothing for a vacuum to do, so no Spark job is needed: the plan is ``empty``, and for a
@@ -227,10 +261,11 @@ class Plan:
         return self.empty and not (dry_run and self.foreign)
 
     def items(self) -> Iterator[Work]:
-        """Every item that deletes (or, for a dry run, lists): purges, expiries with folders, sweeps,
-        straggler scans."""
+        """Every item that deletes (or, for a dry run, lists): purges, expiries with folders, trims,
+        sweeps, straggler scans."""
         yield from self.purges
         yield from (e for e in self.expiries if e.folders)
+        yield from self.trims
         yield from self.sweeps
         yield from self.stragglers
 
@@ -286,6 +321,6 @@ class Result:
 
 
 __all__ = [
-    "PURGE", "EXPIRE", "SWEEP", "STRAGGLERS", "FOREIGN", "new_run_id", "location", "Folder", "Purge", "Expiry",
-    "Sweep", "StragglerScan", "ForeignScan", "Work", "split", "Waiting", "Held", "Plan", "Part", "Result",
+    "PURGE", "EXPIRE", "TRIM", "SWEEP", "STRAGGLERS", "FOREIGN", "new_run_id", "location", "Folder", "Purge",
+    "Expiry", "Trim", "Sweep", "StragglerScan", "ForeignScan", "Work", "split", "Waiting", "Held", "Plan", "Part", "Result",
 ]

@@ -3,8 +3,9 @@
 ``status``: for each file of the request's erasure set, deleted (the vacuum run whose receipt
 holds it, and when: ``receipts.prove_deleted_many``) or pending, with why and until when: the
 retention still keeping a version or a dropped instance that holds it, a pin holding it, a
-dropped instance due to be purged, or an expired version whose write folder another kept version
-still names (a single file of a named folder is not the expiry's to delete).
+dropped instance due to be purged, an expired version's file that the next vacuum deletes (its
+whole write folder, or the file alone, by key, where a replace removed it and the folder stays for
+files still named), or a kept version whose chain still reaches the file's write.
 
 ``ErasureProof``: the request (its fields and event number), its erasure set (whose list must hash
 to the digest the event carries, so no file can be left out of the bundle), the request event's
@@ -28,7 +29,7 @@ import attrs
 from ..clock import Micros, from_micros, iso, iso_utc
 from ..core.erasures import Request
 from ..core.model import State
-from ..core.versions import WRITES_FOLDER, Version, manifest, parse_manifest
+from ..core.versions import WRITES_FOLDER, Version, manifest, parse_manifest, version_key
 from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
 from ..persistence.contract import EventStore
 from . import outputs
@@ -190,10 +191,16 @@ def _expired(state: State, key: str, v: Version, said: str, now: Micros) -> tupl
     if write.deleted_at is not None:
         return (f"write folder {write.id} was recorded deleted at {iso_utc(from_micros(write.deleted_at))}, but no "
                 "vacuum's receipt holds this file", None)
-    if write.id in state.data.referenced_writes(v.table_id):
-        return (f"{said} is expired, but write folder {write.id} stays: a kept version still names other files of "
-                "it, and a single file of a named folder is not the expiry's to delete (yet)", None)
-    return f"{said} is expired: the next vacuum deletes write folder {write.id}", now
+    data = state.data
+    if write.id not in data.referenced_writes(v.table_id):
+        return f"{said} is expired: the next vacuum deletes write folder {write.id}", now
+    if any(write.version in {c.number for c in data.chain(data.versions[version_key(v.table_id, r.base or 0)])}
+           for r in data.due_removals(v.table_id)):
+        return (f"{said} is expired, and no kept version names this file (a replace removed it): the next vacuum "
+                f"deletes it from write folder {write.id}, which stays for the files still named", now)
+    holder = next(u for u in data.unexpired(v.table_id) if write.id in {w for w, _ in data.parts(u)})
+    return (f"{said} is expired, but version {holder.number} (kept) still names write folder {write.id}: this file "
+            "goes once no kept version names it", None)
 
 
 # --- the bundle ----------------------------------------------------------------------------

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 from vacuum_work import (
-    EXPIRE, PURGE, STRAGGLERS, SWEEP, Expiry, Folder, ForeignScan, Held, Plan, Purge, Result, StragglerScan,
-    Sweep, Waiting, Work,
+    EXPIRE, PURGE, STRAGGLERS, SWEEP, TRIM, Expiry, Folder, ForeignScan, Held, Plan, Purge, Result, StragglerScan,
+    Sweep, Trim, Waiting, Work,
 )
 
 from ..clock import Micros
@@ -44,7 +44,7 @@ from .streams import (
     CATALOG_STREAM, VACUUM_STREAM, catalog_streams, data_stream, receipt_stream, retention_stream, watermark_stream,
 )
 from .tables import Instance, check_counts, guard_streams, purge
-from .versions import advance_mark, folders_deleted, stragglers_deleted, sweep
+from .versions import advance_mark, folders_deleted, removals_deleted, stragglers_deleted, sweep, version_key
 
 DEFAULT_GRACE_SECONDS = 6 * 3600
 GRACE_FLOOR_SECONDS = 3600
@@ -67,7 +67,7 @@ is taken to be dead, and the next vacuum takes its tables over."""
 
 # --- events --------------------------------------------------------------------------------
 
-@event("VacuumStarted", version=2)
+@event("VacuumStarted", version=3)
 @attrs.frozen
 class VacuumStarted:
     """Written in the same append as the watermarks, before any file is touched (R2)."""
@@ -84,9 +84,12 @@ class VacuumStarted:
     """Retention marks this run advanced, by table id (R13: in this same append)."""
     write_folders: tuple[str, ...] = attrs.field(default=(), converter=as_ids)
     """Write folders this run will delete: no version that stays unexpired names them."""
+    trims: tuple[str, ...] = attrs.field(default=(), converter=as_ids)
+    """Replace versions (``<table id>/<number>``) whose removed files this run will delete by key."""
 
 
 UPCASTERS[("VacuumStarted", 1)] = lambda data: {**data, "lease_until": None}
+UPCASTERS[("VacuumStarted", 2)] = lambda data: {**data, "trims": []}
 
 
 @event("VacuumLeased")
@@ -124,6 +127,8 @@ class VacuumRun:
     """A later vacuum took over its tables; it may still finish, but is not resumed again."""
     write_folders: tuple[str, ...] = ()
     """The write folders it set out to delete."""
+    trims: tuple[str, ...] = ()
+    """The replace versions (``<table id>/<number>``) whose removed files it set out to delete."""
 
     def is_live(self, now: Micros) -> bool:
         return not self.taken_over and self.lease_until is not None and self.lease_until > now
@@ -234,24 +239,29 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
     stopped_folders = {w for run in state.vacuums.unfinished() if not run.is_live(cmd.now)
                        for w in run.write_folders}
     written = _versioned(state, database, chosen_ids)
-    expiries = () if cmd.only_uncommitted else tuple(
-        e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned)
-                    for i in written if i.id in state.data.heads)
-        if e is not None)
+    versioned = [] if cmd.only_uncommitted else [i for i in written if i.id in state.data.heads]
+    expiries = tuple(e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned) for i in versioned)
+                     if e is not None)
+    marked = {e.table_id: e.mark for e in expiries if e.mark is not None}
+    held_trims = {t for run in busy_runs for t in run.trims}
+    stopped_trims = {t for run in state.vacuums.unfinished() if not run.is_live(cmd.now) for t in run.trims}
+    trims = tuple(t for i in versioned
+                  for t in _trims(state, i, marked.get(i.id, state.data.mark(i.id)), held_trims, stopped_trims))
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
     going = {f.write_id for e in expiries for f in e.folders}
     sweeps, stragglers = _uncommitted(state, written, cmd, held_folders | going) if cmd.uncommitted else ((), ())
     planned_folders = going | {f.write_id for sw in sweeps for f in sw.folders} | \
         {sc.folder.write_id for sc in stragglers}
+    planned_trims = {version_key(t.table_id, t.version) for t in trims}
     resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
         resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
-        or not _work_left(state, run))))
+        or planned_trims.intersection(run.trims) or not _work_left(state, run))))
     return Plan(
         cmd.run_id, cmd.root, cmd.now, planned, expiries, sweeps, stragglers,
         tuple(ForeignScan(i.id, i.name, i.path, _adopted(state, i.id)) for i in written) if cmd.uncommitted else (),
         tuple(sorted(marks.items())), resumes, tuple(run.run_id for run in busy_runs), tuple(waiting), tuple(pinned),
         cmd.now + cmd.lease_seconds * 1_000_000,
-        len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()))
+        len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()), trims)
 
 
 def _adopted(state: State, table_id: str) -> str | None:
@@ -280,11 +290,14 @@ def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
 
 
 def _work_left(state: State, run: VacuumRun) -> bool:
-    """Whether a run that stopped left anything undone: a table not purged, a folder not recorded gone."""
+    """Whether a run that stopped left anything undone: a table not purged, a folder not recorded gone,
+    a replace's removed files not recorded deleted."""
     tables = (state.tables.instance(i) for i in run.table_ids)
     writes = (state.data.writes.get(w) for w in run.write_folders)
+    trims = (state.data.versions.get(key) for key in run.trims)
     return any(t is not None and t.purged_at is None for t in tables) or \
-        any(w is not None and w.deleted_at is None for w in writes)
+        any(w is not None and w.deleted_at is None for w in writes) or \
+        any(v is not None and v.trimmed_at is None for v in trims)
 
 
 def _versioned(state: State, database: str | None, purging: set[str]) -> list[Instance]:
@@ -326,6 +339,26 @@ def _expiry(state: State, inst: Instance, cmd: StartVacuum, held: set[str], stop
         return None
     return Expiry(inst.id, inst.name, inst.path, mark, expired,
                   tuple(Folder(w.id, w.folder, None if w.id in stopped else data.write_manifest(w)) for w in gone))
+
+
+def _trims(state: State, inst: Instance, mark: Micros | None, held: set[str], stopped: set[str]) -> list[Trim]:
+    """R13 for the files replaces removed from write folders that stay: one item per replace whose
+    removals are due under ``mark`` (the one this run leaves), but those a live run holds
+    (``held``). Its ``skip``: the writes of its base whose folders no version this run leaves
+    unexpired names, which go whole (in this run, another, or gone already). One a stopped run set
+    out to do (``stopped``) may have lost files already: it is taken over ``fresh``."""
+    data = state.data
+    named = data.referenced_writes(inst.id, mark)
+    found = []
+    for r in data.due_removals(inst.id, mark):
+        key = version_key(inst.id, r.number)
+        if key in held:
+            continue
+        assert r.removes is not None and r.base is not None  # due_removals gives replaces only
+        base = data.versions[version_key(inst.id, r.base)]
+        skip = tuple(sorted({w for w, _ in data.parts(base) if w is not None and w not in named}))
+        found.append(Trim(inst.id, inst.name, inst.path, r.number, r.removes, skip, key in stopped))
+    return found
 
 
 def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]:
@@ -385,12 +418,13 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         plan.lease_until, {e.table_id: e.mark for e in plan.expiries if e.mark is not None},
         tuple(f.write_id for e in plan.expiries for f in e.folders) + tuple(f.write_id for sw in plan.sweeps
                                                                             for f in sw.folders)
-        + tuple(sc.folder.write_id for sc in plan.stragglers))))
+        + tuple(sc.folder.write_id for sc in plan.stragglers),
+        tuple(version_key(t.table_id, t.version) for t in plan.trims))))
     reads = {VACUUM_STREAM}
     # A commit or renewal racing the sweep lands first or is refused (R4, R15).
     reads |= {data_stream(item.table_id) for item in (*plan.sweeps, *plan.stragglers)}
-    for expiry in plan.expiries:
-        inst = state.tables.instances[expiry.table_id]
+    for table_id in sorted({e.table_id for e in plan.expiries} | {t.table_id for t in plan.trims}):
+        inst = state.tables.instances[table_id]
         # A commit, restore or mark of the table since the plan was made must stop it (R4).
         reads |= {data_stream(inst.id)} | catalog_streams(inst.database)
         reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
@@ -421,7 +455,7 @@ def _renew(state: State, cmd: RenewVacuum) -> Decision:
 def _finish(state: State, cmd: FinishVacuum) -> Decision:
     """What a run's results record (R10: what failed is not recorded, and the next vacuum finishes
     it): a purge for each instance whose whole location went; the write folders of each expiry or
-    sweep (or part of one) that went without an error; each committed folder cleaned of stragglers
+    sweep (or part of one) that went without an error; the replaces whose removed files went; each committed folder cleaned of stragglers
     with none left (one found to hold only what its version names is recorded too, with nothing
     deleted, so that no later vacuum lists it again). The folders of one item's parts are recorded
     together, their counts added up."""
@@ -449,6 +483,12 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
                 events.append(record(state, table_id, cmd.run_id, writes, sum(r.files for _, r in group),
                                      sum(r.bytes for _, r in group)))
                 reads.add(data_stream(table_id))
+    for table_id, group in _by_table(done[TRIM]).items():
+        trimmed = tuple(item.version for item, _ in group if isinstance(item, Trim) and _not_trimmed(state, item))
+        if trimmed:  # a run that took this one over may have recorded them first
+            events.append(removals_deleted(state, table_id, cmd.run_id, trimmed, sum(r.files for _, r in group),
+                                           sum(r.bytes for _, r in group)))
+            reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append(close_receipt(state, cmd.run_id))
     reads.add(receipt_stream(cmd.run_id))
@@ -460,7 +500,7 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
 
 
 Done = list[tuple[Work, Result]]
-ITEMS = (Purge, Expiry, Sweep, StragglerScan, ForeignScan)
+ITEMS = (Purge, Expiry, Trim, Sweep, StragglerScan, ForeignScan)
 
 
 def _done(run: VacuumRun, results: object) -> dict[str, Done]:
@@ -474,7 +514,7 @@ def _done(run: VacuumRun, results: object) -> dict[str, Done]:
     if odd is not None or not isinstance(results, tuple):
         raise InvalidArgument(f"vacuum {run_id}: a run's results are vacuum_work.Result values, one for each item "
                               f"(or part) it carried out, not {type(odd).__name__}")
-    by_kind: dict[str, Done] = {PURGE: [], EXPIRE: [], SWEEP: [], STRAGGLERS: []}
+    by_kind: dict[str, Done] = {PURGE: [], EXPIRE: [], TRIM: [], SWEEP: [], STRAGGLERS: []}
     named: set[str] = set()
     for result in results:
         item = result.item
@@ -482,7 +522,7 @@ def _done(run: VacuumRun, results: object) -> dict[str, Done]:
             continue  # a task's closing result: only receipt parts, recorded as they came
         if not isinstance(item, ITEMS):
             raise InvalidArgument(f"vacuum {run_id}: a result's item is an item of the run's plan (vacuum_work.Purge, "
-                                  "Expiry, Sweep or StragglerScan), or None for a task's closing result, not "
+                                  "Expiry, Trim, Sweep or StragglerScan), or None for a task's closing result, not "
                                   f"{type(item).__name__} {item!r:.60}")
         check_counts(run_id, result.files, result.bytes)
         if item.kind not in by_kind:
@@ -513,6 +553,11 @@ def _claims(run: VacuumRun, item: Work) -> list[str]:
             raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
                                   f"{item.folder.write_id}: {after}")
         return [f"the straggler scan of write {item.folder.write_id}"]
+    if isinstance(item, Trim):
+        if version_key(item.table_id, item.version) not in run.trims:
+            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete the files version {item.version} of "
+                                  f"table id {item.table_id} removed: {after}")
+        return [f"the files version {item.version} of table id {item.table_id} removed"]
     for write_id in _write_ids(item):
         if write_id not in run.write_folders:
             raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
@@ -538,6 +583,11 @@ def _not_deleted(state: State, write_id: str) -> bool:
     return w is None or w.deleted_at is None  # an unknown write is refused by the record, by name
 
 
+def _not_trimmed(state: State, item: Trim) -> bool:
+    v = state.data.versions.get(version_key(item.table_id, item.version))
+    return v is None or v.trimmed_at is None  # an unknown version is refused by the record, by number
+
+
 def _not_cleaned(state: State, write_id: str) -> bool:
     w = state.data.writes.get(write_id)
     return w is None or w.cleaned_at is None
@@ -553,12 +603,17 @@ def _on_started(b: Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
         if inst is None or not inst.is_dropped or not b.guard.is_blocked(inst):
             raise corrupt(f"event #{seq} starts vacuum {e.run_id} on table id {id_}, which is not a "
                           "dropped table behind its watermark (R2)")
+    for key in e.trims:  # R13 on replay: its marks landed first, and no version they leave names those files
+        table_id, _, number = key.rpartition("/")
+        if not number.isdigit() or int(number) not in {v.number for v in b.data.due_removals(table_id)}:
+            raise corrupt(f"event #{seq} starts vacuum {e.run_id} deleting the files version {key} removed, which is "
+                          "no replace whose removals no unexpired version names (R13)")
     runs = b.vacuums.runs
     for earlier in e.resumes:
         run = runs.get(earlier)
         if run is not None:
             runs[earlier] = attrs.evolve(run, taken_over=True)
-    runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until, False, e.write_folders)
+    runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until, False, e.write_folders, e.trims)
 
 
 def _on_leased(b: Builder, e: VacuumLeased, seq: int, time: Micros) -> None:

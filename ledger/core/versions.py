@@ -8,7 +8,9 @@ previous version's files plus the write's, ``overwrite`` the write's alone,
 ``replace`` the previous version's files minus some it names (``removes``) plus the write's
 (a partition overwrite, an erasure's rewrite), ``restore`` the files of an earlier version,
 ``adopt`` the files a table held before it was versioned. No write deletes anything (R11):
-the files a replace removes stay named by the versions before it, until a vacuum expires them. The file list of a write is a
+the files a replace removes stay named by the versions before it, until a vacuum expires them;
+then they go by key (a *trim*, ``RemovalsDeleted``) once no unexpired version names them, since
+their write folder stays as long as other files of it are named. The file list of a write is a
 content-addressed attachment stored with its commit event (a *manifest*), so the
 folded state holds only its digest, count and size, however many files it has.
 
@@ -131,6 +133,11 @@ def removal_problem(v: Version, removed: list[tuple[str, int]], base_files: list
 
 # --- events --------------------------------------------------------------------------------
 
+def as_numbers(value: Iterable[int]) -> tuple[int, ...]:
+    """A converter for version-number lists: JSON gives lists, events hold tuples."""
+    return tuple(value)
+
+
 @event("WriteBegun")
 @attrs.frozen
 class WriteBegun:
@@ -225,6 +232,18 @@ class StragglersDeleted:
     bytes: int = 0
 
 
+@event("RemovalsDeleted")
+@attrs.frozen
+class RemovalsDeleted:
+    """A vacuum deleted the files these replace ``versions`` of the instance removed (those in write
+    folders that stay; a folder that went whole took its own): no unexpired version names them (R13)."""
+    table_id: str
+    run_id: str
+    versions: tuple[int, ...] = attrs.field(converter=as_numbers)
+    files: int = 0
+    bytes: int = 0
+
+
 @event("WriteFoldersDeleted")
 @attrs.frozen
 class WriteFoldersDeleted:
@@ -300,6 +319,8 @@ class Version:
     """A replace: the digest of the list of its base's files it does not name."""
     removed_files: int = 0
     removed_bytes: int = 0
+    trimmed_at: Micros | None = None
+    """A replace: when a vacuum recorded the files it removed deleted (``RemovalsDeleted``)."""
 
 
 def version_key(table_id: str, number: int) -> str:
@@ -372,19 +393,42 @@ class Data:
         its chain: a write names only files in its own folder, and each write commits once (R14)."""
         return [c.removes for c in self.chain(v) if c.removes is not None]
 
+    def unexpired(self, table_id: str, mark: Micros | None = None) -> list[Version]:
+        """The versions a mark (the current one, or ``mark`` if given) leaves unexpired, newest first:
+        every version committed after it, and the current one."""
+        mark = self.marks.get(table_id) if mark is None else mark
+        head = self.heads.get(table_id)
+        return [v for v in self.history(table_id) if mark is None or v.committed_at > mark or v.number == head]
+
     def referenced_writes(self, table_id: str, mark: Micros | None = None) -> set[str]:
         """The writes whose files an unexpired version names (under the current mark, or under
         ``mark`` if given): their folders must stay (R13). A write a replace took some, or all, of
         the files of stays referenced while a version whose chain holds it is unexpired: the core
         holds no file lists, so a folder goes whole only once no unexpired version's chain reaches
-        its write; files a replace removed from a folder still referenced are not the expiry's."""
-        mark = self.marks.get(table_id) if mark is None else mark
-        head = self.heads.get(table_id)
-        named: set[str] = set()
-        for v in self.history(table_id):
-            if mark is None or v.committed_at > mark or v.number == head:
-                named.update(w for w, _ in self.parts(v) if w is not None)
-        return named
+        its write; files a replace removed from a folder still referenced go by key (``due_removals``)."""
+        return {w for v in self.unexpired(table_id, mark) for w, _ in self.parts(v) if w is not None}
+
+    def due_removals(self, table_id: str, mark: Micros | None = None) -> list[Version]:
+        """The replaces of an instance whose removed files no unexpired version names (under the
+        current mark, or ``mark``), not yet recorded deleted, oldest first: a vacuum deletes those
+        files by key (R13). Decided without file lists, so conservatively: a version names a file a
+        replace R removed only if its chain holds the commit of the file's write (which is in the
+        chain of R's base) and not R itself (nothing R removed comes back later in a chain: each
+        write commits once, R14). So R's removals are due when every unexpired version either has R
+        in its chain, or shares no commit with R's base's chain (a later overwrite). Once due they
+        stay due: a new version extends an unexpired one's chain or starts one of its own, and a
+        mark only moves forward. An unexpired restore of a version before R keeps them waiting."""
+        pending = [v for v in self.history(table_id) if v.removes is not None and v.trimmed_at is None]
+        if not pending:
+            return []
+        chains = [{c.number for c in self.chain(u)} for u in self.unexpired(table_id, mark)]
+        due = []
+        for r in reversed(pending):
+            assert r.base is not None  # a replace always has a base (the fold checks it)
+            before = {c.number for c in self.chain(self.versions[version_key(table_id, r.base)])}
+            if all(r.number in chain or not chain & before for chain in chains):
+                due.append(r)
+        return due
 
     def unreferenced_writes(self, table_id: str, mark: Micros | None = None) -> list[Write]:
         """Committed writes whose folders are still there and that no unexpired version names."""
@@ -875,6 +919,19 @@ def stragglers_deleted(state: State, table_id: str, run_id: str, write_ids: tupl
     return data_stream(table_id), StragglersDeleted(table_id, run_id, write_ids, files, size)
 
 
+def removals_deleted(state: State, table_id: str, run_id: str, versions: tuple[int, ...], files: int,
+                     size: int) -> tuple[str, RemovalsDeleted]:
+    """The record that a vacuum deleted the files replaces removed: only of replaces whose removals
+    are due (``Data.due_removals``) and not recorded already."""
+    due = {v.number for v in state.data.due_removals(table_id)}
+    for number in versions:
+        if number not in due:
+            raise InvalidArgument(f"vacuum {run_id} cannot record deleting the files version {number} of {table_id} "
+                                  "removed: it is no replace, an unexpired version still names them, or they were "
+                                  "recorded deleted already")
+    return data_stream(table_id), RemovalsDeleted(table_id, run_id, versions, files, size)
+
+
 def folders_deleted(state: State, table_id: str, run_id: str, write_ids: tuple[str, ...], files: int,
                     size: int) -> tuple[str, WriteFoldersDeleted]:
     """The record that a vacuum deleted write folders: only of ended writes no unexpired version names."""
@@ -1034,6 +1091,17 @@ def _on_folders_deleted(b: Builder, e: WriteFoldersDeleted, seq: int, time: Micr
         data.writes[write_id] = attrs.evolve(w, deleted_at=time)
 
 
+def _on_removals_deleted(b: Builder, e: RemovalsDeleted, seq: int, time: Micros) -> None:
+    data = b.data
+    due = {v.number for v in data.due_removals(e.table_id)}
+    for number in e.versions:
+        v = data.versions.get(version_key(e.table_id, number))
+        if v is None or number not in due or v.trimmed_at is not None:
+            raise corrupt(f"event #{seq} deletes the files version {number} of {e.table_id} removed: it is no "
+                          "replace, an unexpired version still names them, or they were deleted already (R13)")
+        data.versions[version_key(e.table_id, number)] = attrs.evolve(v, trimmed_at=time)
+
+
 def _on_swept(b: Builder, e: WritesSwept, seq: int, time: Micros) -> None:
     data = b.data
     for write_id in e.write_ids:
@@ -1065,6 +1133,7 @@ CONCERN = Concern(
         VersionRestored: _on_restored,
         RetentionMarkAdvanced: _on_mark,
         WriteFoldersDeleted: _on_folders_deleted,
+        RemovalsDeleted: _on_removals_deleted,
     },
     decide={
         BeginWrite: _begin,

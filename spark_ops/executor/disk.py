@@ -100,6 +100,9 @@ class LocalDisk(Storage):
             freed.append(size)
         return freed, None
 
+    def present(self, names: list[str]) -> set[str]:
+        return {name for name in names if os.path.lexists(name)}
+
     def settle(self, where: str, *, keep: bool = False) -> str | None:
         for folder, files in reversed(list(self._walk(where, sizes=False))):  # children before parents
             if files:

@@ -23,7 +23,7 @@ from .storage import BATCH, Deleter, FileEntry, Storage, StoreError, Totals, Uns
 if TYPE_CHECKING:
     from .receipts import Receipt
 
-__all__ = ["FileEntry", "Unsafe", "committed_files", "delete_folders", "delete_unnamed", "first_missing",
+__all__ = ["FileEntry", "Unsafe", "committed_files", "delete_files", "delete_folders", "delete_unnamed", "first_missing",
            "foreign_files", "pieces", "purge", "purge_each", "total", "usage"]
 
 Known = Sequence[Iterable[tuple[str, int]] | None]
@@ -147,13 +147,43 @@ def _add(deleter: Deleter, entries: Iterator[FileEntry], found: Totals, within: 
         found.failed(_why(exc))
 
 
+def delete_files(root: str, location: str, files: Iterable[tuple[str, int]], *, dry_run: bool, look: bool,
+                 receipt: Receipt | None = None) -> Result:
+    """Delete (or, for a dry run, list) files the ledger names, by key, without listing: ``files``
+    are ``(path, size)`` pairs relative to ``location``, read a batch at a time as they go, each
+    confined to the location (R9) before it joins a batch (a trim's: files a replace removed from
+    folders that stay). ``look``: each batch is looked at first and only what is there is deleted
+    and counted (a stopped run may have deleted some, and a store answers "deleted" for a key
+    already gone, R20); a dry run lists only what is there. A location that is not there, as seen
+    from here, is an error: nothing is taken for deleted that was never seen."""
+    found = Totals()
+    listing: list[tuple[str, int]] = []
+    try:
+        store = storage_for(root)
+        home = store.confine(location)
+        if store.absent(home):
+            return Result(None, error=f"{location} is not there, as seen from here; nothing was deleted")
+        entries = iter(files)
+        with Deleter(store, receipt) as deleter:
+            while page := [FileEntry(store.confine(store.uri(f"{home}/{path}"), within=home), size)
+                           for path, size in itertools.islice(entries, BATCH)]:
+                if look or dry_run:
+                    there = store.present([e.path for e in page])
+                    page = [e for e in page if e.path in there]
+                _going(store, deleter, page, found, home, listing if dry_run else None)
+    except (Unsafe, StoreError, OSError) as exc:
+        found.failed(_why(exc))
+    return _result(found, listing if dry_run else None)
+
+
 def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutoff: float, *,
                    dry_run: bool, receipt: Receipt | None = None) -> Result:
     """Delete (or list) the files in a committed write's ``folder`` that its version does not name
     (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
     (seconds since the epoch, by the store's own clock): stragglers. The result's ``left``: the
     unnamed files younger than that, left for a later vacuum."""
-    found, left, listing = Totals(), 0, []
+    found, left = Totals(), 0
+    listing: list[tuple[str, int]] = []
     try:
         store = storage_for(root)
         home = store.confine(location)
@@ -163,13 +193,20 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
                 unnamed = [e for e in page if e.path[len(home) + 1:] not in named]
                 old = [e for e in unnamed if e.modified is not None and e.modified <= cutoff]
                 left += len(unnamed) - len(old)
-                if dry_run:
-                    listing += [(store.uri(e.path), e.size) for e in old]
-                else:
-                    deleter.add(old, found, where)
+                _going(store, deleter, old, found, where, listing if dry_run else None)
     except (Unsafe, StoreError, OSError) as exc:
         found.failed(_why(exc))
     return _result(found, listing if dry_run else None, left=left)
+
+
+def _going(store: Storage, deleter: Deleter, page: list[FileEntry], found: Totals, within: str,
+           listing: list[tuple[str, int]] | None) -> None:
+    """A page of files that go: handed to the deleter (each checked inside ``within``, R9) or, for a
+    dry run, added to its ``listing`` as a user sees them."""
+    if listing is None:
+        deleter.add(page, found, within)
+    else:
+        listing += [(store.uri(e.path), e.size) for e in page]
 
 
 def committed_files(root: str, folder: str) -> list[FileEntry]:

@@ -146,7 +146,7 @@ class ObjectStore(Storage):
         try:
             self._send(keys)
         except StoreError as exc:  # some of the batch may be gone all the same: the store says which
-            held = self._remaining(keys)
+            held = self.present(keys)
             return [None if entry.path in held else entry.size for entry in batch], str(exc)
         return [entry.size for entry in batch], None
 
@@ -166,10 +166,11 @@ class ObjectStore(Storage):
                                      f"{_one_line(exc)}") from None
                 time.sleep(min(2.0, 0.05 * 2 ** attempt))
 
-    def _remaining(self, keys: list[str]) -> set[str]:
-        """Which of ``keys`` the store still holds, asked one by one (after a batch that failed: a
-        store reports a batch, not which of its keys went). A key it cannot answer for counts as
-        held: nothing is taken for deleted unless the store said it is gone."""
+    def present(self, keys: list[str]) -> set[str]:
+        """Which of ``keys`` the store holds, asked one by one, a few at once (after a batch that
+        failed: a store reports a batch, not which of its keys went; before deleting what a stopped
+        run may have deleted). A key it cannot answer for counts as held: nothing is taken for
+        deleted unless the store said it is gone."""
         import obstore
 
         def held(key: str) -> bool:

@@ -94,6 +94,11 @@ class Storage(ABC):
         this call (already gone: another run's; or still there), and the first error."""
 
     @abstractmethod
+    def present(self, names: list[str]) -> set[str]:
+        """Which of ``names`` are there now (a look at each: a store answers "deleted" for a key
+        already gone, so what a stopped run may have deleted is looked at before it is counted)."""
+
+    @abstractmethod
     def settle(self, where: str, *, keep: bool = False) -> str | None:
         """After ``where`` was emptied: a fresh look that finds nothing, the emptied folders removed
         where the store has folders (``keep``: ``where`` itself stays). Else why it is not clean."""

@@ -11,7 +11,8 @@ is the one place that knows a local disk from an object store.
 Three shapes of work, each answering with ``vacuum_work.Result``:
 
 * ``run_items``: whole items, several a task (expiries, sweeps, stragglers, a dry run's
-  listings, and on an object store the purges the ledger knows the files of);
+  listings, and on an object store the purges the ledger knows the files of); trims, which
+  delete what the ledger lists by key, run where the ledger's lists are (the driver);
 * ``look_or_purge``, then ``share_out`` and ``finish_purges``: dropped tables split below
   the table, their sub-folders shared out over several tasks (a local disk, or an object
   store location the ledger does not know), the shares summed per table on the driver between;
@@ -30,7 +31,7 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator
 
-from vacuum_work import Expiry, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, Work, location
+from vacuum_work import Expiry, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, Trim, Work, location
 
 from . import fs
 from .receipts import Receipt
@@ -99,6 +100,8 @@ def _run(job: Job, items: list[Work], receipt: Receipt | None, files: Files | No
             yield _purge_location(job, item, receipt)
         elif isinstance(item, (Expiry, Sweep)):
             yield _delete_folders(job, item, receipt, files)
+        elif isinstance(item, Trim):
+            yield _trim(job, item, receipt, files)
         elif isinstance(item, StragglerScan):
             yield _scan(job, item, receipt)
         elif isinstance(item, ForeignScan):
@@ -156,6 +159,20 @@ def _delete_folders(job: Job, item: Expiry | Sweep, receipt: Receipt | None, fil
         if files is not None and storage_for(job.root).keyed else []
     done = fs.delete_folders(job.root, here, [location(here, f.path) for f in item.folders], known,
                              dry_run=job.run_id is None, receipt=receipt)
+    return replace(done, item=item)
+
+
+def _trim(job: Job, item: Trim, receipt: Receipt | None, files: Files | None) -> Result:
+    """The files a replace removed, by key, read from the ledger's list as they go: only those in
+    write folders the item does not ``skip`` (R9: each inside the table's location). Refused
+    where the ledger's lists are not at hand (an executor): a listing would find the files the
+    folder keeps too."""
+    if files is None:
+        return Result(item, error=f"refused: the trim of {item.base_key} deletes what the ledger lists, and its "
+                                  "lists are read where the run is driven; nothing was deleted")
+    wanted = ((path, size) for path, size in _Listed(files, item.listed) if item.takes(path))
+    done = fs.delete_files(job.root, job.at(item), wanted, dry_run=job.run_id is None, look=item.fresh,
+                           receipt=receipt)
     return replace(done, item=item)
 
 

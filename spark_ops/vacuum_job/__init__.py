@@ -10,8 +10,8 @@ from .budget import SHARES_PER_CORE
 from .driver import LISTING_THRESHOLD_DEFAULT, sweep, vacuum, work_of
 from .progress import Progress
 from .report import (
-    ExpiryReport, InstanceReport, StragglerReport, SweepReport, VacuumReport, build_report,
+    ExpiryReport, InstanceReport, StragglerReport, SweepReport, TrimReport, VacuumReport, build_report,
 )
 
 __all__ = ["vacuum", "sweep", "work_of", "build_report", "VacuumReport", "InstanceReport", "ExpiryReport",
-           "SweepReport", "StragglerReport", "Progress", "LISTING_THRESHOLD_DEFAULT", "SHARES_PER_CORE"]
+           "TrimReport", "SweepReport", "StragglerReport", "Progress", "LISTING_THRESHOLD_DEFAULT", "SHARES_PER_CORE"]

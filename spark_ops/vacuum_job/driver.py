@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 import attrs
 from pyspark.sql import SparkSession
-from vacuum_work import Expiry, Part, Plan, Purge, Result, Sweep, Work, split
+from vacuum_work import Expiry, Part, Plan, Purge, Result, Sweep, Trim, Work, split
 
 from ledger import Ledger, LedgerError, VacuumRun
 
@@ -100,7 +100,10 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
         # takes its work over at once instead of waiting for the lease to run out (R10).
         with contextlib.nullcontext() if run is None else run, \
                 contextlib.nullcontext() if run is None else _lease_keeper(run):
-            results, retried = _carry_out(spark, cores, plan, run, progress, folder)
+            # The ledger's file lists, read one at a time as the deletes need them (a dry run's
+            # trims list theirs through a handle on its plan, which records nothing).
+            lists = (run if run is not None else VacuumRun(ledger, "dry run", plan)).files
+            results, retried = _carry_out(spark, cores, plan, run, progress, folder, lists)
             if run is not None:
                 _record_receipt(run, plan.root, [p for r in results for p in r.parts])
                 # Parts no summary came back for: a task attempt that failed after writing one (its
@@ -199,7 +202,7 @@ _DRIVER = ThreadPoolExecutor(1, thread_name_prefix="vacuum-driver")
 
 
 def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | None, progress: Progress | None,
-               listing: str | None) -> tuple[list[Result], bool]:
+               listing: str | None, lists: tasks.Files) -> tuple[list[Result], bool]:
     """Every item's result (those of a split item's parts, and the tasks' closing results with
     their receipt parts), and whether a task attempt failed (``_on_spark``). ``cores``: tasks
     Spark runs at once.
@@ -211,16 +214,19 @@ def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | Non
     0.55 s for 20,000 objects here), as Iceberg's Spark actions and delta-rs delete from one
     process. What the ledger does not know (a dropped location written outside it) is listed on
     the executors, once per location. A dry run, and everything on a local disk, runs on the
-    executors."""
+    executors, but trims: the files a replace removed from folders that stay are found only in the
+    ledger's lists (``lists``), so they are deleted (or, for a dry run, listed) by key from the
+    driver on a disk too (a few unlinks, where a Spark job costs a tenth of a second or more)."""
     job = tasks.Job(plan.root, plan.run_id, listing, plan.locations)
     items = work_of(plan, run is None, cores * 2)
     if not items:
         return [], False
     keyed = storage_for(plan.root).keyed
-    here = [] if run is None or not keyed else [i for i in items if not (isinstance(i, Purge) and not i.listed)]
+    here = [i for i in items if isinstance(i, Trim) or (
+        run is not None and keyed and not (isinstance(i, Purge) and not i.listed))]
     mine = {i.key for i in here}
     there = [i for i in items if i.key not in mine]
-    on_driver = _DRIVER.submit(lambda: list(tasks.run_items(job, here, files=run.files))) if here and run else None
+    on_driver = _DRIVER.submit(lambda: list(tasks.run_items(job, here, files=lists))) if here else None
     try:
         results, retried = _on_spark(spark, cores, job, there, keyed, progress) if there else ([], False)
     finally:

@@ -78,6 +78,27 @@ class ExpiryReport(_ItemReport):
 
 
 @attrs.frozen
+class TrimReport(_ItemReport):
+    """The files a replace removed from write folders that stay, deleted by key once no kept version
+    named them (R13; an erasure's rewrite leaves such files, R25)."""
+    id: str
+    name: str
+    location: str
+    version: int
+    """The replace whose removed files these are."""
+    files: int
+    bytes: int
+    error: str | None = None
+    would_delete: tuple[FileEntry, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "name": self.name, "location": self.location,
+                                "version": self.version, "files": self.files, "bytes": self.bytes,
+                                "error": self.error}
+        return self._listed(data)
+
+
+@attrs.frozen
 class SweepReport(_ItemReport):
     """Abandoned writes of one table a vacuum gave up, and their folders it deleted (R15)."""
     id: str
@@ -143,6 +164,8 @@ class VacuumReport:
     foreign: tuple[tuple[str, str, tuple[FileEntry, ...]], ...] = ()
     """For a dry run: (table, location, files) outside every write folder that no version names.
     No vacuum deletes them (only a purge of the whole table does)."""
+    trimmed: tuple[TrimReport, ...] = ()
+    """Replaces whose removed files this run deleted (or, for a dry run, would delete) by key."""
     listing: str | None = None
     """For a dry run of more than ``listing_threshold`` files: the Parquet dataset holding the whole
     listing (columns ``item``, ``kind``, ``table_id``, ``path``, ``size``); each item's
@@ -154,7 +177,7 @@ class VacuumReport:
 
     @property
     def _items(self) -> tuple[Any, ...]:
-        return (*self.instances, *self.expired, *self.swept, *self.stragglers)
+        return (*self.instances, *self.expired, *self.trimmed, *self.swept, *self.stragglers)
 
     @property
     def failures(self) -> list[Any]:
@@ -185,6 +208,10 @@ class VacuumReport:
         if expired:
             lines.append(f"  {said('would expire', 'expired')} {sum(len(e.versions) for e in expired)} old "
                          f"version(s) of {len(expired)} table(s)")
+        trimmed = [t for t in self.trimmed if t.ok]
+        if trimmed:
+            lines.append(f"  {said('would delete', 'deleted')} {sum(t.files for t in trimmed)} file(s) that "
+                         f"{len(trimmed)} replace(s) removed, by key")
         if self.swept:
             lines.append(f"  {said('would sweep', 'swept')} {sum(len(s.writes) for s in self.swept if s.ok)} "
                          "abandoned write(s)")
@@ -212,6 +239,7 @@ class VacuumReport:
             "watermarks": {scope: iso_utc(at) for scope, at in self.watermarks.items()},
             "instances": [i.to_dict() for i in self.instances],
             "expired": [e.to_dict() for e in self.expired],
+            "trimmed": [t.to_dict() for t in self.trimmed],
             "swept": [s.to_dict() for s in self.swept],
             "stragglers": [s.to_dict() for s in self.stragglers],
             "foreign": [{"name": name, "location": location, "files": [{"path": f.path, "size": f.size} for f in files]}
@@ -261,6 +289,7 @@ def build_report(plan: Plan, dry_run: bool, results: dict[str, Result], started:
 
     purged = {t.key: out(t) for t in plan.purges}
     expired = {e.key: out(e) for e in plan.expiries}
+    trimmed = {t.key: out(t) for t in plan.trims}
     swept = {w.key: out(w) for w in plan.sweeps}
     cleaned = {c.key: out(c) for c in plan.stragglers}
     foreign = {f.key: out(f) for f in plan.foreign}
@@ -281,6 +310,9 @@ def build_report(plan: Plan, dry_run: bool, results: dict[str, Result], started:
                                    e.versions, tuple(location(at(e.path), f.path) for f in e.folders),
                                    r.files, r.bytes, r.error, would_delete=files(r))
                       for e, r in ((e, expired[e.key]) for e in plan.expiries)),
+        trimmed=tuple(TrimReport(t.table_id, t.name, at(t.path), t.version, r.files, r.bytes, r.error,
+                                 would_delete=files(r))
+                      for t, r in ((t, trimmed[t.key]) for t in plan.trims)),
         swept=tuple(SweepReport(w.table_id, w.name, at(w.path), tuple((f.write_id, f.why) for f in w.folders),
                                 r.files, r.bytes, r.error, would_delete=files(r))
                     for w, r in ((w, swept[w.key]) for w in plan.sweeps)),
