@@ -26,8 +26,6 @@ BOTH_SESSIONS = True  # R24: every Spark test here runs on a classic session and
 NAME = "crm.users"
 DAY = timedelta(days=1)
 SCHEMA = "user_id int, item string, day string"
-TRIM = pytest.mark.xfail(strict=True, reason="main's expiry keeps a write folder while a kept version's chain reaches "
-                         "its write, though a replace removed its files (branch i47-trim)")
 
 
 @pytest.fixture
@@ -228,7 +226,6 @@ def test_r25_bad_input_is_refused_typed_in_one_line_and_records_nothing(spark, l
 
 # --- the vacuum, the status and the proof ------------------------------------------------------
 
-@TRIM
 def test_r25_after_the_vacuum_every_file_is_deleted_and_the_bundle_checks_offline(
         spark, led, clock, history, tmp_path) -> None:
     status = erase(spark, led, NAME, "user_id = 42", reason="GDPR", expire_now=True)
@@ -310,8 +307,10 @@ def test_dynamic_partition_overwrite_bad_combinations_are_typed_and_record_nothi
 
 # --- on S3 (moto): Spark here has no s3a connector, so the files are written with pyarrow ----------
 
-@pytest.mark.classic_only  # the suite's Connect server has no S3 endpoint in its executors' environment;
-@pytest.mark.parametrize("rewrite", ["overwrite", pytest.param("replace", marks=TRIM)])  # test_s3's server has
+# Classic only: the suite's Connect server has no S3 endpoint in its executors' environment (the
+# vacuum on S3 over Connect is tests/test_s3.py's, with a server of its own).
+@pytest.mark.classic_only
+@pytest.mark.parametrize("rewrite", ["overwrite", "replace"])
 def test_r25_on_s3_an_erased_file_is_deleted_with_its_write_folder_and_the_bundle_checks_offline(
         spark, s3, tmp_path, rewrite: str) -> None:
     """The one file of a write held user 42's rows; a later version names its rows without them (a

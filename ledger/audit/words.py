@@ -87,6 +87,8 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "VersionRestored": lambda e, n: f"restored {_table(e, n)} to version {e.restored}, as version {e.number}",
     "RetentionMarkAdvanced": lambda e, n: f"advanced the retention mark of {_table(e, n)} to {iso(e.to)}{_run(e)}",
     "WritesSwept": lambda e, n: f"swept {_plural(len(e.write_ids), 'uncommitted write')} of {_table(e, n)}{_run(e)}",
+    "RemovalsDeleted": lambda e, n: (f"deleted {_plural(e.files, 'file')} ({format_bytes(e.bytes)}) that "
+                                     f"{_plural(len(e.versions), 'replace')} of {_table(e, n)} removed{_run(e)}"),
     "StragglersDeleted": lambda e, n: (f"deleted {_plural(e.files, 'straggler file')} ({format_bytes(e.bytes)}) from "
                                        f"{_plural(len(e.write_ids), 'write folder')} of {_table(e, n)}{_run(e)}"
                                        if e.files else
