@@ -279,14 +279,18 @@ class Ledger(Catalog):
 
     def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append",
                      schema: str | None = None, merge_schema: bool = False,
-                     merged_from: str | None = None, removes: Iterable[str] = ()) -> TableVersion:
+                     merged_from: str | None = None, removes: Iterable[str] = (),
+                     base: int | None = None) -> TableVersion:
         """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
         relative to the table's location and inside the write's folder. ``append`` keeps the
         current version's files too; ``overwrite`` names only these (the old ones stay, R11);
         ``replace`` keeps the current version's files but ``removes`` (their paths, as its ``files``
         give them) and adds these: a partition overwrite, or an erasure's rewrite. The removed files
         stay named by the older versions, and go only when a vacuum expires those (R11, R13). A
-        replace decided while another commit landed is decided again on the new current version.
+        replace decided while another commit landed is decided again on the new current version, with
+        the same ``removes``; ``base`` (a replace only: the number of the version ``removes`` was
+        chosen from) refuses it instead with ``Conflict`` if the current version is no longer that one,
+        for a caller whose ``removes`` depend on the files (a partition overwrite chooses them again).
 
         ``schema`` (text, for Spark a StructType's JSON) is recorded with the version and read back
         with every read of it. An append (or a replace) whose schema is not the table's is
@@ -296,16 +300,23 @@ class Ledger(Catalog):
         if isinstance(removes, (str, bytes)) or not isinstance(removes, Iterable):
             raise InvalidArgument(f"removes must be paths of the current version's files, got {type(removes).__name__}")
         removed = tuple(removes)
+        if base is not None and (mode != "replace" or isinstance(base, bool) or not isinstance(base, int)):
+            raise InvalidArgument(f"base is the number of the version a replace's removes were chosen from, for "
+                                  f"mode='replace' only, not {base!r} with mode={mode!r}; nothing was recorded")
         if mode != "replace":
             number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed))
             return self._version(self._write_view(write_id).table_id, number)
         for attempt in range(REPLACE_ATTEMPTS):
-            base, base_files = self._replace_base(write_id)
+            current, base_files = self._replace_base(write_id)
+            if base is not None and current != base:
+                raise Conflict(f"write {write_id}'s replace was chosen from version {base}, but the table's current "
+                               f"version is now {current}: choose its removes again; nothing was recorded")
             try:
                 number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from,
-                                                     removed, base, base_files))
+                                                     removed, current, base_files))
             except Conflict:
-                if attempt + 1 == REPLACE_ATTEMPTS or self._replace_base(write_id, files=False)[0] == base:
+                if base is not None or attempt + 1 == REPLACE_ATTEMPTS \
+                        or self._replace_base(write_id, files=False)[0] == current:
                     raise
                 continue
             return self._version(self._write_view(write_id).table_id, number)

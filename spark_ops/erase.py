@@ -34,7 +34,10 @@ from ledger.errors import TableDataMissing
 
 from . import schemas
 from .executor import fs
-from .tables import check_filesystem, file_frames, new_write, partition_columns_of, union_all
+from .tables import (
+    adopt_unversioned_files, check_filesystem, file_frames, new_write, partition_columns_of, read_unversioned,
+    union_all,
+)
 
 REWRITE_ROUNDS = 5
 """How often the rewrite goes again when commits keep landing between a scan and its replace."""
@@ -59,7 +62,12 @@ def erase(spark: SparkSession, ledger: Ledger, name: str, where: str, *, reason:
     predicate = _predicate(spark, where)
     live, dropped = _instances(ledger, name)
     check_filesystem(spark, ledger.warehouse)
+    if live is not None and live.current_version is None:
+        live = _versioned(spark, ledger, live, where, predicate)
     kept = [*_kept(ledger, live), *(v for d in dropped for v in _kept(ledger, d))]
+    if not any(v.files for v in kept):
+        raise InvalidArgument(f"{name} holds no data to erase from (no version of it, live or dropped, names a file), "
+                              "so Spark cannot check the predicate against its columns; nothing was recorded")
     _check_columns(spark, name, where, predicate, kept)
     locations = {i.id: i.location for i in [*([live] if live else []), *dropped]}
     matched = _scan(spark, ledger, locations, predicate, _files_of(kept))
@@ -72,8 +80,18 @@ def erase(spark: SparkSession, ledger: Ledger, name: str, where: str, *, reason:
         assert live is not None
         replaced_by = _rewrite(spark, ledger, live, current, predicate, matched, rewritten)
     erasure_set = {**matched, **rewritten}
-    status = ledger.request_erasure(name, predicate=where, reason=reason, files=sorted(erasure_set.items()),
-                                    replaced_by=replaced_by)
+    if replaced_by is not None:  # a vacuum may have expired an older holder during the scan: gone already
+        still = {f"{v.table_id}/{f.path}" for d in [live, *dropped] for v in _kept(ledger, d) for f in v.files}
+        erasure_set = {key: size for key, size in erasure_set.items() if key in still or key in rewritten}
+    try:
+        status = ledger.request_erasure(name, predicate=where, reason=reason, files=sorted(erasure_set.items()),
+                                        replaced_by=replaced_by)
+    except LedgerError as exc:
+        if replaced_by is None:
+            raise
+        raise type(exc)(f"{name}'s rows were rewritten without the matching ones (version {replaced_by}, which "
+                        f"stays), but the erasure request was refused ({str(exc).removesuffix('; nothing was recorded')}):"
+                        " erase again to record it") from exc
     if expire_now and live is not None:
         _expire(ledger, name, status, live.id)
     return ledger.erasure(status.request_id) if expire_now else status
@@ -105,11 +123,33 @@ def _instances(ledger: Ledger, name: str) -> tuple[TableInstance | None, list[Ta
         live: TableInstance | None = ledger.table(name)
     except TableNotFound:
         live = None
-    dropped = ledger.dropped_tables(name=name)
+    # Only restorable ones (R25): one behind its watermark is being purged, its files going already.
+    dropped = [d for d in ledger.dropped_tables(name=name) if d.state == "dropped"]
     if live is None and not dropped:
         raise TableNotFound(f"cannot erase from {name}: this ledger has no live table and no dropped instance of "
                             "that name (is it another ledger's?); nothing was recorded")
     return live, dropped
+
+
+def _versioned(spark: SparkSession, ledger: Ledger, live: TableInstance, where: str,
+               predicate: Column) -> TableInstance:
+    """A live table written before versioning, its files made version 1 (as its first versioned
+    write would), once the predicate plans on them: an erasure names versions' files."""
+    try:
+        legacy = read_unversioned(spark, live)
+    except TableNotFound:
+        return live  # no data at all: nothing to adopt
+    try:
+        legacy.where(predicate).schema
+    except Exception as exc:
+        raise _unplannable(where, exc, f" on {live.name}'s columns") from None
+    adopt_unversioned_files(ledger, live)
+    adopted = ledger.table(live.name)
+    if adopted.current_version is None:
+        raise InvalidArgument(f"{live.name} holds files written before versioning that the ledger cannot adopt here "
+                              "(an object store is not listed for them): write the table once through write_table, "
+                              "then erase; nothing was recorded")
+    return adopted
 
 
 def _kept(ledger: Ledger, instance: TableInstance | None) -> list[TableVersion]:

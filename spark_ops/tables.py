@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from ledger import Ledger, LedgerError, Pin, TableNotFound
-from ledger.errors import InvalidArgument, SchemaMismatch, TableDataMissing
+from ledger.errors import Conflict, InvalidArgument, SchemaMismatch, TableDataMissing
 from ledger import TableInstance, TableVersion, WriteView
 
 from . import schemas
@@ -42,6 +42,9 @@ from .heartbeat import Heartbeat
 from .session import SparkUnavailable
 
 WRITE_MODES = ("append", "overwrite")
+
+DYNAMIC_ATTEMPTS = 5
+"""How often a partition overwrite chooses its files again when other commits keep landing first."""
 
 PARTITION_OVERWRITES = ("static", "dynamic")
 """``write_table(mode="overwrite", partitions=...)``: ``static`` replaces the whole table; ``dynamic``
@@ -171,13 +174,24 @@ def _write_version(df: DataFrame, ledger: Ledger, table: TableInstance, columns:
         if not dynamic:
             return ledger.commit_write(write.id, files, mode=mode, schema=schema,
                                        merge_schema=merged_from is not None, merged_from=merged_from)
-        current = ledger.version(table.name)
         if not files:
             ledger.abort_write(write.id)
-            return current
+            return ledger.version(table.name)
         touched = {partition_folder(path) for path, _ in files}
-        removes = [f.path for f in current.files if partition_folder(f.path) in touched]
-        return ledger.commit_write(write.id, files, mode="replace", removes=removes, schema=schema)
+        for _attempt in range(DYNAMIC_ATTEMPTS):
+            # The partitions' files are chosen from the current version, and the replace is refused if
+            # another commit lands first (its files in those partitions would survive the overwrite):
+            # then they are chosen again from the new current version.
+            current = ledger.version(table.name)
+            removes = [f.path for f in current.files if partition_folder(f.path) in touched]
+            try:
+                return ledger.commit_write(write.id, files, mode="replace", removes=removes, schema=schema,
+                                           base=current.number)
+            except Conflict:
+                continue
+        raise Conflict(f"commits to {table.name} kept landing while its partition overwrite chose the files to "
+                       f"replace ({DYNAMIC_ATTEMPTS} times); nothing was recorded but the write, now aborted: write "
+                       "again")
 
 
 @contextlib.contextmanager
@@ -188,7 +202,7 @@ def new_write(ledger: Ledger, table: TableInstance,
     there (``(path, size)``, relative to the table's location) for it to commit or abort. An
     exception, in Spark or in the block, aborts the write."""
     if table.current_version is None:
-        _adopt_unversioned_files(ledger, table)
+        adopt_unversioned_files(ledger, table)
     write = ledger.begin_write(table.name)
     try:
         renew = Heartbeat(f"lease-{write.id}", write.lease.total_seconds() / 3, lambda: ledger.renew_write(write.id))
@@ -300,7 +314,7 @@ def _read(spark: SparkSession, ledger: Ledger, name: str, version: int | None, a
     table = ledger.table(name)
     check_filesystem(spark, ledger.warehouse)
     if table.current_version is None and version is None and as_of is None:
-        return _read_unversioned(spark, table), None
+        return read_unversioned(spark, table), None
     held = None if lease is False else \
         ledger.pin(name, version=version, as_of=as_of, lease=READ_PIN_LEASE if lease is None else lease)
     try:
@@ -350,7 +364,10 @@ def file_frames(spark: SparkSession, location: str, paths: list[str], schema: St
     for path in paths:
         parts = path.split("/")
         if any("=" in part for part in parts[:-1]):
-            by_write.setdefault("/".join(parts[:2]), []).append(path)  # _writes/<id>
+            # _writes/<id> for a write's files; the location itself for files adopted from before
+            # versioning (``day=1/part-0.parquet``: their partition root is the location).
+            root = "/".join(parts[:2]) if parts[0] == WRITES_FOLDER and len(parts) > 2 else ""
+            by_write.setdefault(root, []).append(path)
         else:
             plain.append(path)
     def reader() -> Any:  # a fresh one each time: a reader's options stick to it
@@ -358,12 +375,12 @@ def file_frames(spark: SparkSession, location: str, paths: list[str], schema: St
     def uris(paths: list[str]) -> list[str]:
         return [glob_escape(spark_uri(f"{location}/{p}")) for p in paths]
     frames = [reader().parquet(*uris(plain))] if plain else []
-    frames += [reader().option("basePath", spark_uri(f"{location}/{folder}")).parquet(*uris(files))
+    frames += [reader().option("basePath", spark_uri(f"{location}/{folder}".rstrip("/"))).parquet(*uris(files))
                for folder, files in sorted(by_write.items())]
     return frames
 
 
-def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
+def read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
     """Parquet straight in the location, as tables were written before versioning. The schema is
     asked for at once: a Connect session plans a read only when asked, and an empty location
     would otherwise fail at the caller's first action, as a page of gRPC error."""
@@ -377,7 +394,7 @@ def _read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
         raise
 
 
-def _adopt_unversioned_files(ledger: Ledger, table: TableInstance) -> None:
+def adopt_unversioned_files(ledger: Ledger, table: TableInstance) -> None:
     """A table written before versioning keeps its data: its files become version 1."""
     if storage_for(ledger.warehouse).keyed or storage_for(ledger.warehouse).absent(table.location):
         return

@@ -887,7 +887,7 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
     ("handle-on-a-run-id-with-a-space", lambda L, run, f: VacuumRun.of(L, "nightly run"), InvalidName,
      r"^'nightly run' is not a vacuum run id: use 1 to 100 ASCII letters, digits"),
     ("finish-a-result-of-text", lambda L, run, f: run.finish([Result("purge:x")]), InvalidArgument,
-     r"a result's item is an item of the run's plan \(vacuum_work\.Purge, Expiry, Sweep or StragglerScan\), or "
+     r"a result's item is an item of the run's plan \(vacuum_work\.Purge, Expiry, Trim, Sweep or StragglerScan\), or "
      r"None for a task's closing result, not str 'purge:x'"),
     ("finish-a-result-of-a-number", lambda L, run, f: run.finish([Result(42)]), InvalidArgument,
      r"a result's item is an item of the run's plan .*, not int 42"),

@@ -235,6 +235,11 @@ def test_r25_after_the_vacuum_every_file_is_deleted_and_the_bundle_checks_offlin
     assert done.done, [(f.key, f.why) for f in done.pending]
     assert {f.run_id for f in done.files} == {report.run_id}
     assert all(not (Path(led.warehouse) / f.key).exists() for f in done.files)
+    # ...and nothing the current version names went with them: it reads whole, every file there.
+    current = led.version(NAME)
+    assert all((Path(led.table(NAME).location) / f.path).exists() for f in current.files)
+    assert collected(read_table(spark, led, NAME, pin=False)) == ordered(
+        [(1, "b", "d1"), (2, "c", "d2"), (3, "d", "d3"), (4, "e", "d4"), (None, "f", "d3"), (5, "g", "d5")])
     cp = led.checkpoint()
     bundle = led.prove_erasure(status.request_id, checkpoint=cp)
     out, export, checkpoint = tmp_path / "erasure.json", tmp_path / "log.jsonl", tmp_path / "cp.json"
@@ -249,6 +254,37 @@ def test_r25_after_the_vacuum_every_file_is_deleted_and_the_bundle_checks_offlin
     edited.write_text(json.dumps(data))
     refused = audit("prove-erasure", edited, export, checkpoint)
     assert refused.returncode == 1 and "LedgerCorrupt" in refused.stderr
+
+
+def test_r25_a_table_written_before_versioning_has_its_files_adopted_and_erased(spark, led) -> None:
+    table = led.create_table("crm.legacy")
+    rows(spark, [(42, "x", "d1"), (1, "y", "d1"), (2, "z", "d2")]).write.partitionBy("day").parquet(table.location)
+    status = erase(spark, led, "crm.legacy", "user_id = 42", reason="GDPR")
+    assert len(status.files) == 1 and "day=d1" in status.files[0].key  # the adopted file that held the row
+    assert collected(read_table(spark, led, "crm.legacy", pin=False)) == ordered([(1, "y", "d1"), (2, "z", "d2")])
+    with pytest.raises(VersionErased):
+        read_table(spark, led, "crm.legacy", version=1, pin=False)
+
+
+def test_r25_a_table_with_no_data_is_refused_and_records_nothing(spark, led) -> None:
+    led.create_table("crm.empty")
+    events = led.event_count()
+    with pytest.raises(InvalidArgument, match="no data to erase"):
+        erase(spark, led, "crm.empty", "user_id = = 42", reason="GDPR")
+    assert led.event_count() == events
+
+
+def test_r25_a_dropped_instance_behind_its_watermark_is_not_read_its_purge_takes_it(spark, led, clock) -> None:
+    """One being purged may have lost files already: the request covers restorable ones only."""
+    write_table(rows(spark, [(42, "old", "d0")]), led, NAME, partition_by="day")
+    gone = led.drop_table(NAME)
+    clock.advance(DAY)
+    led.advance_watermark(led.now())  # behind its watermark: never restored again; the next vacuum purges it
+    for f in led.versions(table_id=gone.id)[0].files:
+        (Path(gone.location) / f.path).unlink()  # a purge that stopped half-way
+    write_table(rows(spark, [(42, "new", "d1"), (1, "new", "d1")]), led, NAME, partition_by="day")
+    status = erase(spark, led, NAME, "user_id = 42", reason="GDPR")
+    assert [f.key.split("/")[0] for f in status.files] == [led.table(NAME).id]
 
 
 def audit(*args: object) -> subprocess.CompletedProcess:

@@ -153,6 +153,25 @@ def test_r4_a_replace_decided_on_a_version_no_longer_current_is_decided_again_on
         led.commit_write(w2.id, [(f"{w2.relative_folder}/n", 1)], mode="replace", removes=[b])
 
 
+def test_r4_a_replace_given_its_base_is_refused_if_another_commit_landed_and_records_nothing(led) -> None:
+    """A partition overwrite chose its removes from version 1; an append to the same partition
+    landed first. With ``base=1`` the replace is a ``Conflict`` (the caller chooses again), not
+    decided again with removes that would leave the append's file in the overwritten partition."""
+    _, (a,) = commit(led, "day=1/a")
+    w = led.begin_write("sales.orders")
+    commit(led, "day=1/late")
+    events = led.event_count()
+    new = [(f"{w.relative_folder}/day=1/n", 1)]
+    with pytest.raises(Conflict, match="chosen from version 1, but the table's current version is now 2"):
+        led.commit_write(w.id, new, mode="replace", removes=[a], base=1)
+    assert led.event_count() == events and led.version("sales.orders").number == 2
+    late = next(p for p in files_of(led, 2) if p.endswith("late"))
+    v = led.commit_write(w.id, new, mode="replace", removes=[a, late], base=2)
+    assert {f.path for f in v.files} == {new[0][0]}
+    with pytest.raises(InvalidArgument, match="mode='replace' only"):
+        led.commit_write(led.begin_write("sales.orders").id, [], mode="append", base=3)
+
+
 # --- verify: the removed list is checked as the file lists are ----------------------------
 
 

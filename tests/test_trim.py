@@ -97,6 +97,28 @@ def test_r13_r25_a_file_a_replace_removed_is_deleted_once_no_kept_version_names_
 
 
 @pytest.mark.spark
+def test_r13_r25_a_file_adopted_from_before_versioning_that_a_replace_removed_is_deleted_by_key(
+        spark, led, clock) -> None:
+    """An adopted file lies outside every write folder; the replace's list names it, so once no kept
+    version does, the trim deletes it as it deletes a write's (before, it stayed until a purge of the
+    whole instance, which a live table never has, while the log said the removals were deleted)."""
+    from spark_ops import vacuum
+    home = Path(led.table(NAME).location)
+    for p, ids in {1: [1, 42], 2: [2]}.items():
+        (home / f"p={p}").mkdir(parents=True)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), home / f"p={p}" / "part-0.parquet")
+    led.adopt_files(NAME, [(f"p={p}/part-0.parquet", size(led, f"p={p}/part-0.parquet")) for p in (1, 2)])
+    clock.advance(DAY)
+    [p1b] = write(led, {1: [1]}, mode="replace", removes=("p=1/part-0.parquet",))
+    clock.advance(DAY + WEEK)
+    report = vacuum(spark, led)
+    assert on_disk(led) == {"p=2/part-0.parquet", p1b}
+    assert [(t.version, t.files) for t in report.trimmed] == [(2, 1)]
+    assert led.prove_deleted(f"{led.table(NAME).id}/p=1/part-0.parquet").run_id == report.run_id
+    led.verify()
+
+
+@pytest.mark.spark
 def test_r25_an_erasure_request_waits_on_the_rewritten_file_until_the_vacuum_deletes_it(spark, led, clock) -> None:
     from spark_ops import vacuum
     table_id = led.table(NAME).id

@@ -138,10 +138,13 @@ class Trim(_Item):
 
     def takes(self, path: str) -> bool:
         """Whether ``path`` (of the list, relative to the location) is this item's to delete: a file
-        in a write folder (``_writes/<id>/...``) not in ``skip``. A file outside every write folder
-        (an adopted one) goes only with a purge of the whole instance (R15)."""
+        in a write folder (``_writes/<id>/...``) not in ``skip``, or one outside every write folder
+        (adopted from before versioning: the replace's list names it, so it is the ledger's to
+        delete by key; R15's "never swept" is about files no version ever named)."""
         parts = path.split("/")
-        return len(parts) > 2 and parts[0] == "_writes" and parts[1] not in self.skip
+        if len(parts) > 2 and parts[0] == "_writes":
+            return parts[1] not in self.skip
+        return parts[0] != "_writes"
 
 
 @dataclass(frozen=True)

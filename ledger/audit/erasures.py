@@ -186,12 +186,17 @@ def _waiting(state: State, key: str, versions: Iterable[Version], now: Micros) -
 def _expired(state: State, key: str, v: Version, said: str, now: Micros) -> tuple[str, Micros | None]:
     parts = key.split("/")
     write = state.data.writes.get(parts[2]) if len(parts) > 3 and parts[1] == WRITES_FOLDER else None
-    if write is None:
-        return f"{said} is expired; its file lies outside every write folder, and goes when the instance is purged", None
+    data = state.data
+    if write is None:  # adopted from before versioning (version 1), outside every write folder
+        if any(1 in {c.number for c in data.chain(data.versions[version_key(v.table_id, r.base or 0)])}
+               for r in data.due_removals(v.table_id)):
+            return (f"{said} is expired, and no kept version names this file (a replace removed it): the next vacuum "
+                    "deletes it", now)
+        return (f"{said} is expired, but a kept version still names the files the table held before versioning: "
+                "this file goes once none names it, or with a purge of the instance", None)
     if write.deleted_at is not None:
         return (f"write folder {write.id} was recorded deleted at {iso_utc(from_micros(write.deleted_at))}, but no "
                 "vacuum's receipt holds this file", None)
-    data = state.data
     if write.id not in data.referenced_writes(v.table_id):
         return f"{said} is expired: the next vacuum deletes write folder {write.id}", now
     if any(write.version in {c.number for c in data.chain(data.versions[version_key(v.table_id, r.base or 0)])}
