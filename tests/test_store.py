@@ -7,6 +7,7 @@ processes) on the file flavour only.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import sqlite3
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ledger.chain import ChainCheck
 from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt
 from ledger.persistence.contract import NewEvent, SnapshotGone, Store
 from ledger.persistence.sqlite import FORMAT_VERSION, SQLiteStore
@@ -76,6 +78,63 @@ class SQLiteOnly:
 
     def test_meta_records_the_format_version(self, store: SQLiteStore) -> None:
         assert store.get_meta("format_version") == str(FORMAT_VERSION)
+
+    # --- one event on the head this connection knows: one statement ----------------------------
+
+    def test_one_event_on_the_head_this_connection_appended_is_one_statement(self, store: SQLiteStore) -> None:
+        """No BEGIN, head read or COMMIT of its own: one INSERT, its own transaction, that writes only
+        on the head it chains to (issue 48). Times still follow the log when the clock steps back."""
+        store.append([event()], {}, T, ACTOR)
+        statements: list[str] = []
+        store.connection.set_trace_callback(statements.append)
+        try:
+            store.append([event("s1", '{"x":2}')], {"s1": 1}, T - 5, ACTOR, expected_head=1)
+        finally:
+            store.connection.set_trace_callback(None)
+
+        assert len(statements) == 1 and statements[0].startswith("INSERT INTO events"), statements
+        assert [(r[0], r[1], r[2], r[5], r[7]) for r in rows_of(store)] == [
+            (1, "s1", 1, T, '{"x":1}'), (2, "s1", 2, T + 1, '{"x":2}')]
+        assert_chained(store)
+
+    @pytest.mark.parametrize("how", ["several events", "an attachment", "a stream not read", "no head given"])
+    def test_what_one_statement_cannot_check_goes_the_long_way(self, store: SQLiteStore, how: str) -> None:
+        """Several events, an attachment, a stream whose version the caller did not read, or no head
+        to check against: the transaction that reads the head and each stream, as before."""
+        store.append([event()], {}, T, ACTOR)
+        events, conditions, options = [event()], {"s1": 1}, {"expected_head": 1}
+        if how == "several events":
+            events = [event(), event("s2")]
+        elif how == "an attachment":
+            options["blobs"] = {hashlib.sha256(b"files").hexdigest(): b"files"}
+        elif how == "a stream not read":
+            events, conditions = [event("s2")], {}
+        else:
+            del options["expected_head"]
+        statements: list[str] = []
+        store.connection.set_trace_callback(statements.append)
+        try:
+            store.append(events, conditions, T + 1, ACTOR, **options)  # type: ignore[arg-type]
+        finally:
+            store.connection.set_trace_callback(None)
+
+        assert statements[0] == "BEGIN IMMEDIATE" and statements[-1] == "COMMIT", statements
+        assert store.count() == 1 + len(events)
+        assert_chained(store)
+
+    def test_an_append_rolled_back_with_its_exclusive_transaction_is_never_written_on(self,
+                                                                                    store: SQLiteStore) -> None:
+        store.append([event()], {}, T, ACTOR)
+        with pytest.raises(RuntimeError), store.exclusive():
+            store.append([event("s1", '{"gone":1}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+            raise RuntimeError("the caller gave up: its transaction rolls back")
+
+        store.append([event("s1", '{"x":2}')], {"s1": 1}, T + 2, ACTOR, expected_head=1)
+        store.append([event("s1", '{"x":3}')], {"s1": 2}, T + 3, ACTOR, expected_head=2)
+
+        assert [(r[0], r[2], r[5], r[7]) for r in rows_of(store)] == [
+            (1, 1, T, '{"x":1}'), (2, 2, T + 2, '{"x":2}'), (3, 3, T + 3, '{"x":3}')]
+        assert_chained(store)
 
 
 class TestFileEventStore(SQLiteOnly, EventStoreContract):
@@ -252,6 +311,39 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
             a.close()
             b.close()
 
+    def test_a_head_another_connection_moved_is_not_written_on(self, tmp_path: Path) -> None:
+        """a's known head is stale once b appends: a's one statement writes nothing, and the long way
+        lands a's event after b's, chained to it, since the stream a read has not moved (R4, R16)."""
+        path = str(tmp_path / "events.db")
+        a, b = SQLiteStore(path), SQLiteStore(path)
+        try:
+            a.append([event("s1")], {}, T, ACTOR)  # a knows the head: event 1
+            b.append([event("s2")], {}, T + 5, ACTOR)
+            a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+            a.append([event("s1", '{"again":"a"}')], {"s1": 2}, T + 2, ACTOR, expected_head=3)
+
+            assert [(r[0], r[1], r[2], r[5]) for r in rows_of(b)] == [
+                (1, "s1", 1, T), (2, "s2", 1, T + 5), (3, "s1", 2, T + 6), (4, "s1", 3, T + 7)]
+            assert_chained(b)
+        finally:
+            a.close()
+            b.close()
+
+    def test_a_stream_another_connection_moved_refuses_an_append_on_a_stale_head(self, tmp_path: Path) -> None:
+        path = str(tmp_path / "events.db")
+        a, b = SQLiteStore(path), SQLiteStore(path)
+        try:
+            a.append([event("s1")], {}, T, ACTOR)
+            b.append([event("s1", '{"by":"b"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+            with pytest.raises(Conflict) as caught:
+                a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 2, ACTOR, expected_head=1)
+
+            assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
+            assert [r[7] for r in rows_of(a)] == ['{"x":1}', '{"by":"b"}']
+        finally:
+            a.close()
+            b.close()
+
     def test_several_processes_never_both_win_the_same_version(self, tmp_path: Path) -> None:
         """Real processes, each round: all read the stream's version, then all append on
         the condition that it has not moved. Exactly one wins each round; the rest get a
@@ -294,6 +386,14 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
             assert [r[7] for r in rows] == [winners_by_version[v] for v in range(1, rounds + 1)]
         finally:
             store.close()
+
+
+def assert_chained(store: SQLiteStore) -> None:
+    """Every stored row carries the hash that chains it to the one before (R16)."""
+    check = ChainCheck(store.path)
+    for row in store.read(with_hash=True):
+        check.check(row)
+    assert check.seq == store.count()
 
 
 def _race_worker(path: str, worker: int, rounds: int, barrier, results) -> None:
