@@ -13,7 +13,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -280,69 +280,61 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
 
     # --- several connections ------------------------------------------------------------------
 
-    def test_two_stores_on_one_file_see_each_others_appends(self, tmp_path: Path) -> None:
+    @pytest.fixture
+    def two(self, tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteStore]]:
+        """Two connections to one file, as two processes have."""
         path = str(tmp_path / "events.db")
         a, b = SQLiteStore(path), SQLiteStore(path)
         try:
-            a.append([event("s1")], {}, T, ACTOR)
-            assert b.count() == 1 and b.version("s1") == 1
-            b.append([event("s1")], {"s1": 1}, T - 5, ACTOR)  # b's time follows a's log
-            assert a.count() == 2 and a.version("s1") == 2
-            assert seqs(rows_of(a)) == seqs(rows_of(b)) == [1, 2]
-            assert a.head() == b.head() == (2, T + 1)
+            yield a, b
         finally:
             a.close()
             b.close()
 
-    def test_a_conflict_between_two_connections_is_detected(self, tmp_path: Path) -> None:
-        path = str(tmp_path / "events.db")
-        a, b = SQLiteStore(path), SQLiteStore(path)
-        try:
-            a.append([event("s1")], {}, T, ACTOR)
-            seen_by_a, seen_by_b = a.version("s1"), b.version("s1")   # both read version 1
+    def test_two_stores_on_one_file_see_each_others_appends(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)
+        assert b.count() == 1 and b.version("s1") == 1
+        b.append([event("s1")], {"s1": 1}, T - 5, ACTOR)  # b's time follows a's log
+        assert a.count() == 2 and a.version("s1") == 2
+        assert seqs(rows_of(a)) == seqs(rows_of(b)) == [1, 2]
+        assert a.head() == b.head() == (2, T + 1)
 
-            a.append([event("s1", '{"by":"a"}')], {"s1": seen_by_a}, T + 1, ACTOR)
-            with pytest.raises(Conflict) as caught:
-                b.append([event("s1", '{"by":"b"}')], {"s1": seen_by_b}, T + 1, ACTOR)
+    def test_a_conflict_between_two_connections_is_detected(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)
+        seen_by_a, seen_by_b = a.version("s1"), b.version("s1")   # both read version 1
 
-            assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
-            assert [r[7] for r in rows_of(b)] == ['{"x":1}', '{"by":"a"}']
-        finally:
-            a.close()
-            b.close()
+        a.append([event("s1", '{"by":"a"}')], {"s1": seen_by_a}, T + 1, ACTOR)
+        with pytest.raises(Conflict) as caught:
+            b.append([event("s1", '{"by":"b"}')], {"s1": seen_by_b}, T + 1, ACTOR)
 
-    def test_a_head_another_connection_moved_is_not_written_on(self, tmp_path: Path) -> None:
+        assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
+        assert [r[7] for r in rows_of(b)] == ['{"x":1}', '{"by":"a"}']
+
+    def test_a_head_another_connection_moved_is_not_written_on(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
         """a's known head is stale once b appends: a's one statement writes nothing, and the long way
         lands a's event after b's, chained to it, since the stream a read has not moved (R4, R16)."""
-        path = str(tmp_path / "events.db")
-        a, b = SQLiteStore(path), SQLiteStore(path)
-        try:
-            a.append([event("s1")], {}, T, ACTOR)  # a knows the head: event 1
-            b.append([event("s2")], {}, T + 5, ACTOR)
-            a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
-            a.append([event("s1", '{"again":"a"}')], {"s1": 2}, T + 2, ACTOR, expected_head=3)
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)  # a knows the head: event 1
+        b.append([event("s2")], {}, T + 5, ACTOR)
+        a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+        a.append([event("s1", '{"again":"a"}')], {"s1": 2}, T + 2, ACTOR, expected_head=3)
 
-            assert [(r[0], r[1], r[2], r[5]) for r in rows_of(b)] == [
-                (1, "s1", 1, T), (2, "s2", 1, T + 5), (3, "s1", 2, T + 6), (4, "s1", 3, T + 7)]
-            assert_chained(b)
-        finally:
-            a.close()
-            b.close()
+        assert [(r[0], r[1], r[2], r[5]) for r in rows_of(b)] == [
+            (1, "s1", 1, T), (2, "s2", 1, T + 5), (3, "s1", 2, T + 6), (4, "s1", 3, T + 7)]
+        assert_chained(b)
 
-    def test_a_stream_another_connection_moved_refuses_an_append_on_a_stale_head(self, tmp_path: Path) -> None:
-        path = str(tmp_path / "events.db")
-        a, b = SQLiteStore(path), SQLiteStore(path)
-        try:
-            a.append([event("s1")], {}, T, ACTOR)
-            b.append([event("s1", '{"by":"b"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
-            with pytest.raises(Conflict) as caught:
-                a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 2, ACTOR, expected_head=1)
+    def test_a_stream_another_connection_moved_refuses_an_append_on_a_stale_head(
+            self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)
+        b.append([event("s1", '{"by":"b"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+        with pytest.raises(Conflict) as caught:
+            a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 2, ACTOR, expected_head=1)
 
-            assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
-            assert [r[7] for r in rows_of(a)] == ['{"x":1}', '{"by":"b"}']
-        finally:
-            a.close()
-            b.close()
+        assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
+        assert [r[7] for r in rows_of(a)] == ['{"x":1}', '{"by":"b"}']
 
     def test_several_processes_never_both_win_the_same_version(self, tmp_path: Path) -> None:
         """Real processes, each round: all read the stream's version, then all append on
