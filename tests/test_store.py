@@ -102,7 +102,8 @@ class SQLiteOnly:
         """Several events, an attachment, a stream whose version the caller did not read, or no head
         to check against: the transaction that reads the head and each stream, as before."""
         store.append([event()], {}, T, ACTOR)
-        events, conditions, options = [event()], {"s1": 1}, {"expected_head": 1}
+        events, conditions = [event()], {"s1": 1}
+        options: dict[str, Any] = {"expected_head": 1}
         if how == "several events":
             events = [event(), event("s2")]
         elif how == "an attachment":
@@ -114,7 +115,7 @@ class SQLiteOnly:
         statements: list[str] = []
         store.connection.set_trace_callback(statements.append)
         try:
-            store.append(events, conditions, T + 1, ACTOR, **options)  # type: ignore[arg-type]
+            store.append(events, conditions, T + 1, ACTOR, **options)
         finally:
             store.connection.set_trace_callback(None)
 
