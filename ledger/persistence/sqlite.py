@@ -5,7 +5,9 @@ How it keeps the contract (``contract``; tested by ``tests/test_store.py`` witho
 
 * ``append(events, conditions, now, actor)`` writes every event in one
   ``BEGIN IMMEDIATE`` transaction, if and only if every stream in
-  ``conditions`` is still at its expected version (0: the stream has no events).
+  ``conditions`` is still at its expected version (0: the stream has no events);
+  a single event on the head this connection last appended is one ``INSERT`` that
+  writes only if that head is still the log's last row (``_append_on_head``).
   Streams may be conditioned without being written. A refusal raises
   ``Conflict`` naming the stream that moved, and writes nothing.
 * Each event gets the next global sequence number, the next version of its
