@@ -23,10 +23,8 @@ repository's filesystem unless ``--dir`` says otherwise), all at the same
   scope="database:bench")`` through the public API, a later ``to`` every call,
   so each call appends exactly one ``WatermarkAdvanced`` event on the stream
   ``watermark:database:bench``. It pays for everything a real command does:
-  catching up with the log, deciding, the conditional append (one ``INSERT``
-  that writes only on the head the ledger decided on, checked by that head's
-  hash; the head read and the version checks when it moved), the hash, and
-  folding its event back in.
+  catching up with the log, deciding, the conditional append (the version
+  check and head read inside the transaction), and folding its event back in.
 * ``ledger create_table``: ``Ledger.create_table("bench.t<i>")``, distinct
   names; exactly one ``TableCreated`` event on the ``catalog`` stream per call
   (plus the lookup of the new instance that ``create_table`` returns).

@@ -7,7 +7,6 @@ processes) on the file flavour only.
 
 from __future__ import annotations
 
-import hashlib
 import multiprocessing
 import os
 import sqlite3
@@ -79,49 +78,7 @@ class SQLiteOnly:
     def test_meta_records_the_format_version(self, store: SQLiteStore) -> None:
         assert store.get_meta("format_version") == str(FORMAT_VERSION)
 
-    # --- one event on the head this connection knows: one statement ----------------------------
-
-    def test_one_event_on_the_head_this_connection_appended_is_one_statement(self, store: SQLiteStore) -> None:
-        """No BEGIN, head read or COMMIT of its own: one INSERT, its own transaction, that writes only
-        on the head it chains to (issue 48). Times still follow the log when the clock steps back."""
-        store.append([event()], {}, T, ACTOR)
-        statements: list[str] = []
-        store.connection.set_trace_callback(statements.append)
-        try:
-            store.append([event("s1", '{"x":2}')], {"s1": 1}, T - 5, ACTOR, expected_head=1)
-        finally:
-            store.connection.set_trace_callback(None)
-
-        assert len(statements) == 1 and statements[0].startswith("INSERT INTO events"), statements
-        assert [(r[0], r[1], r[2], r[5], r[7]) for r in rows_of(store)] == [
-            (1, "s1", 1, T, '{"x":1}'), (2, "s1", 2, T + 1, '{"x":2}')]
-        assert_chained(store)
-
-    @pytest.mark.parametrize("how", ["several events", "an attachment", "a stream not read", "no head given"])
-    def test_what_one_statement_cannot_check_goes_the_long_way(self, store: SQLiteStore, how: str) -> None:
-        """Several events, an attachment, a stream whose version the caller did not read, or no head
-        to check against: the transaction that reads the head and each stream, as before."""
-        store.append([event()], {}, T, ACTOR)
-        events, conditions = [event()], {"s1": 1}
-        options: dict[str, Any] = {"expected_head": 1}
-        if how == "several events":
-            events = [event(), event("s2")]
-        elif how == "an attachment":
-            options["blobs"] = {hashlib.sha256(b"files").hexdigest(): b"files"}
-        elif how == "a stream not read":
-            events, conditions = [event("s2")], {}
-        else:
-            del options["expected_head"]
-        statements: list[str] = []
-        store.connection.set_trace_callback(statements.append)
-        try:
-            store.append(events, conditions, T + 1, ACTOR, **options)
-        finally:
-            store.connection.set_trace_callback(None)
-
-        assert statements[0] == "BEGIN IMMEDIATE" and statements[-1] == "COMMIT", statements
-        assert store.count() == 1 + len(events)
-        assert_chained(store)
+    # --- an append on a head given by the caller (``expected_head``) -----------------------------
 
     def test_an_append_rolled_back_with_its_exclusive_transaction_is_never_written_on(self,
                                                                                     store: SQLiteStore) -> None:
@@ -314,10 +271,10 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
         assert [r[7] for r in rows_of(b)] == ['{"x":1}', '{"by":"a"}']
 
     def test_a_head_another_connection_moved_is_not_written_on(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
-        """a's known head is stale once b appends: a's one statement writes nothing, and the long way
-        lands a's event after b's, chained to it, since the stream a read has not moved (R4, R16)."""
+        """a's head is stale once b appends: a's event lands after b's, chained to it, since the stream
+        a read has not moved (R4, R16)."""
         a, b = two
-        a.append([event("s1")], {}, T, ACTOR)  # a knows the head: event 1
+        a.append([event("s1")], {}, T, ACTOR)  # a read the log at event 1
         b.append([event("s2")], {}, T + 5, ACTOR)
         a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
         a.append([event("s1", '{"again":"a"}')], {"s1": 2}, T + 2, ACTOR, expected_head=3)

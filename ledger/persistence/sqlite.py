@@ -5,9 +5,7 @@ How it keeps the contract (``contract``; tested by ``tests/test_store.py`` witho
 
 * ``append(events, conditions, now, actor)`` writes every event in one
   ``BEGIN IMMEDIATE`` transaction, if and only if every stream in
-  ``conditions`` is still at its expected version (0: the stream has no events);
-  a single event on the head this connection last appended is one ``INSERT`` that
-  writes only if that head is still the log's last row (``_append_on_head``).
+  ``conditions`` is still at its expected version (0: the stream has no events).
   Streams may be conditioned without being written. A refusal raises
   ``Conflict`` naming the stream that moved, and writes nothing.
 * Each event gets the next global sequence number, the next version of its
@@ -57,13 +55,6 @@ _EVENT_LOG_VIEW = (
 _EVENT_LOG_VIEW_V1 = _EVENT_LOG_VIEW.replace(", hash FROM", " FROM")
 _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _HASHED = _COLUMNS + ", hash"
-_INSERT = f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_INSERT_ON_HEAD = (
-    # One event on the head this connection knows, as one statement (its own transaction): written
-    # only if the log's last row still carries that head's hash, which covers its seq and time, so
-    # a head that moved writes nothing (``SQLiteStore._append_on_head``).
-    f"INSERT INTO events({_HASHED}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? "
-    "WHERE (SELECT hash FROM events ORDER BY seq DESC LIMIT 1) = ?")
 
 
 _GENERATIONS = (
@@ -98,9 +89,6 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._data_version = -1
         self._exclusive = False
-        self._head: tuple[int, Micros, bytes] | None = None
-        """The log's last event as this connection last appended it (seq, time, hash), or None:
-        what ``_append_on_head`` writes on, if the log's last row still carries that hash."""
         self.format = 0
         """The file's format version (``FORMAT_VERSION``, or 1 for a file not yet upgraded)."""
         _refuse_non_sqlite(path)
@@ -312,7 +300,6 @@ class SQLiteStore(Store):
         return {"journal_mode": mode, "synchronous": SYNCHRONOUS_LEVELS[level]}
 
     def _rollback(self) -> None:
-        self._head = None  # it may name a row that is rolled back with the rest
         if self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
@@ -358,9 +345,6 @@ class SQLiteStore(Store):
                 rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
                 return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
             try:
-                row = self._append_on_head(events, conditions, now, actor, expected_head, blobs)
-                if row is not None:
-                    return Appended([(row[0], row[1], row[2], row[5])], row[0] - 1)
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
@@ -371,38 +355,6 @@ class SQLiteStore(Store):
             except sqlite3.Error as exc:
                 raise _translate(self.path, exc) from exc
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
-
-    def _append_on_head(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros,
-                        actor: str, expected_head: int | None, blobs: Mapping[str, bytes] | None) -> Row | None:
-        """A single event, decided on the head this connection last appended, as one ``INSERT``
-        in autocommit: the row it wrote, or None (nothing written: ``append`` goes the long way).
-
-        Why: ``BEGIN IMMEDIATE``, a head read, the insert and ``COMMIT`` were four statements where
-        raw sqlite3 needs three; without fsync they cost 62 us of a command's 147 against raw's
-        25 us for its whole transaction. One statement is one transaction, under the same write
-        lock and the same fsync at its end (R10), and it writes only if the log's last row still
-        carries the hash this row chains to (R16): that hash covers the last row's seq and time,
-        so nobody appended since, and the caller read its versions at that head (``expected_head``),
-        so no stream it read has moved (R4). Anything else (several events, attachments, a stream
-        whose version the caller did not read, a head this connection does not know) goes the
-        long way, which reads the head and checks each stream."""
-        head = self._head
-        if head is None or len(events) != 1 or blobs or expected_head != head[0]:
-            return None
-        event = events[0]
-        version = conditions.get(event.stream)
-        if version is None:
-            return None
-        last_seq, last_time, previous = head
-        row = (last_seq + 1, event.stream, version + 1, event.type, event.schema_version,
-               max(now, last_time + 1), actor, event.payload)
-        digest = event_hash(previous, *row)
-        written = self._db.execute(_INSERT_ON_HEAD, (*row, digest.hex(), previous.hex())).rowcount
-        if written != 1:  # another writer appended since: the long way reads the head and the streams
-            self._head = None
-            return None
-        self._head = (row[0], row[5], digest)
-        return (*row, digest.hex())
 
     def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
                 now: Micros, actor: str, expected_head: int | None,
@@ -437,7 +389,6 @@ class SQLiteStore(Store):
         self.insert_rows(db, rows)
         if blobs:
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
-        self._head = (rows[-1][0], rows[-1][5], previous)
         return rows
 
     def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes], *,
@@ -451,7 +402,7 @@ class SQLiteStore(Store):
     def insert_rows(self, db: sqlite3.Connection, rows: list[Row]) -> None:
         """The one statement that writes events, inside the append's transaction. A subclass may
         override it to inject a fault between the write and the commit (the crash tests do)."""
-        db.executemany(_INSERT, rows)
+        db.executemany(f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def changed_elsewhere(self) -> bool:
         """Whether another connection has committed since this one last asked (cheap:
