@@ -1,8 +1,9 @@
 """Append throughput: single-event ledger commands against raw one-row SQLite transactions.
 
-Target (DESIGN.md, "Performance"): a single-event command commits at no less
-than 80% of the rate raw ``sqlite3`` manages for one-row transactions at the
-same ``synchronous`` level, on the same machine, in the same run.
+Targets (DESIGN.md, "Performance"): a single-event command commits at no less
+than 60% of the rate raw ``sqlite3`` manages for one-row transactions at the
+same ``synchronous`` level, on the same machine, in the same run (issue 35's
+target, kept by issue 48); 80% stays the aim. A line each.
 
 The contenders, each appending to its own file in one scratch folder (on the
 repository's filesystem unless ``--dir`` says otherwise), all at the same
@@ -57,7 +58,8 @@ from ledger.core.events import encode, type_of
 from ledger.core.guard import WatermarkAdvanced
 from ledger.persistence.sqlite import SYNCHRONOUS_LEVELS
 
-TARGET_RATIO = 0.80
+TARGETS = (0.60, 0.80)
+"""The target (issue 35, kept by issue 48) and the aim (DESIGN.md): each gets its own PASS/MISS line."""
 WARMUP = 100
 ACTOR = "bench@localhost"
 T0 = datetime(2020, 1, 1, tzinfo=timezone.utc)  # watermark targets: always in the past, so allowed
@@ -216,9 +218,10 @@ def main() -> int:
     spread = [min(rates[raw]), max(rates[raw])]
     print(f"({len(sizes)} turns; raw sqlite3 block rates ranged {spread[0]:,.0f}-{spread[1]:,.0f}/s)")
     print()
-    for name in names[1:]:
-        verdict(f"{name} / raw sqlite3 at synchronous={args.synchronous} (median paired ratio)",
-                paired[name], TARGET_RATIO, higher_is_better=True, unit="x")
+    for target in TARGETS:
+        for name in names[1:]:
+            verdict(f"{name} / raw sqlite3 at synchronous={args.synchronous} (median paired ratio)",
+                    paired[name], target, higher_is_better=True, unit="x")
     print(f"finished; {load()}")
     return 0
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import getpass
 import os
+import secrets
 import socket
 import tempfile
-import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -782,7 +782,9 @@ def _pairs(files: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
 
 
 def _new_id() -> str:
-    return uuid.uuid4().hex[:16]
+    """A fresh id: 16 hex digits, 64 random bits. ``uuid4().hex[:16]`` gave the same shape with 60
+    (a fixed version digit) and cost 6 us to ``token_hex``'s 1.5 us, a twentieth of a command's Python."""
+    return secrets.token_hex(8)
 
 
 def _default_actor() -> str:

@@ -12,10 +12,11 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
+from ledger.chain import ChainCheck
 from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt
 from ledger.persistence.contract import NewEvent, SnapshotGone, Store
 from ledger.persistence.sqlite import FORMAT_VERSION, SQLiteStore
@@ -76,6 +77,22 @@ class SQLiteOnly:
 
     def test_meta_records_the_format_version(self, store: SQLiteStore) -> None:
         assert store.get_meta("format_version") == str(FORMAT_VERSION)
+
+    # --- an append on a head given by the caller (``expected_head``) -----------------------------
+
+    def test_an_append_rolled_back_with_its_exclusive_transaction_is_never_written_on(self,
+                                                                                    store: SQLiteStore) -> None:
+        store.append([event()], {}, T, ACTOR)
+        with pytest.raises(RuntimeError), store.exclusive():
+            store.append([event("s1", '{"gone":1}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+            raise RuntimeError("the caller gave up: its transaction rolls back")
+
+        store.append([event("s1", '{"x":2}')], {"s1": 1}, T + 2, ACTOR, expected_head=1)
+        store.append([event("s1", '{"x":3}')], {"s1": 2}, T + 3, ACTOR, expected_head=2)
+
+        assert [(r[0], r[2], r[5], r[7]) for r in rows_of(store)] == [
+            (1, 1, T, '{"x":1}'), (2, 2, T + 2, '{"x":2}'), (3, 3, T + 3, '{"x":3}')]
+        assert_chained(store)
 
 
 class TestFileEventStore(SQLiteOnly, EventStoreContract):
@@ -221,36 +238,61 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
 
     # --- several connections ------------------------------------------------------------------
 
-    def test_two_stores_on_one_file_see_each_others_appends(self, tmp_path: Path) -> None:
+    @pytest.fixture
+    def two(self, tmp_path: Path) -> Iterator[tuple[SQLiteStore, SQLiteStore]]:
+        """Two connections to one file, as two processes have."""
         path = str(tmp_path / "events.db")
         a, b = SQLiteStore(path), SQLiteStore(path)
         try:
-            a.append([event("s1")], {}, T, ACTOR)
-            assert b.count() == 1 and b.version("s1") == 1
-            b.append([event("s1")], {"s1": 1}, T - 5, ACTOR)  # b's time follows a's log
-            assert a.count() == 2 and a.version("s1") == 2
-            assert seqs(rows_of(a)) == seqs(rows_of(b)) == [1, 2]
-            assert a.head() == b.head() == (2, T + 1)
+            yield a, b
         finally:
             a.close()
             b.close()
 
-    def test_a_conflict_between_two_connections_is_detected(self, tmp_path: Path) -> None:
-        path = str(tmp_path / "events.db")
-        a, b = SQLiteStore(path), SQLiteStore(path)
-        try:
-            a.append([event("s1")], {}, T, ACTOR)
-            seen_by_a, seen_by_b = a.version("s1"), b.version("s1")   # both read version 1
+    def test_two_stores_on_one_file_see_each_others_appends(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)
+        assert b.count() == 1 and b.version("s1") == 1
+        b.append([event("s1")], {"s1": 1}, T - 5, ACTOR)  # b's time follows a's log
+        assert a.count() == 2 and a.version("s1") == 2
+        assert seqs(rows_of(a)) == seqs(rows_of(b)) == [1, 2]
+        assert a.head() == b.head() == (2, T + 1)
 
-            a.append([event("s1", '{"by":"a"}')], {"s1": seen_by_a}, T + 1, ACTOR)
-            with pytest.raises(Conflict) as caught:
-                b.append([event("s1", '{"by":"b"}')], {"s1": seen_by_b}, T + 1, ACTOR)
+    def test_a_conflict_between_two_connections_is_detected(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)
+        seen_by_a, seen_by_b = a.version("s1"), b.version("s1")   # both read version 1
 
-            assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
-            assert [r[7] for r in rows_of(b)] == ['{"x":1}', '{"by":"a"}']
-        finally:
-            a.close()
-            b.close()
+        a.append([event("s1", '{"by":"a"}')], {"s1": seen_by_a}, T + 1, ACTOR)
+        with pytest.raises(Conflict) as caught:
+            b.append([event("s1", '{"by":"b"}')], {"s1": seen_by_b}, T + 1, ACTOR)
+
+        assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
+        assert [r[7] for r in rows_of(b)] == ['{"x":1}', '{"by":"a"}']
+
+    def test_a_head_another_connection_moved_is_not_written_on(self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        """a's head is stale once b appends: a's event lands after b's, chained to it, since the stream
+        a read has not moved (R4, R16)."""
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)  # a read the log at event 1
+        b.append([event("s2")], {}, T + 5, ACTOR)
+        a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+        a.append([event("s1", '{"again":"a"}')], {"s1": 2}, T + 2, ACTOR, expected_head=3)
+
+        assert [(r[0], r[1], r[2], r[5]) for r in rows_of(b)] == [
+            (1, "s1", 1, T), (2, "s2", 1, T + 5), (3, "s1", 2, T + 6), (4, "s1", 3, T + 7)]
+        assert_chained(b)
+
+    def test_a_stream_another_connection_moved_refuses_an_append_on_a_stale_head(
+            self, two: tuple[SQLiteStore, SQLiteStore]) -> None:
+        a, b = two
+        a.append([event("s1")], {}, T, ACTOR)
+        b.append([event("s1", '{"by":"b"}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+        with pytest.raises(Conflict) as caught:
+            a.append([event("s1", '{"by":"a"}')], {"s1": 1}, T + 2, ACTOR, expected_head=1)
+
+        assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
+        assert [r[7] for r in rows_of(a)] == ['{"x":1}', '{"by":"b"}']
 
     def test_several_processes_never_both_win_the_same_version(self, tmp_path: Path) -> None:
         """Real processes, each round: all read the stream's version, then all append on
@@ -294,6 +336,14 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
             assert [r[7] for r in rows] == [winners_by_version[v] for v in range(1, rounds + 1)]
         finally:
             store.close()
+
+
+def assert_chained(store: SQLiteStore) -> None:
+    """Every stored row carries the hash that chains it to the one before (R16)."""
+    check = ChainCheck(store.path)
+    for row in store.read(with_hash=True):
+        check.check(row)
+    assert check.seq == store.count()
 
 
 def _race_worker(path: str, worker: int, rounds: int, barrier, results) -> None:
