@@ -9,20 +9,27 @@ clock without appending (upkeep's lease, a dry run's plan) held to the server's,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import psycopg
 import pytest
+from psycopg.pq import Trace
 
 from ledger import ClockSkew, InvalidArgument, Ledger, LedgerNotFound, LedgerUnavailable, ManualClock
-from ledger.persistence.contract import Store
+from ledger.persistence import postgres as backend
+from ledger.persistence.contract import NewEvent, Store
 from ledger.persistence.postgres import PostgresStore
 
 from .pg import PostgresServer, fresh_url
@@ -283,3 +290,116 @@ def test_r6_r18_a_host_whose_clock_is_refused_is_refused_maintain_and_a_dry_run_
         # shows A's table as due.
         with Ledger.open(url, clock=fast, max_clock_skew=None, actor="host-b") as told:
             assert [t.name for t in told.plan_vacuum().purges] == ["sales.orders"]
+
+
+# --- what hosts appending side by side ask the server (R18) ---------------------------------------
+
+@contextlib.contextmanager
+def _statements(led: Ledger) -> Iterator[list[str]]:
+    """What the ledger's connection runs on the server in the block, a round trip each: for every
+    statement executed, the text the client sent for it (libpq's own trace of the protocol)."""
+    conn = led.runner.store._conn  # type: ignore[attr-defined]
+    sent: list[str] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        conn.pgconn.trace(trace.fileno())
+        conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+        try:
+            yield sent
+        finally:
+            conn.pgconn.untrace()
+            trace.seek(0)
+            parsed = "(a statement prepared before)"
+            for line in trace.read().splitlines():
+                if line.startswith("F") and "\tParse\t" in line:
+                    parsed = line
+                elif line.startswith("F") and ("\tExecute\t" in line or "\tQuery\t" in line):
+                    sent.append(line if "\tQuery\t" in line else parsed)
+
+
+_ON_TIP, _BEHIND = "INSERT INTO attempts SELECT", "ledger_append_v2("
+"""The statement of a host that appends on the head it knows, and of one that another host got ahead of."""
+
+
+def test_r18_a_host_another_got_ahead_of_appends_and_catches_up_in_one_round_trip(postgres: PostgresServer,
+                                                                                  tmp_path: Path) -> None:
+    """Host A appends while host B does too: one statement appends A's event and brings back B's,
+    and A's state holds both without reading the log again. It was three: A's statement on the
+    head it knew (refused: B had moved it), the append, then the read of B's events. A tries the
+    head it knows once after appending alone, and again once B is quiet."""
+    url = fresh_url()
+    Ledger.open(url, warehouse=tmp_path).close()
+    with Ledger.open(url, actor="host-a") as a, Ledger.open(url, actor="host-b") as b:
+        with _statements(a) as opened:  # on the head it opened on
+            a.create_table("a.first")
+        b.create_table("b.first")
+        with _statements(a) as overtaken:
+            a.create_table("a.second")
+        b.create_table("b.second")
+        b.create_table("b.third")
+        with _statements(a) as beside:
+            a.create_table("a.third")
+        assert a.runner.held.seq == 6 and a.runner.held.version("catalog:b") == 3  # B's three, and its own
+        with _statements(a) as caught_up:  # B is quiet: the append finds nothing new
+            a.create_table("a.fourth")
+        with _statements(a) as alone:
+            a.create_table("a.fifth")
+        assert [[_ON_TIP in s, _BEHIND in s] for s in overtaken] == [[True, False], [False, True]], overtaken
+        assert [[_BEHIND in s for s in sent] for sent in (beside, caught_up)] == [[True], [True]], (beside, caught_up)
+        assert [[_ON_TIP in s for s in sent] for sent in (opened, alone)] == [[True], [True]], (opened, alone)
+        with Ledger.open(url) as fresh:
+            assert [t.name for t in a.tables()] == [t.name for t in fresh.tables()] == \
+                ["a.fifth", "a.first", "a.fourth", "a.second", "a.third", "b.first", "b.second", "b.third"]
+            assert fresh.verify().chained
+
+
+def test_r18_a_host_further_behind_than_one_append_brings_back_reads_the_rest(postgres: PostgresServer,
+                                                                             tmp_path: Path) -> None:
+    """More events than an append returns (``_AHEAD``) came since host A's state: it reads them all."""
+    url = fresh_url()
+    Ledger.open(url, warehouse=tmp_path).close()
+    behind = backend._AHEAD + 3
+    b = PostgresStore(url)
+    try:
+        with Ledger.open(url, actor="host-a") as a:
+            a.create_table("a.first")
+            for n in range(behind):
+                b.append([NewEvent("catalog:b", "TableCreated", 1, _created(f"b.t{n}"))], {}, time.time_ns() // 1000,
+                         "host-b")
+            with _statements(a) as sent:
+                a.create_table("a.second")
+            # Its head, refused; the append, with the first _AHEAD of B's; then a read of the rest.
+            assert [_BEHIND in s for s in sent] == [False, True, False] and "FROM events WHERE seq >" in sent[2], sent
+            assert a.runner.held.seq == behind + 2 and a.runner.held.version("catalog:b") == behind
+            assert len(a.tables()) == behind + 2
+    finally:
+        b.close()
+
+
+def _created(name: str) -> str:
+    """A ``TableCreated`` event's payload, as a host appends it."""
+    table_id = uuid.uuid4().hex[:16]
+    return json.dumps({"table_id": table_id, "name": name, "path": table_id})
+
+
+def test_r18_a_ledger_made_before_ledger_append_v2_gets_it_and_a_host_of_that_release_appends_beside(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    """A ledger made by 0.4 has only ``ledger_append_v1``: opening it adds ``ledger_append_v2`` (once,
+    under the ledger's lock), and ``ledger_append_v1`` stays as it was, so a host still running 0.4
+    appends beside one running this release."""
+    url = fresh_url()
+    Ledger.open(url, warehouse=tmp_path).close()
+    with _raw(url) as conn:
+        conn.execute("DROP FUNCTION ledger_append_v2")
+    with Ledger.open(url, actor="host-a") as a, Ledger.open(url, actor="host-b") as b, _raw(url) as old_host:
+        a.create_table("a.first")
+        old_host.execute(backend._APPEND, (  # an append as 0.4 makes it: its hash made by ledger_append_v1
+            a.runner.store._lock_key, None, ["catalog", "catalog:old"], [0, 0], ["catalog:old"],  # type: ignore
+            ["TableCreated"], [1], [_created("old.t")], time.time_ns() // 1000, "host-old", uuid.uuid4().hex, None,
+            [], []))
+        b.create_table("b.first")
+        with _statements(a) as behind:
+            a.create_table("a.second")
+        assert [_BEHIND in s for s in behind] == [False, True], behind
+        assert a.runner.held.version("catalog:old") == 1 and a.runner.held.version("catalog:b") == 1
+        assert [t.name for t in a.tables()] == ["a.first", "a.second", "b.first", "old.t"]
+        assert a.verify().chained
