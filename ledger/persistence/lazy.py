@@ -172,14 +172,15 @@ class StoredEntries:
     def _first_use(self, key: str) -> Any:
         """An entry of a part read whole, checked and decoded the first time it is asked for: one
         that fails its check heals the part, as a part that fails on read does."""
-        stored = self.unread.pop(key, _ABSENT)
-        if stored is _ABSENT:
-            return GONE
+        stored = self.unread.get(key, _ABSENT)
+        if stored is _ABSENT:  # not in the part, or decoded meanwhile by another thread (kept before dropped)
+            return self.found.get(key, GONE)
         try:
             data = self.check(key, stored)
         except SnapshotGone:
             return self._healed().get(key, GONE)
         found = self.found[key] = self.decode(key, data)
+        self.unread.pop(key, None)
         return found
 
     def _healed(self) -> dict[str, Any]:
