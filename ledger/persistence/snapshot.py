@@ -236,7 +236,8 @@ class Folded:
                 mine.pop(key, None)
             present = [(key, item) for key, item in items if item is not GONE]
             # ``map`` over C functions (orjson, a record's ``attrgetter``), not a Python loop an entry:
-            # a third of what re-encoding the changed keys cost at every stop.
+            # re-encoding what a million events changed went from 1.48 to 1.32 chain floors (issue 48);
+            # what is left is the encoding itself.
             values = [item for _, item in present]
             mine.update(zip([key for key, _ in present], map(dumps, values if encode is None else map(encode, values))))
         instances = fields[INSTANCES][1]
