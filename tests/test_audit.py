@@ -886,6 +886,56 @@ def test_r16_r17_a_hand_edited_stored_state_is_not_believed_and_verify_discards_
     conn.close()
 
 
+def test_r16_a_full_stored_state_with_an_entry_turned_into_a_deletion_is_caught_by_verify(tmp_path: Path) -> None:
+    """A full generation records no deletions. One whose entry was replaced by a deletion of a key
+    the fold never had (as many rows as the fold has entries, every other entry as the fold has it)
+    reads that name as unbound to a reader asking for it alone: ``verify`` compares the generation
+    part by part and discards it, and ``as_of`` then answers from the log."""
+    path = tmp_path / "l.db"
+    build_small(path, history_every=5)
+    conn = sqlite3.connect(path)
+    gen, at = conn.execute("SELECT gen, seq FROM snapshot_generations WHERE gen = base ORDER BY seq LIMIT 1").fetchone()
+    (key,) = conn.execute("SELECT key FROM snapshot_entries WHERE gen = ? AND part = 'tables.bindings' LIMIT 1",
+                          (gen,)).fetchone()
+    conn.execute("UPDATE snapshot_entries SET key = 'nowhere.none', value = NULL WHERE gen = ? AND "
+                 "part = 'tables.bindings' AND key = ?", (gen, key))
+    conn.commit()
+    conn.close()
+    with Ledger.open(path, create=False, history_every=5) as led:
+        fold = fold_rows(State(), led.store.read(0, upto=at))
+        report = led.verify()
+        assert report.generations_discarded >= 1 and report.snapshot_discarded
+        assert led.as_of(seq=at).state == fold
+        assert led.maintain().written >= 1 and led.verify().generations_discarded == 0
+
+
+def test_r16_r17_an_entry_damaged_where_as_of_reads_a_part_whole_heals_on_first_use(tmp_path: Path) -> None:
+    """An ``as_of`` folding many drops on a stored state reads its names in one pass and checks
+    each entry when the fold first asks for it: one damaged there heals the part from the log, as a
+    part that fails on read does, and the past state and its answers are the log's."""
+    path = tmp_path / "l.db"
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock, history_every=100) as led:
+        for i in range(200):
+            led.create_table(f"big.t{i:03d}")
+        for i in range(150):
+            led.drop_table(f"big.t{i:03d}")
+        led.maintain()
+        at = 340  # 40 drops on the stored state at event 300: more names than a part is read key by key for
+        truth = fold_rows(State(), led.store.read(0, upto=at))
+        tables = [t.name for t in led.as_of(seq=at).tables()]
+    damaged = "big.t135"  # dropped at event 336, past the 33 names asked for one at a time
+    with raw(path) as conn:
+        found = conn.execute("UPDATE snapshot_entries SET value = CAST(substr(value, 1, length(value) - 1) || x'21' "
+                             "AS BLOB) WHERE part = 'tables.bindings' AND key = ? AND value IS NOT NULL",
+                             (damaged,)).rowcount
+    assert found >= 1
+    with Ledger.open(path, create=False, history_every=100) as led:
+        view = led.as_of(seq=at)
+        assert view.state == truth and [t.name for t in view.tables()] == tables
+        assert led.verify().generations_discarded >= 1  # and verify throws the damaged ones away
+
+
 def test_r16_r17_a_stored_state_of_another_log_is_not_trusted(tmp_path: Path) -> None:
     """Stored states are bound to the chain hash at their event: ones copied from a different
     ledger (valid checks, a different past) are passed over rather than believed."""

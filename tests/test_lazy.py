@@ -120,3 +120,65 @@ def test_r16_a_read_of_a_generation_that_is_gone_answers_from_the_log_not_with_a
     assert changed["b"] == 2 and changed.get("zz") is None and len(changed) == 3
     assert found.base.heal.calls == 1  # once for the part, then from memory
     assert dict(changed.items()) == {"a": 1, "b": 2, "c": 3}
+
+
+class SealedDictSource(DictSource):
+    """A source that gives a part as stored and checks an entry when asked (``lazy.SealedSource``),
+    as the stores do: an entry stored as ``b"!"`` fails its check."""
+
+    def __init__(self, entries: dict[str, int]) -> None:
+        super().__init__(entries)
+        self.checks = 0
+
+    def scan(self) -> Iterator[tuple[str, bytes]]:
+        return ((key, self.checked(key, value)) for key, value in self.scan_sealed())
+
+    def scan_sealed(self) -> Iterator[tuple[str, object]]:
+        self.scans += 1
+        return iter(self.entries.items())
+
+    def checked(self, key: str, stored: object) -> bytes:
+        self.checks += 1
+        if stored == b"!":
+            raise SnapshotGone(f"the entry of {key} fails its check")
+        assert isinstance(stored, bytes)
+        return stored
+
+
+def _read_whole(entries: dict[str, int], heal: FromTheLog, damaged: str | None = None
+                ) -> tuple[OverlayMap, SealedDictSource]:
+    """A part of 1,000 entries whose first 100 keys were asked for one at a time: read in one pass
+    (with the entry of ``damaged`` failing its check)."""
+    source = SealedDictSource(entries)
+    if damaged is not None:
+        source.entries[damaged] = b"!"
+    found = OverlayMap(StoredEntries(source, lambda key, data: int(data), len(entries), "g1", heal))
+    for i in range(100):
+        found.get(f"k{i}")
+    assert source.scans == 1
+    return found, source
+
+
+def test_a_part_read_in_one_pass_checks_and_decodes_each_entry_on_first_use() -> None:
+    """An ``as_of`` folding thousands of events reads a part whole, and asks for a fraction of it:
+    only the entries asked for are checked and decoded, each once."""
+    entries = {f"k{i}": i for i in range(1000)}
+    found, source = _read_whole(entries, FromTheLog(entries))
+    asked = source.gets + source.checks
+    assert asked <= 100 and source.checks < 100  # not the 1,000 the pass read
+    assert found["k500"] == 500 and found["k500"] == 500 and "zz" not in found
+    assert source.checks == asked - source.gets + 1
+    assert dict(found.items()) == entries and source.checks == 1000 - source.gets  # walked: each checked once
+
+
+def test_r16_an_entry_that_fails_its_check_on_first_use_heals_the_part_from_the_log() -> None:
+    """Read in one pass, checked on first use: a damaged entry met then heals the part as a damaged
+    part met on read does, and the answer is the log's."""
+    entries = {f"k{i}": i for i in range(1000)}
+    heal = FromTheLog({**entries, "k700": 7000})  # the log's truth differs from the damaged entry's
+    found, source = _read_whole(entries, heal, damaged="k700")
+    assert heal.calls == 0 and found["k600"] == 600  # an entry that checks out is believed
+    assert found["k700"] == 7000 and heal.calls == 1 and found.base.stamp is None
+    changed = found.update({"k1": 10})
+    assert changed["k700"] == 7000 and changed["k1"] == 10 and heal.calls == 1
+    assert dict(found.items()) == {**entries, "k700": 7000}

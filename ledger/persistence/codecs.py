@@ -121,6 +121,20 @@ class KeyedCodec(Protocol):
 PLAIN, IDS = Plain(), Ids()
 
 
+def encoder(codec: KeyedCodec) -> Callable[[Any], Any] | None:
+    """``codec.encode_item`` as the one call it comes down to (a record's ``attrgetter``, ``list``),
+    None for items JSON holds as they are: for ``map`` over many items, where the three Python
+    calls an item of ``encode_item`` cost more than encoding it."""
+    if isinstance(codec, MapOf):
+        if isinstance(codec.values, Record):
+            return _fields_of(codec.values.cls)
+        if isinstance(codec.values, Ids):
+            return list
+        if isinstance(codec.values, Plain):
+            return None
+    return codec.encode_item
+
+
 @functools.cache
 def _map_codec(values: type | None) -> MapOf:
     if values is None:

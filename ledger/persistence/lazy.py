@@ -9,6 +9,8 @@ when the state was read from a stored snapshot: each key is read through a ``Sou
 (the store's rows for one part of one generation) and decoded the first time it is asked
 for, and kept: every map folded from the same entries shares them. Anything that walks a
 whole map (a vacuum's plan, a history snapshot, ``verify``) reads the part once, in full.
+A part read in one pass because a fold asks for much of it (``as_of``) keeps its entries as
+stored and checks and decodes each on first use: such a fold uses a fraction of what it reads.
 
 A read that cannot be answered from the snapshot (its generation was deleted, an entry
 fails its check, the part holds fewer entries than its head recorded) never reaches the
@@ -40,6 +42,30 @@ class Source(Protocol):
     def scan(self) -> Iterator[tuple[str, bytes]]: ...
 
 
+class SealedSource(Source, Protocol):
+    """A ``Source`` that can also give a part's entries as stored, unchecked, and check one later:
+    what lets a part read in one pass check and decode only the entries a caller asks for."""
+
+    def scan_sealed(self) -> Iterator[tuple[str, object]]:
+        """Every entry of the part as stored (raises ``SnapshotGone`` if the generation is gone)."""
+
+    def checked(self, key: str, stored: object) -> bytes:
+        """The bytes of an entry ``scan_sealed`` gave; ``SnapshotGone`` if it fails its check."""
+
+
+def _unchecked(source: Source) -> tuple[Iterable[tuple[str, object]], Callable[[str, Any], bytes]]:
+    """A part's entries as stored and how to check one: a source that checks as it scans (a test's
+    dict) gives them checked already."""
+    if hasattr(source, "scan_sealed"):
+        sealed: SealedSource = source  # type: ignore[assignment]
+        return sealed.scan_sealed(), sealed.checked
+    return source.scan(), _as_it_is
+
+
+def _as_it_is(key: str, data: Any) -> bytes:
+    return data  # type: ignore[no-any-return]
+
+
 WHOLE, FEW = 16, 32
 """A part read one key at a time reads the rest in one pass once more than ``FEW`` keys and a
 ``1/WHOLE`` of its entries were asked for (an ``as_of`` folding thousands of events on a small
@@ -56,7 +82,7 @@ class StoredEntries:
     nowhere), so the writer of the next generation can tell whether a map's changes are
     relative to it, and so whether a delta can be written."""
 
-    __slots__ = ("source", "decode", "size", "stamp", "found", "complete", "heal", "reads")
+    __slots__ = ("source", "decode", "size", "stamp", "found", "complete", "heal", "reads", "unread", "check")
 
     def __init__(self, source: Source, decode: Callable[[str, bytes], Any], size: int, stamp: object,
                  heal: Heal, everything: dict[str, Any] | None = None) -> None:
@@ -69,6 +95,9 @@ class StoredEntries:
         self.found: dict[str, Any] = {} if everything is None else everything
         """key -> decoded value, or GONE for a key asked for and not in the snapshot."""
         self.complete = everything is not None
+        self.unread: dict[str, Any] = {}
+        """Entries of a part read in one pass, as stored: checked (``check``) and decoded on first use."""
+        self.check: Callable[[str, Any], bytes] = _as_it_is
         self.reads = 0
         """Keys read one at a time: past ``WHOLE`` of them, the part is read in one pass."""
 
@@ -76,10 +105,10 @@ class StoredEntries:
         found = self.found.get(key, _ABSENT)
         if found is _ABSENT:
             if self.complete:
-                return GONE
+                return self._first_use(key)
             self.reads += 1
             if self.reads > FEW and self.reads * WHOLE > self.size:  # a fold of many events asks for much of it: read it all
-                return self.everything().get(key, GONE)
+                return self._first_use(key) if self._read_part() else self.found.get(key, GONE)
             try:
                 data = self.source.get(key)
             except SnapshotGone:
@@ -109,19 +138,53 @@ class StoredEntries:
 
     def everything(self) -> dict[str, Any]:
         """Every entry, decoded (read in one pass the first time)."""
-        if not self.complete:
-            decode = self.decode
+        if not self.complete and not self._read_part():
+            return self.found
+        if self.unread:
+            unread, check, decode = self.unread, self.check, self.decode
             try:
-                found = {key: decode(key, data) for key, data in self.source.scan()}
+                checked = [(key, check(key, stored)) for key, stored in unread.items()]
             except SnapshotGone:
                 return self._healed()
-            if len(found) != self.size:  # the head or the entries were changed
-                return self._healed()
-            self.found, self.complete = found, True
+            self.found.update((key, decode(key, data)) for key, data in checked)
+            self.unread = {}
         return self.found
 
+    def _read_part(self) -> bool:
+        """Read the whole part in one pass, keeping its entries as stored (``unread``); False if it
+        could not be read and healed instead."""
+        try:
+            stored, check = _unchecked(self.source)
+            unread = dict(stored)
+        except SnapshotGone:
+            self._healed()
+            return False
+        if len(unread) != self.size:  # the head or the entries were changed
+            self._healed()
+            return False
+        found = self.found
+        for key in found:
+            unread.pop(key, None)  # decoded already (a point read): kept as it is
+        self.found = {key: value for key, value in found.items() if value is not GONE}
+        self.unread, self.check, self.complete = unread, check, True
+        return True
+
+    def _first_use(self, key: str) -> Any:
+        """An entry of a part read whole, checked and decoded the first time it is asked for: one
+        that fails its check heals the part, as a part that fails on read does."""
+        stored = self.unread.get(key, _ABSENT)
+        if stored is _ABSENT:  # not in the part, or decoded meanwhile by another thread (kept before dropped)
+            return self.found.get(key, GONE)
+        try:
+            data = self.check(key, stored)
+        except SnapshotGone:
+            return self._healed().get(key, GONE)
+        found = self.found[key] = self.decode(key, data)
+        self.unread.pop(key, None)
+        return found
+
     def _healed(self) -> dict[str, Any]:
-        self.found, self.complete, self.stamp = self.heal(), True, None
+        self.found, self.complete, self.stamp, self.unread = self.heal(), True, None, {}
         self.size = len(self.found)
         return self.found
 
@@ -132,5 +195,6 @@ class StoredEntries:
         if self.complete:
             found = {key: value for key, value in found.items() if value is not GONE}
         entries = StoredEntries(source, self.decode, size, stamp, heal)
-        entries.found, entries.complete = found, self.complete
+        entries.found, entries.complete, entries.check = found, self.complete, self.check
+        entries.unread = {key: stored for key, stored in self.unread.items() if key not in changes}
         return entries

@@ -872,6 +872,14 @@ class PostgresPart(SealedPart):
         return found
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
+        unseal = self._unseal
+        return ((key, unseal(key, value)) for key, value in self.scan_sealed())
+
+    def checked(self, key: str, stored: object) -> bytes:
+        return self._unseal(key, stored)
+
+    def scan_sealed(self) -> Iterator[tuple[str, object]]:
+        """Every entry of the part as stored, its check left to ``checked`` (``lazy.SealedSource``)."""
         def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, Any]]]:
             with c.transaction():  # one snapshot for both
                 exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
@@ -883,9 +891,7 @@ class PostgresPart(SealedPart):
         exists, found = self._store._run(rows)
         if not exists:
             raise self._gone("is no longer stored")
-        for key, value in found:
-            if value is not None:
-                yield key, self._unseal(key, value)
+        return ((key, value) for key, value in found if value is not None)
 
 
 _GENERATION = "gen, base, seq, format, head, entries"

@@ -728,6 +728,11 @@ class SQLitePart(SealedPart):
         return {key: self._unseal(key, value) for key, value in found.items() if value is not None}
 
     def scan(self) -> Iterator[tuple[str, bytes]]:
+        unseal = self._unseal
+        return ((key, unseal(key, value)) for key, value in self.scan_sealed())
+
+    def scan_sealed(self) -> Iterator[tuple[str, bytes]]:
+        """Every entry of the part as stored, its check left to ``checked`` (``lazy.SealedSource``)."""
         store, gens = self._store, sorted(self._chain)
         with store._lock, translate_errors(store.path):
             # In the order written: a later generation's entry replaces an earlier one's.
@@ -738,8 +743,10 @@ class SQLitePart(SealedPart):
             if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
                                               (self._gen,)).fetchone() is None:
                 raise self._gone("is no longer stored")
-        unseal = self._unseal
-        return ((key, unseal(key, value)) for key, value in dict(rows).items() if value is not None)
+        return ((key, value) for key, value in dict(rows).items() if value is not None)
+
+    def checked(self, key: str, stored: object) -> bytes:
+        return self._unseal(key, stored)
 
 
 _GENERATION = "gen, base, seq, format, head, entries"
