@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import socket
 import threading
-_APPENDS = (b"* FROM ledger_append_v1(", b"INSERT INTO attempts SELECT")
+_APPENDS = (b"* FROM ledger_append_v1(", b"* FROM ledger_append_v2(", b"INSERT INTO attempts SELECT")
 """In the message that appends (the store's append function, or its one statement on its own tip;
 either records its attempt id too)."""
 _COMMIT = b"COMMIT\x00"
