@@ -16,7 +16,10 @@ Putting views there, two ways, because they cost tenfold apart:
   known (the ledger recorded it), so a view's entry is a copy of a template view's with its
   name, schema, text and properties changed, which Spark resolves at query time exactly as one
   it made (the text parsed and analysed, each column up-cast to the recorded type). About six
-  calls into the JVM, well under a millisecond, and no Spark job.
+  calls into the JVM, well under a millisecond, and no Spark job. A version of more than 32
+  files is the exception (``SparkCatalog._over_table``): its view reads a version table (as on
+  Connect, below), which Spark lists once and keeps listed, where a glob is listed again, in a
+  Spark job, at every query.
 * With SQL, on every kind of session (``_Sql``), and the only way on Spark Connect, which has no
   JVM of ours. ``CREATE VIEW`` analyses its query, and a query over Parquet files infers their
   schema from a footer in a Spark job of its own; so does ``DROP VIEW`` (it looks the view's plan
