@@ -347,10 +347,12 @@ def test_a_version_of_many_files_reads_every_partition_type_and_follows_its_chan
     assert spark.table("sales.tags").schema.simpleString() == "struct<id:bigint,tag:string,n:int,d:date>"
     assert ids(spark.sql("SELECT id FROM sales.tags WHERE tag IS NULL AND n = 0 AND d = DATE'2026-01-01'")) == [6]
     assert ids(spark.sql("SELECT id FROM sales.tags WHERE tag = 't:1'")) == [4]
-    assert len(version_tables(spark)) == 1
+    def of_versions() -> list[str]:  # (a classic session's template of the columns aside)
+        return [t for t in version_tables(spark) if ".v_" in t]
+    assert len(of_versions()) == 1
     write_table(rows.where("id < 2"), named, "sales.tags", "overwrite", partition_by=["tag", "n", "d"])
     assert ids(spark.table("sales.tags")) == [0, 1]  # a version of 2 files: no table of its own any more
-    assert len(version_tables(spark)) == (1 if is_connect(spark) else 0)
+    assert len(of_versions()) == (1 if is_connect(spark) else 0)
     detach(spark, named)
     assert version_tables(spark) == [] and not spark.catalog.tableExists("sales.tags")
 

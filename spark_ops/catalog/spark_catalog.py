@@ -416,39 +416,35 @@ class _Sql:
         columns where one is given, which copies its schema without resolving any files, where a
         table with its columns written out has Spark resolve its files as it makes it (1,000 of
         them on Connect, ``benchmarks/attach_connect.py``: about half the time). On a classic
-        session such a table is made over an empty folder and then moved to its files (``SET
-        LOCATION`` resolves nothing): a version of 10,000 files is not listed at attach. The
+        session the table written out is a template over an empty folder (``_template``), and
+        the version's table is made ``LIKE`` it: a table of 10,000 files written out (or moved
+        there by ``SET LOCATION``, which resolves them too) took 150 s to make here. The
         failures, by view name."""
-        empty = self._jvm.empty_folder() if self._jvm is not None else None
-        statements, moves = [], []
+        statements = []
         for table, view, template in tables.values():
             where = literal(files_of(view).glob())
-            if template:
-                statements.append(f"CREATE TABLE IF NOT EXISTS {table} LIKE {template} LOCATION {where}")
-                continue
-            statements.append(f"CREATE TABLE IF NOT EXISTS {table} ({columns_of(view)}) USING parquet "
-                              f"OPTIONS ('path' = {literal(empty) if empty else where})")
-            if empty:
-                moves.append(f"ALTER TABLE {table} SET LOCATION {where}")
+            if template is None and self._jvm is not None:
+                template = self._template(view)
+            statements.append(f"CREATE TABLE IF NOT EXISTS {table} LIKE {template} LOCATION {where}" if template else
+                              f"CREATE TABLE IF NOT EXISTS {table} ({columns_of(view)}) USING parquet "
+                              f"OPTIONS ('path' = {where})")
         failed: dict[str, Exception] = {}
         for key, (table, view, _), error in zip(tables, tables.values(), self.statements.run(statements)):
             if error is None:
                 self._columns[table] = columns_of(view)
             else:
                 failed[key] = error
-        self._move(tables, failed, moves)
         return failed
 
-    def _move(self, tables: dict[str, tuple[str, View, str | None]], failed: dict[str, Exception],
-              moves: list[str]) -> None:
-        """Run each ``SET LOCATION`` of a table made (``_create_tables``): one that fails is dropped."""
-        if not moves:
-            return
-        made = [key for key, (_, _, template) in tables.items() if not template]
-        for key, move, error in zip(made, moves, self.statements.run(moves)):
-            if error is not None and key not in failed:
-                failed[key] = error
-                self._drop_tables([tables[key][0]])
+    def _template(self, view: View) -> str | None:
+        """A table of ``view``'s columns over an empty folder, to make version tables ``LIKE``
+        (a classic session's: ``_create_tables``); None if Spark refused it."""
+        columns = columns_of(view)
+        assert self._jvm is not None
+        table = f"{quote(self.files_database)}.{quote('columns_' + hashlib.sha256(columns.encode()).hexdigest()[:16])}"
+        error = self.statements.run([f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING parquet "
+                                     f"OPTIONS ('path' = {literal(self._jvm.empty_folder())})"])[0]
+        return None if error is not None else table
 
     def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
         """Drop the views, then the version tables they read (unless ``whole``: the attachment's
