@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 from pyspark.errors import AnalysisException
+from pyspark.sql import functions as F
 
 from ledger import InvalidArgument, Ledger, TableExists, TableNotFound
 from spark_ops import SparkUnavailable, attach, detach, read_table, refresh, vacuum, write_table
@@ -288,6 +289,72 @@ def test_a_partition_filter_reads_only_that_partitions_files(spark, named: Ledge
     assert files_read(query) == len(in_007) and len(in_007) < len(files)
     assert {r["day"] for r in query.collect()} == {"007"}  # a string partition value as written
     assert ids(query) == sorted([i for i in range(200) if i % 10 == 7] + [i for i in range(20) if i % 10 == 7])
+
+
+def jobs_run(spark, call) -> int | None:
+    """How many Spark jobs ``call`` ran (None on Spark Connect, whose client cannot see them)."""
+    if is_connect(spark):
+        return None
+    group = f"count-{id(call)}"
+    spark.sparkContext.setJobGroup(group, "counted")
+    try:
+        call()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def test_a_partition_filter_on_a_version_of_many_files_plans_no_listing_and_reads_exactly_its_files(
+        spark, named: Ledger) -> None:
+    """Above 32 files Spark lists a glob's files in a Spark job, at every query of a view over
+    them; a name over a version table plans none once attached. A straggler beside a kept file
+    and the files a replace removed (still in their folder) are never read (R11)."""
+    rows = spark.createDataFrame([(i, f"{i % 40:03d}") for i in range(400)], "id long, day string")
+    write_table(rows, named, "sales.days", partition_by=["day"])
+    write_table(rows.limit(80), named, "sales.days", partition_by=["day"])
+    replaced = named.version("sales.days").files
+    write_table(spark.createDataFrame([(1000, "007")], "id long, day string"), named, "sales.days", "overwrite",
+                partitions="dynamic")
+    files = named.version("sales.days").files
+    assert {f.path for f in replaced if "/day=007/" in f.path}.isdisjoint(f.path for f in files)
+    location = named.table("sales.days").location
+    kept = next(f.path for f in files if "/day=008/" in f.path)
+    shutil.copy(Path(location, kept), Path(location, kept).parent / "part-99999-straggler.parquet")
+    attach(spark, named)
+    query = "SELECT id, day FROM sales.days WHERE day = '008'"
+    spark.sql(query).collect()
+    assert jobs_run(spark, lambda: spark.sql(query)._jdf.queryExecution().executedPlan()) in (0, None)
+    in_008 = [f for f in files if "/day=008/" in f.path]
+    assert files_read(spark.sql(query)) == len(in_008) and len(files) > 32
+    assert ids(spark.sql(query)) == sorted([i for i in range(400) if i % 40 == 8] + [8, 48])
+    assert ids(spark.sql("SELECT id FROM sales.days WHERE day = '007'")) == [1000]
+    by_name = sorted(map(tuple, spark.table("sales.days").collect()))
+    assert by_name == sorted(map(tuple, read_table(spark, named, "sales.days", pin=False).collect()))
+
+
+def test_a_version_of_many_files_reads_every_partition_type_and_follows_its_changes(spark, named: Ledger) -> None:
+    """Over a version table (more than 32 files): null and escaped string values, ints and dates
+    read back as read_table reads them; an overwrite is shown at once, and detach leaves no
+    table behind."""
+    values = ["a b", "50%", "x+y", "c=d", "t:1", "é", None] + [f"v{i}" for i in range(30)]
+    rows = spark.createDataFrame([(i, v, i % 3) for i, v in enumerate(values)], "id long, tag string, n int") \
+        .withColumn("d", F.expr("date_add(DATE'2026-01-01', CAST(id % 2 AS INT))"))
+    write_table(rows, named, "sales.tags", partition_by=["tag", "n", "d"])
+    assert len(named.version("sales.tags").files) > 32
+    attach(spark, named)
+    by_name = sorted(map(tuple, spark.table("sales.tags").collect()), key=lambda r: r[0])
+    assert by_name == sorted(map(tuple, read_table(spark, named, "sales.tags", pin=False).collect()), key=lambda r: r[0])
+    assert spark.table("sales.tags").schema.simpleString() == "struct<id:bigint,tag:string,n:int,d:date>"
+    assert ids(spark.sql("SELECT id FROM sales.tags WHERE tag IS NULL AND n = 0 AND d = DATE'2026-01-01'")) == [6]
+    assert ids(spark.sql("SELECT id FROM sales.tags WHERE tag = 't:1'")) == [4]
+    def of_versions() -> list[str]:  # (a classic session's template of the columns aside)
+        return [t for t in version_tables(spark) if ".v_" in t]
+    assert len(of_versions()) == 1
+    write_table(rows.where("id < 2"), named, "sales.tags", "overwrite", partition_by=["tag", "n", "d"])
+    assert ids(spark.table("sales.tags")) == [0, 1]  # a version of 2 files: no table of its own any more
+    assert len(of_versions()) == (1 if is_connect(spark) else 0)
+    detach(spark, named)
+    assert version_tables(spark) == [] and not spark.catalog.tableExists("sales.tags")
 
 
 def test_partition_values_spark_escapes_read_back_as_written(spark, named: Ledger) -> None:

@@ -16,7 +16,10 @@ Putting views there, two ways, because they cost tenfold apart:
   known (the ledger recorded it), so a view's entry is a copy of a template view's with its
   name, schema, text and properties changed, which Spark resolves at query time exactly as one
   it made (the text parsed and analysed, each column up-cast to the recorded type). About six
-  calls into the JVM, well under a millisecond, and no Spark job.
+  calls into the JVM, well under a millisecond, and no Spark job. A version of more than 32
+  files is the exception (``SparkCatalog._over_table``): its view reads a version table (as on
+  Connect, below), which Spark lists once and keeps listed, where a glob is listed again, in a
+  Spark job, at every query.
 * With SQL, on every kind of session (``_Sql``), and the only way on Spark Connect, which has no
   JVM of ours. ``CREATE VIEW`` analyses its query, and a query over Parquet files infers their
   schema from a footer in a Spark job of its own; so does ``DROP VIEW`` (it looks the view's plan
@@ -119,8 +122,10 @@ class SparkCatalog:
         self.mark = address
         self.ledger = ledger_digest(address)
         self.attachment = attachment
-        self._sql = _Sql(spark, address, attachment)
+        self._spark = spark
         self._jvm = _Jvm.of(spark, address)
+        self._sql = _Sql(spark, address, attachment, self._jvm)
+        self._threshold: int | None = None
         self._backend: _Sql | _Jvm = self._jvm or self._sql
         self._reserved: dict[str, str] = {}  # a database Spark refused -> why
 
@@ -204,29 +209,69 @@ class SparkCatalog:
         by_sql = [v for v in views if self._jvm is None or v.schema is None]
         done: dict[str, Exception | None] = {}
         if by_entry:
-            assert self._jvm is not None
-            done.update(zip((v.key for v in by_entry), self._jvm.put(by_entry, free, self.holder)))
+            done.update(self._put_entries(by_entry, free))
         if by_sql:
             done.update(zip((v.key for v in by_sql), self._sql.put(by_sql, self.holder)))
         return [done[v.key] for v in views]
 
+    def _put_entries(self, views: Sequence[View], free: set[str]) -> dict[str, Exception | None]:
+        """Put ``views`` straight into a classic session's catalog, those of many files over a
+        version table (``_over_table``) made first; the tables they read before are dropped."""
+        assert self._jvm is not None
+        tables, failed = self._sql.tables_for([v for v in views if self._over_table(v)])
+        put = [v if tables.get(v.key) is None else attrs.evolve(v, text=files_of(v).text(source=tables[v.key]))
+               for v in views if v.key not in failed]
+        done: dict[str, Exception | None] = dict(failed)
+        done.update(zip((v.key for v in put), self._jvm.put(put, free, self.holder)))
+        self._sql.settle(views, {v.key: tables.get(v.key) for v in views}, done, failed)
+        return done
+
+    def _over_table(self, view: View) -> bool:
+        """Whether a classic session's view reads a version table rather than its files' brace
+        glob. A view over the glob has every query list the files again and infer their schema,
+        each a Spark job once the version has more files than
+        ``spark.sql.sources.parallelPartitionDiscovery.threshold`` (32): 0.6 s a query for 200
+        files here, several seconds for 10,000, even when a filter on a partition column then
+        reads one file in a hundred. A catalog table over the same glob has its schema (no
+        inference), and Spark keeps its relation, files listed, from the first query on (the
+        session catalog's relation cache): later queries list nothing, and the version's files
+        never change, so that is never stale. The table costs a statement at attach (``CREATE
+        TABLE ... LIKE``, which lists nothing); at or below the threshold Spark lists on the
+        driver, and the view reads its glob as before (an attach of 1,000 one-file tables stays
+        under a second)."""
+        return view.files is not None and len(view.files.files) > self._listing_threshold()
+
+    def _listing_threshold(self) -> int:
+        if self._threshold is None:
+            self._threshold = int(self._spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold",
+                                                       "32") or 32)
+        return self._threshold
+
     def drop(self, names: Iterable[str]) -> None:
         """Drop those of ``names`` that are still this attachment's views."""
-        self._backend.drop(self._mine(names))
+        self._drop(self._mine(names), whole=False)
 
     def drop_all(self, names: Iterable[str], databases: Iterable[str]) -> None:
         """Drop the attachment's views among ``names``, then those of ``databases`` (made by it)
         left empty, then what else it made (``close``)."""
-        self._backend.drop(self._mine(names), whole=True)
+        self._drop(self._mine(names), whole=True)
         self.drop_databases_if_empty(databases)
         self.close()
+
+    def _drop(self, names: list[str], *, whole: bool) -> None:
+        self._backend.drop(names, whole=whole)
+        if self._jvm is not None:  # a classic session's views of many files read version tables too
+            self._sql.forget(names, whole=whole)
 
     def _mine(self, names: Iterable[str]) -> list[str]:
         held = self.holders(names)
         return sorted(n for n, holder in held.items() if holder is not None and holder.attachment == self.attachment)
 
     def close(self) -> None:
-        """Remove what the attachment made besides its views (after they were dropped)."""
+        """Remove what the attachment made besides its views (after they were dropped): its
+        version tables' database first, which a classic session keeps in the scratch folder."""
+        if self._jvm is not None:
+            self._sql.close()
         self._backend.close()
 
 
@@ -246,9 +291,13 @@ def _property(key: str, value: str) -> str:
 class _Sql:
     """The catalog through SQL statements: every kind of session."""
 
-    def __init__(self, spark: SparkSession, mark: str, attachment: str) -> None:
+    def __init__(self, spark: SparkSession, mark: str, attachment: str, jvm: _Jvm | None = None) -> None:
         self.spark = spark
         self.mark = mark
+        self._jvm = jvm
+        """A classic session's catalog: it makes the database of version tables in its scratch
+        folder (not the caller's warehouse), and has an empty folder for a table to be made over
+        (``_create_tables``); None: Spark Connect, where the server puts any database."""
         self.statements = Statements(spark)
         self.files_database = FILES_DATABASE + attachment
         self._tables: dict[str, str] = {}  # a view's name -> the version table it reads
@@ -287,19 +336,27 @@ class _Sql:
     def put(self, views: Sequence[View], holder: Callable[[str | None], Holder]) -> list[Exception | None]:
         """The version tables first (a view is analysed against its table), then the views; then
         the tables the views read before, which nothing reads any more."""
-        tables = {v.key: self._table(v) for v in views}
-        wanted: dict[str, tuple[str, View]] = {}
-        for view in views:
-            table = tables[view.key]
-            if table is not None:
-                wanted[view.key] = (table, view)
-        failed = self._make_tables(wanted)
+        tables, failed = self.tables_for(views)
         made = [v for v in views if v.key not in failed]
         done: dict[str, Exception | None] = dict(failed)
         done.update(zip((v.key for v in made), self.statements.run([
             f"CREATE OR REPLACE VIEW {quote(v.database)}.{quote(v.name)} TBLPROPERTIES "
             f"({_property(MARK, self.mark)}, {_property(HOLDER, holder(v.pin).text())}) AS {self._text(v, tables[v.key])}"
             for v in made])))
+        self.settle(views, tables, done, failed)
+        return [done[v.key] for v in views]
+
+    def tables_for(self, views: Sequence[View]) -> tuple[dict[str, str | None], dict[str, Exception]]:
+        """Make the version table each of ``views`` will read: the tables by view name (None: it
+        reads its files or folder itself), and the failures."""
+        tables = {v.key: self._table(v) for v in views}
+        wanted = {v.key: (table, v) for v in views if (table := tables[v.key]) is not None}
+        return tables, self._make_tables(wanted)
+
+    def settle(self, views: Sequence[View], tables: dict[str, str | None], done: dict[str, Exception | None],
+               failed: dict[str, Exception]) -> None:
+        """Record the table each view put (``done[key]`` None) reads, and drop the tables nothing
+        reads any more: those the views read before, and those made for a view Spark then refused."""
         stale = []
         for view in views:
             table = tables[view.key]
@@ -310,7 +367,6 @@ class _Sql:
             elif table is not None and view.key not in failed:
                 stale.append(table)  # made for a view Spark then refused
         self._drop_tables([t for t in stale if t is not None and t not in self._tables.values()])
-        return [done[v.key] for v in views]
 
     def _table(self, view: View) -> str | None:
         """The version table ``view`` will read (None: it reads its files or folder itself: a
@@ -332,8 +388,9 @@ class _Sql:
         if not tables:
             return {}
         if not self._files_database_made:
-            error = self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(self.files_database)} COMMENT "
-                                         f"{literal('views attach made read these: not to be written to')}"])[0]
+            error = self._jvm.create_databases([self.files_database])[0] if self._jvm is not None else \
+                self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(self.files_database)} COMMENT "
+                                     f"{literal('views attach made read these: not to be written to')}"])[0]
             if error is not None:
                 return {key: error for key in tables}
             self._files_database_made = True
@@ -358,11 +415,16 @@ class _Sql:
         """Create each ``(table, view, like)``: ``CREATE TABLE ... LIKE`` a table of the same
         columns where one is given, which copies its schema without resolving any files, where a
         table with its columns written out has Spark resolve its files as it makes it (1,000 of
-        them on Connect, ``benchmarks/attach_connect.py``: about half the time). The failures, by
-        view name."""
+        them on Connect, ``benchmarks/attach_connect.py``: about half the time). On a classic
+        session the table written out is a template over an empty folder (``_template``), and
+        the version's table is made ``LIKE`` it: a table of 10,000 files written out (or moved
+        there by ``SET LOCATION``, which resolves them too) took 150 s to make here. The
+        failures, by view name."""
         statements = []
         for table, view, template in tables.values():
             where = literal(files_of(view).glob())
+            if template is None and self._jvm is not None:
+                template = self._template(view)
             statements.append(f"CREATE TABLE IF NOT EXISTS {table} LIKE {template} LOCATION {where}" if template else
                               f"CREATE TABLE IF NOT EXISTS {table} ({columns_of(view)}) USING parquet "
                               f"OPTIONS ('path' = {where})")
@@ -374,6 +436,16 @@ class _Sql:
                 failed[key] = error
         return failed
 
+    def _template(self, view: View) -> str | None:
+        """A table of ``view``'s columns over an empty folder, to make version tables ``LIKE``
+        (a classic session's: ``_create_tables``); None if Spark refused it."""
+        columns = columns_of(view)
+        assert self._jvm is not None
+        table = f"{quote(self.files_database)}.{quote('columns_' + hashlib.sha256(columns.encode()).hexdigest()[:16])}"
+        error = self.statements.run([f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING parquet "
+                                     f"OPTIONS ('path' = {literal(self._jvm.empty_folder())})"])[0]
+        return None if error is not None else table
+
     def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
         """Drop the views, then the version tables they read (unless ``whole``: the attachment's
         database of them goes next, whole)."""
@@ -384,9 +456,14 @@ class _Sql:
         for error in self.statements.run(statements):
             if error is not None:
                 raise error
+        self.forget(names, whole=whole)
+
+    def forget(self, names: Sequence[str], *, whole: bool = False) -> None:
+        """Drop the version tables the views ``names`` read (they were dropped, or read something
+        else now), unless ``whole``: the database of them goes next, whole."""
         tables = [t for t in (self._tables.pop(name, None) for name in names) if t is not None]
         if not whole:
-            self._drop_tables(tables)
+            self._drop_tables([t for t in tables if t not in self._tables.values()])
 
     def _drop_tables(self, tables: list[str]) -> None:
         for table in tables:
@@ -518,6 +595,13 @@ class _Jvm:
             database, short = name.split(".", 1)
             self._catalog.dropTable(self._ident(database, short), True, False)
             self._handles.pop(name, None)
+
+    def empty_folder(self) -> str:
+        """An empty folder (in the scratch folder) that a table can be made over, listing nothing."""
+        assert self._scratch is not None, "the database of version tables is made first"
+        where = os.path.join(self._scratch, "empty")
+        os.makedirs(where, exist_ok=True)
+        return spark_uri(where)
 
     def close(self) -> None:
         """Remove the scratch folder of the databases made here (after they were dropped)."""
