@@ -133,7 +133,12 @@ def test_ctrl_c_while_spark_starts_exits_130_in_one_line_and_leaves_no_jvm(tmp_p
     path = tmp_path / "ledger.db"
     aged(path)
     proc = cli("--ledger", str(path), "vacuum")
-    time.sleep(1.5)  # the JVM is starting
+    # Ctrl-C once the command's JVM exists (Spark is starting): a fixed sleep of 1.5 s sent it,
+    # on a busy machine, while Python was still importing, before the command had started at all.
+    deadline = time.monotonic() + 120
+    while not started_jvms(proc.mark) and proc.poll() is None and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.05)
+    assert started_jvms(proc.mark), "the vacuum started no JVM"  # type: ignore[attr-defined]
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
