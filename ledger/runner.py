@@ -26,7 +26,7 @@ import attrs
 
 from .clock import Clock, Micros, from_micros, read_clock
 from .core.concern import Decision
-from .core.events import Recorded, encode, type_of
+from .core.events import encode, type_of
 from .core.model import Command, State, decide
 from .core.upkeep import LEDGER_STREAM, LedgerUpgraded
 from .errors import Conflict, InvalidArgument, LedgerError, LedgerUnavailable
@@ -167,8 +167,8 @@ class Runner:
             expected_head=prepared.seq,
             blobs=dict(prepared.decision.attachments))
         with self._lock:
-            self.cache.extend((Recorded(seq, stream, version, time_, self.actor, event)
-                               for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)),
+            self.cache.extend([(seq, stream, version, time_, event)
+                               for (seq, stream, version, time_), (_, event) in zip(appended.rows, decided)],
                               appended.previous_head)
 
     def execute(self, command: CommandOrBuilder) -> Decision:

@@ -9,7 +9,7 @@ import pytest
 from ledger import IncompatibleLedger, LedgerCorrupt, TableExists, UndropBlocked
 from ledger.core.events import UPCASTERS, Recorded, decode, encode, type_of
 from ledger.core.guard import AdvanceWatermark, RetentionSet, WatermarkAdvanced
-from ledger.core.model import State, decide, evolve, fold
+from ledger.core.model import State, decide, evolve, fold, fold_placed
 from ledger.core.tables import (
     CATALOG_STREAM, CreateTable, DatabaseDropped, DropDatabase, DatabaseUndropped, DropTable, TableCreated,
     TableDropped, TablePurged, TableUndropped, UndropTable,
@@ -91,6 +91,34 @@ def test_evolve_is_pure_and_fold_equals_repeated_evolve() -> None:
     assert stepwise == fold(empty, log)
     assert stepwise.tables.dropped["db.t"] == (ID_A,) and stepwise.tables.bindings["db.t"] == ID_B
     assert stepwise.guard.is_blocked(stepwise.tables.instances[ID_A])
+
+
+def _contents(state: State) -> dict[str, dict]:
+    """Every map of every slice of ``state``, copied into plain dicts (what it holds, not where)."""
+    import attrs
+    slices = [getattr(state, f.name) for f in attrs.fields(State) if attrs.has(type(getattr(state, f.name)))]
+    return {f"{type(part).__name__}.{f.name}": dict(getattr(part, f.name).items())
+            for part in slices for f in attrs.fields(type(part)) if hasattr(getattr(part, f.name), "items")}
+
+
+def test_a_command_folded_back_as_placed_is_its_recorded_fold_and_leaves_every_state_held_before_as_it_was() -> None:
+    """A command folds its own events back as the store placed them (``fold_placed``, no
+    ``Recorded`` envelope): the same state as ``fold``, and no state anyone held before (an earlier
+    ``as_of``, the state a caller was given) sees a change made after it."""
+    log = recorded(TableCreated(ID_A, "db.t", ID_A), ("watermark:ledger", WatermarkAdvanced("ledger", 5)),
+                   TableDropped(ID_A, "db.t"), TableCreated(ID_B, "db.t", ID_B),
+                   ("watermark:database:db", WatermarkAdvanced("database:db", 25)), TableDropped(ID_B, "db.t"),
+                   TableUndropped(ID_A, "db.t"))
+    held, state = [], State()
+    for rec in log:
+        held.append((state, _contents(state), state.seq, state.streams))
+        state = fold_placed(state, [(rec.seq, rec.stream, rec.version, rec.time, rec.event)])
+    assert state == fold(State(), log)
+    for before, contents, seq, streams in held:
+        assert _contents(before) == contents and before.seq == seq and before.streams is streams
+    with pytest.raises(LedgerCorrupt, match="wrong type"):
+        fold_placed(state, [(state.seq + 1, CATALOG_STREAM, state.version(CATALOG_STREAM) + 1, 1000,
+                            TableCreated(7, "db.x", "p"))])
 
 
 @pytest.mark.parametrize("mangle, message", [
@@ -264,3 +292,22 @@ def test_r16_a_fold_in_steps_is_the_fold_at_every_stop_and_tells_what_changed_si
     assert steps.fold_rows([]) == len(rows)
     again, changed = steps.look()
     assert again == looked and not any(changed.values())  # nothing more: nothing changed
+
+
+@pytest.mark.parametrize("text", ["a.b", "Sales.Orders_2", "_.x", "x" * 64 + ".y", "x" * 65 + ".y", "a.b.c", "1a.b",
+                                  "a.", ".b", "ab", "a.b\n", "a.b ", "a-b.c", "é.b", "a." + "b" * 64, "a." + "b" * 65])
+def test_a_table_name_checked_in_one_match_is_what_the_part_by_part_checks_say(text: str) -> None:
+    """``table_name`` accepts a valid name in one match (a command's hot path); every name it
+    accepts or refuses that way is accepted, or refused with a message, by the checks of each part."""
+    from ledger import InvalidName
+    from ledger.names import database_name, table_name
+    parts = text.split(".")
+    try:
+        expected: str | None = f"{database_name(parts[0])}.{database_name(parts[1])}" if len(parts) == 2 else None
+    except InvalidName:
+        expected = None
+    if expected is None:
+        with pytest.raises(InvalidName, match=r"(database|table) part of|must be 'database.table'"):
+            table_name(text)
+    else:
+        assert table_name(text) == expected == text.lower()

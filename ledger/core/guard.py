@@ -85,7 +85,7 @@ class Watermark:
     run_id: str | None = None
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Guard:
     watermarks: Mapping[str, Watermark] = mapping(Watermark)  # scope text -> Watermark
     retentions: Mapping[str, int] = mapping()                 # scope text -> seconds

@@ -21,14 +21,14 @@ from ..clock import Micros
 from . import erasures, guard, pins, receipts, tables, upkeep, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
 from .events import Recorded, Row
-from .fold import Folder, Steps
+from .fold import Folder, Placed, Steps
 
 
 def _concern(concern: Concern) -> Any:
     return attrs.field(default=concern.initial, metadata={"concern": concern})
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class State:
     """The folded log. ``seq`` and ``last_time`` are those of its last event; ``streams`` holds
     each stream's version, which conditional appends are checked against (R4)."""
@@ -90,6 +90,12 @@ def evolve(state: State, record: Recorded) -> State:
 def fold(state: State, records: Iterable[Recorded]) -> State:
     """The state after a batch of recorded events, in sequence order."""
     return _FOLDER.fold(state, records)
+
+
+def fold_placed(state: State, placed: Iterable[Placed]) -> State:
+    """``fold`` of events as the store placed them ``(seq, stream, version, time, event)``: a
+    command's own events, folded back after its append."""
+    return _FOLDER.fold_placed(state, placed)
 
 
 def fold_in_steps(state: State) -> Steps[State]:

@@ -180,7 +180,7 @@ NO_ARCHIVE: Archive = _NoArchive()
 """The archive of a state folded from the log (not read from a snapshot)."""
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, slots=False)
 class Tables:
     instances: Mapping[str, Instance] = mapping(Instance)           # id -> Instance (the archive aside)
     bindings: Mapping[str, str] = mapping()                         # "db.table" -> id of the live instance

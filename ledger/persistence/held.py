@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ..core.events import Recorded
-from ..core.model import State, fold, fold_rows
+from ..core.fold import Placed
+from ..core.model import State, fold_placed, fold_rows
 from ..core.tables import CREATES
 from ..errors import LedgerCorrupt
 from . import archive, collector, snapshot, writing
@@ -160,13 +160,14 @@ class HeldState:
         snapshot.read_all(state)
         return state
 
-    def extend(self, records: Iterable[Recorded], previous_head: int) -> State:
-        """After our own append of ``records`` on top of event ``previous_head``: fold them without
-        reading them back if nobody else wrote in between, else refold from the log."""
+    def extend(self, placed: Iterable[Placed], previous_head: int) -> State:
+        """After our own append of events (``(seq, stream, version, time, event)`` each) on top of
+        event ``previous_head``: fold them without reading them back if nobody else wrote in
+        between, else refold from the log."""
         with self._lock:
             if previous_head != self._state.seq:
                 return self.refresh(force=True)
-            self._state = fold(self._state, records)
+            self._state = fold_placed(self._state, placed)
             self._maybe_snapshot()
             return self._state
 

@@ -55,6 +55,7 @@ _EVENT_LOG_VIEW = (
 _EVENT_LOG_VIEW_V1 = _EVENT_LOG_VIEW.replace(", hash FROM", " FROM")
 _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _HASHED = _COLUMNS + ", hash"
+_INSERT_EVENT = f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 _GENERATIONS = (
@@ -402,7 +403,10 @@ class SQLiteStore(Store):
     def insert_rows(self, db: sqlite3.Connection, rows: list[Row]) -> None:
         """The one statement that writes events, inside the append's transaction. A subclass may
         override it to inject a fault between the write and the commit (the crash tests do)."""
-        db.executemany(f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if len(rows) == 1:  # a single-event command: ``execute`` costs less than ``executemany``'s set-up
+            db.execute(_INSERT_EVENT, rows[0])
+        else:
+            db.executemany(_INSERT_EVENT, rows)
 
     def changed_elsewhere(self) -> bool:
         """Whether another connection has committed since this one last asked (cheap:
