@@ -19,7 +19,8 @@ run on the same file:
 
 Also reported: full replay (``fold_rows`` from nothing, what an open without snapshots
 runs) in events/s beside the plain read of the rows alone; a checkpoint, a verify
-against it, and an export to Parquet.
+against it, and an export to Parquet. ``--targets-only`` leaves out those three and the cold
+``as_of`` (about half a run at a million events), for a run that must fit a time slot.
 
 The ledgers are ``benchmarks/fold.py``'s simulated ones (valid events of every kind the
 fold handles, each with its chain hash), one per ``--sizes``, built here or reused
@@ -27,7 +28,7 @@ fold handles, each with its chain hash), one per ``--sizes``, built here or reus
 ``--shape large-state`` builds the log whose state grows with it (``fold.LargeState``: no
 vacuum purges), the hardest case for comparing snapshots.
 
-    python benchmarks/audit.py [--sizes 100000,1000000] [--shape churn|large-state] [--points 20] [--keep]
+    python benchmarks/audit.py [--sizes 100000,1000000] [--shape churn|large-state] [--points 20] [--keep] [--targets-only]
     python benchmarks/audit.py --reuse /path/kept/ledger.db [--shape large-state]   (the shape it was built with)
     python benchmarks/audit.py --receipts 24000 [--one-by-one 300]
 
@@ -135,8 +136,9 @@ def replay(path: Path) -> float:
         store.close()
 
 
-def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "churn") -> bool:
-    """Every figure for one ledger; prints them; returns whether every target was met."""
+def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "churn", extras: bool = True) -> bool:
+    """Every figure for one ledger (``extras`` False: only those with a target and their floors);
+    prints them; returns whether every target was met."""
     later: list[tuple[str, float, str]] = []
     drop_snapshot(path)  # the first open below is the one that has them written
     # The floor is the best of passes spread through the run (two here, one after verify, one at
@@ -159,12 +161,13 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
     assert report.events == n and report.generations_discarded == 0 and not report.snapshot_discarded, report
     floors.append(chain_floor(path))
 
-    start = time.perf_counter()
-    cp = led.checkpoint()
-    later.append(("checkpoint (Merkle root)", time.perf_counter() - start, f"#{cp.seq}"))
-    start = time.perf_counter()
-    led.verify(against=cp)
-    later.append(("verify against that checkpoint (chain in line)", time.perf_counter() - start, ""))
+    if extras:
+        start = time.perf_counter()
+        cp = led.checkpoint()
+        later.append(("checkpoint (Merkle root)", time.perf_counter() - start, f"#{cp.seq}"))
+        start = time.perf_counter()
+        led.verify(against=cp)
+        later.append(("verify against that checkpoint (chain in line)", time.perf_counter() - start, ""))
 
     rng = random.Random(seed)
     chosen = [rng.randint(1, n) for _ in range(points)]
@@ -174,21 +177,12 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
         view = led.as_of(seq=seq)
         view.tables()
         warm.append(time.perf_counter() - start)
-    export_path = folder / f"log-{n}.parquet"
-    start = time.perf_counter()
-    exported = led.export(export_path, format="parquet")
-    export_time = time.perf_counter() - start
+    later.append((f"as_of, warm: median of {len(chosen)} random points", statistics.median(warm),
+                  f"worst {max(warm):.3f} s"))
+    exported = _export(led, folder, n) if extras else None
     led.close()
-    cold = [cold_as_of(path, seq) for seq in chosen]
-    cold_as = [c["as_of"] for c in cold]
-    opens = [c["open"] for c in cold]
-    later += [
-        (f"as_of, warm: median of {len(chosen)} random points", statistics.median(warm), f"worst {max(warm):.3f} s"),
-        ("as_of, cold process: median (open apart)", statistics.median(cold_as), f"worst {max(cold_as):.3f} s"),
-        ("  the open before it: median", statistics.median(opens), f"worst {max(opens):.3f} s"),
-        ("export to Parquet", export_time,
-         f"{exported.events / export_time:,.0f} events/s, {export_path.stat().st_size / 1e6:.0f} MB"),
-    ]
+    if exported is not None:
+        later += [*_cold(path, chosen), exported]
     floors.append(chain_floor(path))
     floor = min(floors)
     rows = [
@@ -216,6 +210,27 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
                 higher_is_better=False, unit=" s"),
     ]
     return all(met)
+
+
+def _export(led: Ledger, folder: Path, n: int) -> tuple[str, float, str]:
+    """An export of the log to Parquet (no target)."""
+    export_path = folder / f"log-{n}.parquet"
+    start = time.perf_counter()
+    exported = led.export(export_path, format="parquet")
+    export_time = time.perf_counter() - start
+    return ("export to Parquet", export_time,
+            f"{exported.events / export_time:,.0f} events/s, {export_path.stat().st_size / 1e6:.0f} MB")
+
+
+def _cold(path: Path, chosen: list[int]) -> list[tuple[str, float, str]]:
+    """``as_of`` in a fresh process at each point, its open apart (no target)."""
+    cold = [cold_as_of(path, seq) for seq in chosen]
+    cold_as = [c["as_of"] for c in cold]
+    opens = [c["open"] for c in cold]
+    return [
+        ("as_of, cold process: median (open apart)", statistics.median(cold_as), f"worst {max(cold_as):.3f} s"),
+        ("  the open before it: median", statistics.median(opens), f"worst {max(opens):.3f} s"),
+    ]
 
 
 def measure_receipts(files: int, one_by_one: int, seed: int, folder: Path) -> None:
@@ -264,6 +279,8 @@ def main() -> int:
     parser.add_argument("--dir", default=None, help="make the scratch folder in here")
     parser.add_argument("--keep", action="store_true", help="keep the ledger files for --reuse")
     parser.add_argument("--reuse", metavar="LEDGER", default=None, help="measure a kept file")
+    parser.add_argument("--targets-only", action="store_true",
+                        help="leave out the figures with no target (checkpoint, verify against it, cold as_of, export)")
     parser.add_argument("--receipts", type=int, default=None, metavar="N",
                         help="measure proving N deleted keys at once against one by one instead")
     parser.add_argument("--one-by-one", type=int, default=300, metavar="K",
@@ -277,7 +294,7 @@ def main() -> int:
             return 0
         if args.reuse:
             print(f"audit benchmark: reusing {args.reuse}")
-            measure(Path(args.reuse), args.points, args.seed, folder, args.shape)
+            measure(Path(args.reuse), args.points, args.seed, folder, args.shape, not args.targets_only)
             return 0
         for size in (int(s) for s in args.sizes.split(",")):
             path = folder / f"ledger-{size}.db"
@@ -286,7 +303,7 @@ def main() -> int:
             print(f"audit benchmark: built {built.events:,} events in {time.perf_counter() - start:.1f} s")
             if args.keep:
                 built.save(path)
-            measure(path, args.points, args.seed, folder, args.shape)
+            measure(path, args.points, args.seed, folder, args.shape, not args.targets_only)
     return 0
 
 
