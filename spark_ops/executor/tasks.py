@@ -90,11 +90,13 @@ def run_items(job: Job, items: Iterable[Work], *, files: Files | None = None) ->
 
 def _run(job: Job, items: list[Work], receipt: Receipt | None, files: Files | None) -> Iterator[Result]:
     dry_run = job.run_id is None
-    # On the driver (``files``), every purge goes together: the ledger's lists first, then one
-    # listing of each location, several at once; a location the ledger knows nothing of has no list.
-    together = [i for i in items if isinstance(i, Purge) and files is not None and not dry_run]
-    yield from _purge_together(job, together, receipt, files) if together and files is not None else ()
-    done = {i.key for i in together}  # keys: a list's ``in`` compares whole records, item by item
+    # On the driver (``files``), purges go together, several locations listed at once: those the
+    # ledger knows files of, then those it knows nothing of, apart, as when those ran on the
+    # executors (a batch that fails fails every location with a key in it).
+    purges = [i for i in items if isinstance(i, Purge) and files is not None and not dry_run]
+    for together in ([i for i in purges if i.listed], [i for i in purges if not i.listed]):
+        yield from _purge_together(job, together, receipt, files) if together and files is not None else ()
+    done = {i.key for i in purges}  # keys: a list's ``in`` compares whole records, item by item
     for item in items:
         if item.key in done:
             continue
