@@ -676,8 +676,8 @@ def test_r20_a_few_locations_written_outside_the_ledger_are_purged_by_the_driver
     executors take theirs from its environment); the test above purges on both kinds.
 
     Issue 48: a dropped table written outside the ledger went to a Spark job, whose one task listed
-    the location as one chain of pages, as the driver does, at a job's cost (0.3 s of 4.3 s for
-    20,000 objects). Now the driver purges a few such locations itself, several at once: here the
+    the location as one chain of pages, as the driver does, at a job's cost. Now the driver purges
+    a few such locations itself, several at once: here the
     executors' endpoint leads nowhere, and each purge is whole, in the receipt and recorded."""
     from spark_ops import vacuum
     tables = [lake.create_table(f"sales.outside{i}") for i in range(3)]
