@@ -669,6 +669,33 @@ def test_r20_a_dropped_table_written_outside_the_ledger_is_listed_once_and_delet
     assert len(deletes) == 3 and sorted(len(r.keys) for r in deletes) == [500, 1_000, 1_000]
 
 
+@pytest.mark.classic_only
+def test_r20_a_few_locations_written_outside_the_ledger_are_purged_by_the_driver_without_a_spark_job(
+        spark, lake: Ledger, clock, s3, monkeypatch) -> None:
+    """Classic only: the executors' endpoint is the session's to change here (a Connect server's
+    executors take theirs from its environment); the test above purges on both kinds.
+
+    Issue 48: a dropped table written outside the ledger went to a Spark job, whose one task listed
+    the location as one chain of pages, as the driver does, at a job's cost. Now the driver purges
+    a few such locations itself, several at once: here the
+    executors' endpoint leads nowhere, and each purge is whole, in the receipt and recorded."""
+    from spark_ops import vacuum
+    tables = [lake.create_table(f"sales.outside{i}") for i in range(3)]
+    for t in tables:
+        for day in range(4):
+            for part in range(5):
+                put(f"{t.location}/day={day:03d}/part-{part:05d}.parquet", b"p" * 7)
+        lake.drop_table(t.name)
+    clock.advance(WEEK * 2)
+    monkeypatch.setitem(spark.sparkContext.environment, "AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")
+    s3.clear()
+    report = vacuum(spark, lake)
+    assert report.failures == [] and sorted(i.id for i in report.purged) == sorted(t.id for t in tables)
+    assert report.files == 3 * 20 and all(objects_under(t.location) == [] for t in tables)
+    assert lake.receipt(report.run_id).files == 3 * 20
+    assert len([r for r in s3.requests if DELETES(r.method, r.target) and not all(map(receipt_part, r.keys))]) == 1
+
+
 # --- the driver's memory on a store (R20) --------------------------------------------------------
 
 def _dropped_known_table(led: Ledger, name: str, files: int, per_write: int = 10_000) -> None:

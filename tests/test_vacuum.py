@@ -524,6 +524,27 @@ def test_few_tables_share_a_fixed_budget_of_tasks() -> None:
     assert budget.first_purge_tasks(cores, 8) <= total + 8
 
 
+def test_r20_a_few_locations_the_ledger_knows_nothing_of_are_purged_from_the_driver_on_a_store() -> None:
+    """Issue 48: on an object store, a run's driver deletes everything itself (one streamed listing
+    a location, several locations at once), where a few dropped locations written outside the
+    ledger went to a Spark job that listed each as one chain of pages all the same, at a job's cost.
+    More of them than the driver lists at once still go to the executors; a dry run writes its
+    listing there, and on a local disk only trims are the driver's."""
+    from spark_ops.executor.storage import LISTERS
+    from spark_ops.vacuum_job.driver import driver_items
+    from vacuum_work import Purge, Trim
+
+    def unknown(i: int) -> Purge:
+        return Purge(f"u{i}", f"sales.u{i}", f"sales/u{i}", 1, 2)
+    known, trim = Purge("k1", "sales.k1", "sales/k1", 1, 2, listed=("d1",)), Trim("t1", "sales.t1", "sales/t1", 3, "d2")
+    few = [known, trim] + [unknown(i) for i in range(LISTERS)]
+    assert driver_items(few, dry_run=False, keyed=True) == few
+    many = few + [unknown(LISTERS)]
+    assert driver_items(many, dry_run=False, keyed=True) == [known, trim]
+    assert driver_items(few, dry_run=True, keyed=True) == [trim]
+    assert driver_items(few, dry_run=False, keyed=False) == [trim]
+
+
 def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path: Path) -> None:
     """Tasks run in waves, and each share lists the table afresh while earlier ones have deleted.
     Shares chosen by place in a listing that shrank skipped a third of the folders (all left to

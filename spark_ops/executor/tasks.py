@@ -11,7 +11,7 @@ is the one place that knows a local disk from an object store.
 Three shapes of work, each answering with ``vacuum_work.Result``:
 
 * ``run_items``: whole items, several a task (expiries, sweeps, stragglers, a dry run's
-  listings, and on an object store the purges the ledger knows the files of); trims, which
+  listings, and on an object store purges, from the driver); trims, which
   delete what the ledger lists by key, run where the ledger's lists are (the driver);
 * ``look_or_purge``, then ``share_out`` and ``finish_purges``: dropped tables split below
   the table, their sub-folders shared out over several tasks (a local disk, or an object
@@ -90,9 +90,13 @@ def run_items(job: Job, items: Iterable[Work], *, files: Files | None = None) ->
 
 def _run(job: Job, items: list[Work], receipt: Receipt | None, files: Files | None) -> Iterator[Result]:
     dry_run = job.run_id is None
-    known = [i for i in items if isinstance(i, Purge) and i.listed and files is not None and not dry_run]
-    yield from _purge_known(job, known, receipt, files) if known and files is not None else ()
-    done = {i.key for i in known}  # keys: a list's ``in`` compares whole records, item by item
+    # On the driver (``files``), purges go together, several locations listed at once: those the
+    # ledger knows files of, then those it knows nothing of, apart, as when those ran on the
+    # executors (a batch that fails fails every location with a key in it).
+    purges = [i for i in items if isinstance(i, Purge) and files is not None and not dry_run]
+    for together in ([i for i in purges if i.listed], [i for i in purges if not i.listed]):
+        yield from _purge_together(job, together, receipt, files) if together and files is not None else ()
+    done = {i.key for i in purges}  # keys: a list's ``in`` compares whole records, item by item
     for item in items:
         if item.key in done:
             continue
@@ -121,9 +125,10 @@ class _Listed:
         return iter(self._files(self._digest))
 
 
-def _purge_known(job: Job, items: list[Purge], receipt: Receipt | None, files: Files) -> Iterator[Result]:
-    """Dropped tables on an object store whose files the ledger knows: each re-checked, then
-    purged together (their known keys, then what a listing finds, sharing DeleteObjects batches)."""
+def _purge_together(job: Job, items: list[Purge], receipt: Receipt | None, files: Files) -> Iterator[Result]:
+    """Dropped tables on an object store, from the driver: each re-checked, then purged together
+    (the keys the ledger knows, if any, then what a listing of each location finds, several
+    locations listed at once, sharing DeleteObjects batches)."""
     allowed = []
     for item in items:
         refused = item.refusal()
