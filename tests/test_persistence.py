@@ -218,3 +218,30 @@ def test_r16_stored_states_laid_out_by_an_earlier_release_are_dropped_not_misrea
                                                                      "WHERE value = x'00'").fetchone() == (0,)
         led.runner.cache.save_snapshot()
         assert led.store.latest_generation() is not None and led.verify().generations_discarded == 0
+
+
+def test_what_a_command_builds_or_returns_stays_frozen_though_built_without_slots(tmp_path: Path) -> None:
+    """A command's own values are attrs classes without slots (half the instructions to build):
+    still frozen, so a value returned to a caller, or held, never changes afterwards."""
+    import attrs
+    with Ledger.open(tmp_path / "l.db", clock=ManualClock(T0)) as led:
+        created = led.create_table("db.t")
+        prepared = led.runner.prepare(lambda now: AdvanceWatermark(LEDGER, now, now))
+        values = [(created, "state"), (prepared, "seq"), (prepared.decision, "result"),
+                  (AdvanceWatermark(LEDGER, 1, 2), "to"), (CreateTable("db.u", "a" * 16), "name"),
+                  (led.runner.held, "seq"), (led.runner.held.guard, "watermarks"), (led.runner.held.tables, "bindings")]
+        for value, field in values:
+            with pytest.raises(attrs.exceptions.FrozenInstanceError):
+                setattr(value, field, None)
+        assert created.state == "live" and prepared.seq == 1
+
+
+def test_the_default_clock_is_read_as_system_clock_reads_it(tmp_path: Path) -> None:
+    """A ledger on the system clock reads the time without a datetime (a command's hot path):
+    the same floor to whole microseconds as ``system_clock``, so between two of its readings."""
+    from ledger.clock import read_clock, system_clock
+    with Ledger.open(tmp_path / "l.db") as led:
+        for _ in range(100):
+            before = read_clock(system_clock)
+            reading = led.runner.reading()
+            assert before <= reading <= read_clock(system_clock)

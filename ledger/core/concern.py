@@ -38,12 +38,14 @@ Json = Any
 ``values`` holds when its keys hold values of different types (``Warehouse.moves``: a root, a time)."""
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Decision:
     """Events to append as ``(stream, event)``, the streams read, and what to tell the caller.
 
     The ledger appends only if every stream in ``reads`` is still at the version the
     deciding state saw (R4): a verdict is never acted on after the facts behind it changed.
+    Without slots (still frozen) it is built in 3,800 instructions against 7,300: every command
+    builds one (callgrind).
     """
 
     events: tuple[tuple[str, Any], ...] = ()

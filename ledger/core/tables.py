@@ -237,7 +237,7 @@ class Tables:
 
 # --- commands and decisions ----------------------------------------------------------------
 
-@attrs.frozen
+@attrs.frozen(slots=False)  # as Decision: built once a command, in half the instructions
 class CreateTable:
     name: str
     table_id: str
