@@ -96,9 +96,6 @@ class SQLiteStore(Store):
         with translate_errors(path):
             self._db = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None,
                                        check_same_thread=False)
-            self._appending = self._db.cursor()
-            """The append's statements run on this one cursor (under ``_lock``): ``Connection.execute``
-            makes a cursor for each, and an append's four cost 5,000 instructions more that way."""
             try:
                 self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
                 self._refuse_foreign()
@@ -348,12 +345,11 @@ class SQLiteStore(Store):
             if self._exclusive:  # inside exclusive(): its transaction is ours
                 rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
                 return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
-            cursor = self._appending
             try:
-                cursor.execute("BEGIN IMMEDIATE")
+                db.execute("BEGIN IMMEDIATE")
                 try:
-                    rows = self._insert(cursor, events, conditions, now, actor, expected_head, blobs)
-                    cursor.execute("COMMIT")
+                    rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
+                    db.execute("COMMIT")
                 except BaseException:
                     self._rollback()
                     raise
@@ -361,8 +357,8 @@ class SQLiteStore(Store):
                 raise _translate(self.path, exc) from exc
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
 
-    def _insert(self, db: sqlite3.Connection | sqlite3.Cursor, events: Sequence[NewEvent],
-                conditions: Mapping[str, int], now: Micros, actor: str, expected_head: int | None,
+    def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
+                now: Micros, actor: str, expected_head: int | None,
                 blobs: Mapping[str, bytes] | None = None) -> list[Row]:
         if not self.chained:
             raise IncompatibleLedger(f"{self.path} predates the hash chain (format {self.format}); open it "
@@ -404,7 +400,7 @@ class SQLiteStore(Store):
             self.insert_rows(db, [tuple(r[:9]) for r in rows])
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
 
-    def insert_rows(self, db: sqlite3.Connection | sqlite3.Cursor, rows: list[Row]) -> None:
+    def insert_rows(self, db: sqlite3.Connection, rows: list[Row]) -> None:
         """The one statement that writes events, inside the append's transaction. A subclass may
         override it to inject a fault between the write and the commit (the crash tests do)."""
         if len(rows) == 1:  # a single-event command: ``execute`` costs less than ``executemany``'s set-up
@@ -425,7 +421,7 @@ class SQLiteStore(Store):
         return changed
 
     @staticmethod
-    def _version(db: sqlite3.Connection | sqlite3.Cursor, stream: str) -> int:
+    def _version(db: sqlite3.Connection, stream: str) -> int:
         version: int = db.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream = ?",
                                   (stream,)).fetchone()[0]
         return version
