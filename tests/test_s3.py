@@ -320,6 +320,27 @@ def test_r20_keys_a_batch_failed_are_sent_again_and_a_purge_is_recorded_only_whe
     assert [e.data["files"] for e in lake.history(type="TablePurged")] == [2]
 
 
+def test_r20_a_batch_two_tables_share_fails_only_the_table_whose_keys_stayed(
+        spark, lake: Ledger, clock, s3) -> None:
+    """Small tables share DeleteObjects batches. When the store fails some keys of a shared batch,
+    only the table holding them fails: the other, whose keys all went, is purged in the same run
+    (after its own final listing finds nothing), not left for the next vacuum."""
+    from spark_ops import vacuum
+    kept, gone = lake.create_table("sales.kept"), lake.create_table("sales.gone")
+    kept_keys, gone_keys = put_table(kept.location, 10), put_table(gone.location, 10)
+    lake.drop_table("sales.kept")
+    lake.drop_table("sales.gone")
+    clock.advance(WEEK * 2)
+    s3.fail_keys(kept_keys[:1], code="InternalError")
+    report = vacuum(spark, lake)
+    shared = [r.keys for r in s3.requests if DELETES(r.method, r.target)
+              if set(r.keys) & set(kept_keys) and set(r.keys) & set(gone_keys)]
+    assert shared, "the two tables' keys never shared a batch: the test shows nothing"
+    assert [f.id for f in report.failures] == [kept.id] and objects_under(kept.location) == kept_keys[:1]
+    assert [i.id for i in report.purged] == [gone.id] and objects_under(gone.location) == []
+    assert [e.data["table_id"] for e in lake.history(type="TablePurged")] == [gone.id]
+
+
 def test_r20_a_half_failed_batch_on_s3_leaves_exactly_the_deleted_keys_in_the_receipt(
         spark, lake: Ledger, clock, s3) -> None:
     """Receipts on an S3 API: a table the ledger knows the files of (deleted by key) and one written

@@ -210,8 +210,8 @@ class Deleter:
                 if size is not None:
                     totals.files += 1
                     totals.bytes += size
-            if error is not None:
-                for totals in owners:
+            if error is not None:  # only the locations with a key not known gone: the others are done
+                for totals in {t for t, size in zip(owners, freed) if size is None}:
                     totals.failed(error)
         if self._receipt is not None:
             self._receipt.add_many((e.path, size) for e, size in zip(entries, freed) if size is not None)
