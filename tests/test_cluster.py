@@ -34,12 +34,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _interpreter(folder: Path, packages: list[str]) -> str:
-    """A virtualenv holding ``packages`` only (the executors' Python)."""
-    venv.create(folder, with_pip=bool(packages))
+    """A virtualenv holding ``packages`` only (the executors' Python). This process's pip installs
+    into it (``--python``): a pip of the virtualenv's own would only be there to install, and
+    putting one in took about 24 s of the 27 s this took."""
+    venv.create(folder, with_pip=False)
     python = folder / "bin" / "python"
     if packages:
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *packages],
-                       check=True, capture_output=True, timeout=600)
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                        "--disable-pip-version-check", *packages], check=True, capture_output=True, timeout=600)
     return str(python)
 
 
