@@ -26,6 +26,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from ledger import InvalidArgument, Ledger, TableExists, TableNotFound
+from ledger.persistence.sqlite import SQLiteStore
 from spark_ops import SparkUnavailable, attach, detach, read_table, refresh, vacuum, write_table
 from spark_ops.catalog.statements import Statements
 from spark_ops.catalog.text import partition_columns, view_text
@@ -700,6 +701,51 @@ def test_ledger_history_in_sql_leaves_pins_out_unless_asked(spark, named: Ledger
     assert spark.sql("SELECT * FROM ledger_history('sales.orders', false)").count() == 3
 
 
+class CountingStore(SQLiteStore):
+    """A ledger file that counts the events read from it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(str(path))
+        self.event_reads = 0
+
+    def read(self, *args: Any, **kwargs: Any) -> Iterator[tuple]:
+        for row in super().read(*args, **kwargs):
+            self.event_reads += 1
+            yield row
+
+
+def test_an_attach_after_a_detach_reads_what_was_appended_since_never_the_logs_past_again(
+        spark, clock, tmp_path: Path) -> None:
+    """Issue 48: every new attachment read the whole log again for ``ledger_history`` (about 30 us
+    an event), and every attach, refresh and detach appends a pin event a table, so an attach grew
+    with the ledger's past (the benchmark's 1,000 tables: reading it took 0.13, 0.25, 0.35 s of CPU,
+    round by round).
+    The attachments of one ``Ledger`` share what was read: a second attach reads only the events
+    appended since, and answers exactly as ``Ledger.history`` does, the past's rows included."""
+    store = CountingStore(tmp_path / "ledger.db")
+    with Ledger(store, clock=clock, actor="tester") as led:
+        write_table(frame(spark, 0, 2), led, "sales.orders")
+        for _ in range(150):  # a past: 300 events, each a row of ledger_history('sales.orders', true)
+            led.pin("sales.orders").release()
+        past = led.event_count()
+        try:
+            before = store.event_reads
+            attach(spark, led)
+            assert store.event_reads - before >= past  # the first attach of this Ledger reads it all, once
+            detach(spark, led)
+            appended, before = led.event_count(), store.event_reads
+            attach(spark, led)
+            read = store.event_reads - before
+            # this attach's pin, the detach's release before it, and the last event read (``since`` is inclusive)
+            assert read <= led.event_count() - appended + 2, read
+            pinned = spark.sql("SELECT seq, type FROM ledger_history('sales.orders', true) ORDER BY seq").collect()
+            assert [(r["seq"], r["type"]) for r in pinned] == \
+                [(e.seq, e.type) for e in led.history("sales.orders", pins=True)]
+            assert len(pinned) > 300
+        finally:
+            detach(spark, led)
+
+
 QUERIES_A_GONE_TABLE = textwrap.dedent("""
     from pyspark.errors import AnalysisException
     from spark_ops import local_session
@@ -774,6 +820,28 @@ def test_sessions_that_share_a_catalog_never_replace_or_drop_each_others_views(
     assert detach(spark, named) == ["sales.orders"]
     assert not second.catalog.tableExists("sales.orders") and named.pins() == [] and version_tables(spark) == []
     assert ids(read_table(spark, named, "sales.orders", pin=False)) == [0, 1, 2]  # what the views read stays
+
+
+def test_attachments_of_one_ledger_each_show_history_another_of_them_read_first(
+        spark, second, named: Ledger, ledger_path) -> None:
+    """Two sessions' attachments of one ``Ledger`` share one reader of its history: events one of
+    them read first (here a pin another ``Ledger`` took, seen by the first's refresh) still reach
+    the other's ``ledger_history`` at its next sync."""
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    write_table(frame(spark, 5, 1), named, "hr.people")
+    try:
+        assert attach(spark, named, database="sales") == ["sales.orders"]
+        assert attach(second, named, database="hr") == ["hr.people"]
+        with Ledger.open(ledger_path, clock=named.clock, max_clock_skew=None, actor="elsewhere") as other:
+            other.pin("hr.people").release()
+        refresh(spark, named)  # reads the pin events first
+        named.create_table("hr.later")  # followed by the hr attachment: its sync reads only that
+        rows = second.sql("SELECT seq, actor FROM ledger_history('hr.people', true) ORDER BY seq").collect()
+        assert [(r["seq"], r["actor"]) for r in rows] == \
+            [(e.seq, e.actor) for e in named.history("hr.people", pins=True)]
+        assert "elsewhere" in {r["actor"] for r in rows}
+    finally:
+        detach(second, named)
 
 
 def test_a_view_nothing_holds_any_more_is_taken_over_and_its_old_session_lets_it_be(
