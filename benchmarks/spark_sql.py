@@ -21,7 +21,9 @@ temporary folder), which is removed afterwards unless ``--keep``. Parts (``--par
   databases do not exist in Spark yet: the attach creates them), ``refresh`` (nothing changed),
   ``detach`` (which drops the databases the attach created); then ``--attach-rounds`` (3) more
   such rounds, and as many again with the databases made beforehand by ``CREATE DATABASE``
-  (which a detach keeps). Medians of the rounds, and every round, are printed.
+  (which a detach keeps). Medians of the rounds, and every round, are printed, with the median
+  CPU time this process spent in each step (``time.process_time``: the driver's Python, not the
+  JVM's work), which a busy machine moves far less than the wall time.
 * ``scan``: a table of ``--rows`` rows (10,000,000) of four columns (``id`` bigint, ``a`` bigint,
   ``s`` string of 11 characters, ``r`` double) written with ``write_table`` as ``--files`` (100)
   Parquet files: checked to be exactly the current version's file count. The attach that names
@@ -247,7 +249,7 @@ def attach_part(spark: Any, scratch: Path, args: argparse.Namespace) -> list[tup
           f"(made through the ledger API in {made:.1f} s)")
     led = Ledger.open(path, actor="bench")
     probe = f"db{args.databases - 1}.t{(n - 1) // args.databases:04d}"
-    rows: list[tuple[str, float, str, str, str]] = []
+    rows: list[tuple[str, float, str, str, str, str]] = []
 
     def check(names: list[str], what: str) -> None:
         if len(names) != n:
@@ -266,18 +268,21 @@ def attach_part(spark: Any, scratch: Path, args: argparse.Namespace) -> list[tup
         """``rounds`` times: attach (timed), a query on one name, refresh, detach (timed); the
         median attach."""
         times: dict[str, list[float]] = {"attach": [], "refresh (nothing changed)": [], "detach": []}
+        cpu: dict[str, list[float]] = {step: [] for step in times}
         for _ in range(rounds):
             for step, call in (("attach", spark_ops.attach), ("refresh (nothing changed)", spark_ops.refresh),
                                ("detach", spark_ops.detach)):
+                started = time.process_time()
                 seconds, names = timed(lambda call=call: call(spark, led))
+                cpu[step].append(time.process_time() - started)
                 check(names, step)
                 times[step].append(seconds)
                 if step == "attach":
                     probe_reads()
         for step, ts in times.items():
             rows.append((f"{step}, {what}" if step == "attach" else f"  {step}", statistics.median(ts),
-                         f"{statistics.median(ts) / n * 1e3:.2f}", " ".join(f"{t:.3f}" for t in ts),
-                         note if step == "attach" else ""))
+                         f"{statistics.median(ts) / n * 1e3:.2f}", f"{statistics.median(cpu[step]):.3f}",
+                         " ".join(f"{t:.3f}" for t in ts), note if step == "attach" else ""))
         return statistics.median(times["attach"])
 
     first = cycle("the session's first", 1, f"databases: {existing()}")
@@ -289,7 +294,8 @@ def attach_part(spark: Any, scratch: Path, args: argparse.Namespace) -> list[tup
     for d in range(args.databases):
         spark.sql(f"DROP DATABASE IF EXISTS db{d} CASCADE")
     led.close()
-    print_table(("step (median of its rounds)", "seconds", "per table (ms)", "every round (s)", ""), rows)
+    print_table(("step (median of its rounds)", "seconds", "per table (ms)", "driver CPU (s)", "every round (s)", ""),
+                rows)
     print(f"(detach drops the databases the attach created, and keeps the others: afterwards {after})")
     return [(f"attach of {n:,} tables, the session's first", first),
             (f"attach of {n:,} tables, after a detach (median of {args.attach_rounds})", again),

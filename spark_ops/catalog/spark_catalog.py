@@ -15,11 +15,12 @@ Putting views there, two ways, because they cost tenfold apart:
 * Straight into a classic session's catalog through the JVM (``_Jvm``): the view's schema is
   known (the ledger recorded it), so a view's entry is a copy of a template view's with its
   name, schema, text and properties changed, which Spark resolves at query time exactly as one
-  it made (the text parsed and analysed, each column up-cast to the recorded type). About six
-  calls into the JVM, well under a millisecond, and no Spark job. A version of more than 32
-  files is the exception (``SparkCatalog._over_table``): its view reads a version table (as on
-  Connect, below), which Spark lists once and keeps listed, where a glob is listed again, in a
-  Spark job, at every query.
+  it made (the text parsed and analysed, each column up-cast to the recorded type). Five
+  calls into the JVM, sent without py4j's per-argument checks (``_Wire``: 0.11-0.18 ms of the
+  driver's CPU a view here, where py4j's own calls, and the frees, took 0.5-0.7), and no
+  Spark job. A version of more than 32 files is the exception (``SparkCatalog._over_table``):
+  its view reads a version table (as on Connect, below), which Spark lists once and keeps
+  listed, where a glob is listed again, in a Spark job, at every query.
 * With SQL, on every kind of session (``_Sql``), and the only way on Spark Connect, which has no
   JVM of ours. ``CREATE VIEW`` analyses its query, and a query over Parquet files infers their
   schema from a footer in a Spark job of its own; so does ``DROP VIEW`` (it looks the view's plan
@@ -521,14 +522,16 @@ class _Jvm:
         self.mark = mark
         self._catalog = session.sessionState().catalog()
         self._parser = session.sessionState().sqlParser()
+        self._wire = _Wire()
         self._schemas: dict[str, Any] = {}
         self._template: _Template | None = None
         self._scratch: str | None = None
         self._database_classes: tuple[Any, Any, Any] | None = None
         self._handles: dict[str, tuple[Any, ...]] = {}
-        """The JVM objects of each view put here (its name, entry and text), held while it is
-        shown: py4j frees every handle it lets go of with a round trip to the JVM of its own, which
-        doubled the cost of putting a view; held, they are let go with the view."""
+        """The JVM objects of each view put here (its name, entry, text and properties), held while
+        it is shown: py4j frees every handle it lets go of with a round trip to the JVM of its own,
+        which doubled the cost of putting a view; held, they are let go with the view (at detach,
+        where they cost the same round trips: an attach is what a user waits on to query)."""
 
     def databases_among(self, databases: list[str]) -> set[str]:
         return {d for d in databases if self._catalog.databaseExists(d)}
@@ -554,7 +557,9 @@ class _Jvm:
             self.spark.sql(f"DROP DATABASE IF EXISTS {quote(database)}")
 
     def _names(self, database: str) -> set[str]:
-        listed = str(self._catalog.listTables(database).mkString("\u0001"))
+        tables = self._catalog.listTables(database)
+        listed = str(tables.mkString("\u0001"))
+        _let_go(tables)
         # Spark lists the session's temporary views in every database, unqualified: not the database's.
         return {ident.rsplit(".", 1)[-1].strip("`") for ident in listed.split("\u0001") if "." in ident}
 
@@ -565,8 +570,10 @@ class _Jvm:
         for name in names:
             if name not in there:
                 continue
-            props = self._catalog.getTableMetadata(self._ident(database, name)).properties()
+            metadata = self._wire.call(self._catalog.getTableMetadata, self._ident(database, name))
+            props = metadata.properties()
             found[name] = Holder.parse(str(props.apply(HOLDER))) if props.contains(HOLDER) else None
+            _let_go(metadata, props)
         return found
 
     def put(self, views: Sequence[View], free: set[str], holder: Callable[[str | None], Holder]) -> list[Exception | None]:
@@ -583,17 +590,17 @@ class _Jvm:
         assert view.schema is not None
         template = self._template or self._make_template(view.database)
         ident = self._ident(view.database, view.name)
-        entry, wrapped = self._entry(template, ident, view.text, view.schema, holder)
+        entry, made = self._entry(template, ident, view.text, view.schema, holder)
         if new:
-            self._catalog.createTable(entry, False, False)
+            template.wire.call(self._catalog.createTable, entry, False, False)
         else:  # in one step: a query in another thread never finds the name missing
-            self._catalog.alterTable(entry)
-        self._handles[view.key] = (ident, entry, wrapped)
+            template.wire.call(self._catalog.alterTable, entry)
+        self._handles[view.key] = (ident, entry, *made)
 
     def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
         for name in names:
             database, short = name.split(".", 1)
-            self._catalog.dropTable(self._ident(database, short), True, False)
+            self._wire.call(self._catalog.dropTable, self._ident(database, short), True, False)
             self._handles.pop(name, None)
 
     def empty_folder(self) -> str:
@@ -625,23 +632,35 @@ class _Jvm:
             return self._template.identifier(database, name)
         return self._parser.parseTableIdentifier(f"{quote(database)}.{quote(name)}")
 
-    def _entry(self, template: _Template, ident: Any, text: str, schema_json: str, holder: Holder) -> tuple[Any, Any]:
+    def _entry(self, template: _Template, ident: Any, text: str, schema_json: str,
+               holder: Holder) -> tuple[Any, tuple[Any, Any]]:
         """A view's catalog entry: the template's, with this name, schema, text and holder (and
-        the text's JVM handle)."""
+        the JVM handles of the text and the properties made for it)."""
         schema = self._schemas.get(schema_json)
         if schema is None:
             schema = self._schemas[schema_json] = template.parse_type(schema_json)
-        changed = {"identifier": ident, "schema": schema, "properties": template.properties.updated(HOLDER, holder.text()),
-                   "viewText": (wrapped := template.some(text)), "viewOriginalText": wrapped}
-        return template.entry.copy(*(changed.get(f, v) for f, v in zip(template.fields, template.values))), wrapped
+        properties = template.wire.call(template.properties.updated, HOLDER, holder.text())
+        wrapped = template.wire.call(template.some, text)
+        changed = {"identifier": ident, "schema": schema, "properties": properties, "viewText": wrapped,
+                   "viewOriginalText": wrapped}
+        return template.copy(changed), (wrapped, properties)
 
     def _make_template(self, database: str) -> _Template:
         self.spark.sql(f"CREATE OR REPLACE VIEW {quote(database)}.{TEMPLATE} AS SELECT 1 AS x")
         ident = self._ident(database, TEMPLATE)
         entry = self._catalog.getTableMetadata(ident)
         self._catalog.dropTable(ident, True, False)
-        self._template = _Template(self.spark, entry, self.mark)
+        self._template = _Template(self.spark, entry, self.mark, self._wire)
         return self._template
+
+
+def _let_go(*handles: Any) -> None:
+    """Free JVM handles now. py4j keeps each method called on a handle, and the method its handle:
+    a cycle, which only Python's cyclic collector frees, a round trip each, at whatever call it
+    happens to run in (after a detach of 1,000 views, about 1,000 of them landed in the next
+    attach or refresh here)."""
+    for handle in handles:
+        handle._detach()
 
 
 class _Template:
@@ -653,7 +672,7 @@ class _Template:
     4.x releases it was tried on; the tests put and read views through it on every run, so a Spark
     that changed them fails there, not in a user's session."""
 
-    def __init__(self, spark: SparkSession, entry: Any, mark: str) -> None:
+    def __init__(self, spark: SparkSession, entry: Any, mark: str, wire: _Wire) -> None:
         jvm: Any = spark._jvm  # type: ignore[attr-defined]
         self.entry = entry
         self.fields = list(str(entry.productElementNames().toList().mkString("\u0001")).split("\u0001"))
@@ -667,15 +686,64 @@ class _Template:
                 properties = properties.removed(key)
         self.properties = properties.updated(MARK, mark)
         self.parse_type = jvm.org.apache.spark.sql.types.DataType.fromJson
-        self.some = jvm.scala.Some
+        self.some = jvm.scala.Option.apply  # Some(text), for a text never null
+        self.wire = wire
+        self._copy = entry.copy
+        self._values = [self.wire.part(value) for value in self.values]  # encoded once: most never change
         self._name = entry.identifier()
         self._catalog_name = self._name.catalog()
         self._databases: dict[str, Any] = {}
+
+    def copy(self, changed: dict[str, Any]) -> Any:
+        """A copy of the template's entry with the ``changed`` fields (by name)."""
+        parts = [self.wire.part(changed[field]) if field in changed else value
+                 for field, value in zip(self.fields, self._values)]
+        return self.wire.send(self._copy, parts)
 
     def identifier(self, database: str, name: str) -> Any:
         """``database.name`` as the catalog's key (a copy of the template's: one call, where the
         SQL parser takes three times as long)."""
         db = self._databases.get(database)
         if db is None:
-            db = self._databases[database] = self.some(database)
-        return self._name.copy(name, db, self._catalog_name)
+            db = self._databases[database] = self.wire.call(self.some, database)
+        return self.wire.call(self._name.copy, name, db, self._catalog_name)
+
+
+class _Wire:
+    """Calls into the JVM with py4j's own protocol, minus what py4j does for every argument of
+    every call: try it against each of PySpark's converters (lists, dicts, dates) and check
+    whether it is a Python object the JVM should call back, which it does for a JVM handle by
+    asking it for an attribute named ``Java``: the handle keeps that (as a method of its own,
+    which keeps the handle), so every handle ever passed to a call is left in a cycle that only
+    Python's cyclic collector frees, a round trip each, in whatever call it happens to run in
+    (about 1,000 of an attach's 6,300 round trips here; ``_let_go`` says the same of methods).
+    And the cost: copying a catalog entry passes 22 arguments, 220 us of CPU a copy through
+    py4j's call here against 31 us with its arguments encoded once (``_Template.copy``). The
+    arguments given here are JVM handles, strings, numbers and booleans, which no converter
+    takes, so what is sent is what py4j sends. py4j's wire protocol has been stable since 0.10
+    (PySpark 4 ships 0.10.9); the tests put and read views through this on every run, and count
+    what an attach sends."""
+
+    def __init__(self) -> None:
+        from py4j import protocol
+        from py4j.java_gateway import JavaObject, get_return_value
+        self._protocol = protocol
+        self._handle = JavaObject
+        self._answer = get_return_value
+
+    def part(self, value: Any) -> str:
+        """``value`` as py4j sends an argument."""
+        if isinstance(value, self._handle):
+            return self._protocol.REFERENCE_TYPE + value._get_object_id() + "\n"
+        return str(self._protocol.get_command_part(value))
+
+    def call(self, member: Any, *args: Any) -> Any:
+        """``member(*args)``, ``member`` a py4j method of a JVM object or class."""
+        return self.send(member, [self.part(arg) for arg in args])
+
+    def send(self, member: Any, parts: list[str]) -> Any:
+        """``member`` called with arguments already encoded (``part``)."""
+        command = self._protocol.CALL_COMMAND_NAME + member.command_header + "".join(parts) + \
+            self._protocol.END_COMMAND_PART
+        answer = member.gateway_client.send_command(command)
+        return self._answer(answer, member.gateway_client, member.target_id, member.name)
