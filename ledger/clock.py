@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import reprlib
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Annotated, Callable
@@ -90,7 +91,13 @@ def parse_time(text: str) -> datetime:
 
 
 def read_clock(clock: Clock) -> Micros:
-    """Ask an injected clock for now, and insist it answers with an aware time."""
+    """Ask an injected clock for now, and insist it answers with an aware time.
+
+    The system clock is read without a datetime: ``system_clock`` floors the same system time to
+    whole microseconds, and going through it cost 8,300 instructions against 1,500 (callgrind),
+    on every command."""
+    if clock is system_clock:
+        return time.time_ns() // 1000
     value = clock()
     try:
         return to_micros(value)

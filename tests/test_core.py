@@ -353,3 +353,27 @@ def test_a_table_name_checked_in_one_match_is_what_the_part_by_part_checks_say(t
             table_name(text)
     else:
         assert table_name(text) == expected == text.lower()
+
+
+def test_the_system_clock_is_read_as_whole_microseconds_without_a_datetime(monkeypatch) -> None:
+    """Every caller of ``read_clock`` gets the cheap read of the system clock (a command reads it
+    once): the system time floored to whole microseconds, as ``system_clock`` gives it, without
+    making a datetime; any other clock is still asked, and must answer with an aware time."""
+    import time
+    from datetime import datetime, timezone
+
+    import ledger.clock as clock
+    from ledger import InvalidTime
+
+    class NoNow(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[override]
+            raise AssertionError("the system clock was read through a datetime")
+
+    assert clock.read_clock(lambda: datetime(2026, 1, 1, tzinfo=timezone.utc)) == 1_767_225_600_000_000
+    with pytest.raises(InvalidTime, match="clock returned a bad time"):
+        clock.read_clock(lambda: datetime(2026, 1, 1))
+    monkeypatch.setattr(clock, "datetime", NoNow)
+    before = time.time_ns() // 1000
+    read = clock.read_clock(clock.system_clock)
+    assert before <= read <= time.time_ns() // 1000
