@@ -351,7 +351,7 @@ def _thaw(part: Any, bulk: bool, tracked: bool = False) -> Any:
     view: Any = object.__new__(_thawing(part.__class__))
     thawed: list[str] = []
     fields = view.__dict__
-    fields.update(_of=part, _bulk=bulk, _thawed=thawed)
+    fields["_of"], fields["_bulk"], fields["_thawed"] = part, bulk, thawed
     if tracked:
         for name, value in zip(_names(part.__class__), _values_of(part.__class__)(part)):
             if isinstance(value, (Map, OverlayMap)):
