@@ -371,6 +371,8 @@ def test_the_system_clock_is_read_as_whole_microseconds_without_a_datetime(monke
             raise AssertionError("the system clock was read through a datetime")
 
     assert clock.read_clock(lambda: datetime(2026, 1, 1, tzinfo=timezone.utc)) == 1_767_225_600_000_000
+    for us in (clock.MIN_MICROS, -1, 0, 1_767_225_600_123_456, clock.MAX_MICROS):  # and back, to the microsecond
+        assert clock.to_micros(clock.from_micros(us)) == us
     with pytest.raises(InvalidTime, match="clock returned a bad time"):
         clock.read_clock(lambda: datetime(2026, 1, 1))
     monkeypatch.setattr(clock, "datetime", NoNow)
