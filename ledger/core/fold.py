@@ -127,18 +127,24 @@ class Builder:
         return cls(*values)
 
 
-class _SliceOnTouch:
-    """A slice of a builder (``b.tables``): the first time a handler reads it, a view of the state's
-    slice (``_thaw``), which the builder then keeps as its own attribute.
-
-    A descriptor without ``__set__``, so once the builder holds the view Python reads it without
-    calling anything. It replaced a ``__getattr__``, which Python calls only after a failed lookup:
-    that cost about 5,000 instructions more a slice (callgrind)."""
+class _OnTouch:
+    """A descriptor without ``__set__`` for the attribute ``name``, whose ``__get__`` makes the value
+    the first time and keeps it on the instance, where Python then finds it without a call."""
 
     __slots__ = ("name",)
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+
+class _SliceOnTouch(_OnTouch):
+    """A slice of a builder (``b.tables``): the first time a handler reads it, a view of the state's
+    slice (``_thaw``), which the builder then keeps as its own attribute.
+
+    It replaced a ``__getattr__``, which Python calls only after a failed lookup: that cost about
+    5,000 instructions more a slice (callgrind)."""
+
+    __slots__ = ()
 
     def __get__(self, builder: Any, owner: type | None = None) -> Any:
         if builder is None:
@@ -299,23 +305,19 @@ def _values_of(cls: type) -> Callable[[Any], tuple[Any, ...]]:
     return operator.attrgetter(*names)
 
 
-class _ThawOnTouch:
+class _ThawOnTouch(_OnTouch):
     """A field of a thawed view (``_thawing``): the first time a handler reads it, the slice's own
     value, its maps made mutable (``_thaw_map``), which the view then keeps as its own attribute.
 
-    A descriptor without ``__set__``, so once the view holds the field Python reads it from the
-    view without calling anything: each field costs one call, the first time. Thawing only the
-    maps a handler touches saves the others a thaw and a freeze: thawing and freezing a whole
+    Each field costs one call, the first time. Thawing only the maps a handler touches saves the
+    others a thaw and a freeze: thawing and freezing a whole
     slice cost 19,000 instructions for the guard and 34,000 for the tables (callgrind, 100
     tables), of the 67,000 / 89,000 a fold of one event took (a watermark / a table created),
     and the event changes one or two of their maps; with this and ``_SliceOnTouch``, 59,000 /
     76,000. (A ``__getattr__`` costs a failed lookup a field, on a slotted slice an exception:
     10,000 instructions against this descriptor's 2,500.)"""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+    __slots__ = ()
 
     def __get__(self, view: Any, owner: type | None = None) -> Any:
         if view is None:
