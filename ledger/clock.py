@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import reprlib
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Annotated, Callable
@@ -62,7 +63,9 @@ def to_micros(value: datetime) -> Micros:
 
 
 def from_micros(us: Micros) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
+    """The aware UTC datetime of ``us``. The microseconds are passed by position: by keyword,
+    ``timedelta`` cost 30% more (every command that returns a time makes one)."""
+    return _EPOCH + timedelta(0, 0, us)
 
 
 def iso(us: Micros | None) -> str | None:
@@ -90,7 +93,13 @@ def parse_time(text: str) -> datetime:
 
 
 def read_clock(clock: Clock) -> Micros:
-    """Ask an injected clock for now, and insist it answers with an aware time."""
+    """Ask an injected clock for now, and insist it answers with an aware time.
+
+    The system clock is read without a datetime: ``system_clock`` floors the same system time to
+    whole microseconds, and going through it cost 8,300 instructions against 1,500 (callgrind),
+    on every command."""
+    if clock is system_clock:
+        return time.time_ns() // 1000
     value = clock()
     try:
         return to_micros(value)

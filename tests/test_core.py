@@ -121,6 +121,48 @@ def test_a_command_folded_back_as_placed_is_its_recorded_fold_and_leaves_every_s
                             TableCreated(7, "db.x", "p"))])
 
 
+def _maps(state: State) -> dict[str, object]:
+    """Every map of every slice of ``state``, as the very object the state holds."""
+    import attrs
+    slices = [getattr(state, f.name) for f in attrs.fields(State) if attrs.has(type(getattr(state, f.name)))]
+    return {f"{type(part).__name__}.{f.name}": getattr(part, f.name)
+            for part in slices for f in attrs.fields(type(part)) if hasattr(getattr(part, f.name), "items")}
+
+
+@pytest.mark.parametrize("tables", [3, 5000], ids=["persistent-maps", "maps-over-a-replay's-dicts"])
+def test_a_fold_shares_every_map_its_events_leave_alone_and_never_changes_one_it_shares(tables: int) -> None:
+    """Copy-on-write per map: a fold makes a new map only of the maps its events change; every
+    other map of the state after is the very object the state before holds, and folding on from
+    either state, in any order, never changes a map another state holds (with 5,000 tables the
+    maps are frozen over the plain dicts a replay built, ``fold.HOLD_AT``)."""
+    ids = [f"{i:016x}" for i in range(tables)]
+    base = fold(State(), recorded(*[TableCreated(id_, f"db.t{i}", id_) for i, id_ in enumerate(ids)],
+                                  ("watermark:ledger", WatermarkAdvanced("ledger", 5))))
+
+    def one(state: State, stream: str, event: object) -> State:
+        return fold_placed(state, [(state.seq + 1, stream, state.version(stream) + 1, state.last_time + 10, event)])
+
+    watermark = one(base, "watermark:database:db", WatermarkAdvanced("database:db", 7))
+    created = one(base, CATALOG_STREAM, TableCreated(ID_A, "db.new", ID_A))
+    dropped = one(created, CATALOG_STREAM, TableDropped(ids[0], "db.t0"))
+    undropped = one(dropped, CATALOG_STREAM, TableUndropped(ids[0], "db.t0"))
+    held = {name: (state, _contents(state), _maps(state))
+            for name, state in [("base", base), ("watermark", watermark), ("created", created), ("dropped", dropped)]}
+    changed = {"watermark": {"Guard.watermarks"}, "created": {"Tables.instances", "Tables.bindings"},
+               "dropped": {"Tables.instances", "Tables.bindings", "Tables.dropped"}}
+    for name, after_one in changed.items():
+        before = {"watermark": base, "created": base, "dropped": created}[name]
+        after, previous = _maps(held[name][0]), _maps(before)
+        assert {field for field in after if after[field] is not previous[field]} == after_one, name
+    one(dropped, CATALOG_STREAM, TableCreated(ID_B, "db.other", ID_B))  # a second branch off ``dropped``
+    one(watermark, "watermark:ledger", WatermarkAdvanced("ledger", 9))
+    for name, (state, contents, maps) in held.items():
+        assert _contents(state) == contents, name
+        assert all(now is maps[field] for field, now in _maps(state).items()), name
+    assert undropped.tables.bindings["db.t0"] == ids[0] and "db.t0" not in dropped.tables.bindings
+    assert dropped.tables.dropped["db.t0"] == (ids[0],) and "db.t0" not in undropped.tables.dropped
+
+
 @pytest.mark.parametrize("mangle, message", [
     (lambda log: [log[0], log[0]], "sequence numbers must run without gaps"),
     (lambda log: [log[0], Recorded(2, "catalog", 2, 10, "t", log[1].event)], "times must increase"),
@@ -311,3 +353,29 @@ def test_a_table_name_checked_in_one_match_is_what_the_part_by_part_checks_say(t
             table_name(text)
     else:
         assert table_name(text) == expected == text.lower()
+
+
+def test_the_system_clock_is_read_as_whole_microseconds_without_a_datetime(monkeypatch) -> None:
+    """Every caller of ``read_clock`` gets the cheap read of the system clock (a command reads it
+    once): the system time floored to whole microseconds, as ``system_clock`` gives it, without
+    making a datetime; any other clock is still asked, and must answer with an aware time."""
+    import time
+    from datetime import datetime, timezone
+
+    import ledger.clock as clock
+    from ledger import InvalidTime
+
+    class NoNow(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[override]
+            raise AssertionError("the system clock was read through a datetime")
+
+    assert clock.read_clock(lambda: datetime(2026, 1, 1, tzinfo=timezone.utc)) == 1_767_225_600_000_000
+    for us in (clock.MIN_MICROS, -1, 0, 1_767_225_600_123_456, clock.MAX_MICROS):  # and back, to the microsecond
+        assert clock.to_micros(clock.from_micros(us)) == us
+    with pytest.raises(InvalidTime, match="clock returned a bad time"):
+        clock.read_clock(lambda: datetime(2026, 1, 1))
+    monkeypatch.setattr(clock, "datetime", NoNow)
+    before = time.time_ns() // 1000
+    read = clock.read_clock(clock.system_clock)
+    assert before <= read <= time.time_ns() // 1000

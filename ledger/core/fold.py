@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-from typing import Any, Callable, Generic, Iterable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Mapping, Protocol, TypeVar
 
 import attrs
 from immutables import Map
@@ -27,9 +27,7 @@ from ..clock import MAX_MICROS, Micros
 from ..errors import LedgerCorrupt
 from .concern import Handler, corrupt
 from .events import Recorded, Row, decode_event
-from .maps import Held, OverlayMap, OverlayMutation
-
-_MUTATION: Any = type(Map().mutate())
+from .maps import Held, OverlayMap
 
 
 class Folded(Protocol):
@@ -64,14 +62,16 @@ class Builder:
     """Transient, mutable views of a state's slices, frozen again by ``finish``.
 
     Only the fold sees one, and it never escapes: callers only ever hold frozen
-    states. ``b.tables`` (say) is a copy of the tables slice whose maps are mutable,
-    made the first time a handler touches it; a command's single event usually
-    touches one or two slices. Stream versions are kept in a plain dict until the
-    end, because every event moves one and only the last value matters.
+    states. ``b.tables`` (say) is a view of the tables slice (``_thawing``) made the
+    first time a handler touches it, and each of its maps is made mutable the first
+    time a handler touches that map: a command's single event touches one or two
+    maps of one or two slices, and the others stay the very objects the state before
+    holds. Stream versions are kept in a plain dict until the end, because every
+    event moves one and only the last value matters.
     """
 
-    def __init__(self, state: Any, slices: frozenset[str], handlers: Mapping[type, Handler], *,
-                 bulk: bool = False, tracked: bool = False) -> None:
+    def __init__(self, state: Any, handlers: Mapping[type, Handler], *, bulk: bool = False,
+                 tracked: bool = False) -> None:
         self.before = state
         """The state before this batch (read-only)."""
         self._bulk = bulk
@@ -79,19 +79,14 @@ class Builder:
         """Every map a ``Tracked`` dict of its own (``Steps``)."""
         self.seq: int = state.seq
         self.last_time: Micros = state.last_time
-        self._slices = slices
         self._handlers = handlers
         self.touched: list[str] = []
         """The slices this batch thawed (changed, or about to be)."""
         self._streams: dict[str, int] = {}
 
-    def __getattr__(self, name: str) -> Thawed:
-        if name not in self._slices:
-            raise AttributeError(name)
-        view = _thaw(getattr(self.before, name), self._bulk, self._tracked)
-        setattr(self, name, view)
-        self.touched.append(name)
-        return view
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Thawed:
+            """A slice's view, ``b.tables`` (say): ``_SliceOnTouch`` makes it, in a ``_builder_class``."""
 
     def apply(self, seq: int, stream: str, version: int, time: Micros, event: Any) -> None:
         if seq != self.seq + 1:
@@ -132,12 +127,49 @@ class Builder:
         return cls(*values)
 
 
+class _OnTouch:
+    """A descriptor without ``__set__`` for the attribute ``name``, whose ``__get__`` makes the value
+    the first time and keeps it on the instance, where Python then finds it without a call."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _SliceOnTouch(_OnTouch):
+    """A slice of a builder (``b.tables``): the first time a handler reads it, a view of the state's
+    slice (``_thaw``), which the builder then keeps as its own attribute.
+
+    It replaced a ``__getattr__``, which Python calls only after a failed lookup: that cost about
+    5,000 instructions more a slice (callgrind)."""
+
+    __slots__ = ()
+
+    def __get__(self, builder: Any, owner: type | None = None) -> Any:
+        if builder is None:
+            return self
+        name = self.name
+        view = _thaw(getattr(builder.before, name), builder._bulk, builder._tracked)
+        builder.__dict__[name] = view
+        builder.touched.append(name)
+        return view
+
+
+@functools.cache
+def _builder_class(slices: frozenset[str]) -> type[Builder]:
+    """``Builder`` with a ``_SliceOnTouch`` for each of ``slices``."""
+    return type("Builder", (Builder,), {name: _SliceOnTouch(name) for name in slices})
+
+
 class Folder(Generic[S]):
     """Folds recorded events (or stored rows) into states of one shape, ``S``."""
 
     def __init__(self, slices: Iterable[str], handlers: Mapping[type, Handler]) -> None:
         self.slices = frozenset(slices)
         self.handlers = dict(handlers)
+        self.builder = _builder_class(self.slices)
+        """The class of this folder's builders: ``Builder`` with a ``_SliceOnTouch`` for each slice."""
 
     def fold(self, state: S, records: Iterable[Recorded]) -> S:
         """The state after a batch of recorded events, in sequence order."""
@@ -147,7 +179,7 @@ class Folder(Generic[S]):
         """``fold`` of events as the store placed them, without a ``Recorded`` envelope for each:
         a command folds back what it appended this way (an envelope cost 8,000 instructions of
         the 300,000 a one-event command takes, callgrind)."""
-        builder = Builder(state, self.slices, self.handlers)
+        builder = self.builder(state, self.handlers)
         for seq, stream, version, time, event in placed:
             try:
                 builder.apply(seq, stream, version, time, event)
@@ -165,7 +197,7 @@ class Folder(Generic[S]):
         their own; False keeps them as changes on top of what they held."""
         rows = iter(rows)
         first = list(itertools.islice(rows, BULK))
-        builder = Builder(state, self.slices, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
+        builder = self.builder(state, self.handlers, bulk=len(first) >= BULK if bulk is None else bulk)
         _apply_rows(builder, itertools.chain(first, rows))
         after: S = builder.finish()  # a state of ``state``'s class
         return after
@@ -183,7 +215,7 @@ class Steps(Generic[S]):
     on: encode or compare it then, and keep only the last one."""
 
     def __init__(self, folder: Folder[S], state: S) -> None:
-        self._builder = Builder(state, folder.slices, folder.handlers, bulk=True, tracked=True)
+        self._builder = folder.builder(state, folder.handlers, bulk=True, tracked=True)
         self._state = state
 
     def fold_rows(self, rows: Iterable[Row]) -> int:
@@ -200,10 +232,8 @@ class Steps(Generic[S]):
         changed: dict[str, set[str]] = {}
         for name in builder.touched:
             view = builder.__dict__[name]
-            for field in _names(view.__class__):
-                value = getattr(view, field)
-                if isinstance(value, Tracked):
-                    changed[f"{name}.{field}"] = value.take_changed()
+            for field in view._thawed:  # every map of the slice: a tracked slice thaws them all at once
+                changed[f"{name}.{field}"] = getattr(view, field).take_changed()
         return self._state, changed
 
 
@@ -275,30 +305,90 @@ def _values_of(cls: type) -> Callable[[Any], tuple[Any, ...]]:
     return operator.attrgetter(*names)
 
 
+class _ThawOnTouch(_OnTouch):
+    """A field of a thawed view (``_thawing``): the first time a handler reads it, the slice's own
+    value, its maps made mutable (``_thaw_map``), which the view then keeps as its own attribute.
+
+    Each field costs one call, the first time. Thawing only the maps a handler touches saves the
+    others a thaw and a freeze: thawing and freezing a whole
+    slice cost 19,000 instructions for the guard and 34,000 for the tables (callgrind, 100
+    tables), of the 67,000 / 89,000 a fold of one event took (a watermark / a table created),
+    and the event changes one or two of their maps; with this and ``_SliceOnTouch``, 59,000 /
+    76,000. (A ``__getattr__`` costs a failed lookup a field, on a slotted slice an exception:
+    10,000 instructions against this descriptor's 2,500.)"""
+
+    __slots__ = ()
+
+    def __get__(self, view: Any, owner: type | None = None) -> Any:
+        if view is None:
+            return self
+        fields = view.__dict__
+        name = self.name
+        value = getattr(fields["_of"], name)
+        if value.__class__ is Map:  # the common case, inline: a call costs as much as the thaw
+            value = value.mutate() if value else {}
+        elif isinstance(value, (Map, OverlayMap)):
+            value = _thaw_map(value, fields["_bulk"], False)
+        else:  # not a map (the tables' archive): the slice's own, as it is
+            fields[name] = value
+            return value
+        fields["_thawed"].append(name)
+        fields[name] = value
+        return value
+
+
+@functools.cache
+def _thawing(cls: type) -> type[Any]:
+    """The class of a thawed view of a ``cls`` slice: ``cls`` itself (its methods read the view's
+    maps) with every field thawed on first touch (``_ThawOnTouch``). The view holds the slice it
+    stands for (``_of``), whether the batch is ``bulk``, and the names of the maps it thawed so
+    far, in the order it did."""
+    return type(f"Thawed{cls.__name__}", (cls,), {name: _ThawOnTouch(name) for name in _names(cls)})
+
+
 def _thaw(part: Any, bulk: bool, tracked: bool = False) -> Any:
-    """A copy of a slice whose maps can be changed in place (``bulk``: a long batch, see ``BULK``;
-    ``tracked``: every map a ``Tracked`` dict, see ``Steps``)."""
-    values = []
-    for value in _values_of(part.__class__)(part):
-        if tracked and isinstance(value, (Map, OverlayMap)):
-            value = Tracked(value.items())
-        elif isinstance(value, Map):
-            value = value.mutate() if len(value) else {}
-        elif isinstance(value, OverlayMap):
-            value = dict(value.items()) if bulk and isinstance(value.base, Held) else value.mutate()
-        values.append(value)
-    return part.__class__(*values)
+    """A view of a slice whose maps can be changed in place, each thawed when first touched
+    (``bulk``: a long batch, see ``BULK``; ``tracked``: every map a ``Tracked`` dict, see ``Steps``,
+    all thawed at once, so that ``Steps.look`` sees every map's changes)."""
+    view: Any = object.__new__(_thawing(part.__class__))
+    thawed: list[str] = []
+    fields = view.__dict__
+    fields["_of"], fields["_bulk"], fields["_thawed"] = part, bulk, thawed
+    if tracked:
+        for name, value in zip(_names(part.__class__), _values_of(part.__class__)(part)):
+            if isinstance(value, (Map, OverlayMap)):
+                fields[name] = _thaw_map(value, bulk, True)
+                thawed.append(name)
+    return view
+
+
+def _thaw_map(value: Map[str, Any] | OverlayMap, bulk: bool, tracked: bool) -> Any:
+    """A map a handler can change, which never changes ``value`` itself (other states hold it)."""
+    if tracked:
+        return Tracked(value.items())
+    if isinstance(value, Map):
+        return value.mutate() if len(value) else {}
+    return dict(value.items()) if bulk and isinstance(value.base, Held) else value.mutate()
 
 
 def _freeze(view: Any) -> Any:
-    values = []
-    for value in _values_of(view.__class__)(view):
-        if isinstance(value, dict):
-            value = OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
-        elif isinstance(value, (_MUTATION, OverlayMutation)):
-            value = value.finish()
-        values.append(value)
-    return view.__class__(*values)
+    """The slice a view stands for now: its thawed maps frozen, every other field the very object
+    the slice it was made from holds (the slice itself, if no map was thawed)."""
+    part = view._of
+    if not view._thawed:
+        return part
+    cls = part.__class__
+    values = list(_values_of(cls)(part))
+    at = _positions(cls)
+    for name in view._thawed:
+        values[at[name]] = _freeze_map(getattr(view, name))
+    return cls(*values)
+
+
+def _freeze_map(value: Any) -> Any:
+    if isinstance(value, dict):
+        return OverlayMap.held(value) if len(value) >= HOLD_AT else Map(value)
+    return value.finish()  # an ``immutables`` mutation, or an ``OverlayMutation``
 
 
 def set_or_delete(mapping: Any, key: str, value: Any) -> None:
