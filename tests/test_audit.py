@@ -784,7 +784,7 @@ def test_r17_as_of_equals_a_fresh_fold_up_to_that_point_of_a_random_log(tmp_path
 
 def test_r17_as_of_on_a_present_read_lazily_answers_as_the_log_and_leaves_the_present_true(tmp_path: Path) -> None:
     """A past state is read lazily from a stored one and asks, for every table its events create,
-    whether the id was taken: read many at a time (``prefetch_created``). Each past state equals
+    whether the id was taken: read many at a time (``snapshot.prefetch``). Each past state equals
     the fold, and the present answers as it did."""
     path = tmp_path / "l.db"
     clock = build_small(path, history_every=4)
