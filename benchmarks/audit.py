@@ -26,10 +26,13 @@ The ledgers are ``benchmarks/fold.py``'s simulated ones (valid events of every k
 fold handles, each with its chain hash), one per ``--sizes``, built here or reused
 (``--reuse``, a file kept by ``fold.py --keep`` or ``audit.py --keep``; one size then).
 ``--shape large-state`` builds the log whose state grows with it (``fold.LargeState``: no
-vacuum purges), the hardest case for comparing snapshots.
+vacuum purges), the hardest case for comparing snapshots. ``--stored`` (with ``--reuse``, a file
+``maintain`` has stored its states in) keeps them: no first open, no ``maintain``, no replay, only
+the chain floor, ``verify`` and ``as_of`` (their targets), for a run that must fit a short slot.
 
     python benchmarks/audit.py [--sizes 100000,1000000] [--shape churn|large-state] [--points 20] [--keep] [--targets-only]
     python benchmarks/audit.py --reuse /path/kept/ledger.db [--shape large-state]   (the shape it was built with)
+    python benchmarks/audit.py --reuse /path/maintained/ledger.db --stored [--shape large-state]
     python benchmarks/audit.py --receipts 24000 [--one-by-one 300]
 
 ``--receipts N`` measures proving deletions instead (issue 44): a real vacuum (local Spark) deletes
@@ -136,16 +139,22 @@ def replay(path: Path) -> float:
         store.close()
 
 
-def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "churn", extras: bool = True) -> bool:
-    """Every figure for one ledger (``extras`` False: only those with a target and their floors);
-    prints them; returns whether every target was met."""
+def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "churn", extras: bool = True,
+            stored: bool = False) -> bool:
+    """Every figure for one ledger (``extras`` False: only those with a target and their floors;
+    ``stored``: only verify's and as_of's, on the stored states the file holds); prints them;
+    returns whether every target was met."""
     later: list[tuple[str, float, str]] = []
-    drop_snapshot(path)  # the first open below is the one that has them written
+    if not stored:
+        drop_snapshot(path)  # the first open below is the one that has them written
     # The floor is the best of passes spread through the run (two here, one after verify, one at
     # the end): a pass slowed by the machine (a write-back of the freshly built file once doubled
     # it) would flatter every ratio against it.
     floors = [chain_floor(path) for _ in range(2)]
     n = sqlite3.connect(path).execute("SELECT count(*) FROM events").fetchone()[0]
+    if stored:
+        led = Ledger.open(path, create=False)
+        return _verify_and_as_of(led, path, n, floors, points, seed, shape)
     alone, replayed = read_alone(path), replay(path)
 
     start = time.perf_counter()
@@ -169,14 +178,8 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
         led.verify(against=cp)
         later.append(("verify against that checkpoint (chain in line)", time.perf_counter() - start, ""))
 
-    rng = random.Random(seed)
-    chosen = [rng.randint(1, n) for _ in range(points)]
-    warm = []
-    for seq in chosen:
-        start = time.perf_counter()
-        view = led.as_of(seq=seq)
-        view.tables()
-        warm.append(time.perf_counter() - start)
+    chosen = _points(n, points, seed)
+    warm = _as_of_warm(led, chosen)
     later.append((f"as_of, warm: median of {len(chosen)} random points", statistics.median(warm),
                   f"worst {max(warm):.3f} s"))
     exported = _export(led, folder, n) if extras else None
@@ -210,6 +213,55 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
                 higher_is_better=False, unit=" s"),
     ]
     return all(met)
+
+
+def _verify_and_as_of(led: Ledger, path: Path, n: int, floors: list[float], points: int, seed: int,
+                      shape: str) -> bool:
+    """``--stored``: verify against the chain floor, and as_of at ``points`` random points, on the
+    stored states the file holds (the open reads them, as the next open after ``maintain`` does)."""
+    start = time.perf_counter()
+    report = led.verify()
+    verified = time.perf_counter() - start
+    assert report.events == n and report.generations_discarded == 0 and not report.snapshot_discarded, report
+    floors.append(chain_floor(path))
+    warm = _as_of_warm(led, _points(n, points, seed))
+    led.close()
+    floors.append(chain_floor(path))
+    floor = min(floors)
+    print()
+    print(f"--- {n:,} events, stored states as kept ---")
+    print_table(("measurement", "seconds", ""), [
+        ("chain floor: sqlite3 read + SHA-256 chain", floor,
+         f"{n / floor:,.0f} events/s (best of {len(floors)}; worst {max(floors):.2f} s)"),
+        ("verify (chain + refold + every stored state compared)", verified,
+         f"{verified / floor:.2f}x the floor ({report.generations_compared} compared)"),
+        (f"as_of, warm: median of {len(warm)} random points", statistics.median(warm), f"worst {max(warm):.3f} s"),
+    ])
+    print()
+    met = [
+        verdict(f"verify, {n:,} events ({shape}), against the chain floor", verified / floor, verify_target(n, shape),
+                higher_is_better=False, unit="x"),
+        verdict(f"as_of at a random point, warm, {n:,} events (worst of {len(warm)})", max(warm), AS_OF_TARGET,
+                higher_is_better=False, unit=" s"),
+    ]
+    return all(met)
+
+
+def _points(n: int, points: int, seed: int) -> list[int]:
+    """``points`` random events of ``n`` (``seed``): where ``as_of`` is asked."""
+    rng = random.Random(seed)
+    return [rng.randint(1, n) for _ in range(points)]
+
+
+def _as_of_warm(led: Ledger, chosen: list[int]) -> list[float]:
+    """Seconds of ``as_of`` and its ``tables()`` at each of ``chosen``, one open ledger asked again and again."""
+    warm = []
+    for seq in chosen:
+        start = time.perf_counter()
+        view = led.as_of(seq=seq)
+        view.tables()
+        warm.append(time.perf_counter() - start)
+    return warm
 
 
 def _export(led: Ledger, folder: Path, n: int) -> tuple[str, float, str]:
@@ -281,6 +333,8 @@ def main() -> int:
     parser.add_argument("--reuse", metavar="LEDGER", default=None, help="measure a kept file")
     parser.add_argument("--targets-only", action="store_true",
                         help="leave out the figures with no target (checkpoint, verify against it, cold as_of, export)")
+    parser.add_argument("--stored", action="store_true",
+                        help="with --reuse: keep the stored states the file holds; only verify and as_of (their targets)")
     parser.add_argument("--receipts", type=int, default=None, metavar="N",
                         help="measure proving N deleted keys at once against one by one instead")
     parser.add_argument("--one-by-one", type=int, default=300, metavar="K",
@@ -294,7 +348,7 @@ def main() -> int:
             return 0
         if args.reuse:
             print(f"audit benchmark: reusing {args.reuse}")
-            measure(Path(args.reuse), args.points, args.seed, folder, args.shape, not args.targets_only)
+            measure(Path(args.reuse), args.points, args.seed, folder, args.shape, not args.targets_only, args.stored)
             return 0
         for size in (int(s) for s in args.sizes.split(",")):
             path = folder / f"ledger-{size}.db"

@@ -784,7 +784,7 @@ def test_r17_as_of_equals_a_fresh_fold_up_to_that_point_of_a_random_log(tmp_path
 
 def test_r17_as_of_on_a_present_read_lazily_answers_as_the_log_and_leaves_the_present_true(tmp_path: Path) -> None:
     """A past state is read lazily from a stored one and asks, for every table its events create,
-    whether the id was taken: read many at a time (``prefetch_created``). Each past state equals
+    whether the id was taken: read many at a time (``snapshot.prefetch``). Each past state equals
     the fold, and the present answers as it did."""
     path = tmp_path / "l.db"
     clock = build_small(path, history_every=4)
@@ -1304,3 +1304,64 @@ def test_r16_the_offline_verifier_says_a_missing_file_is_missing_not_corrupt(sma
         cp = led.checkpoint()
     with pytest.raises(InvalidArgument, match="cannot read the export .*MISSING.jsonl: No such file"):
         verify_export(tmp_path / "MISSING.jsonl", cp)
+
+
+def _stored_then_dropped(path: Path) -> tuple[int, int]:
+    """300 tables in a stored state, then drops, an undrop, a database drop and a create after it
+    (few enough that what they name is read by key, not in one pass): the stored state's event and
+    the log's head."""
+    clock = ManualClock(T0)
+    with Ledger.open(path, clock=clock) as led:
+        for i in range(300):
+            led.create_table(f"db1.t{i}" if i < 5 else f"db0.t{i}")
+        led.runner.cache.save_snapshot()
+        stored = led.event_count()
+        for i in range(6, 60, 6):
+            led.drop_table(f"db0.t{i}")
+            clock.advance(timedelta(minutes=1))
+        led.undrop_table("db0.t12", new_name="db2.back")
+        led.drop_database("db1")
+        led.create_table("db2.new")
+        return stored, led.event_count()
+
+
+def _point_reads(statements: list[str], parts: tuple[str, ...]) -> list[str]:
+    """The statements that read one key of one of ``parts`` of a stored state (``SQLitePart.get``)."""
+    return [s for s in statements if "key = " in s and "snapshot_entries" in s and any(f"'{p}'" in s for p in parts)]
+
+
+def test_r17_as_of_reads_what_its_fold_asks_of_a_stored_state_many_keys_to_a_statement(tmp_path: Path) -> None:
+    """A past state folds on from a stored one, and its events name the instances and names the
+    fold asks for: they are read many to a statement before the fold (``snapshot.prefetch``), not
+    one at a time (at a million events, thousands of reads and then whole parts along a chain)."""
+    path = tmp_path / "l.db"
+    stored, head = _stored_then_dropped(path)
+    tables = ("tables.instances", "tables.bindings", "tables.dropped", "tables.archive")
+    with Ledger.open(path, create=False) as led:
+        assert led.store.latest_generation().seq == stored
+        statements: list[str] = []
+        led.store._db.set_trace_callback(statements.append)
+        for seq in (head - 1, head - 2, stored + 5):
+            view = led.as_of(seq=seq)
+            assert _point_reads(statements, tables) == [] and any("IN (" in s for s in statements)
+            assert view.state == fold_rows(State(), led.store.read(0, upto=seq))
+            assert answers(view) == answers(Ledger.open(path, create=False).as_of(seq=seq))
+        led.store._db.set_trace_callback(None)
+
+
+def test_r16_r17_a_stored_entry_fetched_ahead_that_fails_its_check_heals_from_the_log(tmp_path: Path) -> None:
+    """An entry ``as_of`` reads ahead of its fold (a dropped table's name) edited so that it fails
+    its check: that part is taken from the log, and the past state is the log's fold."""
+    path = tmp_path / "l.db"
+    stored, head = _stored_then_dropped(path)
+    conn = sqlite3.connect(path)
+    (value,) = conn.execute("SELECT value FROM snapshot_entries WHERE part = 'tables.bindings' AND key = 'db0.t6'"
+                            ).fetchone()
+    conn.execute("UPDATE snapshot_entries SET value = ? WHERE part = 'tables.bindings' AND key = 'db0.t6'",
+                 (value[:-3] + b"xyz",))
+    conn.commit()
+    conn.close()
+    with Ledger.open(path, create=False) as led:
+        view = led.as_of(seq=head - 1)
+        assert view.state == fold_rows(State(), led.store.read(0, upto=head - 1))
+        assert "db0.t6" in {t.name for t in view.dropped_tables()}

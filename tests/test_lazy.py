@@ -182,3 +182,38 @@ def test_r16_an_entry_that_fails_its_check_on_first_use_heals_the_part_from_the_
     changed = found.update({"k1": 10})
     assert changed["k700"] == 7000 and changed["k1"] == 10 and heal.calls == 1
     assert dict(found.items()) == {**entries, "k700": 7000}
+
+
+class DeepSource(DictSource):
+    """A part along a chain of ``depth`` generations: a pass over it reads every version of every key."""
+
+    def __init__(self, entries: dict[str, int], depth: int) -> None:
+        super().__init__(entries)
+        self.depth = depth
+
+
+def test_a_part_deep_along_its_chain_is_read_key_by_key_for_longer() -> None:
+    """A pass costs the rows along the chain (entries times generations), a key alone a few of them:
+    a tenth of a part ten generations deep is still read key by key, a third of it in one pass."""
+    entries = {f"k{i}": i for i in range(1000)}
+    source = DeepSource(entries, depth=10)
+    found = OverlayMap(StoredEntries(source, lambda key, data: int(data), len(entries), "g1", FromTheLog(entries)))
+    assert [found[f"k{i}"] for i in range(100)] == list(range(100))
+    assert source.gets == 100 and source.scans == 0
+    assert [found[f"k{i}"] for i in range(100, 400)] == list(range(100, 400))
+    assert source.scans == 1 and source.gets < 400
+    assert dict(found.items()) == entries and source.scans == 1
+
+
+def test_keys_fetched_ahead_from_a_small_part_read_it_in_one_pass() -> None:
+    """A part of a few entries is one statement whole, as a few keys are: it is read in one pass,
+    with its count checked (a short part heals from the log)."""
+    entries = {f"k{i}": i for i in range(10)}
+    found, source = lazy(entries)
+    found.base.prefetch(["k1", "k2", "zz"])
+    assert source.scans == 1 and source.gets == 0
+    assert found["k1"] == 1 and "zz" not in found and dict(found.items()) == entries and source.gets == 0
+    short, log = DictSource({"a": 1}), FromTheLog({"a": 1, "b": 2})
+    healed = OverlayMap(StoredEntries(short, lambda key, data: int(data), 2, "g1", log))
+    healed.base.prefetch(["b"])
+    assert healed["b"] == 2 and log.calls == 1 and healed.base.stamp is None

@@ -16,9 +16,7 @@ from immutables import Map
 
 from ..core.fold import HOLD_AT
 from ..core.maps import GONE, OverlayMap
-from ..core.events import Row
-from ..core.tables import Archive, Instance, Tables, ids_created
-from ..errors import LedgerError
+from ..core.tables import Archive, Instance, Tables
 from .lazy import StoredEntries
 
 
@@ -88,26 +86,6 @@ class ArchiveCodec:
 
 
 ARCHIVE_CODEC = ArchiveCodec()
-
-
-def prefetch_created(tables: Tables, rows: Iterable[Row]) -> None:
-    """Before a fold of stored ``rows`` on top of ``tables`` read from a stored state (``as_of``):
-    read, a few hundred to a statement, what it holds of each instance they create, for the
-    fold asks of every one whether its id was ever taken, and one read each was most of an
-    ``as_of``. ``rows`` need only be the creations (``core.tables.CREATES``)."""
-    try:
-        ids = ids_created(rows)
-    except (LedgerError, TypeError, ValueError, KeyError, AttributeError):
-        return  # only a saving: the fold that follows finds, and names, what is wrong with the rows
-    _prefetch(tables.instances, ids)
-    if isinstance(tables.archive, StoredArchive):
-        _prefetch(tables.archive.entries(), ids)
-
-
-def _prefetch(entries: Any, keys: list[str]) -> None:
-    if isinstance(entries, OverlayMap) and isinstance(entries.base, StoredEntries):
-        changes = entries.changes
-        entries.base.prefetch(key for key in keys if key not in changes)
 
 
 def plus(archive: Archive, purged: Iterable[Instance]) -> Archive:

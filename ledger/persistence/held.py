@@ -27,9 +27,8 @@ from typing import Any, Callable, Iterable
 
 from ..core.fold import Placed
 from ..core.model import State, fold_placed, fold_rows
-from ..core.tables import CREATES
 from ..errors import LedgerCorrupt
-from . import archive, collector, snapshot, writing
+from . import collector, snapshot, writing
 from .contract import Generation, Store
 from .lazy import Heal
 
@@ -205,13 +204,24 @@ class HeldState:
             found = self._stored_at(seq)
             if found is not None:
                 base, generation = found
-                archive.prefetch_created(base.tables, self.store.read(base.seq, upto=seq, types=CREATES))
                 try:
-                    return self.fold_to(base, seq)
+                    return self._fold_past(base, seq)
                 except LedgerCorrupt:  # the log does not follow on from it: the cache lied, not the log
                     log.warning("%s: the stored state at event #%s does not fit the log after it; `verify` "
                                 "discards it", self.store.path, generation.seq)
             return self.fold_to(State(), seq)
+
+    def _fold_past(self, base: State, seq: int) -> State:
+        """Fold ``base`` (read from a stored generation) on to event ``seq``, reading first, many to a
+        statement, what the fold will ask of the stored state (``snapshot.prefetch``). The rows are
+        read once and kept for the fold when they are a batch or less (a generation every
+        ``snapshot_every`` events: nearly always); else read twice, a batch at a time."""
+        if seq - base.seq > BATCH:
+            snapshot.prefetch(base, self.store.read(base.seq, upto=seq))
+            return self.fold_to(base, seq)
+        rows = list(self.store.read(base.seq, upto=seq))
+        snapshot.prefetch(base, rows)
+        return fold_rows(base, rows)
 
     # --- storing the keyed generation ----------------------------------------------------------
 

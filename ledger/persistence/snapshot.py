@@ -28,8 +28,9 @@ import orjson
 from ..core import events
 from ..core.maps import GONE, OverlayMap
 from ..core.model import CONCERNS, State, fold_in_steps
-from ..core.tables import Tables
-from . import archive, collector
+from ..core.tables import CREATES, Tables
+from ..errors import LedgerError
+from . import archive, collector, lazy
 from .archive import ARCHIVE_CODEC
 from .codecs import PLAIN, KeyedCodec, MapOf, codec_of, encoder
 from .lazy import Heal, Source, StoredEntries
@@ -45,6 +46,12 @@ STREAMS = "streams"
 """The part holding each stream's version."""
 INSTANCES, ARCHIVE = "tables.instances", "tables.archive"
 """The parts a stored state splits the fold's instances between: live ones, and purged ones."""
+BY_ID = (INSTANCES, "pins.by_table", "erasures.instances")
+"""The parts keyed by an instance's id: what a fold asks of the ids its events name. Of the
+archive it asks only whether an id it creates was taken (``core.tables.CREATES``)."""
+BY_NAME = ("tables.bindings", "tables.dropped")
+"""The parts keyed by a table's name: what a fold asks of the names its events name, and of the
+names of the instances they name (a purge or a database drop names only ids)."""
 _STREAMS = MapOf(PLAIN)
 _INSTANCES_FIELD = attrs.fields_dict(Tables)["instances"]
 
@@ -148,6 +155,49 @@ def load_keyed(head: bytes, tip: str | None, part: Callable[[str], Source], stam
         raise
     except (ValueError, KeyError, TypeError) as exc:
         raise SnapshotMismatch(f"the snapshot's head does not fit this release: {exc}") from None
+
+
+def prefetch(state: State, rows: Iterable[events.Row]) -> None:
+    """Before a fold of stored ``rows`` on top of ``state`` read from a stored state (``as_of``):
+    read, many to a statement, the entries of ``BY_ID`` and ``BY_NAME`` the fold will ask for, by
+    the ids and names its events carry. Asked one key at a time they were a few thousand point
+    reads and then, past a sixteenth of a part, a read of the whole part with every version along
+    its chain (at the worst point of a million events' churn: 13,234 instances, 8,084 names and
+    10,241 dropped names asked; three whole parts of 136,000-239,000 rows, 0.8 s of 1.3 s).
+    Only a saving: a key not fetched here is read when asked for, as before."""
+    try:
+        ids, created, names = _named(rows)
+    except (LedgerError, TypeError, ValueError, KeyError, AttributeError):
+        return  # the fold that follows finds, and names, what is wrong with the rows
+    parts = {part: codec.entries(value) for part, codec, value in _fields(state)}
+    for part in BY_ID:
+        lazy.prefetch(parts[part], ids)
+    lazy.prefetch(parts[ARCHIVE], created)
+    instances = parts[INSTANCES]
+    names.update(found.name for found in map(instances.get, ids) if found is not None)
+    for part in BY_NAME:
+        lazy.prefetch(parts[part], names)
+
+
+def _named(rows: Iterable[events.Row]) -> tuple[set[str], set[str], set[str]]:
+    """The instance ids (``table_id``, ``table_ids``), those created, and the table names (``name``)
+    the events of ``rows`` (``(seq, stream, version, type, schema_version, time, actor, payload)``) carry."""
+    ids: set[str] = set()
+    created: set[str] = set()
+    names: set[str] = set()
+    decode = events.decode_event
+    for row in rows:
+        event = decode(row[0], row[3], row[4], row[7])
+        one, many, name = (getattr(event, field, None) for field in ("table_id", "table_ids", "name"))
+        if isinstance(one, str):
+            ids.add(one)
+            if row[3] in CREATES:
+                created.add(one)
+        if isinstance(many, tuple):
+            ids.update(many)
+        if isinstance(name, str):
+            names.add(name)
+    return ids, created, names
 
 
 def _decoder(codec: KeyedCodec) -> Callable[[str, bytes], Any]:
