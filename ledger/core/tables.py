@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..names import database_name, database_of, table_id, table_name
 from .concern import Concern, Decision, corrupt, mapping
-from .events import Row, as_ids, decode_event, event
+from .events import as_ids, event
 from .fold import set_or_delete
 from .streams import CATALOG_STREAM, catalog_stream, catalog_streams
 
@@ -53,13 +53,8 @@ class TableCreated:
 
 
 CREATES = ("TableCreated",)
-"""The stored type of the event that makes an instance (``ids_created``)."""
-
-
-def ids_created(rows: Iterable[Row]) -> list[str]:
-    """The instance ids the stored rows ``(seq, stream, version, type, schema_version, time, actor,
-    payload)`` create: the fold of them asks of each whether it is taken (``_on_created``)."""
-    return [decode_event(r[0], r[3], r[4], r[7]).table_id for r in rows if r[3] in CREATES]
+"""The stored type of the event that makes an instance: the fold asks of each id it creates
+whether it is taken (``_on_created``), so a read ahead of the fold asks the archive of those ids."""
 
 
 @event("TableDropped")
