@@ -489,7 +489,14 @@ def test_r20_a_purge_of_200000_files_leaves_the_drivers_memory_flat(spark, led, 
     """200,000 files in 200 folders of one dropped table: every one is in the receipt, yet the
     driver never held their list (Python's own count of what it allocated, at its peak, stays far
     below what 200,000 keys and sizes take in memory). The tasks write their parts to the run's
-    scratch folder; the driver records them a few at a time."""
+    scratch folder; the driver records them a few at a time. A small vacuum runs first, so that
+    what the first vacuum of a process allocates once (its modules, Spark's first job of the kind)
+    is not counted as the files': run alone, that put the peak at 1.03 of the bound."""
+    warm = led.create_table("sales.warm")
+    warmed = put_files(warm.location, 10, folders=2)
+    led.drop_table("sales.warm")
+    clock.advance(WEEK * 2)
+    assert vacuum(spark, led).files == len(warmed)
     table = led.create_table("sales.huge")
     made = put_files(table.location, 200_000, folders=200)
     led.drop_table("sales.huge")
@@ -504,4 +511,4 @@ def test_r20_a_purge_of_200000_files_leaves_the_drivers_memory_flat(spark, led, 
     receipt = led.receipt(report.run_id)
     assert receipt.files == 200_000 == report.files and receipt.bytes == sum(made.values())
     assert peak < as_list / 10, (peak, as_list)
-    assert led.verify().receipted == 200_000
+    assert led.verify().receipted == 200_000 + len(warmed)
