@@ -206,6 +206,12 @@ class SealedPart:
         self._gen, self._base, self._part = generation.gen, generation.base, part
         self._chain = chain
 
+    @property
+    def depth(self) -> int:
+        """The generations a pass over the part reads: every version of every key along its chain
+        (``lazy.WHOLE`` weighs a pass by it)."""
+        return len(self._chain)
+
     def _newest(self, rows: Iterable[tuple[int, object]]) -> object:
         """Of ``(gen, value)`` rows, newest first, the value of the newest of the chain (None: none)."""
         chain = self._chain

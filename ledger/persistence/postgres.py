@@ -843,11 +843,6 @@ class PostgresPart(SealedPart):
         super().__init__(store.path, generation, part, chain)
         self._store = store
 
-    @property
-    def depth(self) -> int:
-        """The generations a pass over the part reads (``lazy.WHOLE``)."""
-        return len(self._chain)
-
     def get(self, key: str) -> bytes | None:
         exists, value = self._store._run(lambda c: _one(
             c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %(gen)s), "

@@ -700,11 +700,6 @@ class SQLitePart(SealedPart):
         super().__init__(store.path, generation, part, chain)
         self._store = store
 
-    @property
-    def depth(self) -> int:
-        """The generations a pass over the part reads (``lazy.WHOLE``)."""
-        return len(self._chain)
-
     def get(self, key: str) -> bytes | None:
         store = self._store
         with store._lock, translate_errors(store.path):

@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Sequence
 import attrs
 from pyspark.sql import SparkSession
 
-from ledger import InvalidName, TableExists
+from ledger import TableExists
 
 from ..session import is_connect
 from ..tables import spark_uri
@@ -592,9 +592,9 @@ class _Jvm:
         ident = self._ident(view.database, view.name)
         entry, made = self._entry(template, ident, view.text, view.schema, holder)
         if new:
-            template.wire.call(self._catalog.createTable, entry, False, False)
+            self._wire.call(self._catalog.createTable, entry, False, False)
         else:  # in one step: a query in another thread never finds the name missing
-            template.wire.call(self._catalog.alterTable, entry)
+            self._wire.call(self._catalog.alterTable, entry)
         self._handles[view.key] = (ident, entry, *made)
 
     def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
@@ -639,8 +639,8 @@ class _Jvm:
         schema = self._schemas.get(schema_json)
         if schema is None:
             schema = self._schemas[schema_json] = template.parse_type(schema_json)
-        properties = template.wire.call(template.properties.updated, HOLDER, holder.text())
-        wrapped = template.wire.call(template.some, text)
+        properties = self._wire.call(template.properties.updated, HOLDER, holder.text())
+        wrapped = self._wire.call(template.some, text)
         changed = {"identifier": ident, "schema": schema, "properties": properties, "viewText": wrapped,
                    "viewOriginalText": wrapped}
         return template.copy(changed), (wrapped, properties)
