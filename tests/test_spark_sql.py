@@ -939,6 +939,31 @@ def test_a_view_nothing_holds_any_more_is_taken_over_and_its_old_session_lets_it
         detach(second, named)
 
 
+def test_a_view_taken_over_leaves_no_table_of_its_old_session_behind_and_that_session_shows_it_again_later(
+        spark, second, named: Ledger) -> None:
+    """A taken-over view's version table (Connect; a classic view of many files too) was its old
+    session's, which ended without ``detach`` or let its pins lapse: nothing else would ever drop
+    it, so the takeover does, and that session's database of them once empty. A session that still
+    runs makes its database again when it shows the name again, after the other detaches."""
+    write_table(frame(spark, 0, 2), named, "sales.orders")
+    assert attach(second, named) == ["sales.orders"]
+    before = [t for t in version_tables(spark) if ".v_" in t]
+    assert len(before) == (1 if is_connect(spark) else 0)
+    named.release_pins([p.id for p in named.pins()])
+    try:
+        assert attach(spark, named) == ["sales.orders"]
+        after = [t for t in version_tables(spark) if ".v_" in t]
+        assert len(after) == len(before) and not set(after) & set(before)
+        assert len({t.split(".")[0] for t in version_tables(spark)}) == len(after)  # its database gone too
+        assert detach(spark, named) == ["sales.orders"]
+        assert refresh(second, named) == ["sales.orders"]
+        assert ids(second.table("sales.orders")) == [0, 1] and [p.table for p in named.pins()] == ["sales.orders"]
+        assert len([t for t in version_tables(spark) if ".v_" in t]) == len(before)
+    finally:
+        detach(second, named)
+    assert version_tables(spark) == []
+
+
 def test_r24_statements_run_as_scripts_say_which_failed_and_still_run_where_scripts_are_refused(spark, second) -> None:
     """Attach sends its statements as SQL scripts, several at a time; a script stops at its first
     failing statement, so which one failed, and why, comes from running that script's statements
@@ -986,3 +1011,4 @@ def test_r24_a_connect_session_that_has_ended_is_said_in_one_line_and_pins_nothi
     assert named.pins() == [] and len(named.history()) == after  # nothing pinned, nothing recorded
     assert attach(spark, named) == ["sales.orders"]  # a live session takes the unheld view over
     assert ids(spark.table("sales.orders")) == [0, 1, 2]
+    assert len(version_tables(spark)) == 1  # the ended session's table of the version went with its view

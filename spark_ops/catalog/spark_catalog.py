@@ -66,6 +66,8 @@ FILES_DATABASE = "retention_ledger_"
 """The start of the name of an attachment's database of version tables (``_Sql``), which ends with
 the attachment's id."""
 RESERVED = "RESERVED_DATABASE_NAME"
+_GONE = ("SCHEMA_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND")
+"""Spark's error classes for a statement naming a database, or a table, that is not there."""
 SHOWN_PER_QUERY = 200
 """Names asked about in one ``SHOW TABLE EXTENDED`` (each answer carries the view's text)."""
 
@@ -129,6 +131,7 @@ class SparkCatalog:
         self._threshold: int | None = None
         self._backend: _Sql | _Jvm = self._jvm or self._sql
         self._reserved: dict[str, str] = {}  # a database Spark refused -> why
+        self._taken: dict[str, Holder] = {}  # a name ``claim`` found unheld -> whose view it was
 
     def holder(self, pin: str | None) -> Holder:
         return Holder(self.ledger, self.attachment, pin)
@@ -145,6 +148,7 @@ class SparkCatalog:
         free: set[str] = set()
         lost: set[str] = set()
         pins: set[str] | None = None
+        self._taken = {}
         for name in names:
             if name not in held:
                 free.add(name)
@@ -155,7 +159,8 @@ class SparkCatalog:
             if holder is not None and holder.ledger == self.ledger:
                 pins = live_pins() if pins is None else pins
                 if holder.pin is None or holder.pin not in pins:
-                    continue  # nothing holds it: the session that showed it ended, or let its pin lapse
+                    self._taken[name] = holder  # nothing holds it: the session that showed it ended, or let
+                    continue                    # its pin lapse
             if name in mine:
                 lost.add(name)
                 continue
@@ -213,6 +218,9 @@ class SparkCatalog:
             done.update(self._put_entries(by_entry, free))
         if by_sql:
             done.update(zip((v.key for v in by_sql), self._sql.put(by_sql, self.holder)))
+        taken = [self._taken.pop(v.key) for v in views if done[v.key] is None and v.key in self._taken]
+        if taken:
+            self._sql.clear_behind(taken)
         return [done[v.key] for v in views]
 
     def _put_entries(self, views: Sequence[View], free: set[str]) -> dict[str, Exception | None]:
@@ -347,6 +355,20 @@ class _Sql:
         self.settle(views, tables, done, failed)
         return [done[v.key] for v in views]
 
+    def clear_behind(self, holders: Sequence[Holder]) -> None:
+        """Drop the version tables that views just taken over read (``holders``: whose those views
+        were). Their attachment's session ended without ``detach`` (or let its pins lapse), so
+        nothing else drops them: on a Connect server, whose catalog outlives every client, each
+        killed notebook would leave its tables there for good, each over files no pin holds any
+        more. A table is read by the one view of its pin, so the view replaced, nothing reads it.
+        The attachment's database goes too once empty; should that session still run, it makes
+        the database again for its next table (``_make_tables``)."""
+        tables = [f"{quote(FILES_DATABASE + h.attachment)}.{quote('v_' + h.pin)}" for h in holders if h.pin]
+        self.statements.run([f"DROP TABLE IF EXISTS {table}" for table in tables])
+        for database in sorted({FILES_DATABASE + h.attachment for h in holders}):
+            if database != self.files_database:
+                self.drop_database_if_empty(database)
+
     def tables_for(self, views: Sequence[View]) -> tuple[dict[str, str | None], dict[str, Exception]]:
         """Make the version table each of ``views`` will read: the tables by view name (None: it
         reads its files or folder itself), and the failures."""
@@ -385,7 +407,18 @@ class _Sql:
         return view.files.text(source=table)
 
     def _make_tables(self, tables: dict[str, tuple[str, View]]) -> dict[str, Exception]:
-        """Create each version table; the failures, by view name."""
+        """Create each version table; the failures, by view name. Another session that took over
+        this one's views dropped the tables they read (``clear_behind``), and the database once
+        empty: a table made ``LIKE`` one of those, or in that database, is refused; then the
+        database is made again if need be, and each table's columns written out anew, once."""
+        failed = self._make_tables_once(tables)
+        if self._files_database_made and any(gone in str(error) for error in failed.values() for gone in _GONE):
+            self._files_database_made = False
+            self._columns.clear()
+            failed = self._make_tables_once(tables)
+        return failed
+
+    def _make_tables_once(self, tables: dict[str, tuple[str, View]]) -> dict[str, Exception]:
         if not tables:
             return {}
         if not self._files_database_made:
