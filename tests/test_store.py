@@ -10,6 +10,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -92,6 +95,41 @@ class SQLiteOnly:
 
         assert [(r[0], r[2], r[5], r[7]) for r in rows_of(store)] == [
             (1, 1, T, '{"x":1}'), (2, 2, T + 2, '{"x":2}'), (3, 3, T + 3, '{"x":3}')]
+        assert_chained(store)
+
+    # --- a single event on the tip (the last row this connection appended) ----------------------
+
+    def test_a_single_event_on_the_tip_is_one_statement(self, store: SQLiteStore) -> None:
+        """Once this connection has appended alone, the next single event that follows its own is
+        one INSERT, its own transaction; a first append, or one on a head the caller did not see
+        from here, reads the head in a transaction."""
+        statements: list[str] = []
+        store.connection.set_trace_callback(statements.append)
+        store.append([event("s1")], {"s1": 0}, T, ACTOR, expected_head=0)
+        first = list(statements)
+        statements.clear()
+        store.append([event("s1", '{"x":2}')], {"s1": 1}, T + 1, ACTOR, expected_head=1)
+        store.connection.set_trace_callback(None)
+
+        assert first[0] == "BEGIN IMMEDIATE" and first[-1] == "COMMIT" and len(first) == 4
+        assert len(statements) == 1 and statements[0].startswith("INSERT INTO events")
+        assert [(r[0], r[2], r[5]) for r in rows_of(store)] == [(1, 1, T), (2, 2, T + 1)]
+        assert_chained(store)
+
+    def test_a_head_behind_the_tip_is_not_written_past(self, store: SQLiteStore) -> None:
+        """The tip is this connection's memory, not the log: should the head be anything else (here
+        the last row taken out by hand, the append-only trigger lifted), the event follows the head
+        that is there, with no gap in the sequence and chained to it (R16)."""
+        store.append([event("s1")], {"s1": 0}, T, ACTOR, expected_head=0)
+        store.append([event("s2")], {"s2": 0}, T + 1, ACTOR, expected_head=1)  # the tip: event 2
+        db = store.connection
+        db.execute("DROP TRIGGER events_no_delete")
+        db.execute("DELETE FROM events WHERE seq = 2")
+        store._create_triggers()
+
+        store.append([event("s1", '{"x":2}')], {"s1": 1}, T + 2, ACTOR, expected_head=2)
+
+        assert [(r[0], r[1], r[2]) for r in rows_of(store)] == [(1, "s1", 1), (2, "s1", 2)]
         assert_chained(store)
 
 
@@ -293,6 +331,32 @@ class TestFileEventStore(SQLiteOnly, EventStoreContract):
 
         assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s1", 1, 2)
         assert [r[7] for r in rows_of(a)] == ['{"x":1}', '{"by":"b"}']
+
+    def test_a_tip_another_process_appended_after_is_not_trusted(self, store: SQLiteStore, tmp_path: Path) -> None:
+        """Another process appends after this connection's tip: an append decided on the tip lands
+        after that process's event, chained to it, when the stream it read has not moved, and is
+        refused when it has (R4, R16); the tip is not used again until this connection appends alone."""
+        store.append([event("s1")], {"s1": 0}, T, ACTOR, expected_head=0)
+        store.append([event("s2")], {"s2": 0}, T + 1, ACTOR, expected_head=1)  # the tip: event 2
+        other = textwrap.dedent(f"""
+            from ledger.persistence.contract import NewEvent
+            from ledger.persistence.sqlite import SQLiteStore
+            store = SQLiteStore({store.path!r})
+            store.append([NewEvent("s2", "Thing", 1, '{{"by":"other"}}')], {{"s2": 1}}, {T + 10}, "other")
+            store.close()
+        """)
+        done = subprocess.run([sys.executable, "-c", other], cwd=Path(__file__).parent.parent)
+        assert done.returncode == 0
+
+        with pytest.raises(Conflict) as caught:
+            store.append([event("s2", '{"by":"us"}')], {"s2": 1}, T + 2, ACTOR, expected_head=2)
+        assert (caught.value.stream, caught.value.expected, caught.value.actual) == ("s2", 1, 2)
+        store.append([event("s1", '{"by":"us"}')], {"s1": 1}, T + 3, ACTOR, expected_head=2)
+
+        assert [(r[0], r[1], r[2], r[5], r[7]) for r in rows_of(store)] == [
+            (1, "s1", 1, T, '{"x":1}'), (2, "s2", 1, T + 1, '{"x":1}'), (3, "s2", 2, T + 10, '{"by":"other"}'),
+            (4, "s1", 2, T + 11, '{"by":"us"}')]
+        assert_chained(store)
 
     def test_several_processes_never_both_win_the_same_version(self, tmp_path: Path) -> None:
         """Real processes, each round: all read the stream's version, then all append on

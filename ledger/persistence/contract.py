@@ -76,6 +76,29 @@ def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,
         last_seq = row[0]
 
 
+def chained_rows(events: Sequence[NewEvent], versions: dict[str, int], last_seq: int, moment: Micros, actor: str,
+                 previous_hex: str | None, version_of: Callable[[str], int] | None = None) -> list[Row]:
+    """The rows of ``events`` appended after event ``last_seq`` (hash ``previous_hex``; None: the log is
+    empty), timed from ``moment`` on, each with the next version of its stream and its chain hash:
+    what every backend that chains in the client writes. ``versions`` holds each stream's current
+    version (and is moved on); a stream it lacks is asked of ``version_of``."""
+    previous = GENESIS if previous_hex is None else bytes.fromhex(previous_hex)
+    rows = []
+    for offset, event in enumerate(events):
+        stream = event.stream
+        version = versions.get(stream)
+        if version is None:
+            if version_of is None:
+                raise KeyError(f"no version known for stream {stream!r}")
+            version = version_of(stream)
+        versions[stream] = version + 1
+        row = (last_seq + 1 + offset, stream, version + 1, event.type, event.schema_version, moment + offset,
+               actor, event.payload)
+        previous = event_hash(previous, *row)
+        rows.append((*row, previous.hex()))
+    return rows
+
+
 LEASE_PREFIX = "lease:"
 """Leases are meta rows (``lease:<name>`` -> ``{"holder": ..., "until": micros}``), beside the log."""
 

@@ -39,7 +39,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 import psycopg
 from psycopg import errors as pg
 
-from ..chain import GENESIS, event_hash
 from ..clock import Micros, iso
 from ..errors import (
     ClockSkew, Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound,
@@ -48,7 +47,7 @@ from ..errors import (
 from . import pgaddress
 from .contract import (
     MANY, MAX_CLOCK_SKEW, Appended, Generation, Gone, Lease, NewEvent, NoLedgerYet, Row, SealedPart,
-    LEASE_PREFIX, Snapshot, Store, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
+    LEASE_PREFIX, Snapshot, Store, chained_rows, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -495,7 +494,7 @@ class PostgresStore(Store):
                 any(e.stream not in conditions for e in events):
             return []
         last_seq, last_time, previous_hex = tip
-        rows = _chained(events, dict(conditions), last_seq, max(now, last_time + 1), actor, previous_hex)
+        rows = chained_rows(events, dict(conditions), last_seq, max(now, last_time + 1), actor, previous_hex)
         values = ", ".join(["(%s::bigint, %s::text, %s::bigint, %s::text, %s::integer, %s::bigint, %s::text, "
                             "%s::text, %s::text)"] * len(rows))
         # One statement, so one round trip and its own transaction: the lock, the rows (only if the
@@ -913,22 +912,6 @@ _SERVICE_FAULT = re.compile(r'service "[^"]*" not found|service file')
 """libpq's words when the address's service is not defined, or its service file is missing or unreadable."""
 _BAD_OPTION = re.compile(r'invalid (?:(?P<n1>\w+) value|integer value "[^"]*" for connection option "(?P<n2>\w+)"|'
                          r'connection option "(?P<n3>\w+)")')
-
-
-def _chained(events: Sequence[NewEvent], versions: dict[str, int], last_seq: int, moment: Micros, actor: str,
-             previous_hex: str | None) -> list[Row]:
-    """The rows of ``events`` appended after event ``last_seq`` (hash ``previous_hex``), each with the
-    next version of its stream (``versions`` holds each stream's current one) and its chain hash."""
-    previous = GENESIS if previous_hex is None else bytes.fromhex(previous_hex)
-    rows = []
-    for offset, event in enumerate(events):
-        version = versions[event.stream] + 1
-        versions[event.stream] = version
-        row = (last_seq + 1 + offset, event.stream, version, event.type, event.schema_version, moment + offset,
-               actor, event.payload)
-        previous = event_hash(previous, *row)
-        rows.append((*row, previous.hex()))
-    return rows
 
 
 _SERVER_NOW = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"

@@ -4,8 +4,10 @@ that imports ``sqlite3``. It knows streams, versions and bytes; not tables.
 How it keeps the contract (``contract``; tested by ``tests/test_store.py`` without any domain code):
 
 * ``append(events, conditions, now, actor)`` writes every event in one
-  ``BEGIN IMMEDIATE`` transaction, if and only if every stream in
-  ``conditions`` is still at its expected version (0: the stream has no events).
+  ``BEGIN IMMEDIATE`` transaction (a single event on the tip: one statement, its own
+  transaction, that lands only if the head is still the row this connection last wrote),
+  if and only if every stream in ``conditions`` is still at its expected version (0: the
+  stream has no events).
   Streams may be conditioned without being written. A refusal raises
   ``Conflict`` naming the stream that moved, and writes nothing.
 * Each event gets the next global sequence number, the next version of its
@@ -34,12 +36,12 @@ import threading
 import time
 from typing import Iterator, Mapping, Sequence
 
-from ..chain import GENESIS, chain, event_hash
+from ..chain import GENESIS, chain
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
     CHAIN_FORMAT, MANY, Appended, Generation, Gone, Lease, NewEvent, Row, Snapshot, SealedPart, Store,
-    LEASE_PREFIX, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
+    LEASE_PREFIX, chained_rows, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -56,6 +58,10 @@ _EVENT_LOG_VIEW_V1 = _EVENT_LOG_VIEW.replace(", hash FROM", " FROM")
 _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _HASHED = _COLUMNS + ", hash"
 _INSERT_EVENT = f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_ON_TIP = (f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+                  "CASE WHEN (SELECT max(seq) FROM events) = ? THEN ? END)")
+"""One event whose row was computed from the tip (``_append_on_tip``): its hash is NULL, which the
+column refuses, unless the log's head is still the tip."""
 
 
 _GENERATIONS = (
@@ -89,6 +95,9 @@ class SQLiteStore(Store):
         """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
         self._lock = threading.RLock()
         self._data_version = -1
+        self._tip: tuple[int, Micros, str] | None = None
+        """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
+        another connection wrote since (``_append_on_tip`` checks)."""
         self._exclusive = False
         self.format = 0
         """The file's format version (``FORMAT_VERSION``, or 1 for a file not yet upgraded)."""
@@ -342,20 +351,66 @@ class SQLiteStore(Store):
             raise ValueError("append needs at least one event")
         with self._lock:  # the hot path: try/except here, not the transaction() helper
             db = self._db
-            if self._exclusive:  # inside exclusive(): its transaction is ours
+            if self._exclusive:  # inside exclusive(): its transaction is ours (and may yet roll back)
+                self._tip = None
                 rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
                 return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
-            try:
-                db.execute("BEGIN IMMEDIATE")
+            on_tip = self._append_on_tip(db, events, conditions, now, actor, expected_head, blobs)
+            if on_tip is not None:
+                rows = on_tip
+            else:
                 try:
-                    rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
-                    db.execute("COMMIT")
-                except BaseException:
-                    self._rollback()
-                    raise
-            except sqlite3.Error as exc:
-                raise _translate(self.path, exc) from exc
-        return Appended([(r[0], r[1], r[2], r[5]) for r in rows], rows[0][0] - 1)
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        rows = self._insert(db, events, conditions, now, actor, expected_head, blobs)
+                        db.execute("COMMIT")
+                    except BaseException:
+                        self._rollback()
+                        raise
+                except sqlite3.Error as exc:
+                    raise _translate(self.path, exc) from exc
+            previous = rows[0][0] - 1
+            # Worth trying next time only if no other writer appended between the caller's state and
+            # this append: where one does, the tip's statement would be refused before the transaction.
+            last = rows[-1]
+            self._tip = (last[0], last[5], last[8]) if expected_head == previous else None
+        return Appended([(r[0], r[1], r[2], r[5]) for r in rows], previous)
+
+    def _append_on_tip(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
+                       now: Micros, actor: str, expected_head: int | None,
+                       blobs: Mapping[str, bytes] | None) -> list[Row] | None:
+        """A single event appended by a writer that appends alone, in one statement that is its own
+        transaction: its row computed from the tip (the last row this connection appended), written
+        only if the log's head is still the tip. None (nothing written) if it is not, or if the
+        append needs more than the tip tells (several events, a stream it does not condition on,
+        attachments, a transaction already open): then the transaction appends it.
+
+        The caller decided on the log as this store last left it (``expected_head`` is the tip), so
+        no conditioned stream can have moved unless the log grew. The statement takes the write lock
+        before it reads, as ``BEGIN IMMEDIATE`` does, and checks the head with the write: a head that
+        is not the tip (another connection or process appended, or the log is not what this
+        connection wrote) leaves the hash NULL, which the column refuses, so nothing lands. It
+        replaces four statements (``BEGIN IMMEDIATE``, the head's read, the insert, ``COMMIT``):
+        about 53,000 instructions against 69,000 a command (callgrind, synchronous=OFF). Checking
+        the head as ``INSERT ... SELECT ... WHERE`` instead costs more than it saves (86,000):
+        SQLite copies the selected row to a temporary table first, as it reads the table it
+        writes."""
+        tip = self._tip
+        if tip is None or expected_head != tip[0] or blobs or len(events) != 1 or db.in_transaction \
+                or events[0].stream not in conditions:
+            return None
+        last_seq, last_time, previous_hex = tip
+        rows = chained_rows(events, dict(conditions), last_seq, max(now, last_time + 1), actor, previous_hex)
+        row = rows[0]
+        try:
+            db.execute(_INSERT_ON_TIP, (*row[:8], last_seq, row[8]))
+        except sqlite3.IntegrityError:
+            self._tip = None  # the head is not the tip: the transaction reads it and decides
+            return None
+        except sqlite3.Error as exc:
+            self._tip = None
+            raise _translate(self.path, exc) from exc
+        return rows
 
     def _insert(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
                 now: Micros, actor: str, expected_head: int | None,
@@ -365,7 +420,6 @@ class SQLiteStore(Store):
                                      "writable with Ledger.open once to upgrade it, then append")
         head = db.execute("SELECT seq, time, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         last_seq, last_time, previous = head if head else (0, 0, None)
-        previous = GENESIS if previous is None else bytes.fromhex(previous)
         versions: dict[str, int] = dict(conditions)
         if expected_head is None or expected_head != last_seq:
             for stream, expected in conditions.items():
@@ -376,17 +430,8 @@ class SQLiteStore(Store):
                         f"and is now at {actual}",
                         stream=stream, expected=expected, actual=actual,
                     )
-        time = max(now, last_time + 1)
-        rows = []
-        for offset, event in enumerate(events):
-            version = versions.get(event.stream)
-            if version is None:
-                version = self._version(db, event.stream)
-            versions[event.stream] = version + 1
-            row = (last_seq + 1 + offset, event.stream, version + 1, event.type,
-                   event.schema_version, time + offset, actor, event.payload)
-            previous = event_hash(previous, *row)
-            rows.append((*row, previous.hex()))
+        rows = chained_rows(events, versions, last_seq, max(now, last_time + 1), actor, previous,
+                            lambda stream: self._version(db, stream))
         self.insert_rows(db, rows)
         if blobs:
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
