@@ -909,6 +909,31 @@ def test_r16_a_full_stored_state_with_an_entry_turned_into_a_deletion_is_caught_
         assert led.maintain().written >= 1 and led.verify().generations_discarded == 0
 
 
+def test_r16_a_full_stored_state_that_repeats_an_entry_in_place_of_another_disagrees(tmp_path: Path) -> None:
+    """``verify`` compares a generation's rows as they come (a list of keys and one of bytes a
+    part), not gathered into a dict: rows that repeat one entry in place of another (as many rows
+    as the fold has entries, each as the fold has it) must still disagree. No store lets a
+    generation hold a key twice (its primary key), so the rows are given as a store would hand
+    them, to the comparison itself."""
+    from ledger.persistence import checks
+
+    path = tmp_path / "l.db"
+    build_small(path, history_every=5)
+    with Ledger.open(path, create=False) as led:
+        store = led.store
+        full = next(g for g in store.generations() if g.gen == g.base)
+        rows = store.generation_entries(full)
+        folded = snapshot.Folded()
+        for _ in folded.stops(State(), lambda after, upto: store.read(after, upto=upto), [full.seq]):
+            pass
+    assert checks._full_agrees(checks._by_part(rows), folded)
+    bound = [i for i, row in enumerate(rows) if row[0] == "tables.bindings"]
+    assert len(bound) >= 2
+    repeated = list(rows)
+    repeated[bound[1]] = rows[bound[0]]
+    assert not checks._full_agrees(checks._by_part(repeated), folded)
+
+
 def test_r16_r17_an_entry_damaged_where_as_of_reads_a_part_whole_heals_on_first_use(tmp_path: Path) -> None:
     """An ``as_of`` folding many drops on a stored state reads its names in one pass and checks
     each entry when the fold first asks for it: one damaged there heals the part from the log, as a

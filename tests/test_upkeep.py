@@ -204,10 +204,13 @@ def _said(run: subprocess.Popen[str]) -> dict:
 
 def test_r22_maintain_runs_once_at_a_time_the_other_says_which_runs(long_ledger: Path, tmp_path: Path) -> None:
     path = copy(long_ledger, tmp_path / "l.db")
+    # The second is started and opens the ledger first, and is told to go once the first holds the
+    # lease: started after it, on a busy machine its start-up outlasted the first's whole run.
+    second = _maintain(path, 1_000, 0.0, wait=True)
+    assert second.stdout is not None and second.stdout.readline().startswith("ready")
     first = _maintain(path, 1_000, 0.3)
     assert first.stdout is not None and first.stdout.readline().startswith("progress")  # it holds the lease
-    second = _maintain(path, 1_000, 0.0)
-    out, err = second.communicate(timeout=120)
+    out, err = second.communicate("go\n", timeout=120)
     said = json.loads(out.strip().splitlines()[-1])
     assert said["done"] is False and said["written"] == 0 and "pid" in said["holder"], (out, err)
     rest, _ = first.communicate(timeout=300)
