@@ -217,30 +217,3 @@ def test_keys_fetched_ahead_from_a_small_part_read_it_in_one_pass() -> None:
     healed = OverlayMap(StoredEntries(short, lambda key, data: int(data), 2, "g1", log))
     healed.base.prefetch(["b"])
     assert healed["b"] == 2 and log.calls == 1 and healed.base.stamp is None
-
-
-def test_objects_made_while_the_collector_is_paused_are_left_to_full_collections() -> None:
-    """A fold makes millions of objects with the collector paused (``collector``); left young, the
-    first young collections after the pause scanned them all. They go to the oldest generation;
-    the collector is back on; and a program's own frozen objects stay frozen."""
-    import gc
-
-    from ledger.persistence import collector
-
-    assert gc.isenabled()
-    gc.collect()  # the generations' counts at nought: the young collection below is the first after the pause
-    with collector.paused():
-        made = [[i] for i in range(1000)]
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    young = {id(o) for generation in (0, 1) for o in gc.get_objects(generation=generation)}
-    assert not any(id(m) in young for m in made)
-    kept = [[i] for i in range(10)]
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        with collector.paused():
-            assert kept
-        assert gc.get_freeze_count() == frozen and gc.isenabled()
-    finally:
-        gc.unfreeze()

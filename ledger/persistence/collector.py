@@ -24,18 +24,4 @@ def paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            _aged()
             gc.enable()
-
-
-def _aged() -> None:
-    """Every object the paused work made moved to the oldest generation, where only a full
-    collection looks at it. Left young, they were all scanned by the first young collection after
-    the pause, and again by the next middle one (the collector counts them as they are made, paused
-    or not): about 0.36 s of CPU for a million small records (load 27), right after ``verify``'s
-    fold and inside ``as_of``'s ``tables()``; moved, nothing. A full collection still frees any
-    cycle among them. Not when the program froze objects itself (``gc.freeze``, as a server does
-    before it forks): moving its frozen objects back would undo that."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
