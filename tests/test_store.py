@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,12 +20,15 @@ from typing import Any, Iterator
 
 import pytest
 
-from ledger.chain import ChainCheck
+from ledger import Ledger
+from ledger.chain import ChainCheck, event_hash
 from ledger.errors import Conflict, IncompatibleLedger, LedgerCorrupt
 from ledger.persistence.contract import NewEvent, SnapshotGone, Store
 from ledger.persistence.sqlite import FORMAT_VERSION, SQLiteStore
 
 from .store_contract import ACTOR, T, EventStoreContract, append_n, event, rows_of, seqs
+
+FORMAT1 = Path(__file__).parent / "data" / "format1-0.1.0.db"
 
 
 class SQLiteOnly:
@@ -133,11 +137,57 @@ class SQLiteOnly:
         assert_chained(store)
 
 
+    def test_a_head_replaced_under_the_tip_by_as_many_rows_is_not_chained_past(self, store: SQLiteStore) -> None:
+        """Should the head be another row of the tip's number (a file restored under the connection,
+        a row rewritten by hand), the event chains to the row that is there, not to the tip this
+        connection remembers (R16): the statement checks the head's hash, not its number alone."""
+        store.append([event("s1")], {"s1": 0}, T, ACTOR, expected_head=0)
+        store.append([event("s2")], {"s2": 0}, T + 1, ACTOR, expected_head=1)  # the tip: event 2
+        db = store.connection
+        first = bytes.fromhex(db.execute("SELECT hash FROM events WHERE seq = 1").fetchone()[0])
+        other = (2, "s3", 1, "Thing", 1, T + 5, "someone", '{"x":9}')
+        db.execute("DROP TRIGGER events_no_delete")
+        db.execute("DELETE FROM events WHERE seq = 2")
+        db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*other, event_hash(first, *other).hex()))
+        store._create_triggers()
+
+        store.append([event("s1", '{"x":2}')], {"s1": 1}, T + 2, ACTOR, expected_head=2)
+
+        assert [(r[0], r[1], r[2]) for r in rows_of(store)] == [(1, "s1", 1), (2, "s3", 1), (3, "s1", 2)]
+        assert_chained(store)
+
+
 class TestFileEventStore(SQLiteOnly, EventStoreContract):
     """The contract on a real SQLite file, plus what only a file can do."""
 
     def make_store(self, tmp_path: Path, **options) -> SQLiteStore:
         return SQLiteStore(str(tmp_path / "events.db"), **options)
+
+    def test_a_file_upgraded_from_format_1_never_takes_a_row_without_its_hash(self, tmp_path: Path) -> None:
+        """Its hash column was added by ``ALTER TABLE``, which adds it nullable, so a statement
+        whose hash is NULL when the head is not the tip would land there: such a file always
+        appends through the transaction that reads the head (here the head taken out by hand
+        behind the tip), and every row keeps its hash (R16)."""
+        path = tmp_path / "old.db"
+        shutil.copy(FORMAT1, path)
+        Ledger.open(path).close()  # upgrades it
+        store = SQLiteStore(str(path))
+        try:
+            head = store.count()
+            store.append([event("new1")], {"new1": 0}, T, ACTOR, expected_head=head)
+            store.append([event("new2")], {"new2": 0}, T + 1, ACTOR, expected_head=head + 1)
+            db = store.connection
+            db.execute("DROP TRIGGER events_no_delete")
+            db.execute("DELETE FROM events WHERE seq = ?", (head + 2,))
+            store._create_triggers()
+
+            store.append([event("new1", '{"x":2}')], {"new1": 1}, T + 2, ACTOR, expected_head=head + 2)
+
+            assert [(r[0], r[1], r[2]) for r in rows_of(store, head)] == [(head + 1, "new1", 1), (head + 2, "new1", 2)]
+            assert db.execute("SELECT count(*) FROM events WHERE hash IS NULL").fetchone()[0] == 0
+            assert_chained(store)
+        finally:
+            store.close()
 
     def test_file_stores_are_in_wal_mode(self, store: SQLiteStore, tmp_path: Path) -> None:
         assert store.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

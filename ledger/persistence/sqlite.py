@@ -59,9 +59,10 @@ _COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _HASHED = _COLUMNS + ", hash"
 _INSERT_EVENT = f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_ON_TIP = (f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-                  "CASE WHEN (SELECT max(seq) FROM events) = ? THEN ? END)")
+                  "CASE WHEN (SELECT hash FROM events ORDER BY seq DESC LIMIT 1) = ? THEN ? END)")
 """One event whose row was computed from the tip (``_append_on_tip``): its hash is NULL, which the
-column refuses, unless the log's head is still the tip."""
+column refuses, unless the log's head is still the tip's very row (its hash, not only its number:
+a file replaced under the connection may have as many rows)."""
 
 
 _GENERATIONS = (
@@ -96,6 +97,11 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._data_version = -1
         self._tip: tuple[int, Micros, str] | None = None
+        self._refuses_null_hash = False
+        """Whether the events' hash column refuses NULL, which ``_append_on_tip`` relies on to write
+        nothing when the head is not the tip: so in a file made by this release, not in one upgraded
+        from format 1, whose column ``upgrade_chain`` added (``ALTER TABLE`` adds it nullable). Read
+        with the schema; a single event then always takes the transaction where it is false."""
         """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
         another connection wrote since (``_append_on_tip`` checks)."""
         self._exclusive = False
@@ -131,6 +137,11 @@ class SQLiteStore(Store):
         self._db.execute(f"PRAGMA synchronous = {level}")
 
     def _ensure_schema(self) -> None:
+        self._ensure_schema_once()
+        self._refuses_null_hash = any(column[1] == "hash" and column[3]
+                                      for column in self._db.execute("PRAGMA table_info(events)"))
+
+    def _ensure_schema_once(self) -> None:
         if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
             self._check_format()
             self._upgrade()
@@ -373,7 +384,7 @@ class SQLiteStore(Store):
             # Worth trying next time only if no other writer appended between the caller's state and
             # this append: where one does, the tip's statement would be refused before the transaction.
             last = rows[-1]
-            self._tip = (last[0], last[5], last[8]) if expected_head == previous else None
+            self._tip = (last[0], last[5], last[8]) if expected_head == previous and self._refuses_null_hash else None
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], previous)
 
     def _append_on_tip(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
@@ -389,7 +400,8 @@ class SQLiteStore(Store):
         no conditioned stream can have moved unless the log grew. The statement takes the write lock
         before it reads, as ``BEGIN IMMEDIATE`` does, and checks the head with the write: a head that
         is not the tip (another connection or process appended, or the log is not what this
-        connection wrote) leaves the hash NULL, which the column refuses, so nothing lands. It
+        connection wrote) leaves the hash NULL, which the column refuses (``_refuses_null_hash``), so nothing
+        lands. It
         replaces four statements (``BEGIN IMMEDIATE``, the head's read, the insert, ``COMMIT``):
         about 53,000 instructions against 69,000 a command (callgrind, synchronous=OFF). Checking
         the head as ``INSERT ... SELECT ... WHERE`` instead costs more than it saves (86,000):
@@ -403,7 +415,7 @@ class SQLiteStore(Store):
         rows = chained_rows(events, dict(conditions), last_seq, max(now, last_time + 1), actor, previous_hex)
         row = rows[0]
         try:
-            db.execute(_INSERT_ON_TIP, (*row[:8], last_seq, row[8]))
+            db.execute(_INSERT_ON_TIP, (*row[:8], previous_hex, row[8]))
         except sqlite3.IntegrityError:
             self._tip = None  # the head is not the tip: the transaction reads it and decides
             return None
@@ -446,8 +458,9 @@ class SQLiteStore(Store):
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
 
     def insert_rows(self, db: sqlite3.Connection, rows: list[Row]) -> None:
-        """The one statement that writes events, inside the append's transaction. A subclass may
-        override it to inject a fault between the write and the commit (the crash tests do)."""
+        """The one statement that writes events inside the append's transaction (a single event on
+        the tip is its own transaction: ``_append_on_tip``). A subclass may override it to inject a
+        fault between the write and the commit (the crash tests do, with several events)."""
         if len(rows) == 1:  # a single-event command: ``execute`` costs less than ``executemany``'s set-up
             db.execute(_INSERT_EVENT, rows[0])
         else:
