@@ -41,6 +41,7 @@ Figures: ``benchmarks/attach_connect.py``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -56,6 +57,8 @@ from ..session import is_connect
 from ..tables import spark_uri
 from .statements import Statements
 from .text import VersionFiles, literal, quote
+
+log = logging.getLogger("spark_ops.attach")
 
 MARK = "retention_ledger"
 """The property that names the ledger a view shows (its address, without a password)."""
@@ -220,7 +223,11 @@ class SparkCatalog:
             done.update(zip((v.key for v in by_sql), self._sql.put(by_sql, self.holder)))
         taken = [self._taken.pop(v.key) for v in views if done[v.key] is None and v.key in self._taken]
         if taken:
-            self._sql.clear_behind(taken)
+            try:
+                self._sql.clear_behind(taken)
+            except Exception as exc:  # the views are in and must be recorded, whatever this left behind
+                log.warning("the version tables of %d view(s) taken over stay in Spark's catalog (%s); nothing "
+                            "reads them, and a later takeover or a DROP TABLE removes them", len(taken), exc)
         return [done[v.key] for v in views]
 
     def _put_entries(self, views: Sequence[View], free: set[str]) -> dict[str, Exception | None]:
