@@ -49,15 +49,21 @@ def _interpreter(folder: Path, dists: list[str]) -> str:
     return str(folder / "bin" / "python")
 
 
-def _link_distribution(name: str, site: Path) -> None:
+def _link_distribution(name: str, site: Path, seen: set[str] | None = None) -> None:
     """Put ``name``'s installed files (its RECORD) and those of what it requires on this Python
-    into ``site``, as pip would have."""
+    into ``site``, as pip would have; each distribution once."""
     from importlib.metadata import distribution
 
     from packaging.requirements import Requirement
 
+    seen = set() if seen is None else seen
+    if name.lower() in seen:
+        return
+    seen.add(name.lower())
     dist = distribution(name)
-    for file in dist.files or []:
+    if dist.files is None:
+        raise RuntimeError(f"{name} was installed without a RECORD of its files: the executors' venv cannot hold it")
+    for file in dist.files:
         source, target = Path(str(dist.locate_file(file))), site / file
         if ".." in file.parts or not source.is_file() or target.exists():
             continue  # a RECORD also names the scripts it put in bin/ (..), and files since gone
@@ -68,7 +74,7 @@ def _link_distribution(name: str, site: Path) -> None:
             shutil.copy2(source, target)
     for required in map(Requirement, dist.requires or []):
         if required.marker is None or required.marker.evaluate({"extra": ""}):
-            _link_distribution(required.name, site)
+            _link_distribution(required.name, site, seen)
 
 
 KINDS = ("classic", "connect")
