@@ -20,7 +20,7 @@ from .core.versions import Version, choose, parse_manifest
 from .errors import InvalidArgument, LedgerCorrupt, TableNotFound
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
 from .persistence.contract import EventStore
-from .persistence.snapshot import read_all
+from .persistence.snapshot import prefetch_instances, read_all
 from .views import FileEntry, TableInstance, TableVersion, WriteView
 
 
@@ -54,9 +54,10 @@ class Catalog(ABC):
         state = self._current()
         prefix = None if database is None else Scope.database(database).key + "."
         root = self._root(state)
-        return [TableInstance.of(state, state.tables.instances[i], root)
-                for name, i in sorted(state.tables.bindings.items())
-                if prefix is None or name.startswith(prefix)]
+        ids = [i for name, i in sorted(state.tables.bindings.items()) if prefix is None or name.startswith(prefix)]
+        prefetch_instances(state, ids)
+        instances = state.tables.instances
+        return [TableInstance.of(state, instances[i], root) for i in ids]
 
     def dropped_tables(self, *, database: str | None = None, name: str | None = None) -> list[TableInstance]:
         """Dropped, unpurged instances, newest drop first."""
