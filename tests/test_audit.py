@@ -1380,7 +1380,7 @@ def test_a_listing_of_tables_read_from_a_stored_state_reads_their_instances_many
         tmp_path: Path) -> None:
     """``tables()`` on a state read from a stored one asks an instance for every name it lists: they
     are read many to a statement first (``snapshot.prefetch_instances``), not one at a time (after
-    a fresh open of a million events' churn, 2,791 point reads for 3,627 tables). The listing is
+    a fresh open of a million events' churn, a point read for each of 3,627 tables). The listing is
     the one a fold of the log gives."""
     path = tmp_path / "l.db"
     with Ledger.open(path, clock=ManualClock(T0)) as led:
