@@ -68,6 +68,11 @@ TEMPLATE = "retention_ledger_template"
 FILES_DATABASE = "retention_ledger_"
 """The start of the name of an attachment's database of version tables (``_Sql``), which ends with
 the attachment's id."""
+DATABASE_NOTE = "made by retention-ledger's attach for the views it puts here; dropped once empty"
+"""The description of a database ``attach`` made. Whichever attachment of the ledger drops the last
+view in it drops the database: after a takeover, the session that made it (ended, or lapsed) shows
+nothing there any more, and the one that took its views over did not make it. A database made by
+anyone else (no such description) is never dropped."""
 RESERVED = "RESERVED_DATABASE_NAME"
 _GONE = ("SCHEMA_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND")
 """Spark's error classes for a statement naming a database, or a table, that is not there."""
@@ -268,11 +273,20 @@ class SparkCatalog:
         self._drop(self._mine(names), whole=False)
 
     def drop_all(self, names: Iterable[str], databases: Iterable[str]) -> None:
-        """Drop the attachment's views among ``names``, then those of ``databases`` (made by it)
-        left empty, then what else it made (``close``)."""
-        self._drop(self._mine(names), whole=True)
-        self.drop_databases_if_empty(databases)
+        """Drop the attachment's views among ``names``, then, left empty, those of ``databases``
+        (made by it) and those of the views dropped that an attach made (``DATABASE_NOTE``), then
+        what else it made (``close``)."""
+        mine = self._mine(names)
+        self._drop(mine, whole=True)
+        held = {name.split(".", 1)[0] for name in mine} - set(databases)
+        self.drop_databases_if_empty([*databases, *(d for d in held if self._made_by_attach(d))])
         self.close()
+
+    def _made_by_attach(self, database: str) -> bool:
+        try:
+            return self._spark.catalog.getDatabase(database).description == DATABASE_NOTE
+        except Exception:  # noqa: BLE001 - gone meanwhile (another session dropped it): nothing to drop
+            return False
 
     def _drop(self, names: list[str], *, whole: bool) -> None:
         self._backend.drop(names, whole=whole)
@@ -330,7 +344,8 @@ class _Sql:
         """Where the server puts any database (its warehouse folder): a folder of this process's
         would mean nothing to a server elsewhere. A view holds no data; the folder stays empty,
         and goes with the database."""
-        return self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(d)}" for d in databases])
+        return self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(d)} COMMENT {literal(DATABASE_NOTE)}"
+                                    for d in databases])
 
     def drop_database_if_empty(self, database: str) -> None:
         if self.spark.catalog.databaseExists(database) and \
@@ -662,7 +677,7 @@ class _Jvm:
             self._database_classes = (jvm.org.apache.spark.sql.catalyst.catalog.CatalogDatabase, jvm.java.net.URI,
                                       jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}))
         make, uri, no_properties = self._database_classes
-        return make(database, "", uri(where), no_properties)
+        return make(database, DATABASE_NOTE, uri(where), no_properties)
 
     def _ident(self, database: str, name: str) -> Any:
         held = self._handles.get(f"{database}.{name}")
