@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import attrs
 from vacuum_work import Plan, new_run_id
@@ -34,7 +34,7 @@ from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
-from .core.erasures import RequestErasure, considered
+from .core.erasures import RequestErasure, check_request as check_erasure_request, considered
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
@@ -288,9 +288,10 @@ class Ledger(Catalog):
         give them) and adds these: a partition overwrite, or an erasure's rewrite. The removed files
         stay named by the older versions, and go only when a vacuum expires those (R11, R13). A
         replace decided while another commit landed is decided again on the new current version, with
-        the same ``removes``; ``base`` (a replace only: the number of the version ``removes`` was
-        chosen from) refuses it instead with ``Conflict`` if the current version is no longer that one,
-        for a caller whose ``removes`` depend on the files (a partition overwrite chooses them again).
+        the same ``removes``; ``base`` (the number of the version ``removes`` was chosen from)
+        refuses it instead with ``Conflict`` if the current version is no longer that one, for a caller
+        whose ``removes`` depend on the files (a partition overwrite chooses them again); given to an
+        overwrite, it refuses the overwrite likewise (one that empties a table loses no append).
 
         ``schema`` (text, for Spark a StructType's JSON) is recorded with the version and read back
         with every read of it. An append (or a replace) whose schema is not the table's is
@@ -300,11 +301,13 @@ class Ledger(Catalog):
         if isinstance(removes, (str, bytes)) or not isinstance(removes, Iterable):
             raise InvalidArgument(f"removes must be paths of the current version's files, got {type(removes).__name__}")
         removed = tuple(removes)
-        if base is not None and (mode != "replace" or isinstance(base, bool) or not isinstance(base, int)):
-            raise InvalidArgument(f"base is the number of the version a replace's removes were chosen from, for "
-                                  f"mode='replace' only, not {base!r} with mode={mode!r}; nothing was recorded")
+        if base is not None and (mode == "append" or isinstance(base, bool) or not isinstance(base, int)):
+            raise InvalidArgument(f"base is the number of the version a replace's removes (or an overwrite) were "
+                                  f"chosen from, for mode='replace' or 'overwrite', not {base!r} with mode={mode!r}; "
+                                  "nothing was recorded")
         if mode != "replace":
-            number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed))
+            number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed,
+                                                 base))
             return self._version(self._write_view(write_id).table_id, number)
         for attempt in range(REPLACE_ATTEMPTS):
             current, base_files = self._replace_base(write_id)
@@ -521,30 +524,47 @@ class Ledger(Catalog):
     # --- erasure requests (R25) ---------------------------------------------------------------
 
     def request_erasure(self, name: str, *, predicate: str, reason: str, files: Iterable[tuple[str, int]],
-                        replaced_by: int | None = None) -> ErasureStatus:
+                        replaced_by: int | None = None, scanned: Mapping[str, int] | None = None) -> ErasureStatus:
         """Record erasure request of the rows ``predicate`` names in table ``name``, for ``reason`` (R25).
         ``files`` is the erasure set: ``(key, size)`` of every file that held such rows, keys relative
         to the warehouse root (``<table id>/_writes/...``), each a file of a kept version of the table
         or of a dropped instance of that name not yet purged; an empty set is recorded too (the request
         was answered). The current version must hold none of them: commit a replace without them first
         (``replaced_by``: its number; ``spark_ops.erase`` does both). From then on no read, restore,
-        undrop or pin reaches a version holding one (``VersionErased``). A file that is none of those is
-        ``InvalidArgument``, and nothing is recorded. Returns the request's status (``erasure``)."""
+        undrop or pin reaches a version holding one (``VersionErased``), and a pin on one ends (R25
+        wins over R21). ``scanned``: the instance ids the set was found in (the live one and the
+        dropped ones of the name), each with the number of its current version then (0: none); a
+        request whose name holds anything else now (a commit landed since) is ``Conflict``, decided
+        as it is appended: scan what was committed since and record again. A file that is none of
+        those is ``InvalidArgument``, and nothing is recorded. Returns the request's status
+        (``erasure``)."""
         if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
             raise InvalidArgument(f"files must be (key, size) pairs, got {type(files).__name__}; nothing was recorded")
+        if scanned is not None and not isinstance(scanned, Mapping):
+            raise InvalidArgument(f"scanned maps each instance id scanned to its current version's number, not "
+                                  f"{type(scanned).__name__}; nothing was recorded")
         wanted = _pairs(files)
         request_id = _new_id()
         for attempt in range(REPLACE_ATTEMPTS):
             seen, holders = self._holders(name, wanted)
+            if scanned is not None:
+                seen = tuple(sorted(scanned.items()))
             try:
-                self.runner.run(RequestErasure(request_id, name, predicate, reason, wanted, seen, holders,
-                                               replaced_by))
+                self.runner.run(lambda now: RequestErasure(request_id, name, predicate, reason, wanted, seen, holders,
+                                                           replaced_by, now))
             except Conflict:
-                if attempt + 1 == REPLACE_ATTEMPTS:
+                # With ``scanned``, what moved is the caller's to scan: the decision said so on the latest state.
+                if scanned is not None or attempt + 1 == REPLACE_ATTEMPTS:
                     raise
                 continue
             return self.erasure(request_id)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def check_erasure(self, name: str, *, predicate: str, reason: str) -> None:
+        """Refuse, typed, what ``request_erasure`` would refuse of the request itself (a name that is
+        not one, a predicate or reason that is not 1 to 10,000 characters of text without NUL),
+        before an engine rewrites anything: ``spark_ops.erase`` asks this first."""
+        check_erasure_request(name, predicate, reason)
 
     def _holders(self, name: str, wanted: tuple[tuple[str, int], ...]) -> tuple[
             tuple[tuple[str, int], ...], tuple[tuple[str, tuple[str, ...]], ...]]:

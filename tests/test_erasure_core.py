@@ -22,14 +22,18 @@ import attrs
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ledger import ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted, VersionErased
+from ledger import (
+    Conflict, ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted, PinEnded, VersionErased,
+)
 from ledger.errors import InvalidName, TableNotFound
 from tests.conftest import T0
+from tests.pg import MANUAL
 from vacuum_work import Part, Result
 from vacuum_work.leaves import leaf_input, tree_root
 
 DAY = timedelta(days=1)
 NAME = "crm.users"
+BOTH_STORES = True  # the tests that take ``ledger`` run on SQLite and on a PostgreSQL server (R18)
 
 
 @pytest.fixture
@@ -144,6 +148,55 @@ def test_r25_no_read_restore_undrop_or_pin_reaches_an_erased_version_and_each_re
         assert pin.version == 3
 
 
+def test_r25_an_erasure_takes_versions_never_the_table_dropped_it_comes_back_with_its_clean_current_version(
+        ledger: Ledger, clock) -> None:
+    """Issue 57 item 1: a table whose rows were erased (the current files rewritten, the older versions
+    erased) is dropped and undropped like any other (by name, by id, under a new name, pinned whole,
+    with its database), each time with its clean current version; its erased versions stay refused one
+    by one. On SQLite and PostgreSQL."""
+    ledger.create_table(NAME)
+    [a] = commit(ledger, "a", name=NAME)
+    clock.advance(DAY)
+    [c2] = commit(ledger, "c2", mode="replace", removes=(rel(a),), name=NAME)
+    table_id = ledger.table(NAME).id
+    status = ledger.request_erasure(NAME, predicate="user_id = 3", reason="GDPR", files=[(a, 10)], replaced_by=2)
+    assert status.versions == (f"{table_id}/1",)
+
+    def back(table) -> None:
+        assert table.id == table_id and table.current_version == 2
+        assert [f.path for f in ledger.version(table.name).files] == [rel(c2)]
+        with pytest.raises(VersionErased):
+            ledger.version(table.name, version=1)
+
+    ledger.drop_table(NAME)
+    back(ledger.undrop_table(NAME))
+    ledger.drop_table(NAME)
+    back(ledger.undrop_table(NAME, table_id=table_id))
+    ledger.drop_table(NAME)
+    back(ledger.undrop_table(NAME, table_id=table_id, new_name="crm.users_back"))
+    ledger.drop_table("crm.users_back")
+    with ledger.pin(table_id=table_id) as pin:  # a dropped instance pinned whole: its clean current version
+        assert pin.version == 2
+    back(ledger.undrop_table("crm.users_back", new_name=NAME))
+    ledger.drop_database("crm")
+    [undropped] = ledger.undrop_database("crm")
+    back(ledger.instance(undropped) if isinstance(undropped, str) else undropped)
+    ledger.verify()
+
+
+def test_r25_a_dropped_instance_whose_current_version_holds_an_erased_file_stays_dropped(led, clock) -> None:
+    """The undrop would make the erased file the table's again: refused, naming the request."""
+    led.create_table(NAME)
+    [x] = commit(led, "x")
+    led.drop_table(NAME)
+    request = led.request_erasure(NAME, predicate="id = 1", reason="r", files=[(x, 10)])
+    events = led.event_count()
+    for attempt in (lambda: led.undrop_table(NAME), lambda: led.pin(table_id=led.dropped_tables()[0].id)):
+        with pytest.raises(VersionErased, match=request.request_id):
+            attempt()
+    assert led.event_count() == events
+
+
 def test_r25_undrop_of_a_database_holding_an_erased_instance_is_refused(led, clock) -> None:
     led.create_table(NAME)
     [x] = commit(led, "x")
@@ -225,6 +278,108 @@ def test_r25_a_predicate_that_matches_nothing_records_the_request_with_an_empty_
     assert led.version(NAME).number == 1  # nothing made unreadable
     bundle = led.prove_erasure(status.request_id)
     assert bundle.files == () and bundle.proofs.answers == ()
+
+
+# --- R25 wins over R21: a pin on what a request erases ends with it ---------------------------------
+
+def test_r25_r21_a_pin_on_an_erased_version_ends_with_the_request_and_is_never_renewed(ledger: Ledger,
+                                                                                         clock) -> None:
+    """Issue 57 item 3: a reader's pin on version 1, taken before the request, holds nothing from the
+    moment the request lands (recorded with it, ``PinOverridden``): it is not listed, a renewal is
+    ``PinEnded`` saying why (one alone, or left out of a batch), and the mark moves past version 1.
+    A pin on a version the request left readable holds as before."""
+    ledger.create_table(NAME)
+    [a] = commit(ledger, "a")
+    clock.advance(DAY)
+    [b] = commit(ledger, "b", mode="overwrite")
+    clock.advance(DAY)
+    commit(ledger, "c", mode="overwrite")
+    on_1, on_2 = ledger.pin(NAME, version=1), ledger.pin(NAME, version=2)
+    request = ledger.request_erasure(NAME, predicate="user_id = 3", reason="GDPR", files=[(a, 10)])
+    assert [p.id for p in ledger.pins(NAME)] == [on_2.id]
+    [overridden] = ledger.history(type="PinOverridden")
+    assert overridden.data == {"pin_id": on_1.id, "table_id": ledger.table(NAME).id, "request_id": request.request_id}
+    assert overridden.seq == request.seq + 1  # one append with the request
+    events = ledger.event_count()
+    with pytest.raises(PinEnded, match=f"erasure request {request.request_id} erased the version it holds") as ended:
+        on_1.renew()
+    assert "R25" in str(ended.value) and "\n" not in str(ended.value)
+    assert [v.live for v in ledger.renew_pins([on_1.id, on_2.id])] == [False, True]
+    assert ledger.event_count() == events + 1  # the batch renewed only the pin that holds
+    ledger.advance_retention_mark(NAME, ledger.versions(NAME)[2].committed_at)  # past version 1: no pin holds it
+    with pytest.raises(Exception, match=on_2.id):
+        ledger.advance_retention_mark(NAME, ledger.versions(NAME)[1].committed_at)  # version 2's pin still holds
+    on_1.release()  # ended already: changes nothing
+    ledger.verify()
+
+
+def test_r25_r16_verify_refuses_a_pin_ended_for_a_request_that_did_not_erase_its_version(tmp_path: Path,
+                                                                                          clock) -> None:
+    from tests.forge import forge
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table(NAME)
+        [a] = commit(led, "a")
+        clock.advance(DAY)
+        commit(led, "b", mode="overwrite")
+        pin = led.pin(NAME, version=2)
+        request = led.request_erasure(NAME, predicate="p", reason="r", files=[(a, 10)])
+        table_id = led.table(NAME).id
+    forge(path, stream=f"data:{table_id}", type="PinOverridden",
+          payload=json.dumps({"pin_id": pin.id, "table_id": table_id, "request_id": request.request_id},
+                             separators=(",", ":")))
+    with pytest.raises(LedgerCorrupt, match="did not erase the version it holds"):
+        with Ledger.open(path, clock=clock) as led:  # the fold refuses it as it opens (verify would too)
+            led.verify()
+
+
+# --- the request decided on what was scanned (issue 57 item 2) -----------------------------------
+
+def test_r4_r25_a_request_is_refused_if_a_commit_landed_since_its_set_was_scanned(ledger_path, ledger: Ledger,
+                                                                                   clock) -> None:
+    """The engine scanned version 2 for the rows; another writer's append (version 3) lands before the
+    request is recorded, perhaps holding the same person's rows: ``Conflict``, nothing recorded, so the
+    engine scans version 3 and records again. Decided where the request is appended: a commit that
+    lands between the decision and its append refuses it too (R4)."""
+    from ledger.core.erasures import RequestErasure
+    ledger.create_table(NAME)
+    [a] = commit(ledger, "a")
+    clock.advance(DAY)
+    commit(ledger, "b", mode="overwrite")
+    table_id = ledger.table(NAME).id
+    commit(ledger, "late")  # version 3, not scanned
+    events = ledger.event_count()
+    with pytest.raises(Conflict, match="changed since the erasure set was found"):
+        ledger.request_erasure(NAME, predicate="user_id = 3", reason="GDPR", files=[(a, 10)], scanned={table_id: 2})
+    assert ledger.event_count() == events
+    status = ledger.request_erasure(NAME, predicate="user_id = 3", reason="GDPR", files=[(a, 10)],
+                                    scanned={table_id: 3})
+    assert status.versions == (f"{table_id}/1",)
+    with Ledger.open(ledger_path, clock=clock, actor="other", max_clock_skew=MANUAL) as other:
+        prepared = other.runner.prepare(RequestErasure("r2", NAME, "user_id = 4", "GDPR", (), ((table_id, 3),), ()))
+        commit(ledger, "later")
+        with pytest.raises(Conflict):
+            other.runner.commit(prepared)
+    ledger.verify()
+
+
+@pytest.mark.parametrize("case", ["long-predicate", "nul-reason", "long-reason", "bad-name"])
+def test_r25_what_a_request_records_is_checked_before_an_engine_does_anything(led, case: str) -> None:
+    """Issue 57 item 8: ``check_erasure`` refuses, typed and in one line, what the request would refuse
+    of itself, so an engine asks before it rewrites anything."""
+    predicate, reason, name = "user_id = 3", "GDPR", NAME
+    if case == "long-predicate":
+        predicate = "user_id IN (" + ", ".join(str(10_000 + i) for i in range(2_000)) + ")"
+    elif case == "nul-reason":
+        reason = "GDPR\x00"
+    elif case == "long-reason":
+        reason = "x" * 10_001
+    else:
+        name = "not a name"
+    with pytest.raises(InvalidName if case == "bad-name" else InvalidArgument) as refused:
+        led.check_erasure(name, predicate=predicate, reason=reason)
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 300
+    assert led.event_count() == 0
 
 
 # --- status and proof ---------------------------------------------------------------------

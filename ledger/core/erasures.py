@@ -12,7 +12,10 @@ From then on no read, restore, undrop or pin through the ledger reaches a versio
 file of the set (``VersionErased``, naming the request): the event lists those versions, so the
 fold knows them without reading any file list. The current version of the live table must hold
 none (the rewrite comes first), so no version made later can hold one either: an append or a
-replace builds on the current version, and a restore of an erased one is refused. The files
+replace builds on the current version, and a restore of an erased one is refused. An erasure
+takes versions, never the table: dropped and undropped later, the table comes back with its clean
+current version; only a dropped instance whose current version is erased stays dropped. A pin on
+an erased version is ended by the request, in its append (``pins.overridden``: R25 wins over R21). The files
 themselves go by the normal rules, marks first (R13); ``Ledger.erasure`` says, file by file, the
 run that deleted each or why it is still waiting, from the receipts (R20).
 
@@ -39,6 +42,7 @@ from ..errors import Conflict, InvalidArgument, TableNotFound
 from ..names import database_of, table_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import as_ids, event
+from .pins import overridden
 from .streams import catalog_stream, catalog_streams, data_stream
 from .versions import MAX_BYTES, is_plain_id, manifest, version_key
 
@@ -86,7 +90,6 @@ class Request(ErasureRequested):
 class Erasures:
     requests: Mapping[str, Request] = mapping(Request)   # request id -> Request
     versions: Mapping[str, str] = mapping()              # "<table id>/<number>" -> the first request erasing it
-    instances: Mapping[str, str] = mapping()             # table id -> the first request erasing one of its versions
 
     def version_refusal(self, name: str, table_id: str, number: int) -> tuple[str, str] | None:
         """Why version ``number`` of the instance may not be read, restored or pinned (R25), and the
@@ -96,18 +99,21 @@ class Erasures:
             return None
         r = self.requests[request_id]
         return (f"{name} version {number} (id {table_id}) holds files erasure request {request_id} named at "
-                f"{iso(r.time)} ({r.predicate[:80]}): it is never read, restored or pinned again; see "
-                f"erasure({request_id!r})"), request_id
+                f"{iso(r.time)}: it is never read, restored or pinned again; see erasure({request_id!r})"), request_id
 
-    def instance_refusal(self, name: str, table_id: str) -> tuple[str, str] | None:
-        """Why a dropped instance may not be undropped or pinned (R25): one of its versions is erased."""
-        request_id = self.instances.get(table_id)
+    def instance_refusal(self, name: str, table_id: str, current: int | None) -> tuple[str, str] | None:
+        """Why a dropped instance whose current version is ``current`` may not be undropped or pinned
+        whole (R25): that version holds files a request erased, and an undrop would make them the
+        table's again. An erasure takes versions, never the table: an instance whose current version
+        is clean (an erase rewrote it before the drop) comes back like any other, its erased
+        versions still refused one by one (``version_refusal``)."""
+        request_id = None if current is None else self.versions.get(version_key(table_id, current))
         if request_id is None:
             return None
         r = self.requests[request_id]
-        return (f"{name} (id {table_id}) holds files erasure request {request_id} named at {iso(r.time)} "
-                f"({r.predicate[:80]}): it is never undropped or pinned again; see erasure({request_id!r})"), \
-            request_id
+        return (f"{name} (id {table_id}) was dropped with version {current} current, which holds files erasure "
+                f"request {request_id} named at {iso(r.time)}: it is never undropped or pinned again; see "
+                f"erasure({request_id!r})"), request_id
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -127,6 +133,8 @@ class RequestErasure:
     """For each key the caller found, the unexpired versions (``<table id>/<number>``) whose files
     list it with the same size."""
     replaced_by: int | None = None
+    now: Micros = 0
+    """When the caller decided (the ledger's clock): the pins the request ends are those live then."""
 
 
 Command = Union[RequestErasure]
@@ -134,8 +142,20 @@ Command = Union[RequestErasure]
 
 def _text(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT or "\x00" in value:
-        raise InvalidArgument(f"an erasure request's {what} is text of 1 to {MAX_TEXT} characters, not {value!r:.80}")
+        said = f"{len(value):,} characters" if isinstance(value, str) and len(value) > MAX_TEXT else \
+            "text with a NUL character" if isinstance(value, str) and "\x00" in value else repr(value)[:80]
+        raise InvalidArgument(f"an erasure request's {what} is text of 1 to {MAX_TEXT:,} characters with no NUL, not "
+                              f"{said}; nothing was recorded")
     return value
+
+
+def check_request(name: object, predicate: object, reason: object) -> None:
+    """What a request of ``name`` will record of itself, checked before the engine does anything
+    (``Ledger.check_erasure``): a predicate too long found only at the request, after the rewrite
+    committed, would leave the rows rewritten and the request unrecorded, every time."""
+    table_name(name)  # it refuses what is not a name, typed
+    _text(predicate, "predicate")
+    _text(reason, "reason")
 
 
 def considered(state: State, name: str) -> list[tuple[str, int]]:
@@ -155,8 +175,13 @@ def _request(state: State, cmd: RequestErasure) -> Decision:
         raise TableNotFound(f"cannot record an erasure request of {name}: no live table and no dropped instance "
                             "of that name holds files; nothing was recorded")
     if sorted(instances) != sorted(cmd.seen):
-        raise Conflict(f"the files of {name} changed while the erasure set was checked against them; read "
-                       "them again", stream=data_stream(instances[0][0]))
+        # What the caller scanned is not what the name holds now (a commit, a drop, an undrop landed
+        # since): a row the scan never saw may be there. Decided here, on the state the request is
+        # appended on (its reads include every data stream below), so nothing slips in between.
+        now_held = ", ".join(f"{i} at version {n}" for i, n in sorted(instances))
+        raise Conflict(f"the files of {name} changed since the erasure set was found ({now_held} now): scan what was "
+                       "committed since and record the request again; nothing was recorded",
+                       stream=data_stream(instances[0][0]))
     live = state.tables.live(name)
     heads = dict(instances)
     files: dict[str, int] = {}
@@ -197,7 +222,9 @@ def _request(state: State, cmd: RequestErasure) -> Decision:
     requested = ErasureRequested(cmd.request_id, None if live is None else live.id, name, predicate, reason, digest,
                                  len(files), sum(files.values()), tuple(sorted(erased)), cmd.replaced_by)
     reads = frozenset({*catalog_streams(database_of(name)), *(data_stream(i) for i, _ in instances)})
-    return Decision(((catalog_stream(database_of(name)), requested),), reads, cmd.request_id, ((digest, data),))
+    ended = overridden(state, frozenset(erased), cmd.request_id, cmd.now)  # R25 wins over R21
+    return Decision(((catalog_stream(database_of(name)), requested), *ended), reads, cmd.request_id,
+                    ((digest, data),))
 
 
 # --- fold ----------------------------------------------------------------------------------
@@ -220,8 +247,6 @@ def _on_requested(b: Builder, e: ErasureRequested, seq: int, time: Micros) -> No
                           "(R25: the rewrite comes first)")
         if held not in erasures.versions:  # (no setdefault: the fold's maps track what is set)
             erasures.versions[held] = e.request_id
-        if table_id not in erasures.instances:
-            erasures.instances[table_id] = e.request_id
     erasures.requests[e.request_id] = Request(**attrs.asdict(e, recurse=False), seq=seq, time=time)
 
 
@@ -231,4 +256,4 @@ CONCERN = Concern(
     decide={RequestErasure: _request},
 )
 
-__all__ = ["ErasureRequested", "Request", "Erasures", "RequestErasure", "considered", "CONCERN"]
+__all__ = ["ErasureRequested", "Request", "Erasures", "RequestErasure", "check_request", "considered", "CONCERN"]

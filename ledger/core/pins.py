@@ -17,6 +17,12 @@ for the decisions and the folds of the other concerns, so ``verify`` re-checks i
 
 A pin is refused, before anything is recorded, on what a vacuum may already have touched: an
 expired version, a purged instance, a dropped one behind its watermark. It never resurrects.
+
+An erasure request wins over a pin (R25 over R21): a pin on a version the request erases is
+ended by the request itself, in the same append (``PinOverridden``, decided by ``overridden``), so
+it holds nothing from that moment and can never be renewed; its holder reads the current version
+instead. A pin taken before 0.8 on a version erased then (when requests did not end pins) is not
+renewed either, and ends at its lease.
 It conditions on the instance's data stream (where marks move) and on the catalog and
 watermark streams that guard the instance (where a drop or a vacuum's watermark lands), and a
 vacuum conditions on the data stream of each table it plans, so a pin and a vacuum that race
@@ -40,7 +46,7 @@ from .concern import Concern, Decision, corrupt, mapping
 from .events import event
 from .streams import data_stream
 from .tables import Instance, check_not_erased, guard_streams, require_live
-from .versions import choose
+from .versions import choose, version_key
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -80,6 +86,16 @@ class PinRenewed:
 class PinReleased:
     pin_id: str
     table_id: str
+
+
+@event("PinOverridden")
+@attrs.frozen
+class PinOverridden:
+    """Erasure request ``request_id`` ended the pin: the version it held holds files the request
+    erased, and an erasure beats a reader's pin (R25 over R21). Appended with the request."""
+    pin_id: str
+    table_id: str
+    request_id: str
 
 
 # --- state ---------------------------------------------------------------------------------
@@ -226,6 +242,32 @@ def _take(state: State, cmd: TakePin) -> Decision:
     return Decision(((stream, taken),), guard_streams(state, inst) | {stream}, cmd.pin_id)
 
 
+def overridden(state: State, erased: frozenset[str], request_id: str,
+               now: Micros) -> list[tuple[str, PinOverridden]]:
+    """The pins an erasure request of the versions ``erased`` (``<table id>/<number>``) ends as it is
+    recorded (R25 wins over R21), as events on each pin's data stream (which the request reads)."""
+    ended = []
+    for table_id in sorted({key.rpartition("/")[0] for key in erased}):
+        for pin in state.pins.live(table_id, _landing(state, now)):
+            if pin.version is not None and version_key(table_id, pin.version) in erased:
+                ended.append((data_stream(table_id), PinOverridden(pin.id, table_id, request_id)))
+    return ended
+
+
+def erased_under(state: State, pin: Pin) -> str | None:
+    """Why ``pin`` may not be renewed because an erasure request erased the version it holds (R25),
+    or None. Asked of every renewal: a pin taken before requests ended pins (0.7) is caught here."""
+    if pin.version is None:
+        return None
+    inst = state.tables.instance(pin.table_id)
+    erased = state.erasures.version_refusal(inst.name if inst else pin.table_id, pin.table_id, pin.version)
+    if erased is None:
+        return None
+    return (f"cannot renew pin {pin.id}: erasure request {erased[1]} erased the version it holds ({pin.version} of "
+            f"{inst.name if inst else pin.table_id}), and an erasure beats a reader's pin (R25 over R21): it holds "
+            "nothing since; read the current version, with a new pin")
+
+
 def _pin(state: State, pin_id: object) -> Pin:
     found = state.pins.pins.get(pin_id) if isinstance(pin_id, str) else None
     if found is None:
@@ -244,6 +286,9 @@ def _renew(state: State, cmd: RenewPin) -> Decision:
     let a vacuum in."""
     pin = _pin(state, cmd.pin_id)
     at = _landing(state, cmd.now)
+    erased = erased_under(state, pin)
+    if erased is not None:
+        raise PinEnded(erased)
     if not pin.holds(at):
         how = "was released" if pin.released_at is not None else "ran out"
         raise PinEnded(f"cannot renew pin {pin.id}: it {how} at {iso(pin.ended_at())}, and a vacuum may have "
@@ -280,7 +325,8 @@ def _batch(state: State, cmd: PinBatch) -> Decision:
             named.add(one.pin_id)
         else:
             raise InvalidArgument(f"a batch of pins holds takes, renewals and releases, not {type(one).__name__}")
-        if isinstance(one, RenewPin) and not _pin(state, one.pin_id).holds(_landing(state, one.now)):
+        if isinstance(one, RenewPin) and (not _pin(state, one.pin_id).holds(_landing(state, one.now))
+                                          or erased_under(state, _pin(state, one.pin_id)) is not None):
             results.append(False)
             continue
         decided = DECIDE[type(one)](state, one)
@@ -302,8 +348,9 @@ def _on_taken(b: Builder, e: PinTaken, seq: int, time: Micros) -> None:
     if inst is None:
         raise corrupt(f"event #{seq} pins table id {e.table_id}, which was never created")
     why = refusal(b, inst)  # type: ignore[arg-type]  # a builder reads as a state
-    if why is None and inst.is_dropped and b.erasures.instance_refusal(inst.name, inst.id) is not None:
-        why = "an erasure request erased it (R25)"
+    if why is None and inst.is_dropped and \
+            b.erasures.instance_refusal(inst.name, inst.id, b.data.heads.get(inst.id)) is not None:
+        why = "an erasure request erased its current version (R25)"
     if why is None and e.version is not None:
         v = b.data.version(e.table_id, e.version)
         why = "that version does not exist" if v is None else \
@@ -347,6 +394,21 @@ def _on_released(b: Builder, e: PinReleased, seq: int, time: Micros) -> None:
     pin = _pin_of(b, e.pin_id, e.table_id, seq, "releases")
     if pin.released_at is not None:
         raise corrupt(f"event #{seq} releases pin {pin.id} a second time (R21)")
+    _end(b, pin, time)
+
+
+def _on_overridden(b: Builder, e: PinOverridden, seq: int, time: Micros) -> None:
+    pin = _pin_of(b, e.pin_id, e.table_id, seq, "overrides")
+    if pin.released_at is not None or pin.version is None or \
+            b.erasures.versions.get(version_key(pin.table_id, pin.version)) != e.request_id:
+        raise corrupt(f"event #{seq} ends pin {pin.id} for erasure request {e.request_id}, which did not erase the "
+                      "version it holds, or the pin had ended (R25)")
+    _end(b, pin, time)
+
+
+def _end(b: Builder, pin: Pin, time: Micros) -> None:
+    """A pin released (by its holder, or by an erasure request) at ``time``: one whose lease ran out
+    first had ended already, and stays as it was."""
     if not pin.holds(time):
         return
     pins = b.pins
@@ -360,6 +422,7 @@ def _on_released(b: Builder, e: PinReleased, seq: int, time: Micros) -> None:
 
 CONCERN = Concern(
     initial=Pins(),
-    evolve={PinTaken: _on_taken, PinRenewed: _on_renewed, PinReleased: _on_released},
+    evolve={PinTaken: _on_taken, PinRenewed: _on_renewed, PinReleased: _on_released,
+            PinOverridden: _on_overridden},
     decide={**DECIDE, PinBatch: _batch},
 )

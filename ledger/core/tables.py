@@ -341,10 +341,11 @@ def _undrop(state: State, cmd: UndropTable) -> Decision:
 
 
 def check_not_erased(state: State, inst: Instance) -> None:
-    """R25: an instance one of whose versions an erasure request erased is never undropped (nor
-    pinned): ``VersionErased`` naming the request. The erasures concern says which (it asks here);
-    a request is on its database's catalog stream, which every undrop and pin reads (R4)."""
-    erased = state.erasures.instance_refusal(inst.name, inst.id)
+    """R25: an instance whose current version an erasure request erased is never undropped (nor
+    pinned whole): ``VersionErased`` naming the request. One whose current version is clean comes
+    back (its erased versions stay refused one by one). The erasures concern says which (it asks
+    here); a request is on its database's catalog stream, which every undrop and pin reads (R4)."""
+    erased = state.erasures.instance_refusal(inst.name, inst.id, state.data.heads.get(inst.id))
     if erased is not None:
         raise VersionErased(erased[0], request_id=erased[1])
 
@@ -481,8 +482,9 @@ def _undrop_one(b: Builder, id_: str, name: str, seq: int) -> None:
     if b.guard.is_blocked(inst):  # R3 on replay: a forged or misplaced undrop is not history
         raise corrupt(f"event #{seq} undrops {inst.name} ({id_}), dropped at {iso(inst.dropped_at)}, at or "
                       f"before its watermark {iso(b.guard.effective_watermark(inst))}: R3 forbids it")
-    if b.erasures.instance_refusal(inst.name, id_) is not None:
-        raise corrupt(f"event #{seq} undrops {inst.name} ({id_}), which an erasure request erased (R25)")
+    if b.erasures.instance_refusal(inst.name, id_, b.data.heads.get(id_)) is not None:
+        raise corrupt(f"event #{seq} undrops {inst.name} ({id_}), whose current version an erasure request "
+                      "erased (R25)")
     _forget_dropped(tables, inst)
     tables.bindings[name] = id_
     tables.instances[id_] = Instance(id_, name, inst.path, inst.created_at, None, None)

@@ -521,7 +521,8 @@ class CommitWrite:
     removes: tuple[str, ...] = ()
     """A replace: the paths of the base version's files the new version does not name."""
     base: int | None = None
-    """A replace: the number of the version ``removes`` refers to, which must still be current."""
+    """A replace: the number of the version ``removes`` refers to, which must still be current. An
+    overwrite: the version it was decided on, which must still be current (None: whatever is)."""
     base_files: tuple[tuple[str, int], ...] = ()
     """A replace: every file of version ``base``, read from its stored lists by the caller (the core
     holds only digests and counts; the counts are checked against these)."""
@@ -702,9 +703,15 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
         _total((size, current.bytes - removed_bytes), what)
         if removes != digest:
             attachments.append((removes, removes_data))
-    elif cmd.removes or cmd.base is not None or cmd.base_files:
+    elif cmd.removes or cmd.base_files or (cmd.base is not None and cmd.mode != "overwrite"):
         raise InvalidArgument(f"{what}: only mode='replace' removes files of the current version; an {cmd.mode} "
                               "names none to remove")
+    elif cmd.base is not None and (0 if current is None else current.number) != cmd.base:
+        # An overwrite decided on what version ``base`` held (an erasure emptying the table): one that
+        # landed since would be lost by it, so the caller decides again.
+        raise Conflict(f"{what}: the overwrite was decided on version {cmd.base}, but version "
+                       f"{0 if current is None else current.number} is current now; decide again on it",
+                       stream=data_stream(w.table_id))
     number = state.data.heads.get(w.table_id, 0) + 1
     schema = _check_schema(state, current, cmd, f"{_name(state, w.table_id)} (write {w.id})")
     committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema, removes,

@@ -36,8 +36,8 @@ from .archive import ARCHIVE_CODEC
 from .codecs import PLAIN, KeyedCodec, MapOf, codec_of, encoder
 from .lazy import Heal, Source, StoredEntries
 
-KEYED_FORMAT = 12
-"""Of stored states (11: versions' schemas; 12: pins). A release that adds a concern changes the
+KEYED_FORMAT = 13
+"""Of stored states (11: versions' schemas; 12: pins; 13: erasures keep no instances). A release that adds a concern changes the
 state's shape, so it bumps this: an earlier generation does not fit, and `maintain` replaces them."""
 GROWTH = 4
 """A chain of generations takes deltas until they hold this many times the entries of its full
@@ -47,7 +47,7 @@ STREAMS = "streams"
 """The part holding each stream's version."""
 INSTANCES, ARCHIVE = "tables.instances", "tables.archive"
 """The parts a stored state splits the fold's instances between: live ones, and purged ones."""
-BY_ID = (INSTANCES, "pins.by_table", "erasures.instances")
+BY_ID = (INSTANCES, "pins.by_table")
 """The parts keyed by an instance's id: what a fold asks of the ids its events name. Of the
 archive it asks only whether an id it creates was taken (``core.tables.CREATES``)."""
 BY_NAME = ("tables.bindings", "tables.dropped")

@@ -323,7 +323,9 @@ class Attachment:
     # --- refresh and detach --------------------------------------------------------------------
 
     def renew(self) -> None:
-        """Renew every pin the names hold; one that ran out is taken anew by the next sync."""
+        """Renew every pin the names hold. A pin that ended (its lease ran out, or an erasure request
+        ended it: R25 wins over R21) holds nothing any more: its name is shown again at once, over
+        what the ledger holds now, with a new pin."""
         with self._lock:
             held = {shown.pin_id: name for name, shown in self.named.items() if shown.pin_id is not None}
             if not held:
@@ -334,10 +336,11 @@ class Attachment:
             finally:
                 self._syncing = False
             self.renewed_at = self.ledger.now()
-            for view in views:
-                if not view.live:
-                    name = held[view.id]
-                    self.named[name] = attrs.evolve(self.named[name], pin_id=None)
+            ended = [held[view.id] for view in views if not view.live]
+            for name in ended:
+                self.named[name] = attrs.evolve(self.named[name], pin_id=None)
+            if ended:
+                self.sync(ended)
 
     def refresh(self) -> list[str]:
         with self._lock:
