@@ -52,8 +52,10 @@ from .tables import (
 )
 from .vacuum_job.progress import Progress, watching
 
-ROUNDS = 5
-"""How often the erase goes again when commits keep landing between its scan and its request."""
+ROUNDS = 20
+"""How often the erase goes again when commits keep landing between its scan and its request. A round
+after the first scans only what was committed since (a Spark job over a file or two), so under a
+writer appending every second or so it still finds a quiet moment within these."""
 
 SAME_STORE = {"s3a": "s3", "s3n": "s3"}
 """Schemes Spark may give for the warehouse's (Hadoop's S3 connectors for ``s3://``)."""
