@@ -168,7 +168,7 @@ class TableVersion:
             "committed_at": iso_utc(self.committed_at), "mode": self.mode, "file_count": self.file_count,
             "bytes": self.bytes, "expired": self.expired, "current": self.current, "write_id": self.write_id,
             "restored_from": self.restored_from, "superseded_at": iso_utc(self.superseded_at),
-            "schema": None if self.schema is None else json.loads(self.schema)}
+            "schema": None if self.schema is None else json.loads(self.schema), "erased_by": self.erased_by}
         if with_files:  # the names Python uses: ``file_count``, and ``files`` for the list
             data["files"] = [{"path": f.path, "size": f.size} for f in self.files]
         return data
