@@ -652,3 +652,54 @@ def test_r17_a_dropped_tables_versions_are_listed_by_id_and_time_travel_names_th
     with pytest.raises(VersionNotFound, match=rf"sales.orders \(id {new.id}\) did not exist at .*: it was created at "
                                               rf".*; the name then belonged to instance {old.id}, dropped at"):
         led.version("sales.orders", as_of=then)
+
+
+# --- a table's partitioning and an append's types (issue 57 items 12-13; each failed before its fix) ----
+
+def test_r11_r16_a_version_records_its_partition_columns_and_one_of_no_files_keeps_the_tables(
+        tmp_path: Path, clock) -> None:
+    """The ledger's half of issue 57 items 12-13: the layout is the table's, recorded with each
+    version, kept by an append, a replace, a restore and an overwrite of no files; an append or a
+    replace of another layout is refused before anything is recorded. It folds the same from the
+    log and from a stored state, and an older commit event reads as not saying."""
+    from ledger.core.events import decode_event
+    path = tmp_path / "ledger.db"
+
+    def commit(led: Ledger, mode: str = "append", partition_by=None, files: int = 1, **options):
+        w = led.begin_write("sales.orders")
+        named = [(f"{w.relative_folder}/day=1/part-{i}.parquet", 5) for i in range(files)]
+        return led.commit_write(w.id, named, mode=mode, partition_by=partition_by, **options)
+
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table("sales.orders")
+        assert commit(led, partition_by=["day"]).partition_by == ("day",)
+        assert commit(led).partition_by == ("day",)  # not said: the table's
+        w = led.begin_write("sales.orders")
+        events, named = led.event_count(), [(f"{w.relative_folder}/hour=1/part-0.parquet", 5)]
+        for other in (["hour"], [], ["day", "hour"]):
+            with pytest.raises(InvalidArgument, match=r"its files are (partitioned by .*|not partitioned), and the "
+                                                      r"table \(version 2\) is partitioned by day: an append keeps"):
+                led.commit_write(w.id, named, partition_by=other)
+        for bad in ("day", [""], ["day", "day"], [3]):
+            with pytest.raises(InvalidArgument, match="partition_by"):
+                led.commit_write(w.id, named, partition_by=bad)
+        assert led.event_count() == events  # nothing recorded
+        led.abort_write(w.id)
+        assert commit(led, "overwrite", files=0).partition_by == ("day",)  # what an erasure of every row makes
+        assert commit(led, "replace", removes=(), files=1).partition_by == ("day",)
+        assert led.restore_table("sales.orders", version=1).partition_by == ("day",)
+        assert commit(led, "overwrite").partition_by is None  # files, and not said: their folders tell
+        assert commit(led, "overwrite", partition_by=[]).partition_by == ()
+        listed = [v.partition_by for v in led.versions("sales.orders")]
+        assert listed == [(), None, ("day",), ("day",), ("day",), ("day",), ("day",)]
+        led.verify()
+    with Ledger.open(path, clock=clock) as led:  # folded from the log
+        assert [v.partition_by for v in led.versions("sales.orders")] == listed
+        led.maintain()
+    with Ledger.open(path, clock=clock) as led:  # read from the stored state
+        assert [v.partition_by for v in led.versions("sales.orders")] == listed
+        assert led.versions("sales.orders")[2].to_dict()["partition_by"] == ["day"]
+        led.verify()
+    old = decode_event(1, "VersionCommitted", 3, '{"table_id":"t","number":1,"mode":"append","write_id":"w",'
+                                                 '"manifest":"m","files":1,"bytes":1,"schema":null}')
+    assert old.partition_by is None
