@@ -830,12 +830,17 @@ def _check_schema(state: State, current: Version | None, cmd: CommitWrite, what:
     table = state.data.schema_of(current)
     if schema is None or schema == table:
         return table
+    # A replace (a partition overwrite, an erasure's rewrite) keeps the table's other files, so its
+    # columns: say what it is, and no merge (a partition overwrite takes none).
+    doing = "append to" if cmd.mode == "append" else "replace files of"
     if not cmd.merge_schema:
-        raise SchemaMismatch(f"cannot append to {what}: its columns are not the table's. The table (version "
-                             f"{current.number}): {table}; this write: {schema}. Write with merge_schema=True "
-                             "to record the union of both, or mode='overwrite' to replace them")
+        remedy = "Write with merge_schema=True to record the union of both, or" if cmd.mode == "append" else \
+            "A replace keeps the table's other files, so it keeps its columns: write with them, or commit"
+        raise SchemaMismatch(f"cannot {doing} {what}: its columns are not the table's. The table (version "
+                             f"{current.number}): {table}; this write: {schema}. {remedy} mode='overwrite' to "
+                             "replace them")
     if cmd.merged_from != table:
-        raise SchemaMismatch(f"cannot append to {what}: the table's schema changed while this write ran (it is "
+        raise SchemaMismatch(f"cannot {doing} {what}: the table's schema changed while this write ran (it is "
                              f"now, as of version {current.number}: {table}); the job must merge again")
     return schema
 
