@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import attrs
 from vacuum_work import Plan, new_run_id
@@ -280,7 +280,7 @@ class Ledger(Catalog):
     def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append",
                      schema: str | None = None, merge_schema: bool = False,
                      merged_from: str | None = None, removes: Iterable[str] = (),
-                     base: int | None = None) -> TableVersion:
+                     base: int | None = None, partition_by: Sequence[str] | None = None) -> TableVersion:
         """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
         relative to the table's location and inside the write's folder. ``append`` keeps the
         current version's files too; ``overwrite`` names only these (the old ones stay, R11);
@@ -296,8 +296,16 @@ class Ledger(Catalog):
         ``schema`` (text, for Spark a StructType's JSON) is recorded with the version and read back
         with every read of it. An append (or a replace) whose schema is not the table's is
         ``SchemaMismatch``, unless ``merge_schema`` (then ``schema`` is the union the writer computed
-        from ``merged_from``, which must still be the table's schema)."""
+        from ``merged_from``, which must still be the table's schema).
+
+        ``partition_by`` (the columns whose ``col=value`` folders hold the files, outermost first;
+        ``[]``: none) is recorded with the version: the table's layout, which outlives a version of no
+        files. An append or a replace keeps the table's (other columns are ``InvalidArgument``); None
+        keeps the table's there, and in an overwrite with no files (an erasure that emptied it)."""
         pairs = _pairs(files)
+        if isinstance(partition_by, (str, bytes)) or not (partition_by is None or isinstance(partition_by, Iterable)):
+            raise InvalidArgument(f"partition_by is a list of column names, not {partition_by!r}; nothing was recorded")
+        columns = None if partition_by is None else tuple(partition_by)
         if isinstance(removes, (str, bytes)) or not isinstance(removes, Iterable):
             raise InvalidArgument(f"removes must be paths of the current version's files, got {type(removes).__name__}")
         removed = tuple(removes)
@@ -307,7 +315,7 @@ class Ledger(Catalog):
                                   "nothing was recorded")
         if mode != "replace":
             number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed,
-                                                 base))
+                                                 base, partition_by=columns))
             return self._version(self._write_view(write_id).table_id, number)
         for attempt in range(REPLACE_ATTEMPTS):
             current, base_files = self._replace_base(write_id)
@@ -316,7 +324,7 @@ class Ledger(Catalog):
                                f"version is now {current}: choose its removes again; nothing was recorded")
             try:
                 number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from,
-                                                     removed, current, base_files))
+                                                     removed, current, base_files, columns))
             except Conflict:
                 if base is not None or attempt + 1 == REPLACE_ATTEMPTS \
                         or self._replace_base(write_id, files=False)[0] == current:

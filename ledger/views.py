@@ -146,6 +146,10 @@ class TableVersion:
     read of it; None for a version written without one (adopted files, an older release)."""
     erased_by: str | None = None
     """The erasure request that made it unreadable (R25: never read, restored or pinned again), or None."""
+    partition_by: tuple[str, ...] | None = None
+    """Its partition columns, outermost first (``()``: not partitioned): the table's layout, kept by a
+    version of no files. None for a version whose writer did not say (adopted files, an older
+    release): its files' ``col=value`` folders tell."""
 
     @classmethod
     def of(cls, state: State, v: Version, load: Callable[[Version], tuple[FileEntry, ...]]) -> TableVersion:
@@ -156,7 +160,7 @@ class TableVersion:
             expired=state.data.is_expired(v), current=state.data.heads.get(v.table_id) == v.number,
             write_id=v.write_id, restored_from=v.base if v.mode == "restore" else None,
             superseded_at=_dt(v.superseded_at), load=lambda: load(v), schema=state.data.schema_of(v),
-            erased_by=state.erasures.versions.get(f"{v.table_id}/{v.number}"))
+            erased_by=state.erasures.versions.get(f"{v.table_id}/{v.number}"), partition_by=v.partition_by)
 
     @property
     def files(self) -> tuple[FileEntry, ...]:
@@ -168,7 +172,8 @@ class TableVersion:
             "committed_at": iso_utc(self.committed_at), "mode": self.mode, "file_count": self.file_count,
             "bytes": self.bytes, "expired": self.expired, "current": self.current, "write_id": self.write_id,
             "restored_from": self.restored_from, "superseded_at": iso_utc(self.superseded_at),
-            "schema": None if self.schema is None else json.loads(self.schema)}
+            "schema": None if self.schema is None else json.loads(self.schema), "erased_by": self.erased_by,
+            "partition_by": None if self.partition_by is None else list(self.partition_by)}
         if with_files:  # the names Python uses: ``file_count``, and ``files`` for the list
             data["files"] = [{"path": f.path, "size": f.size} for f in self.files]
         return data

@@ -31,6 +31,7 @@ import rich.console
 
 from ledger import (
     Catalog, Checkpoint, DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance,
+    TableVersion,
     VacuumRun, copy_ledger, format_bytes, format_duration, generate_key, iso_utc, ledger_files, output_target, parse_time,
 )
 from vacuum_work import new_run_id
@@ -331,7 +332,8 @@ def _usage(root: str, table: TableInstance) -> tuple[int, int]:
               help="Also list each version's files (paths relative to the table's location) and sizes.")
 def versions(ctx: Context, name: str | None, table_id: str | None, with_files: bool) -> None:
     """List every version of the live table NAME (or of instance --id), newest first; expired
-    ones can no longer be read or restored."""
+    ones, and those an erasure request made unreadable (erased by it), can no longer be read or
+    restored."""
     found = ctx.reader.versions(name, table_id=table_id)
     name = name or table_id or ""
 
@@ -341,15 +343,24 @@ def versions(ctx: Context, name: str | None, table_id: str | None, with_files: b
         table = _text_table(
             ("VERSION", "COMMITTED_AT", "MODE", "FILES", "SIZE", "STATE"),
             [(v.number, iso_utc(v.committed_at), v.mode if v.restored_from is None else f"restore of {v.restored_from}",
-              v.file_count, format_bytes(v.bytes), "current" if v.current else "expired" if v.expired else "readable")
-             for v in found])
+              v.file_count, format_bytes(v.bytes), _version_state(v)) for v in found])
         if not with_files:
             return table
-        blocks = [f"version {v.number} ({_files(v.file_count, v.bytes)}):\n" + _text_table(
+        blocks = [f"version {v.number} ({_files(v.file_count, v.bytes)}"
+                  f"{'' if v.erased_by is None else f', erased by {v.erased_by}'}):\n" + _text_table(
             ("  SIZE", "PATH"), [(f"  {format_bytes(f.size)}", f.path) for f in v.files]) for v in found]
         return "\n\n".join([table, *blocks])
 
     ctx.emit([v.to_dict(with_files=with_files) for v in found], text)
+
+
+def _version_state(v: TableVersion) -> str:
+    """What a reader may do with a version, in a word or three. An erased one says which request made
+    it unreadable (R25: ``erasure ID`` tells its files' fate); that comes before its being expired,
+    which an erasure's ``--expire-now`` also makes it."""
+    if v.erased_by is not None:
+        return f"erased by {v.erased_by}" if not v.current else f"current, erased by {v.erased_by}"
+    return "current" if v.current else "expired" if v.expired else "readable"
 
 
 @command(cli, "restore", short_help="Restore a table to an earlier version.")

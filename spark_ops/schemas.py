@@ -11,8 +11,15 @@ what does not matter to a reader does not count as a difference:
 * the order of the top-level columns, for appends: files are read by column name, so an
   append with the same columns in another order keeps the table's schema.
 
+An append (a merge, a partition overwrite) whose column has a type Spark's own ``INSERT``
+would widen to the table's without loss (``widens``: an ``int`` into a ``bigint``, a ``float``
+into a ``double``...) is taken, and written as the table's type, so the table's schema and its
+files' types stay one. Any other difference of type is refused, never guessed: a narrowing could
+lose values, and Spark's ANSI store assignment, which takes narrowings too, fails them only at
+run time, half written.
+
 A merge (``merge_schema=True``) keeps the table's columns in their order and adds the new
-ones after them; a column both have with different types is refused, never widened.
+ones after them.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from ledger.errors import InvalidArgument, SchemaMismatch
 
@@ -61,16 +68,86 @@ def _columns(text: str, case_sensitive: bool) -> dict[str, tuple[str, Any]]:
 
 
 def same_columns(table: str, new: str, *, case_sensitive: bool = False) -> bool:
-    """The same columns with the same types, in any order (files are read by name, and by Spark's
-    rule for case: ``ID`` is ``id`` unless ``spark.sql.caseSensitive``)."""
+    """The same columns, in any order (files are read by name, and by Spark's rule for case: ``ID``
+    is ``id`` unless ``spark.sql.caseSensitive``), each of the table's type or one ``widens`` to it."""
     ours, theirs = _columns(table, case_sensitive), _columns(new, case_sensitive)
-    return ours.keys() == theirs.keys() and all(ours[k][1] == theirs[k][1] for k in ours)
+    return ours.keys() == theirs.keys() and all(widens(theirs[k][1], ours[k][1]) for k in ours)
+
+
+INTEGRAL = ("byte", "short", "integer", "long")
+"""Spark's integer types, narrowest first (their names in a schema's JSON)."""
+_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+"""How many decimal digits each integer type may need (Spark's ``DecimalType.forType``)."""
+_EXACT_IN = {"float": ("byte", "short"), "double": ("byte", "short", "integer", "float")}
+"""The types a floating type holds every value of (a ``float`` has 24 bits of mantissa, a ``double``
+53): ``int`` into ``float``, or ``bigint`` into ``double``, could change a value, so they are no
+widening here, though Spark's ``Cast.canUpCast`` calls them one."""
+
+
+def widens(new: Any, table: Any) -> bool:
+    """A column of type ``new`` (a schema's JSON for a type) goes into one of type ``table`` as a
+    Spark ``INSERT`` casts it, and loses nothing: the same type; a narrower integer into a wider
+    one; an integer or a ``float`` into a floating type that holds all its values; an integer or a
+    decimal into a decimal with as many digits before and after the point. Top-level and atomic
+    only: a struct, an array or a map must match as it is."""
+    if new == table:
+        return True
+    if not (isinstance(new, str) and isinstance(table, str)):
+        return False
+    if new in INTEGRAL and table in INTEGRAL:
+        return INTEGRAL.index(new) < INTEGRAL.index(table)
+    if table in _EXACT_IN:
+        return new in _EXACT_IN[table]
+    wide = _decimal(table)
+    if wide is None:
+        return False
+    narrow = (_DIGITS[new], 0) if new in _DIGITS else _decimal(new)
+    return narrow is not None and wide[1] >= narrow[1] and wide[0] - wide[1] >= narrow[0] - narrow[1]
+
+
+def _decimal(node: str) -> tuple[int, int] | None:
+    """``(precision, scale)`` of a ``decimal(p,s)`` type, else None."""
+    if not (node.startswith("decimal(") and node.endswith(")")):
+        return None
+    precision, _, scale = node[len("decimal("):-1].partition(",")
+    return int(precision), int(scale)
+
+
+def casts(table: str, new: str, *, case_sensitive: bool = False) -> dict[str, DataType]:
+    """The columns of ``new`` to cast to the table's type before writing (those ``widens`` takes),
+    by the name ``new`` spells them: so the files hold the table's types."""
+    ours = _columns(table, case_sensitive)
+    found = {}
+    for key, (spelled, kind) in _columns(new, case_sensitive).items():
+        if key in ours and ours[key][1] != kind:
+            found[spelled] = data_type(ours[key][1])
+    return found
+
+
+def type_clash(table: str, new: str, *, case_sensitive: bool = False) -> str | None:
+    """The first column both have whose type in ``new`` does not widen to the table's, in words
+    (``column id is bigint in the table and string in this write``), or None."""
+    ours = _columns(table, case_sensitive)
+    for key, (spelled, kind) in _columns(new, case_sensitive).items():
+        if key in ours and not widens(kind, ours[key][1]):
+            same = ours[key][0] if ours[key][0] == spelled else f"{ours[key][0]} (written {spelled} here)"
+            return f"column {same} is {_type_text(ours[key][1])} in the table and {_type_text(kind)} in this write"
+    return None
+
+
+WIDENING = ("a write widens a column only as Spark's INSERT does without loss (a smaller integer to a larger, "
+            "float to double, an integer to a double or a wide enough decimal)")
 
 
 def merge(table: str, new: str, name: str, *, case_sensitive: bool = False) -> str:
-    """The table's columns, then the new ones; a column both have must have one type. A column
-    Spark would take for one of the table's (``ID`` for ``id``, unless ``spark.sql.caseSensitive``)
-    is that column, never a second one: a schema holding both could never be read."""
+    """The table's columns, then the new ones; a column both have keeps the table's type, which the
+    new one's must widen to (``widens``). A column Spark would take for one of the table's (``ID``
+    for ``id``, unless ``spark.sql.caseSensitive``) is that column, never a second one: a schema
+    holding both could never be read."""
+    clash = type_clash(table, new, case_sensitive=case_sensitive)
+    if clash is not None:
+        raise SchemaMismatch(f"cannot merge the schema of {name}: {clash}; a merge adds columns, it never changes a "
+                             f"type, and {WIDENING} (cast the column, or overwrite the table)")
     fields = json.loads(table)["fields"]
     known = _columns(table, case_sensitive)
     for field in json.loads(new)["fields"]:
@@ -78,19 +155,17 @@ def merge(table: str, new: str, name: str, *, case_sensitive: bool = False) -> s
         if key not in known:
             fields.append(field)
             known[key] = (field["name"], field["type"])
-        elif known[key][1] != field["type"]:
-            spelled, was_type = known[key]
-            was, now = (_type_text(t) for t in (was_type, field["type"]))
-            same = spelled if spelled == field["name"] else f"{spelled} (written {field['name']} here)"
-            raise SchemaMismatch(f"cannot merge the schema of {name}: column {same} is {was} in the table and "
-                                 f"{now} in this write; a merge adds columns, it never changes a type (cast the "
-                                 "column, or overwrite the table)")
     return json.dumps({"type": "struct", "fields": fields}, separators=(",", ":"))
 
 
-def _type_text(node: Any) -> str:
+def data_type(node: Any) -> DataType:
+    """A type from a schema's JSON for it (``"long"``, ``{"type": "array", ...}``)."""
     return StructType.fromJson({"type": "struct", "fields": [{"name": "c", "type": node, "nullable": True,
-                                                              "metadata": {}}]}).fields[0].dataType.simpleString()
+                                                              "metadata": {}}]}).fields[0].dataType
+
+
+def _type_text(node: Any) -> str:
+    return data_type(node).simpleString()
 
 
 # --- what Spark's Parquet writer refuses at once ------------------------------------------------

@@ -28,7 +28,9 @@ import weakref
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
+import attrs
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from ledger import Ledger, LedgerError, Pin, TableNotFound
@@ -67,7 +69,13 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
     ``create=False`` that is ``TableNotFound``. The version records ``df``'s schema. An append
     whose columns are not the table's is ``SchemaMismatch`` before anything is written, unless
     ``merge_schema=True``: the version then records the union, and reads of it give the old
-    files' rows nulls in the new columns.
+    files' rows nulls in the new columns. A column whose type Spark's ``INSERT`` widens to the
+    table's without loss (``int`` to ``bigint``, ``float`` to ``double``...) is written as the table's.
+
+    The version records its partition columns: the table's layout (Delta's). An append (and a
+    partition overwrite) writes by the table's, ``partition_by`` left out or the same; other ones are
+    ``InvalidArgument`` before anything is written, so no version mixes layouts. An overwrite
+    (``partitions="static"``) replaces the table, its layout with it: ``partition_by`` or none.
 
     Nothing is recorded for a write Spark would refuse at once (R24): a warehouse Spark has no
     file system for is ``SparkUnavailable``, a DataFrame Spark cannot plan or write as Parquet
@@ -77,12 +85,13 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
 
     ``partitions="dynamic"`` (with ``mode="overwrite"``) replaces only the partitions ``df`` holds:
     the new version keeps the current one's files in every other partition (a ``replace``). The
-    partition columns are ``partition_by`` or, if not given, those of the current files; both
-    given must agree. The columns must be the table's (as for an append). An empty ``df`` makes
-    no version (its write is aborted) and returns the current one.
+    partition columns are the table's (``partition_by`` may repeat them), and so must its columns
+    be (as for an append). An empty ``df`` makes no version (its write is aborted) and returns the
+    current one. A table with no version yet has nothing to keep: its first write is a plain
+    overwrite, partitioned by ``partition_by``.
     """
     _check_mode(mode)
-    columns = _partition_columns(partition_by)
+    given = _partition_columns(partition_by)
     if not isinstance(merge_schema, bool):
         raise InvalidArgument(f"merge_schema must be True or False, got {merge_schema!r}")
     try:
@@ -91,23 +100,49 @@ def write_table(df: DataFrame, ledger: Ledger, name: str, mode: str = "append", 
         if not create:
             raise
         table = None
-    dynamic = _dynamic(ledger, table, name, mode, partitions, columns, merge_schema)
-    if dynamic:
-        columns = dynamic
+    current = None if table is None or table.current_version is None else ledger.version(name)
+    dynamic = _dynamic(mode, partitions, merge_schema) and current is not None
     spark = df.sparkSession
     check_filesystem(spark, ledger.warehouse)  # bad input is refused before Spark is asked
     case_sensitive = (spark.conf.get("spark.sql.caseSensitive", "false") or "").lower() == "true"
+    doing = Doing(name, "overwrite" if mode == "overwrite" and not dynamic else "append", dynamic)
+    columns = _layout(current, given, doing, case_sensitive)
     schema = _writable_schema(df, name, columns, case_sensitive)
-    recorded, merged_from = _schema_for(ledger, table, schema, "append" if dynamic else mode, merge_schema,
-                                        case_sensitive)
+    recorded, merged_from = _schema_for(current, schema, doing, merge_schema, case_sensitive)
+    df = _widened(df, recorded, schema, case_sensitive)
     if table is not None:
-        return _write_version(df, ledger, table, columns, mode, recorded, merged_from, bool(dynamic))
+        return _write_version(df, ledger, table, columns, mode, recorded, merged_from, dynamic)
     table = ledger.create_table(name)
     try:
         return _write_version(df, ledger, table, columns, mode, recorded, merged_from)
     except BaseException:
         _drop_if_still_empty(ledger, table)
         raise
+
+
+@attrs.frozen
+class Doing:
+    """What a write does to its table, for its checks and their messages: ``mode`` is ``append``
+    (an append, or a partition overwrite: ``dynamic``, which keeps the table's other partitions and
+    so its columns and layout) or ``overwrite`` (the whole table, its columns and layout with it)."""
+    name: str
+    mode: str
+    dynamic: bool = False
+
+    @property
+    def keeps_the_table(self) -> bool:
+        """Whether the write must fit the table's columns and layout (not: it replaces them)."""
+        return self.mode == "append"
+
+    def __str__(self) -> str:
+        """As a refusal starts: ``cannot append to sales.orders``."""
+        return f"overwrite partitions of {self.name}" if self.dynamic else f"{self.mode} to {self.name}"
+
+    @property
+    def to_replace(self) -> str:
+        """What the caller may pass instead to replace the table's columns or layout."""
+        return ("partitions='static' (the default) to overwrite the whole table" if self.dynamic else
+                "mode='overwrite' to replace the table")
 
 
 def _check_mode(mode: str) -> None:
@@ -119,33 +154,86 @@ def _check_mode(mode: str) -> None:
     raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}{spark}")
 
 
-def _dynamic(ledger: Ledger, table: TableInstance | None, name: str, mode: str, partitions: str,
-             columns: list[str], merge_schema: bool) -> list[str]:
-    """The partition columns a dynamic partition overwrite replaces by ([]: a static write), checked
-    before anything is recorded. A table with no version yet has nothing to keep: its first write
-    is a plain overwrite, partitioned by ``partition_by``."""
+def _dynamic(mode: str, partitions: str, merge_schema: bool) -> bool:
+    """Whether the write is a partition overwrite, its options checked before anything is recorded."""
     if partitions not in PARTITION_OVERWRITES:
         raise InvalidArgument(f"partitions must be one of {', '.join(PARTITION_OVERWRITES)}, not {partitions!r}")
     if partitions == "static":
-        return []
+        return False
     if mode != "overwrite":
         raise InvalidArgument(f"partitions='dynamic' replaces the partitions the DataFrame holds: it needs "
                               f"mode='overwrite', not {mode!r}; nothing was recorded")
     if merge_schema:
         raise InvalidArgument("partitions='dynamic' keeps the table's other partitions, so it keeps its columns: "
                               "merge_schema=True is for appends; nothing was recorded")
-    if table is None or table.current_version is None:
-        return []
-    layouts = {partition_columns_of(f.path) for f in ledger.version(name).files}
-    found = layouts.pop() if len(layouts) == 1 else ()
-    if layouts or not found:
-        said = "files of several partition layouts" if layouts else "no partition columns"
-        raise InvalidArgument(f"partitions='dynamic' replaces partitions, and {name} version {table.current_version} "
-                              f"has {said}: write it with mode='overwrite' (static) instead; nothing was recorded")
-    if columns and found and tuple(columns) != found:
-        raise InvalidArgument(f"partition_by={columns!r} is not how {name} is partitioned ({', '.join(found)}): give "
-                              "its columns, or none; nothing was recorded")
-    return list(columns or found)
+    return True
+
+
+def table_layout(version: TableVersion) -> tuple[str, ...] | None:
+    """The partition columns of a version: recorded with it or, for one whose writer did not say
+    (adopted files, an earlier release), the ones all its files' folders name; None: not known (no
+    files to tell, or files of several layouts)."""
+    if version.partition_by is not None:
+        return version.partition_by
+    layouts = {partition_columns_of(f.path) for f in version.files}
+    return layouts.pop() if len(layouts) == 1 else None
+
+
+def _layout(current: TableVersion | None, given: list[str] | None, doing: Doing, case_sensitive: bool) -> list[str]:
+    """The partition columns the write is written (and recorded) by, checked before anything is. A
+    write that replaces the table (or makes its first version) takes ``partition_by``; one that keeps
+    it takes the table's (Delta's rule), which ``partition_by`` may repeat (spelled as Spark matches
+    names) and not change: a version of two layouts could not be overwritten by partition, nor named
+    in Spark SQL."""
+    if current is None or not doing.keeps_the_table:
+        return given or []
+    found = table_layout(current)
+    if found is None:  # a version no writer said the layout of: as its writes were
+        return _unknown_layout(current, given, doing)
+    if given is not None and _keys(given, case_sensitive) != _keys(found, case_sensitive):
+        refit = "give its columns, or none" if found else "leave partition_by out"
+        raise InvalidArgument(f"cannot {doing}: partition_by={given!r} is not its layout, as it is "
+                              f"{_layout_text(found)} (version {current.number}); {refit}, or write with "
+                              f"{doing.to_replace} and its layout; nothing was recorded")
+    if doing.dynamic:
+        if not found:
+            raise InvalidArgument(f"cannot {doing}: it is not partitioned (version {current.number}), and "
+                                  f"partitions='dynamic' replaces partitions; write with {doing.to_replace} instead; "
+                                  "nothing was recorded")
+        _check_one_layout(current, found, doing, case_sensitive)
+    return list(found)
+
+
+def _unknown_layout(current: TableVersion, given: list[str] | None, doing: Doing) -> list[str]:
+    """The layout of a write that keeps a table whose current version does not say its own (written
+    before layouts were recorded): an append is written as it asks, as then; a partition overwrite
+    needs one layout to replace partitions of, given if no file tells."""
+    if doing.dynamic and (current.file_count or not given):
+        said = ("files of several partition layouts" if current.file_count else
+                "no files to tell its partition columns by, and partition_by is not given")
+        raise InvalidArgument(f"cannot {doing}: version {current.number} has {said}; "
+                              f"{'give partition_by, or ' if not current.file_count else ''}write with "
+                              f"{doing.to_replace} instead; nothing was recorded")
+    return given or []
+
+
+def _check_one_layout(current: TableVersion, found: tuple[str, ...], doing: Doing, case_sensitive: bool) -> None:
+    """A partition overwrite replaces files by their partition folders, so every current file must
+    sit in the table's layout (only files committed through the ledger's own API could not)."""
+    layouts = {_keys(partition_columns_of(f.path), case_sensitive) for f in current.files}
+    if layouts - {_keys(found, case_sensitive)}:
+        raise InvalidArgument(f"cannot {doing}: version {current.number} has files of several partition layouts; "
+                              f"write with {doing.to_replace} instead; nothing was recorded")
+
+
+def _layout_text(columns: Sequence[str]) -> str:
+    """A layout in words: ``partitioned by day, hour``, or ``not partitioned``."""
+    return f"partitioned by {', '.join(columns)}" if columns else "not partitioned"
+
+
+def _keys(columns: Sequence[str], case_sensitive: bool) -> tuple[str, ...]:
+    """Column names as Spark matches them (``spark.sql.caseSensitive``)."""
+    return tuple(columns) if case_sensitive else tuple(c.lower() for c in columns)
 
 
 def _writable_schema(df: DataFrame, name: str, columns: list[str], case_sensitive: bool) -> str:
@@ -172,7 +260,7 @@ def _write_version(df: DataFrame, ledger: Ledger, table: TableInstance, columns:
     partitions the new ones have (an empty ``df`` aborts the write: no version)."""
     with new_write(ledger, table, [(df, columns)]) as (write, files):
         if not dynamic:
-            return ledger.commit_write(write.id, files, mode=mode, schema=schema,
+            return ledger.commit_write(write.id, files, mode=mode, schema=schema, partition_by=columns,
                                        merge_schema=merged_from is not None, merged_from=merged_from)
         if not files:
             ledger.abort_write(write.id)
@@ -186,7 +274,7 @@ def _write_version(df: DataFrame, ledger: Ledger, table: TableInstance, columns:
             removes = [f.path for f in current.files if partition_folder(f.path) in touched]
             try:
                 return ledger.commit_write(write.id, files, mode="replace", removes=removes, schema=schema,
-                                           base=current.number)
+                                           base=current.number, partition_by=columns)
             except Conflict:
                 continue
         raise Conflict(f"commits to {table.name} kept landing while its partition overwrite chose the files to "
@@ -250,29 +338,53 @@ def _drop_if_still_empty(ledger: Ledger, table: TableInstance) -> None:
             ledger.drop_table(table.name)
 
 
-def _schema_for(ledger: Ledger, table: TableInstance | None, schema: str, mode: str, merge: bool,
+def _schema_for(current: TableVersion | None, schema: str, doing: Doing, merge: bool,
                 case_sensitive: bool) -> tuple[str, str | None]:
     """The schema the new version records, and the table's it was merged from (None: no merge).
     Checked here, before Spark writes a file (and before anything is recorded), and again by the
     ledger when it commits. Columns are matched as Spark's reader will match them
-    (``spark.sql.caseSensitive``). ``table`` None: a table this write will create."""
-    if table is None or mode != "append" or table.current_version is None:
+    (``spark.sql.caseSensitive``), and a column's type may be one Spark's ``INSERT`` widens to the
+    table's (``schemas.widens``). ``current`` None: a table with no version yet."""
+    if current is None or current.schema is None or not doing.keeps_the_table:
         return schema, None
-    name = table.name
-    current = ledger.version(name).schema
-    if current is None or schemas.same_columns(current, schema, case_sensitive=case_sensitive):
-        return current or schema, None
+    table = current.schema
+    if schemas.same_columns(table, schema, case_sensitive=case_sensitive):
+        return table, None
+    clash = schemas.type_clash(table, schema, case_sensitive=case_sensitive)
     if merge:
-        return schemas.merge(current, schema, name, case_sensitive=case_sensitive), current
-    try:  # suggest a merge only where one would be accepted
-        schemas.merge(current, schema, name, case_sensitive=case_sensitive)
+        return schemas.merge(table, schema, doing.name, case_sensitive=case_sensitive), table
+    if clash is not None and _names(table, case_sensitive) == _names(schema, case_sensitive):
+        raise SchemaMismatch(f"cannot {doing}: {clash}; {schemas.WIDENING}: cast it to the table's type, or write "
+                             f"with {doing.to_replace} and its columns")
+    if doing.dynamic:
+        remedy = ("A partition overwrite keeps the table's other partitions, so it keeps its columns: select the "
+                  "table's, or write with")
+    elif clash is None:  # suggest a merge only where one would be accepted
         remedy = "Pass merge_schema=True to add the new columns (old rows read them as null), or"
-    except SchemaMismatch as exc:
-        remedy = f"A merge would not do either ({str(exc).split('; ', 1)[0].split(': ', 1)[1]}):"
+    else:
+        remedy = f"A merge would not do either ({clash}):"
     raise SchemaMismatch(
-        f"cannot append to {name}: its columns are not the table's. The table (version {table.current_version}) "
-        f"has {schemas.simple(current)}; this DataFrame has {schemas.simple(schema)}. {remedy} "
-        "mode='overwrite' to replace the table's columns")
+        f"cannot {doing}: its columns are not the table's. The table (version {current.number}) "
+        f"has {schemas.simple(table)}; this DataFrame has {schemas.simple(schema)}. {remedy} {doing.to_replace} "
+        "and its columns")
+
+
+def _names(schema: str, case_sensitive: bool) -> set[str]:
+    return set(_keys(schemas.struct(schema).fieldNames(), case_sensitive))
+
+
+def _widened(df: DataFrame, recorded: str, schema: str, case_sensitive: bool) -> DataFrame:
+    """``df`` with each column whose type widens to the recorded one's cast to it (as Spark's
+    ``INSERT`` casts), so the files hold the types the version records."""
+    found = schemas.casts(recorded, schema, case_sensitive=case_sensitive)
+    if not found:
+        return df
+    return df.withColumns({column: F.col(_quoted(column)).cast(kind) for column, kind in found.items()})
+
+
+def _quoted(column: str) -> str:
+    """A column name as ``F.col`` takes it literally (a dot would otherwise name a struct's field)."""
+    return "`" + column.replace("`", "``") + "`"
 
 
 READ_PIN_LEASE = timedelta(hours=1)
@@ -403,9 +515,10 @@ def adopt_unversioned_files(ledger: Ledger, table: TableInstance) -> None:
         ledger.adopt_files(table.name, [(entry.path, entry.size) for entry in found])
 
 
-def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str]:
+def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str] | None:
+    """``partition_by`` as a list of names, None when not given (an append then takes the table's)."""
     if partition_by is None:
-        return []
+        return None
     if isinstance(partition_by, str):
         return [partition_by]
     columns = list(partition_by)

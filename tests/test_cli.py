@@ -898,6 +898,28 @@ def test_versions_files_are_listed_in_text_too(db: Path) -> None:
     assert v1[1][0].path != v2[1][0].path
 
 
+def test_r25_cli_versions_shows_an_erased_version_as_erased_naming_its_request(db: Path) -> None:
+    """``versions`` listed a version an erasure made unreadable as ``readable``, and ``--json`` had no
+    mark of it (issue 57 item 14): a user reading the list would try to read or restore it."""
+    clock = ManualClock(datetime.now(timezone.utc) - timedelta(days=2))
+    table_id = create(db, "sales.orders")
+    _commit(db, "sales.orders", clock)
+    _commit(db, "sales.orders", clock, mode="overwrite")
+    with Ledger.open(db, clock=clock) as led:
+        [held] = led.version("sales.orders", version=1).files
+        request = led.request_erasure("sales.orders", predicate="user_id = 42", reason="asked",
+                                      files=[(f"{table_id}/{held.path}", held.size)]).request_id
+
+    header, current, erased = ok(db, "versions", "sales.orders").stdout.splitlines()
+    state = header.index("STATE")
+    assert current[state:] == "current" and erased[state:] == f"erased by {request}"
+    two, one = ok_json(db, "versions", "sales.orders", "--files")
+    assert (two["erased_by"], one["erased_by"]) == (None, request)
+    assert one["files"] == [{"path": held.path, "size": held.size}]  # what it held is still listed
+    first_block = ok(db, "versions", "sales.orders", "--files").stdout.split("\n\n")[-1]
+    assert first_block.startswith(f"version 1 (1 file, 5 B, erased by {request}):")
+
+
 def test_r14_cli_writes_lists_open_writes_with_their_expiry(db: Path) -> None:
     create(db, "sales.orders")
     assert ok(db, "writes").stdout == "no open writes\n"

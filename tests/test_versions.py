@@ -652,3 +652,178 @@ def test_r17_a_dropped_tables_versions_are_listed_by_id_and_time_travel_names_th
     with pytest.raises(VersionNotFound, match=rf"sales.orders \(id {new.id}\) did not exist at .*: it was created at "
                                               rf".*; the name then belonged to instance {old.id}, dropped at"):
         led.version("sales.orders", as_of=then)
+
+
+# --- a table's partitioning and an append's types (issue 57 items 12-13; each failed before its fix) ----
+
+def new_write_folders(led: Ledger, name: str) -> set[str]:
+    """The write folders under a table's location: a refused write must have made none."""
+    folder = Path(led.table(name).location, "_writes")
+    return set(os.listdir(folder)) if folder.exists() else set()
+
+
+def test_r11_r16_a_version_records_its_partition_columns_and_one_of_no_files_keeps_the_tables(
+        tmp_path: Path, clock) -> None:
+    """The ledger's half of issue 57 items 12-13: the layout is the table's, recorded with each
+    version, kept by an append, a replace, a restore and an overwrite of no files; an append or a
+    replace of another layout is refused before anything is recorded. It folds the same from the
+    log and from a stored state, and an older commit event reads as not saying."""
+    from ledger.core.events import decode_event
+    path = tmp_path / "ledger.db"
+
+    def commit(led: Ledger, mode: str = "append", partition_by=None, files: int = 1, **options):
+        w = led.begin_write("sales.orders")
+        named = [(f"{w.relative_folder}/day=1/part-{i}.parquet", 5) for i in range(files)]
+        return led.commit_write(w.id, named, mode=mode, partition_by=partition_by, **options)
+
+    with Ledger.open(path, clock=clock) as led:
+        led.create_table("sales.orders")
+        assert commit(led, partition_by=["day"]).partition_by == ("day",)
+        assert commit(led).partition_by == ("day",)  # not said: the table's
+        w = led.begin_write("sales.orders")
+        events, named = led.event_count(), [(f"{w.relative_folder}/hour=1/part-0.parquet", 5)]
+        for other in (["hour"], [], ["day", "hour"]):
+            with pytest.raises(InvalidArgument, match=r"its files are (partitioned by .*|not partitioned), and the "
+                                                      r"table \(version 2\) is partitioned by day: an append keeps"):
+                led.commit_write(w.id, named, partition_by=other)
+        for bad in ("day", [""], ["day", "day"], [3]):
+            with pytest.raises(InvalidArgument, match="partition_by"):
+                led.commit_write(w.id, named, partition_by=bad)
+        assert led.event_count() == events  # nothing recorded
+        led.abort_write(w.id)
+        assert commit(led, "overwrite", files=0).partition_by == ("day",)  # what an erasure of every row makes
+        assert commit(led, "replace", removes=(), files=1).partition_by == ("day",)
+        assert led.restore_table("sales.orders", version=1).partition_by == ("day",)
+        assert commit(led, "overwrite").partition_by is None  # files, and not said: their folders tell
+        assert commit(led, "overwrite", partition_by=[]).partition_by == ()
+        listed = [v.partition_by for v in led.versions("sales.orders")]
+        assert listed == [(), None, ("day",), ("day",), ("day",), ("day",), ("day",)]
+        led.verify()
+    with Ledger.open(path, clock=clock) as led:  # folded from the log
+        assert [v.partition_by for v in led.versions("sales.orders")] == listed
+        led.maintain()
+    with Ledger.open(path, clock=clock) as led:  # read from the stored state
+        assert [v.partition_by for v in led.versions("sales.orders")] == listed
+        assert led.versions("sales.orders")[2].to_dict()["partition_by"] == ["day"]
+        led.verify()
+    old = decode_event(1, "VersionCommitted", 3, '{"table_id":"t","number":1,"mode":"append","write_id":"w",'
+                                                 '"manifest":"m","files":1,"bytes":1,"schema":null}')
+    assert old.partition_by is None
+
+
+@pytest.mark.spark
+def test_r11_r25_a_partitioned_table_an_erase_emptied_keeps_its_partitioning(spark, led, clock) -> None:
+    """An erase that matched every row empties the table with an overwrite of no files; a partition
+    overwrite was then refused ("has no partition columns"), as the partitioning was only read from
+    the current files. Each version records its partition columns, and one of no files keeps its
+    table's, so partition overwrites and appends after it go on as before."""
+    from spark_ops import erase
+    write_table(frame(spark, 0, 6), led, "sales.orders", partition_by="bucket")
+    clock.advance(DAY)
+    erase(spark, led, "sales.orders", "id >= 0", reason="every row")
+    emptied = led.version("sales.orders")
+    assert (emptied.mode, emptied.file_count) == ("overwrite", 0)
+
+    again = write_table(frame(spark, 10, 3), led, "sales.orders", mode="overwrite", partitions="dynamic",
+                        partition_by=["bucket"])
+    assert all("/bucket=" in f.path for f in again.files)
+    assert emptied.partition_by == again.partition_by == ("bucket",)
+    # the columns are the table's when not given: id 20 (bucket 2) replaces id 11's partition only
+    write_table(frame(spark, 20, 1), led, "sales.orders", mode="overwrite", partitions="dynamic")
+    assert ids(read_table(spark, led, "sales.orders", pin=False)) == [10, 12, 20]
+    led.verify()
+
+
+@pytest.mark.spark
+def test_r11_an_append_without_partition_by_takes_the_tables_partitioning(spark, led) -> None:
+    """It wrote unpartitioned files beside the partitioned ones: a partition overwrite was then refused
+    ("files of several partition layouts") and attach gave the table no name. As Delta does, an
+    append (and a partition overwrite) takes the table's partition columns."""
+    from spark_ops import attach, detach
+    write_table(frame(spark, 0, 3), led, "sales.orders", partition_by=["bucket"])
+    appended = write_table(frame(spark, 3, 3), led, "sales.orders")
+    assert all("/bucket=" in f.path for f in appended.files) and appended.partition_by == ("bucket",)
+    write_table(frame(spark, 9, 1), led, "sales.orders", mode="overwrite", partitions="dynamic")  # bucket 0
+    assert ids(read_table(spark, led, "sales.orders", pin=False)) == [1, 2, 4, 5, 9]
+    try:
+        assert attach(spark, led) == ["sales.orders"]
+        assert spark.sql("SELECT count(*) AS n FROM sales.orders WHERE bucket = 2").collect()[0]["n"] == 2
+    finally:
+        detach(spark, led)
+    # a static overwrite replaces the table, its columns and its partitioning with it
+    flat = write_table(frame(spark, 0, 2), led, "sales.orders", mode="overwrite")
+    assert flat.partition_by == () and not any("=" in f.path for f in flat.files)
+    assert write_table(frame(spark, 2, 2), led, "sales.orders").partition_by == ()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", ["append-other-columns", "append-to-unpartitioned", "dynamic-other-columns"])
+def test_r11_partition_columns_other_than_the_tables_are_refused_before_anything_is_written(
+        spark, led, case: str) -> None:
+    write_table(frame(spark, 0, 3), led, "sales.orders", partition_by=None if case == "append-to-unpartitioned"
+                else ["bucket"])
+    options = {"partition_by": ["bucket"]} if case == "append-to-unpartitioned" else {"partition_by": ["label"]}
+    if case == "dynamic-other-columns":
+        options.update(mode="overwrite", partitions="dynamic")
+    events, folders = led.event_count(), new_write_folders(led, "sales.orders")
+    with pytest.raises(InvalidArgument) as refused:
+        write_table(frame(spark, 3, 3), led, "sales.orders", **options)
+    said = str(refused.value)
+    assert "\n" not in said and "nothing was recorded" in said and "partition" in said
+    assert ("is partitioned by bucket" if case != "append-to-unpartitioned" else "is not partitioned") in said, said
+    assert led.event_count() == events and new_write_folders(led, "sales.orders") == folders
+
+
+@pytest.mark.spark
+def test_r11_an_append_widens_a_column_as_a_spark_insert_does_and_writes_the_tables_type(spark, led) -> None:
+    """A column written as ``int`` where the table has ``bigint`` was ``SchemaMismatch``, where Spark's
+    own INSERT casts it. The safe widenings are taken (a smaller integer to a larger, float to double,
+    an integer to a double or a wide enough decimal), the files hold the table's type, and the version
+    records the table's schema; a narrowing, or another kind of value, is still refused."""
+    import pyarrow.parquet as pq
+    from decimal import Decimal
+    table = "id long, score double, price decimal(12,2), bucket int"
+    write_table(spark.createDataFrame([(1, 0.5, Decimal(1), 0)], table), led, "sales.orders", partition_by=["bucket"])
+    recorded = led.version("sales.orders").schema
+    narrower = spark.createDataFrame([(2, 1.5, Decimal(3), 1)],
+                                     "id int, score float, price decimal(5,1), bucket smallint")
+    v2 = write_table(narrower, led, "sales.orders")
+    assert v2.schema == recorded
+    location = led.table("sales.orders").location
+    own = [f for f in v2.files if f.path not in {g.path for g in led.version("sales.orders", version=1).files}]
+    written = pq.read_schema(f"{location}/{own[0].path}")
+    assert (str(written.field("id").type), str(written.field("score").type)) == ("int64", "double")
+    back = read_table(spark, led, "sales.orders", pin=False)
+    assert sorted((r["id"], r["score"], r["bucket"]) for r in back.collect()) == [(1, 0.5, 0), (2, 1.5, 1)]
+    # a partition overwrite widens too
+    write_table(spark.createDataFrame([(3, 2.5, 7, 1)], "id int, score double, price int, bucket int"), led,
+                "sales.orders", mode="overwrite", partitions="dynamic")
+    assert ids(read_table(spark, led, "sales.orders", pin=False)) == [1, 3]
+
+    events = led.event_count()
+    for wider, column, was, now in [("id long, score double, price decimal(12,2), bucket long", "bucket", "int",
+                                     "bigint"),
+                                    ("id long, score double, price decimal(13,3), bucket int", "price",
+                                     "decimal(12,2)", "decimal(13,3)"),
+                                    ("id long, score double, price decimal(12,2), bucket string", "bucket", "int",
+                                     "string"),
+                                    ("id double, score double, price decimal(12,2), bucket int", "id", "bigint",
+                                     "double")]:
+        with pytest.raises(SchemaMismatch) as refused:
+            write_table(spark.createDataFrame([], wider), led, "sales.orders")
+        assert f"column {column} is {was} in the table and {now} in this write" in str(refused.value)
+    assert led.event_count() == events
+
+
+@pytest.mark.spark
+def test_r11_a_partition_overwrite_of_other_columns_says_what_the_caller_did_and_what_to_do(spark, led) -> None:
+    """Its refusal said "cannot append" and suggested mode='overwrite', which the caller had passed."""
+    write_table(frame(spark, 0, 3), led, "sales.orders", partition_by=["bucket"])
+    events = led.event_count()
+    with pytest.raises(SchemaMismatch) as refused:
+        write_table(frame(spark, 3, 1).selectExpr("*", "id AS extra"), led, "sales.orders", mode="overwrite",
+                    partitions="dynamic")
+    said = str(refused.value)
+    assert said.startswith("cannot overwrite partitions of sales.orders: its columns are not the table's"), said
+    assert "cannot append" not in said and "merge_schema" not in said and "partitions='static'" in said
+    assert "\n" not in said and led.event_count() == events

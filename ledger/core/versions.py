@@ -18,6 +18,12 @@ The **retention mark** is fetch-and-set and only moves forward (R12); it snaps t
 commit time of an actual version and never reaches the current one's (R6). A version
 committed at or before it is expired: never read or restored again.
 
+A version also records its **partition columns** (the ``col=value`` folders its writer put its
+files in), because they are the table's, not only its files': a version of no files (an erasure
+that matched every row) has none to read them from, and the next partition overwrite or append
+must still write the table's layout. An append or a replace keeps the table's; an overwrite may
+set others (it replaces the table); one that names none keeps them when it has no files.
+
 Why one concern and one stream per instance for all of this (DESIGN.md lists
 "versions and marks" and "writes and sweeps" apart): a commit is one fact that both
 ends a write and makes a version, and every decision here (commit, renew, abort,
@@ -138,6 +144,11 @@ def as_numbers(value: Iterable[int]) -> tuple[int, ...]:
     return tuple(value)
 
 
+def as_columns(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    """A converter for a list of column names that may be unknown (None): JSON gives lists."""
+    return None if value is None else tuple(value)
+
+
 @event("WriteBegun")
 @attrs.frozen
 class WriteBegun:
@@ -164,7 +175,7 @@ class WriteAborted:
     table_id: str
 
 
-@event("VersionCommitted", version=3)
+@event("VersionCommitted", version=4)
 @attrs.frozen
 class VersionCommitted:
     """Version ``number`` of the instance: ``mode`` append, overwrite, replace or adopt. ``manifest``
@@ -173,7 +184,9 @@ class VersionCommitted:
     Spark, a StructType's JSON), read back with every read of the version (None: not recorded).
     A replace also names ``removes``, the digest of the list of its base's files it does not keep
     (``removed_files`` of them, ``removed_bytes`` in all), stored alongside too: a second manifest,
-    so a version of a big table that rewrites three files names three, not the thousands it keeps."""
+    so a version of a big table that rewrites three files names three, not the thousands it keeps.
+    ``partition_by`` is the whole version's partition columns, outermost first (``()``: not
+    partitioned; None: not known, as in a commit of an earlier release, or adopted files)."""
     table_id: str
     number: int
     mode: str
@@ -185,10 +198,12 @@ class VersionCommitted:
     removes: str | None = None
     removed_files: int = 0
     removed_bytes: int = 0
+    partition_by: tuple[str, ...] | None = attrs.field(default=None, converter=as_columns)
 
 
 UPCASTERS[("VersionCommitted", 1)] = lambda data: {**data, "schema": None}
 UPCASTERS[("VersionCommitted", 2)] = lambda data: {**data, "removes": None, "removed_files": 0, "removed_bytes": 0}
+UPCASTERS[("VersionCommitted", 3)] = lambda data: {**data, "partition_by": None}
 
 
 @event("VersionRestored")
@@ -321,6 +336,9 @@ class Version:
     removed_bytes: int = 0
     trimmed_at: Micros | None = None
     """A replace: when a vacuum recorded the files it removed deleted (``RemovalsDeleted``)."""
+    partition_by: tuple[str, ...] | None = None
+    """Its partition columns, outermost first (``()``: none); None where no commit said (an earlier
+    release's, adopted files): a reader then reads them from the files' folders."""
 
 
 def version_key(table_id: str, number: int) -> str:
@@ -526,6 +544,9 @@ class CommitWrite:
     base_files: tuple[tuple[str, int], ...] = ()
     """A replace: every file of version ``base``, read from its stored lists by the caller (the core
     holds only digests and counts; the counts are checked against these)."""
+    partition_by: tuple[str, ...] | None = None
+    """The partition columns the files were written by (``()``: none); None: not said, so the
+    table's are kept by an append, a replace, or an overwrite with no files (see ``_partitioning``)."""
 
 
 @attrs.frozen
@@ -714,8 +735,9 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
                        stream=data_stream(w.table_id))
     number = state.data.heads.get(w.table_id, 0) + 1
     schema = _check_schema(state, current, cmd, f"{_name(state, w.table_id)} (write {w.id})")
+    partition_by = _partitioning(current, cmd, bool(files), f"{what} to {_name(state, w.table_id)}")
     committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema, removes,
-                                 removed_files, removed_bytes)
+                                 removed_files, removed_bytes, partition_by)
     stream = data_stream(w.table_id)
     # The warehouse stream too: a move racing the commit lands first (and the commit is refused) or after.
     reads = catalog_streams(state.tables.instances[w.table_id].database) | {stream, WAREHOUSE_STREAM}
@@ -761,6 +783,35 @@ def _removed(state: State, current: Version | None, cmd: CommitWrite, files: tup
     return sorted(removed.items())
 
 
+def _partitioning(current: Version | None, cmd: CommitWrite, has_files: bool, what: str) -> tuple[str, ...] | None:
+    """The partition columns the new version records. An append or a replace adds files to the
+    table's, so it keeps the table's layout: other columns are refused (a version of two layouts
+    cannot be overwritten by partition, nor named in Spark SQL). An overwrite replaces the table and
+    may set others; one that names none keeps the table's if it has no files (an erasure that
+    emptied the table: the table is still partitioned as it was). None stays None: not known."""
+    given = cmd.partition_by
+    if given is not None:
+        if isinstance(given, (str, bytes)) or not isinstance(given, tuple) or \
+                not all(isinstance(c, str) and c and "\x00" not in c for c in given):
+            raise InvalidArgument(f"{what}: partition_by is a list of column names, not {repr(given)[:200]}")
+        if len(set(given)) != len(given) or sum(len(c) for c in given) > 1_000_000:
+            raise InvalidArgument(f"{what}: partition_by names a column twice, or runs past 1 MB: {repr(given)[:200]}")
+    kept = None if current is None else current.partition_by
+    if cmd.mode in EXTENDING and current is not None:
+        if given is not None and kept is not None and given != kept:
+            raise InvalidArgument(f"{what}: its files are {_layout_text(given)}, and the table (version "
+                                  f"{current.number}) is {_layout_text(kept)}: {'an' if cmd.mode == 'append' else 'a'} "
+                                  f"{cmd.mode} keeps the table's layout; write by its columns, or overwrite the table")
+        return kept if given is None else given
+    return kept if given is None and not has_files else given
+
+
+def _layout_text(columns: Iterable[str]) -> str:
+    """A layout in words: ``partitioned by day, hour``, or ``not partitioned``."""
+    listed = ", ".join(columns)
+    return f"partitioned by {listed}" if listed else "not partitioned"
+
+
 def schema_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -786,12 +837,17 @@ def _check_schema(state: State, current: Version | None, cmd: CommitWrite, what:
     table = state.data.schema_of(current)
     if schema is None or schema == table:
         return table
+    # A replace (a partition overwrite, an erasure's rewrite) keeps the table's other files, so its
+    # columns: say what it is, and no merge (a partition overwrite takes none).
+    doing = "append to" if cmd.mode == "append" else "replace files of"
     if not cmd.merge_schema:
-        raise SchemaMismatch(f"cannot append to {what}: its columns are not the table's. The table (version "
-                             f"{current.number}): {table}; this write: {schema}. Write with merge_schema=True "
-                             "to record the union of both, or mode='overwrite' to replace them")
+        remedy = "Write with merge_schema=True to record the union of both, or" if cmd.mode == "append" else \
+            "A replace keeps the table's other files, so it keeps its columns: write with them, or commit"
+        raise SchemaMismatch(f"cannot {doing} {what}: its columns are not the table's. The table (version "
+                             f"{current.number}): {table}; this write: {schema}. {remedy} mode='overwrite' to "
+                             "replace them")
     if cmd.merged_from != table:
-        raise SchemaMismatch(f"cannot append to {what}: the table's schema changed while this write ran (it is "
+        raise SchemaMismatch(f"cannot {doing} {what}: the table's schema changed while this write ran (it is "
                              f"now, as of version {current.number}: {table}); the job must merge again")
     return schema
 
@@ -1034,7 +1090,7 @@ def _on_committed(b: Builder, e: VersionCommitted, seq: int, time: Micros) -> No
     data.versions[version_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, e.mode, e.write_id, base,
                                                         e.manifest, files, size, schema=digest, removes=e.removes,
                                                         removed_files=e.removed_files,
-                                                        removed_bytes=e.removed_bytes)
+                                                        removed_bytes=e.removed_bytes, partition_by=e.partition_by)
     data.heads[e.table_id] = e.number
 
 
@@ -1065,7 +1121,8 @@ def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None
                       "erased (R25)")
     _next_version(b, e.table_id, e.number, seq, time)
     data.versions[version_key(e.table_id, e.number)] = Version(e.table_id, e.number, time, "restore", None, e.restored,
-                                                        None, source.files, source.bytes, schema=source.schema)
+                                                        None, source.files, source.bytes, schema=source.schema,
+                                                        partition_by=source.partition_by)
     data.heads[e.table_id] = e.number
 
 

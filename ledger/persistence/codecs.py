@@ -62,7 +62,7 @@ class Record:
         if tuples:
             data = list(data)
             for i in tuples:
-                data[i] = tuple(data[i])
+                data[i] = None if data[i] is None else tuple(data[i])
         return self.cls(*data)
 
 
@@ -79,7 +79,8 @@ def _fields_of(cls: type) -> Callable[[Any], tuple[Any, ...]]:
 
 @functools.cache
 def _tuple_fields(cls: type) -> tuple[int, ...]:
-    """Positions of the fields declared as tuples (annotations are text here: see __future__)."""
+    """Positions of the fields declared as tuples, or as tuples or None (annotations are text here:
+    see __future__)."""
     return tuple(i for i, f in enumerate(attrs.fields(cls)) if str(f.type).startswith("tuple"))
 
 
