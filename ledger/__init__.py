@@ -13,7 +13,7 @@ contract, the SQLite backend, the state cache and its snapshots), ``ledger.runne
 command loop that joins them.
 """
 
-from .api import Ledger, Pin, copy_ledger
+from .api import ErasureFence, Ledger, Pin, copy_ledger
 from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport, generate_key
 from .audit.history import PIN_EVENTS
@@ -23,7 +23,7 @@ from .audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey, Receip
 from .catalog import AsOf, Catalog
 from .clock import ManualClock, format_duration, from_micros, iso_utc, parse_duration, parse_time
 from .errors import (
-    CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
+    CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, ErasureInProgress, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
     LedgerUnavailable, NotDeleted, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
     VersionErased, VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
@@ -44,7 +44,8 @@ __all__ = [
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
     "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",
-    "FileEntry", "VersionErased", "ErasureStatus", "ErasureFile", "ErasureProof", "WriteView",
+    "FileEntry", "VersionErased", "ErasureStatus", "ErasureFile", "ErasureProof", "WriteView", "ErasureFence",
+    "ErasureInProgress",
     # For the edges (the command line, spark_ops, a pipeline's own reports): times, sizes and durations
     # said as the ledger says them, and the files a ledger's outputs must never overwrite.
     "iso_utc", "parse_time", "format_duration", "parse_duration", "from_micros", "format_bytes", "generate_key",

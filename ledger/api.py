@@ -14,10 +14,11 @@ import os
 import secrets
 import socket
 import tempfile
+import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import attrs
 from vacuum_work import Plan, new_run_id
@@ -34,7 +35,9 @@ from .audit.export import ExportReport
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
-from .core.erasures import RequestErasure, check_request as check_erasure_request, considered
+from .core.erasures import (
+    FenceErasure, LiftErasureFence, RequestErasure, check_request as check_erasure_request, considered,
+)
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
@@ -48,7 +51,9 @@ from .core.versions import (
 )
 from .core.warehouse import MoveWarehouse
 from . import names
-from .errors import Conflict, InvalidArgument, InvalidName, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch
+from .errors import (
+    Conflict, ErasureInProgress, InvalidArgument, InvalidName, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch,
+)
 from .names import LEDGER, Scope
 from .runner import Runner
 from .persistence import maintain as maintenance
@@ -280,7 +285,8 @@ class Ledger(Catalog):
     def commit_write(self, write_id: str, files: Iterable[tuple[str, int]], *, mode: str = "append",
                      schema: str | None = None, merge_schema: bool = False,
                      merged_from: str | None = None, removes: Iterable[str] = (),
-                     base: int | None = None, partition_by: Sequence[str] | None = None) -> TableVersion:
+                     base: int | None = None, partition_by: Sequence[str] | None = None,
+                     fence: str | None = None) -> TableVersion:
         """Make the next version of the write's table: ``files`` are ``(path, size)`` pairs, paths
         relative to the table's location and inside the write's folder. ``append`` keeps the
         current version's files too; ``overwrite`` names only these (the old ones stay, R11);
@@ -301,7 +307,11 @@ class Ledger(Catalog):
         ``partition_by`` (the columns whose ``col=value`` folders hold the files, outermost first;
         ``[]``: none) is recorded with the version: the table's layout, which outlives a version of no
         files. An append or a replace keeps the table's (other columns are ``InvalidArgument``); None
-        keeps the table's there, and in an overwrite with no files (an erasure that emptied it)."""
+        keeps the table's there, and in an overwrite with no files (an erasure that emptied it).
+
+        While an erasure request is being recorded on the table (``fence_erasure``), the commit waits
+        for it, up to ``FENCE_WAIT_SECONDS`` (then ``ErasureInProgress``); ``fence``: the request whose
+        rewrite this is, which commits under its own fence."""
         pairs = _pairs(files)
         if isinstance(partition_by, (str, bytes)) or not (partition_by is None or isinstance(partition_by, Iterable)):
             raise InvalidArgument(f"partition_by is a list of column names, not {partition_by!r}; nothing was recorded")
@@ -314,23 +324,31 @@ class Ledger(Catalog):
                                   f"chosen from, for mode='replace' or 'overwrite', not {base!r} with mode={mode!r}; "
                                   "nothing was recorded")
         if mode != "replace":
-            number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed,
-                                                 base, partition_by=columns))
+            number = _past_fences(lambda: self.runner.run(lambda now: CommitWrite(
+                write_id, pairs, mode, schema, merge_schema, merged_from, removed, base, partition_by=columns, now=now,
+                fence=fence)))
             return self._version(self._write_view(write_id).table_id, number)
+        number = _past_fences(lambda: self._replace(
+            write_id, CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed, base,
+                                  partition_by=columns, fence=fence)))
+        return self._version(self._write_view(write_id).table_id, number)
+
+    def _replace(self, write_id: str, wanted: CommitWrite) -> int:
+        """A replace, decided on the current version's files as read now (``_replace_base``), again on
+        the newer one if a commit landed meanwhile, unless ``wanted.base`` says which it must be."""
         for attempt in range(REPLACE_ATTEMPTS):
             current, base_files = self._replace_base(write_id)
-            if base is not None and current != base:
-                raise Conflict(f"write {write_id}'s replace was chosen from version {base}, but the table's current "
-                               f"version is now {current}: choose its removes again; nothing was recorded")
+            if wanted.base is not None and current != wanted.base:
+                raise Conflict(f"write {write_id}'s replace was chosen from version {wanted.base}, but the table's "
+                               f"current version is now {current}: choose its removes again; nothing was recorded")
             try:
-                number = self.runner.run(CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from,
-                                                     removed, current, base_files, columns))
+                return int(self.runner.run(lambda now: attrs.evolve(wanted, base=current, base_files=base_files,
+                                                                    now=now)))
             except Conflict:
-                if base is not None or attempt + 1 == REPLACE_ATTEMPTS \
+                if wanted.base is not None or attempt + 1 == REPLACE_ATTEMPTS \
                         or self._replace_base(write_id, files=False)[0] == current:
                     raise
                 continue
-            return self._version(self._write_view(write_id).table_id, number)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _replace_base(self, write_id: str, *, files: bool = True) -> tuple[int | None, tuple[tuple[str, int], ...]]:
@@ -353,7 +371,7 @@ class Ledger(Catalog):
         """A new version equal to an earlier one (Delta's RESTORE): undoes an overwrite. An expired
         version is refused with ``VersionExpired``."""
         at = None if as_of is None else to_micros(as_of)
-        number = self.runner.run(RestoreVersion(name, version, at))
+        number = _past_fences(lambda: self.runner.run(lambda now: RestoreVersion(name, version, at, now)))
         return self._version(self.table(name).id, number)
 
     def advance_retention_mark(self, name: str, to: datetime) -> datetime | None:
@@ -532,7 +550,8 @@ class Ledger(Catalog):
     # --- erasure requests (R25) ---------------------------------------------------------------
 
     def request_erasure(self, name: str, *, predicate: str, reason: str, files: Iterable[tuple[str, int]],
-                        replaced_by: int | None = None, scanned: Mapping[str, int] | None = None) -> ErasureStatus:
+                        replaced_by: int | None = None, scanned: Mapping[str, int] | None = None,
+                        request_id: str | None = None) -> ErasureStatus:
         """Record erasure request of the rows ``predicate`` names in table ``name``, for ``reason`` (R25).
         ``files`` is the erasure set: ``(key, size)`` of every file that held such rows, keys relative
         to the warehouse root (``<table id>/_writes/...``), each a file of a kept version of the table
@@ -544,15 +563,16 @@ class Ledger(Catalog):
         dropped ones of the name), each with the number of its current version then (0: none); a
         request whose name holds anything else now (a commit landed since) is ``Conflict``, decided
         as it is appended: scan what was committed since and record again. A file that is none of
-        those is ``InvalidArgument``, and nothing is recorded. Returns the request's status
-        (``erasure``)."""
+        those is ``InvalidArgument``, and nothing is recorded. ``request_id``: the id a fence was put
+        up for (``fence_erasure``), which the request lifts; a new one otherwise. Returns the request's
+        status (``erasure``)."""
         if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
             raise InvalidArgument(f"files must be (key, size) pairs, got {type(files).__name__}; nothing was recorded")
         if scanned is not None and not isinstance(scanned, Mapping):
             raise InvalidArgument(f"scanned maps each instance id scanned to its current version's number, not "
                                   f"{type(scanned).__name__}; nothing was recorded")
         wanted = _pairs(files)
-        request_id = _new_id()
+        request_id = _new_id() if request_id is None else request_id
         for attempt in range(REPLACE_ATTEMPTS):
             seen, holders = self._holders(name, wanted)
             if scanned is not None:
@@ -567,6 +587,18 @@ class Ledger(Catalog):
                 continue
             return self.erasure(request_id)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def fence_erasure(self, name: str, *, request_id: str | None = None) -> ErasureFence:
+        """Hold commits and restores of the live table ``name`` off while an erasure request is being
+        recorded (R25): an engine that lost its race with other writers once scans the last commits,
+        rewrites what holds the rows and records the request (``request_erasure(...,
+        request_id=fence.request_id)``, which lifts it) with nothing landing in between. Writers wait
+        (``commit_write``); the fence lasts ``FENCE_SECONDS`` unless renewed (``renew``), so one whose
+        engine died lets them through soon. Another request's fence is ``ErasureInProgress``. As a
+        context manager, it is lifted on leaving the block if the request was not recorded."""
+        request_id = _new_id() if request_id is None else request_id
+        until = self.runner.run(lambda now: FenceErasure(request_id, name, now))
+        return ErasureFence(self, names.table_name(name), request_id, from_micros(until))
 
     def check_erasure(self, name: str, *, predicate: str, reason: str) -> None:
         """Refuse, typed, what ``request_erasure`` would refuse of the request itself (a name that is
@@ -778,6 +810,36 @@ class Pin:
         self.release()
 
 
+class ErasureFence:
+    """A fence an erasure's engine holds on a table (``Ledger.fence_erasure``): ``renew`` extends it
+    by ``FENCE_SECONDS`` from now, ``lift`` ends it (the request recorded with its ``request_id``
+    lifts it too); as a context manager it is lifted on leaving the block."""
+
+    def __init__(self, ledger: Ledger, table: str, request_id: str, until: datetime) -> None:
+        self._ledger, self.table, self.request_id, self.until = ledger, table, request_id, until
+
+    def __repr__(self) -> str:
+        return f"<ErasureFence of request {self.request_id} on {self.table} until {self.until.isoformat()}>"
+
+    def renew(self) -> ErasureFence:
+        until = self._ledger.runner.run(lambda now: FenceErasure(self.request_id, self.table, now))
+        self.until = from_micros(until)
+        return self
+
+    def lift(self) -> bool:
+        """End the fence now; False if it was not held any more (the request recorded, or run out)."""
+        return bool(self._ledger.runner.run(LiftErasureFence(self.request_id, self.table)))
+
+    def __enter__(self) -> ErasureFence:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lift()
+
+
+_T = TypeVar("_T")
+
+
 def copy_ledger(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> CopyReport:
     """Copy the ledger at ``source`` into a new (or empty) one at ``destination``, either a file or a
     ``postgresql://`` URL, event for event with hashes unchanged (R18): a checkpoint taken before
@@ -794,6 +856,26 @@ def copy_ledger(source: str | os.PathLike[str], destination: str | os.PathLike[s
             dst.close()
     finally:
         src.close()
+
+
+FENCE_WAIT_SECONDS = 300.0
+"""How long a commit or a restore waits for an erasure's fence to lift (real time) before it says
+``ErasureInProgress``: the engine holds one only to scan and rewrite the last commits, and renews it
+while it works; one whose process died runs out within ``core.erasures.FENCE_SECONDS``."""
+
+
+def _past_fences(run: Callable[[], _T]) -> _T:
+    """``run()``, again every fifth of a second while an erasure's fence holds the table (R25), for up
+    to ``FENCE_WAIT_SECONDS``: a writer waits for the request to be recorded, as a DML statement waits
+    for a table's lock, instead of losing its write."""
+    deadline = time.monotonic() + FENCE_WAIT_SECONDS
+    while True:
+        try:
+            return run()
+        except ErasureInProgress:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _lease_seconds(lease: Duration, what: str) -> int:

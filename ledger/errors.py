@@ -58,6 +58,18 @@ class VersionErased(LedgerError):
         self.request_id = request_id
 
 
+class ErasureInProgress(LedgerError):
+    """An erasure request is being recorded on the table: its engine holds commits to it off (a
+    *fence*, until ``until``) while it scans the last commits and records the request, so that no
+    row lands unscanned in between (R25). ``commit_write`` and ``restore_table`` wait for it to
+    lift; this is raised only when it held longer than they wait: commit again."""
+
+    def __init__(self, message: str, *, request_id: str | None = None, until: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.until = until
+
+
 class SchemaMismatch(LedgerError, ValueError):
     """An append whose columns are not the table's: the message names both schemas. Appending
     them would make a read of the new version lose one side's columns; write with

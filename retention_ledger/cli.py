@@ -936,7 +936,8 @@ def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], N
               help="The rows to erase, as a Spark SQL predicate (e.g. \"user_id = 42\").")
 @click.option("--reason", required=True, metavar="TEXT", help="Why (a ticket, an article of law): recorded with it.")
 @click.option("--expire-now", is_flag=True,
-              help="Expire every version holding the rows at once (refused under a pin), not at retention.")
+              help="Expire every version holding the rows at once, not at retention (a pin on one of them ends "
+                   "with the request; one on an older version holding none refuses it).")
 @click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
               help="The Spark master to run on (a cluster's, e.g. spark://host:7077).")
 @remote_option
@@ -951,8 +952,9 @@ def erase_command(ctx: Context, name: str, predicate: str, reason: str, expire_n
 
     led = ctx.ledger
     with _SparkGuard("erase", led.path) as guard:
-        status = erase(_session(guard, master, remote, spark_conf), led, name, predicate, reason=reason,
-                       expire_now=expire_now)
+        spark = _session(guard, master, remote, spark_conf)
+        with _progress_bar("erasing", quiet=ctx.as_json) as progress:
+            status = erase(spark, led, name, predicate, reason=reason, expire_now=expire_now, progress=progress)
     size = sum(f.size for f in status.files)
     ctx.emit(status.to_dict(), lambda: "\n".join([
         f"erasure request {status.request_id} recorded for {status.table} ({status.predicate}): "

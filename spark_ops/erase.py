@@ -24,16 +24,18 @@
    record: the next vacuum deletes them (a dropped instance still goes at its own retention).
 
 A commit that lands anywhere between the scan and the request (another writer's append, a
-partition overwrite, another erase) refuses step 3 or 4 with ``Conflict``: the erase scans what
-was committed since (what it scanned already is not read again) and goes again, a few rounds at
-most, so no matching row escapes the request it records.
+partition overwrite, another erase) refuses step 3 or 4 with ``Conflict``: the erase then holds the
+table's commits off (a fence, recorded: writers wait for it), scans what was committed since (what
+it scanned already is not read again), rewrites what holds the rows, and records the request, so no
+matching row escapes it, however often the table is written to.
 """
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 
-from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.types import StructField, StructType
 
@@ -50,12 +52,8 @@ from .tables import (
     adopt_unversioned_files, check_filesystem, file_frames, new_write, partition_columns_of, read_unversioned,
     union_all,
 )
-from .vacuum_job.progress import Progress, watching
-
-ROUNDS = 20
-"""How often the erase goes again when commits keep landing between its scan and its request. A round
-after the first scans only what was committed since (a Spark job over a file or two), so under a
-writer appending every second or so it still finds a quiet moment within these."""
+from .heartbeat import Heartbeat
+from .vacuum_job.progress import Progress, Watch, watching
 
 SAME_STORE = {"s3a": "s3", "s3n": "s3"}
 """Schemes Spark may give for the warehouse's (Hadoop's S3 connectors for ``s3://``)."""
@@ -79,51 +77,77 @@ def erase(spark: SparkSession, ledger: Ledger, name: str, where: str, *, reason:
         raise InvalidArgument(f"expire_now must be True or False, got {expire_now!r}; nothing was recorded")
     ledger.check_erasure(name, predicate=where, reason=reason)
     predicate = _predicate(spark, where)
-    live, dropped = _instances(ledger, name)
+    live, _dropped = _instances(ledger, name)
     check_filesystem(spark, ledger.warehouse)
     if live is not None and live.current_version is None:
         live = _versioned(spark, ledger, live, where, predicate)
     scan = _Scan(spark, ledger, name, where, predicate)
-    replaced_by: tuple[str, int] | None = None  # (the live instance's id, the version that rewrote it)
+    request = _Request(ledger, name, where, reason, expire_now, scan)
     with watching(spark, progress, 0) as watch:
-        for _round in range(ROUNDS):
-            if _round:
-                live, dropped = _instances(ledger, name)
-            kept = [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))]
-            scanned = {i.id: i.current_version or 0 for i in [*([live] if live else []), *dropped]}
-            scan.check(kept)
-            watch.expect(scan.cost(kept))
-            scan.files(kept)
-            current = next((v for v in kept if v.current and live is not None and v.table_id == live.id), None)
-            if expire_now and live is not None:
-                _check_pins(ledger, live, kept, scan.matched)
-            holding = [] if current is None else [f.path for f in current.files if scan.key(current, f.path) in
-                                                  scan.matched]
-            if holding:
-                assert live is not None and current is not None
-                try:
-                    version = _replace(spark, ledger, live, current, predicate, holding)
-                except Conflict:
-                    continue  # another commit came first: scan it, and go again
-                replaced_by, scanned[live.id] = (live.id, version.number), version.number
-                scan.clean(version)
-            if replaced_by is not None and (live is None or replaced_by[0] != live.id):
-                replaced_by = None  # the instance it rewrote is no longer the name's live one
-            erasure_set = scan.erasure_set(
-                [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))])
-            try:
-                status = ledger.request_erasure(name, predicate=where, reason=reason,
-                                                files=sorted(erasure_set.items()), scanned=scanned,
-                                                replaced_by=None if replaced_by is None else replaced_by[1])
-            except Conflict:
-                continue  # a commit landed since the scan: it is scanned in the next round
-            break
-        else:
-            raise Conflict(f"commits to {name} kept landing while the erasure scanned it ({ROUNDS} rounds): the "
-                           f"request was not recorded (any rewrite made stays, without the rows); erase again")
-    if expire_now and live is not None:
-        _expire(ledger, name, status, live.id)
+        status = request.attempt(watch)
+        if status is None:  # a commit landed after the scan: hold commits off, scan it, record
+            status = request.fenced(watch)
+    if expire_now and status.table_id is not None:
+        _expire(ledger, name, status, status.table_id)
     return ledger.erasure(status.request_id) if expire_now else status
+
+
+class _Request:
+    """One erasure request's way to the record: an attempt with other writers going on (most find
+    nothing committed between their scan and their request), then, if one did land, a second under
+    a fence (``Ledger.fence_erasure``), where only the rewrite of what landed is waited for."""
+
+    def __init__(self, ledger: Ledger, name: str, where: str, reason: str, expire_now: bool, scan: _Scan) -> None:
+        self.ledger, self.name, self.where, self.reason, self.expire_now, self.scan = \
+            ledger, name, where, reason, expire_now, scan
+        self.replaced_by: tuple[str, int] | None = None  # (the live instance's id, the version that rewrote it)
+
+    def fenced(self, watch: Watch) -> ErasureStatus:
+        with self.ledger.fence_erasure(self.name) as fence:
+            every = (fence.until - self.ledger.now()).total_seconds() / 3
+            with Heartbeat(f"fence-{fence.request_id}", every, fence.renew):
+                status = self.attempt(watch, fence.request_id)
+        if status is None:  # only a drop, an undrop or a purge of the name can have moved it
+            raise Conflict(f"{self.name} changed while its erasure was recorded under a fence (dropped, undropped or "
+                           "purged meanwhile): the request was not recorded (any rewrite made stays, without the "
+                           "rows); erase again")
+        return status
+
+    def attempt(self, watch: Watch, fence: str | None = None) -> ErasureStatus | None:
+        """Scan what is not scanned yet, rewrite the current files holding matches, record the request
+        on the condition that nothing was committed since the scan: its status, or None if a commit
+        came first (the scan keeps what it read: the next attempt reads only what is new)."""
+        ledger, scan = self.ledger, self.scan
+        live, dropped = _instances(ledger, self.name)
+        kept = [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))]
+        scanned = {i.id: i.current_version or 0 for i in [*([live] if live else []), *dropped]}
+        scan.check(kept)
+        watch.expect(scan.cost(kept))
+        scan.files(kept)
+        current = next((v for v in kept if v.current and live is not None and v.table_id == live.id), None)
+        if self.expire_now and live is not None:
+            _check_pins(ledger, live, kept, scan.matched)
+        holding = [] if current is None else [f.path for f in current.files
+                                              if scan.key(current, f.path) in scan.matched]
+        if holding:
+            assert live is not None and current is not None
+            try:
+                version = _replace(scan.spark, ledger, live, current, scan.predicate, holding, fence)
+            except Conflict:
+                return None  # another commit came first
+            self.replaced_by, scanned[live.id] = (live.id, version.number), version.number
+            scan.clean(version)
+        if self.replaced_by is not None and (live is None or self.replaced_by[0] != live.id):
+            self.replaced_by = None  # the instance it rewrote is no longer the name's live one
+        erasure_set = scan.erasure_set(
+            [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))])
+        try:
+            return ledger.request_erasure(self.name, predicate=self.where, reason=self.reason,
+                                          files=sorted(erasure_set.items()), scanned=scanned,
+                                          replaced_by=None if self.replaced_by is None else self.replaced_by[1],
+                                          request_id=fence)
+        except Conflict:
+            return None  # a commit landed since the scan
 
 
 # --- the predicate ------------------------------------------------------------------------------
@@ -141,8 +165,20 @@ def _unplannable(where: str, exc: BaseException, on: str = "") -> InvalidArgumen
 
 
 def _said(exc: BaseException) -> str:
-    """Spark's first line: what is wrong, without the plan and the stack that follow."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(";")
+    """Spark's first line: what is wrong, without the plan and the stack that follow. A JVM error
+    PySpark did not convert (py4j's "An error occurred while calling ...") says it further down, a
+    job's failure wrapping its tasks' ([STAGE_MATERIALIZATION_MULTIPLE_FAILURES]): the first of
+    those that names its own error class."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    named = [line for line in lines if _ERROR_CLASS.search(line) and not line.startswith("at ")]
+    inner = [line for line in named if not any(wrapper in line for wrapper in WRAPPERS)]
+    said = (inner or named or lines or [type(exc).__name__])[0]
+    return re.sub(r"^(\d+\.\s*)?(:\s*)?([\w.$]+(Exception|Error):\s*)?", "", said).rstrip(";")
+
+
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(\.[A-Z0-9_]+)*\]")
+WRAPPERS = ("[STAGE_MATERIALIZATION_MULTIPLE_FAILURES]", "[FAILED_EXECUTE_UDF]", "[TASK_WRITE_FAILED]")
+"""Error classes Spark gives a job that failed for its tasks' errors: the task's says what is wrong."""
 
 
 NOT_SAID_BY_ITS_TEXT = {
@@ -319,7 +355,9 @@ class _Scan:
         except AnalysisException as exc:  # files whose version recorded no columns: planned only here
             raise InvalidArgument(f"Spark cannot use the predicate {self.where!r:.200} on the files of {self.name} "
                                   f"({_said(exc)}); nothing was recorded") from None
-        except PySparkException as exc:
+        except LedgerError:
+            raise
+        except Exception as exc:  # PySpark's errors, and py4j's for a JVM error it did not convert
             raise _evaluated(self.where, self.name, self.spark, exc) from None
         return {key: files[key][2] for key in (_key_of(row["f"], spelt) for row in rows)}
 
@@ -396,12 +434,13 @@ def _check_pins(ledger: Ledger, live: TableInstance, kept: list[TableVersion], m
 
 
 def _replace(spark: SparkSession, ledger: Ledger, live: TableInstance, current: TableVersion, predicate: Column,
-             paths: list[str]) -> TableVersion:
+             paths: list[str], fence: str | None) -> TableVersion:
     """One version: ``current``'s files but ``paths``, plus those files' rows the predicate does not
     match (``NOT coalesce(predicate, false)``: SQL ``DELETE``), written partitioned as they were.
     Removing every file and keeping no row is an overwrite with no files, which says so on record (a
     replace may not empty a table). Either is committed only if ``current`` is still current:
-    ``Conflict`` otherwise (the write aborted), for the caller to scan what came first."""
+    ``Conflict`` otherwise (the write aborted), for the caller to scan what came first. ``fence``: the
+    request whose fence holds other commits off, under which this one is made."""
     struct = None if current.schema is None else schemas.struct(current.schema)
     layouts: dict[tuple[str, ...], list[str]] = {}
     for path in paths:
@@ -414,8 +453,9 @@ def _replace(spark: SparkSession, ledger: Ledger, live: TableInstance, current: 
     with new_write(ledger, live, frames) as (write, files):
         if files or len(paths) < current.file_count:
             return ledger.commit_write(write.id, files, mode="replace", removes=paths, schema=current.schema,
-                                       base=current.number)
-        return ledger.commit_write(write.id, [], mode="overwrite", schema=current.schema, base=current.number)
+                                       base=current.number, fence=fence)
+        return ledger.commit_write(write.id, [], mode="overwrite", schema=current.schema, base=current.number,
+                                   fence=fence)
 
 
 def _expire(ledger: Ledger, name: str, status: ErasureStatus, table_id: str) -> None:
@@ -435,4 +475,4 @@ def _expire(ledger: Ledger, name: str, status: ErasureStatus, table_id: str) -> 
                          f"again with advance_retention_mark once the pin is released") from exc
 
 
-__all__ = ["erase", "ROUNDS"]
+__all__ = ["erase"]

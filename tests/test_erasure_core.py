@@ -14,6 +14,8 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
+import time
 import zlib
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +25,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ledger import (
-    Conflict, ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted, PinEnded, VersionErased,
+    Conflict, ErasureInProgress, ErasureProof, InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted,
+    PinEnded, VersionErased,
 )
 from ledger.errors import InvalidName, TableNotFound
 from tests.conftest import T0
@@ -360,6 +363,49 @@ def test_r4_r25_a_request_is_refused_if_a_commit_landed_since_its_set_was_scanne
         commit(ledger, "later")
         with pytest.raises(Conflict):
             other.runner.commit(prepared)
+    ledger.verify()
+
+
+def test_r25_r4_a_fence_holds_other_commits_off_until_its_request_is_recorded(ledger_path, ledger: Ledger,
+                                                                               clock) -> None:
+    """An engine that lost its race once holds the table's commits off (``fence_erasure``) while it
+    scans the last commits and records: another writer's commit waits for the request (it is not
+    refused, and not lost), then lands after it; another request's fence is ``ErasureInProgress``."""
+    ledger.create_table(NAME)
+    [a] = commit(ledger, "a")
+    clock.advance(DAY)
+    commit(ledger, "b", mode="overwrite")
+    table_id = ledger.table(NAME).id
+    with Ledger.open(ledger_path, clock=clock, actor="writer", max_clock_skew=MANUAL) as writer:
+        w = writer.begin_write(NAME)
+        fence = ledger.fence_erasure(NAME)
+        with pytest.raises(ErasureInProgress, match=fence.request_id) as refused:
+            writer.fence_erasure(NAME)
+        assert refused.value.request_id == fence.request_id and "\n" not in str(refused.value)
+        landed: list = []
+        waiting = threading.Thread(target=lambda: landed.append(
+            writer.commit_write(w.id, [(f"{w.relative_folder}/late", 10)])))
+        waiting.start()
+        time.sleep(1.5)
+        assert not landed and ledger.version(NAME).number == 2  # waiting, not refused
+        status = ledger.request_erasure(NAME, predicate="user_id = 3", reason="GDPR", files=[(a, 10)],
+                                        scanned={table_id: 2}, request_id=fence.request_id)
+        waiting.join(60)
+        assert [v.number for v in landed] == [3] and ledger.history(type="VersionCommitted")[-1].seq > status.seq
+        assert fence.lift() is False  # the request lifted it
+    ledger.verify()
+
+
+def test_r25_a_fence_whose_engine_died_lets_writers_through_at_its_end(ledger: Ledger, clock) -> None:
+    ledger.create_table(NAME)
+    commit(ledger, "a")
+    fence = ledger.fence_erasure(NAME)
+    clock.advance(timedelta(minutes=3))  # past its end: nobody renewed it
+    commit(ledger, "b")
+    assert ledger.version(NAME).number == 2 and fence.lift() is True  # its record was still there to lift
+    fence = ledger.fence_erasure(NAME)
+    assert fence.lift() is True
+    commit(ledger, "c")  # lifted: commits go at once
     ledger.verify()
 
 

@@ -38,12 +38,13 @@ from typing import TYPE_CHECKING, Mapping, Union
 import attrs
 
 from ..clock import Micros, iso
-from ..errors import Conflict, InvalidArgument, TableNotFound
+from ..errors import Conflict, ErasureInProgress, InvalidArgument, TableNotFound
 from ..names import database_of, table_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import as_ids, event
 from .pins import overridden
 from .streams import catalog_stream, catalog_streams, data_stream
+from .tables import require_live
 from .versions import MAX_BYTES, is_plain_id, manifest, version_key
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 
 MAX_TEXT = 10_000
 """The longest predicate or reason recorded (characters): a request names rows, it does not hold them."""
+FENCE_SECONDS = 120
+"""How long a fence holds a table's commits off unless renewed: its engine renews it while it works,
+so one whose process died lets writers through this long after."""
 
 
 # --- events --------------------------------------------------------------------------------
@@ -77,6 +81,26 @@ class ErasureRequested:
     replaced_by: int | None = None
 
 
+@event("ErasureFenced")
+@attrs.frozen
+class ErasureFenced:
+    """Erasure request ``request_id`` (not recorded yet) holds commits to the instance off until
+    ``until``: its engine scans what was committed since its first scan, rewrites it, and records the
+    request with nothing landing in between. Recorded again to renew it; lifted by the request
+    itself, by ``ErasureFenceLifted``, or at ``until``."""
+    request_id: str
+    table_id: str
+    until: Micros
+
+
+@event("ErasureFenceLifted")
+@attrs.frozen
+class ErasureFenceLifted:
+    """The engine of request ``request_id`` gave up (the request was not recorded): commits go again."""
+    request_id: str
+    table_id: str
+
+
 # --- state ---------------------------------------------------------------------------------
 
 @attrs.frozen
@@ -87,9 +111,28 @@ class Request(ErasureRequested):
 
 
 @attrs.frozen
+class Fence:
+    request_id: str
+    until: Micros
+
+
+@attrs.frozen
 class Erasures:
     requests: Mapping[str, Request] = mapping(Request)   # request id -> Request
     versions: Mapping[str, str] = mapping()              # "<table id>/<number>" -> the first request erasing it
+    fences: Mapping[str, Fence] = mapping(Fence)         # table id -> the fence last put on it (maybe run out)
+
+    def fence_refusal(self, name: str, table_id: str, at: Micros, holder: str | None = None) -> ErasureInProgress | None:
+        """Why a commit (or restore) landing at ``at`` may not change the instance's current version:
+        another request's fence holds it (R25). Asked by the versions concern; ``holder`` is the
+        request whose own rewrite this is."""
+        fence = self.fences.get(table_id)
+        if fence is None or fence.until <= at or fence.request_id == holder:
+            return None
+        return ErasureInProgress(
+            f"{name} is held for erasure request {fence.request_id} until {iso(fence.until)}: its engine scans the "
+            "last commits and records the request before another lands (R25); commit again once it is recorded",
+            request_id=fence.request_id, until=fence.until)
 
     def version_refusal(self, name: str, table_id: str, number: int) -> tuple[str, str] | None:
         """Why version ``number`` of the instance may not be read, restored or pinned (R25), and the
@@ -137,7 +180,22 @@ class RequestErasure:
     """When the caller decided (the ledger's clock): the pins the request ends are those live then."""
 
 
-Command = Union[RequestErasure]
+@attrs.frozen
+class FenceErasure:
+    """Hold commits to the live table ``name`` off for request ``request_id`` (renewing its fence)."""
+    request_id: str
+    name: str
+    now: Micros
+    seconds: int = FENCE_SECONDS
+
+
+@attrs.frozen
+class LiftErasureFence:
+    request_id: str
+    name: str
+
+
+Command = Union[RequestErasure, FenceErasure, LiftErasureFence]
 
 
 def _text(value: object, what: str) -> str:
@@ -227,6 +285,33 @@ def _request(state: State, cmd: RequestErasure) -> Decision:
                     ((digest, data),))
 
 
+def _fence(state: State, cmd: FenceErasure) -> Decision:
+    """A fence (or its renewal) for a request not recorded yet, on a live table no other request's
+    fence holds: the engine then scans, rewrites and records with nothing landing in between."""
+    if not is_plain_id(cmd.request_id) or cmd.request_id in state.erasures.requests:
+        raise InvalidArgument(f"erasure request id {cmd.request_id!r} is empty, recorded already, or not plain text")
+    if isinstance(cmd.seconds, bool) or not isinstance(cmd.seconds, int) or not 1 <= cmd.seconds <= 3600:
+        raise InvalidArgument(f"a fence lasts 1 to 3600 seconds (renewed while its engine works), not {cmd.seconds!r}")
+    inst = require_live(state, cmd.name, "hold commits off for an erasure of")
+    at = max(cmd.now, state.last_time + 1)
+    held = state.erasures.fence_refusal(inst.name, inst.id, at, cmd.request_id)
+    if held is not None:
+        raise held
+    stream = data_stream(inst.id)
+    until = at + cmd.seconds * 1_000_000
+    return Decision(((stream, ErasureFenced(cmd.request_id, inst.id, until)),), frozenset({stream}), until)
+
+
+def _lift(state: State, cmd: LiftErasureFence) -> Decision:
+    """Lifting a fence this request does not hold (it ran out, or another's is there) changes nothing."""
+    inst = require_live(state, cmd.name, "lift an erasure's fence on")
+    stream = data_stream(inst.id)
+    fence = state.erasures.fences.get(inst.id)
+    if fence is None or fence.request_id != cmd.request_id:
+        return Decision((), frozenset({stream}), False)
+    return Decision(((stream, ErasureFenceLifted(cmd.request_id, inst.id)),), frozenset({stream}), True)
+
+
 # --- fold ----------------------------------------------------------------------------------
 
 def _on_requested(b: Builder, e: ErasureRequested, seq: int, time: Micros) -> None:
@@ -248,12 +333,34 @@ def _on_requested(b: Builder, e: ErasureRequested, seq: int, time: Micros) -> No
         if held not in erasures.versions:  # (no setdefault: the fold's maps track what is set)
             erasures.versions[held] = e.request_id
     erasures.requests[e.request_id] = Request(**attrs.asdict(e, recurse=False), seq=seq, time=time)
+    fence = None if e.table_id is None else erasures.fences.get(e.table_id)
+    if fence is not None and fence.request_id == e.request_id:
+        del erasures.fences[e.table_id]  # recorded: its fence is lifted
+
+
+def _on_fenced(b: Builder, e: ErasureFenced, seq: int, time: Micros) -> None:
+    inst = b.tables.instances.get(e.table_id)
+    held = b.erasures.fences.get(e.table_id)
+    if inst is None or not inst.is_live or e.request_id in b.erasures.requests or e.until <= time or \
+            (held is not None and held.request_id != e.request_id and held.until > time):
+        raise corrupt(f"event #{seq} fences {e.table_id} for erasure request {e.request_id}, which no live table, "
+                      "unrecorded request and free table allow (R25)")
+    b.erasures.fences[e.table_id] = Fence(e.request_id, e.until)
+
+
+def _on_lifted(b: Builder, e: ErasureFenceLifted, seq: int, time: Micros) -> None:
+    held = b.erasures.fences.get(e.table_id)
+    if held is None or held.request_id != e.request_id:
+        raise corrupt(f"event #{seq} lifts a fence of erasure request {e.request_id} on {e.table_id}, which it "
+                      "does not hold")
+    del b.erasures.fences[e.table_id]
 
 
 CONCERN = Concern(
     initial=Erasures(),
-    evolve={ErasureRequested: _on_requested},
-    decide={RequestErasure: _request},
+    evolve={ErasureRequested: _on_requested, ErasureFenced: _on_fenced, ErasureFenceLifted: _on_lifted},
+    decide={RequestErasure: _request, FenceErasure: _fence, LiftErasureFence: _lift},
 )
 
-__all__ = ["ErasureRequested", "Request", "Erasures", "RequestErasure", "check_request", "considered", "CONCERN"]
+__all__ = ["ErasureRequested", "ErasureFenced", "ErasureFenceLifted", "Request", "Fence", "Erasures", "RequestErasure",
+           "FenceErasure", "LiftErasureFence", "check_request", "considered", "FENCE_SECONDS", "CONCERN"]

@@ -547,6 +547,10 @@ class CommitWrite:
     partition_by: tuple[str, ...] | None = None
     """The partition columns the files were written by (``()``: none); None: not said, so the
     table's are kept by an append, a replace, or an overwrite with no files (see ``_partitioning``)."""
+    now: Micros = 0
+    """When the committer decided (the ledger's clock): what an erasure's fence is measured against."""
+    fence: str | None = None
+    """The erasure request whose fence this commit is the rewrite of (it alone commits under it)."""
 
 
 @attrs.frozen
@@ -561,6 +565,7 @@ class RestoreVersion:
     name: str
     version: int | None = None
     as_of: Micros | None = None
+    now: Micros = 0
 
 
 @attrs.frozen
@@ -707,6 +712,7 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
     if inst is None or not inst.is_live:
         raise TableNotFound(f"cannot commit write {w.id}: its table {_name(state, w.table_id)} is no longer live "
                             "(dropped since the write began); undrop it and write again")
+    check_unfenced(state, inst, cmd.now, cmd.fence)
     what = f"commit of write {w.id}"
     files = _check_files(cmd.files, w.folder, what)
     digest, data = manifest(files)
@@ -864,6 +870,16 @@ def _adopt(state: State, cmd: AdoptFiles) -> Decision:
     return Decision(((stream, adopted),), catalog_streams(inst.database) | {stream}, 1, ((digest, data),))
 
 
+def check_unfenced(state: State, inst: Instance, now: Micros, holder: str | None = None) -> None:
+    """R25: no commit or restore changes the current version of a table an erasure's fence holds
+    (its engine is recording the request: ``ErasureInProgress``), but the request's own rewrite. The
+    erasures concern says whether one holds (it is asked here); the fence is on the data stream every
+    commit and restore reads (R4), so the two have one order."""
+    held = state.erasures.fence_refusal(inst.name, inst.id, max(now, state.last_time + 1), holder)
+    if held is not None:
+        raise held
+
+
 def choose(state: State, inst: Instance, version: int | None = None, as_of: Micros | None = None) -> Version:
     """The version a read or a restore asks for, or a refusal before any file is read (R12)."""
     data = state.data
@@ -919,6 +935,7 @@ def _restore(state: State, cmd: RestoreVersion) -> Decision:
     head = state.data.heads[inst.id]
     if chosen.number == head:
         raise InvalidArgument(f"{inst.name} version {head} is the current version already; nothing to restore")
+    check_unfenced(state, inst, cmd.now)
     stream = data_stream(inst.id)
     restored = VersionRestored(inst.id, head + 1, chosen.number)
     # The catalog's streams order it with an erasure request of the table too (R25: on its database's stream).
