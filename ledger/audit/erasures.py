@@ -34,7 +34,9 @@ from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
 from ..persistence.contract import EventStore
 from . import outputs
 from .checkpoints import InclusionProof
-from .receipts import DeletionProof, DeletionProofs, NotDeletedKey, check_against, prove_deleted_many
+from .receipts import (
+    DeletionProof, DeletionProofs, NotDeletedKey, answer_from, check_against, prove_deleted_many, read_time, well_typed,
+)
 
 BUNDLE_KIND = "retention-ledger erasure proof"
 
@@ -240,6 +242,10 @@ class ErasureProof:
 
     @classmethod
     def from_json(cls, text: str) -> ErasureProof:
+        """A bundle as ``write`` wrote it. ``InvalidArgument`` for what is no bundle (not JSON, a field
+        missing or of the wrong type); ``LedgerCorrupt`` for one whose fields disagree with each other
+        (a field no bundle has, ``requested_at`` not its request's time): those are edits, and
+        ``check`` binds the rest to the log."""
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -247,15 +253,23 @@ class ErasureProof:
                 from None
         if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
             raise InvalidArgument("not an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one)")
+        if set(data) != _FIELDS:
+            raise LedgerCorrupt(f"an erasure proof that holds {sorted(set(data))}, not {sorted(_FIELDS)}: the bundle "
+                                "was edited")
         try:
-            files = tuple((str(k), int(s)) for k, s in data["files"])
-            inclusion = None if data.get("inclusion") is None else InclusionProof(
-                **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])})
-            answers = DeletionProofs.from_json(json.dumps({"kind": "retention-ledger deletion proofs",
-                                                           "keys": len(data["answers"]), "answers": data["answers"]}))
-            return cls(Request(**data["request"]), files, answers, inclusion)
+            files = tuple(_file(f) for f in data["files"])
+            inclusion = None if data["inclusion"] is None else well_typed(InclusionProof(
+                **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])}))
+            answers = DeletionProofs(tuple(answer_from(a) for a in data["answers"]))
+            request = Request(**data["request"])
+            requested_at = read_time(data["requested_at"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"an erasure proof that is cut short or edited: {exc!r:.120}") from None
+        if not isinstance(request.time, int) or requested_at != from_micros(request.time):
+            raise LedgerCorrupt(f"the erasure proof's requested_at ({iso_utc(requested_at)}) is not the time of "
+                                f"its request's event ({iso(request.time) if isinstance(request.time, int) else '?'}): "
+                                "the bundle was edited")
+        return cls(request, files, answers, inclusion)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ErasureProof:
@@ -264,6 +278,18 @@ class ErasureProof:
                 return cls.from_json(source.read())
         except OSError as exc:
             raise InvalidArgument(f"cannot read the erasure proof {os.fspath(path)}: {exc.strerror or exc}") from None
+
+
+_FIELDS = {"kind", "request", "requested_at", "files", "inclusion", "answers"}
+"""A bundle's fields, as ``ErasureProof.to_dict`` writes them."""
+
+
+def _file(pair: Any) -> tuple[str, int]:
+    """One ``[key, size]`` of a bundle's erasure set, as written (``TypeError`` if not)."""
+    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], int)
+            and not isinstance(pair[1], bool)):
+        raise TypeError(f"a file of the set is [key, size], not {pair!r:.80}")
+    return pair[0], pair[1]
 
 
 def prove(store: EventStore, state: State, request_id: str, root: str,
@@ -301,6 +327,11 @@ def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | N
                 or (checkpoint is not None and not bundle.inclusion.verify(checkpoint)):
             raise LedgerCorrupt(f"the inclusion proof of request {r.request_id} does not lead from event #{r.seq} to "
                                 "the checkpoint's root (it was edited, or made for another checkpoint)")
+    place = {key: i for i, (key, _) in enumerate(bundle.files)}
+    given = [place.get(a.key, -1) for a in bundle.proofs.answers]
+    if -1 in given or given != sorted(set(given)):
+        raise LedgerCorrupt(f"the bundle's answers are not for the files of request {r.request_id}'s set, each once, "
+                            "in its order (the bundle was edited)")
     answers = {a.key: a for a in bundle.proofs.answers}
     missing: list[str] = []
     for key, size in bundle.files:
@@ -311,8 +342,7 @@ def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | N
                                     f"{size} (the bundle was edited)")
             check_against(answer, state, upto)
         else:
-            missing.append(key if answer is None else f"{key} ({answer.reason})" if isinstance(answer, NotDeletedKey)
-                           else key)
+            missing.append(f"{key} ({answer.reason})" if isinstance(answer, NotDeletedKey) else key)
     if missing:
         raise NotDeleted(f"{len(bundle.files) - len(missing)} of the {len(bundle.files)} files of erasure request "
                          f"{r.request_id} are proven deleted; not yet: {'; '.join(missing[:3])}"

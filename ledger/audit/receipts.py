@@ -23,19 +23,24 @@ import bisect
 import hashlib
 import json
 import os
+import types
+import typing
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Iterable, Iterator, Protocol, TypeVar, Union
 
 import attrs
+from attrs import AttrsInstance
 
 from ..chain import deleted_leaf, leaf, node, part_entry, part_problem, root_from_inclusion, unpack_part
-from ..clock import from_micros, iso_utc
+from ..clock import Micros, from_micros, iso, iso_utc
 from ..core.model import State
 from ..core.receipts import PartInfo
 from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
 from ..persistence.contract import EventStore
 from . import outputs
 from .object_keys import warehouse_keys, why_not_held
+
+T = TypeVar("T", bound=AttrsInstance)
 
 
 @attrs.frozen
@@ -131,9 +136,9 @@ class DeletionProof:
         try:
             data = dict(data)
             data.pop("verified", None)  # the CLI's --json output says whether it verified there
-            data["deleted_at"] = datetime.fromisoformat(data["deleted_at"].replace("Z", "+00:00"))
+            data["deleted_at"] = read_time(data["deleted_at"])
             data["leaf_path"], data["part_path"] = tuple(data["leaf_path"]), tuple(data["part_path"])
-            return cls(**data)
+            return well_typed(cls(**data))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise InvalidArgument(f"not a deletion proof (retention-ledger prove-deleted KEY --out FILE writes one): "
                                   f"{exc}") from None
@@ -222,10 +227,17 @@ class DeletionProofs:
         if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
             return cls((DeletionProof.from_dict(data),))
         answers = data.get("answers")
-        if not isinstance(answers, list) or data.get("keys") != len(answers):
-            raise InvalidArgument(f"a bundle of deletion proofs that does not hold its {data.get('keys')!r} "
-                                  "answers: the file was cut short or edited")
-        return cls(tuple(_answer_from(a) for a in answers))
+        if not isinstance(answers, list):
+            raise InvalidArgument("a bundle of deletion proofs with no list of answers: the file was cut short")
+        if set(data) != {"kind", "keys", "proven", "answers"}:
+            raise LedgerCorrupt(f"a bundle of deletion proofs that holds {sorted(set(data))}, not kind, keys, proven "
+                                "and answers: the bundle was edited")
+        bundle = cls(tuple(answer_from(a) for a in answers))
+        if data["keys"] != len(bundle) or data["proven"] != len(bundle.proofs):
+            raise LedgerCorrupt(f"a bundle of deletion proofs that says it answers {data['keys']!r} keys and proves "
+                                f"{data['proven']!r}, but holds {len(bundle)} answers and {len(bundle.proofs)} proofs: "
+                                "the bundle was edited")
+        return bundle
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> DeletionProofs:
@@ -233,7 +245,8 @@ class DeletionProofs:
         return cls.from_json(_read_text(path, "deletion proofs"))
 
 
-def _answer_from(data: Any) -> Answer:
+def answer_from(data: Any) -> Answer:
+    """One answer of a bundle as written: a key's proof, or why it has none."""
     if isinstance(data, dict) and set(data) == {"key", "not_deleted"}:
         if isinstance(data["key"], str) and isinstance(data["not_deleted"], str):
             return NotDeletedKey(data["key"], data["not_deleted"])
@@ -400,21 +413,113 @@ class _Anchors:
 
 
 def check_against(proof: DeletionProof, state: State, upto: int) -> None:
-    """That a proof's anchor is in a log (folded into ``state``) at or before event ``upto`` (a
-    checkpoint's): raises ``LedgerCorrupt`` naming what does not match."""
+    """That a proof is a log's (folded into ``state``), field by field, at or before event ``upto`` (a
+    checkpoint's): raises ``LedgerCorrupt`` naming what does not match.
+
+    The audit paths (``verify``) bind the key, its size and the part's summary to the roots the proof
+    names; everything else it states is compared with what the log records, because the offline
+    check prints it as verified: the run, its receipt's root and event (or, for a run that never
+    finished, its part's event), the part's place among the run's parts, and ``deleted_at``, which
+    must be that event's time. A proof backdated to 2020 is an edited proof, not an old deletion."""
     if not proof.verify():
         raise LedgerCorrupt(f"the proof that {proof.key} was deleted does not hold: its audit paths do not lead "
                             "to the roots it names (the proof was edited)")
+    parts = state.receipts.of_run(proof.run_id)
     if proof.receipt_root is not None:
         closed = state.receipts.closed.get(proof.run_id)
         anchored = closed is not None and closed.root == proof.receipt_root and closed.seq == proof.seq
         what = f"vacuum {proof.run_id}'s receipt with root {proof.receipt_root[:16]}..."
+        at = None if closed is None else closed.time
+        index = proof.part_index if proof.parts == len(parts) and proof.part_index is not None else None
+        part = parts[index] if index is not None and 0 <= index < len(parts) else None
     else:
-        anchored = any(p.root == proof.part_root and p.seq == proof.seq for p in state.receipts.of_run(proof.run_id))
+        part = next((p for p in parts if p.root == proof.part_root and p.seq == proof.seq), None)
+        anchored = part is not None
         what = f"a receipt part of vacuum {proof.run_id} with root {proof.part_root[:16]}..."
+        at = None if part is None else part.time
+        if (proof.part_index, proof.parts) != (None, None):
+            part = None  # a proof anchored on its part's event has no place in a receipt to state
     if not anchored:
         raise LedgerCorrupt(f"the log does not hold {what} at event #{proof.seq}: the proof is not this ledger's, "
                             "or was edited")
+    check_part(f"the proof that {proof.key} was deleted", proof, part, proof.run_id)
+    check_time(f"the proof that {proof.key} was deleted", "deleted_at", proof.deleted_at, at, what, proof.seq)
     if proof.seq > upto:
         raise LedgerCorrupt(f"{what} is event #{proof.seq}, after the checkpoint (#{upto}): take a checkpoint after "
                             "it, so that it covers the receipt")
+
+
+class _PartStated(Protocol):
+    """What a proof says of the part that holds its key."""
+    @property
+    def part_first(self) -> str: ...
+    @property
+    def part_last(self) -> str: ...
+    @property
+    def part_count(self) -> int: ...
+    @property
+    def part_bytes(self) -> int: ...
+    @property
+    def part_root(self) -> str: ...
+
+
+def check_part(said: str, proof: _PartStated, part: PartInfo | None, run_id: str) -> None:
+    """That the part a proof states (its summary, and for a closed receipt its place among the run's
+    parts) is one the log records for run ``run_id``: ``LedgerCorrupt`` if not."""
+    stated = (proof.part_first, proof.part_last, proof.part_count, proof.part_bytes, proof.part_root)
+    if part is None or (part.first, part.last, part.count, part.bytes, part.root) != stated:
+        raise LedgerCorrupt(f"{said} names a part of vacuum {run_id}'s record ({proof.part_first} to {proof.part_last}, "
+                            f"{proof.part_count} objects, {proof.part_bytes} bytes, root {proof.part_root[:16]}...) "
+                            "that the log does not record there: the proof was edited")
+
+
+def check_time(said: str, field: str, stated: datetime, at: Micros | None, what: str, seq: int) -> None:
+    """That the time a proof states is its anchor event's: ``LedgerCorrupt`` naming both if not."""
+    if at is None or stated != from_micros(at):
+        raise LedgerCorrupt(f"{said} gives {field} {iso_utc(stated)}, but the log records {what} at "
+                            f"{iso(at)} (event #{seq}): the proof was edited")
+
+
+def read_time(text: Any) -> datetime:
+    """A proof's time as written (ISO 8601 with its zone); ``ValueError`` for anything else: a time
+    with no zone is no instant, and could not be compared with the log's."""
+    if not isinstance(text, str):
+        raise ValueError(f"a time is ISO 8601 text, not {text!r:.40}")
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"the time {text!r:.40} has no zone")
+    return value
+
+
+def well_typed(value: T) -> T:
+    """``value`` (a frozen attrs proof read from a file) if each field holds what its annotation says
+    (text, a whole number, a time, a tuple of text, or None where allowed); else ``TypeError``
+    naming the field, so an edit of a type is refused in one line, never a traceback from deep in
+    the hashing."""
+    hints = typing.get_type_hints(type(value))
+    for field in attrs.fields(type(value)):
+        found = getattr(value, field.name)
+        if not _conforms(found, hints[field.name]):
+            raise TypeError(f"{field.name} is {found!r:.60}, not {_said(hints[field.name])}")
+    return value
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return any(_conforms(value, h) for h in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        item = typing.get_args(hint)[0]
+        return isinstance(value, tuple) and all(_conforms(v, item) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _said(hint: Any) -> str:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return " or ".join(_said(h) for h in typing.get_args(hint))
+    if typing.get_origin(hint) is tuple:
+        return f"a list of {_said(typing.get_args(hint)[0])}"
+    return {str: "text", int: "a whole number", datetime: "a time", type(None): "null"}.get(hint, str(hint))
