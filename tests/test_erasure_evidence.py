@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable
@@ -31,11 +31,14 @@ import pytest
 
 from ledger import Ledger, ManualClock, NotDeleted
 from tests.s3proxy import DELETES, Fault
+from tests.pg import MANUAL
+from tests.test_cli import ok as cli_ok
 from tests.test_s3 import objects_under, put
 from tests.test_s3 import connect_spark, lake, proxy, s3  # noqa: F401  (S3 on moto, and a Connect server that reaches it)
 
 pytestmark = pytest.mark.spark
 BOTH_SESSIONS = True  # R24: every vacuum here runs on a classic session and on a Spark Connect one
+BOTH_STORES = True  # R18: a test that asks for ``ledger_path`` runs on SQLite and on PostgreSQL
 
 REPO = Path(__file__).resolve().parent.parent
 NAME = "crm.users"
@@ -242,3 +245,146 @@ def test_r16_a_proof_field_of_another_type_is_refused_in_one_line_not_a_tracebac
                      evidence["log.jsonl"], evidence["cp.json"], "prove-deleted", capsys)
     assert {name: text for name, text in said.items()
             if not (text.startswith("exit 1: error: InvalidArgument: not a deletion proof") and "\n" not in text)} == {}
+
+
+# --- item 6: a file found absent by the run that took over ------------------------------------
+
+_DOOMED_VACUUM = textwrap.dedent("""
+    import sys
+    from datetime import datetime, timezone
+    from ledger import Ledger
+    from spark_ops import local_session, vacuum
+    at = datetime.fromtimestamp(int(sys.argv[2]) / 1e6, timezone.utc)
+    spark = local_session("doomed-vacuum", remote="")
+    led = Ledger.open(sys.argv[1], clock=lambda: at, actor="doomed-vacuum")
+    print("vacuuming", flush=True)
+    vacuum(spark, led)
+    print("finished", flush=True)
+""")
+
+
+def _micros(at: datetime) -> int:
+    return int(at.timestamp() * 1_000_000)
+
+
+def test_r10_r20_r25_a_file_the_run_that_took_over_found_absent_settles_the_erasure_and_its_bundle_proves_it(
+        spark, lake: Ledger, clock, s3, tmp_path: Path) -> None:
+    """The erased file shares its write folder with files the table keeps, so it goes by a trim; the
+    vacuum that trims it is a real process, killed (SIGKILL, its whole process group) the moment the
+    store has deleted the file and before the run's client has read the answer: nothing of the run
+    ever wrote it down. The next vacuum takes the run over: it used to find the file gone and neither
+    delete nor receipt it, so ``erasure(id).done`` stayed False for ever, naming a wrong reason, and
+    the bundle could never pass."""
+    from spark_ops import vacuum
+    lake.create_table(NAME)
+    w1 = lake.begin_write(NAME)
+    keys = [put(f"{w1.folder}/day={d}/part-0.parquet", b"r" * (5 + d)) for d in range(3)]
+    lake.commit_write(w1.id, [(f"{w1.relative_folder}/day={d}/part-0.parquet", 5 + d) for d in range(3)])
+    clock.advance(timedelta(minutes=1))
+    w2 = lake.begin_write(NAME)  # erase's rewrite of day 0, without user 42's rows
+    put(f"{w2.folder}/day=0/part-0.parquet", b"n" * 4)
+    erased = f"{w1.relative_folder}/day=0/part-0.parquet"
+    lake.commit_write(w2.id, [(f"{w2.relative_folder}/day=0/part-0.parquet", 4)], mode="replace", removes=(erased,))
+    table_id = lake.table(NAME).id
+    request = lake.request_erasure(NAME, predicate="user_id = 42", reason="GDPR art. 17",
+                                   files=[(f"{table_id}/{erased}", 5)], replaced_by=2)
+    lake.advance_retention_mark(NAME, lake.versions(NAME)[-1].committed_at)  # what erase(expire_now=True) does
+    clock.advance(timedelta(minutes=1))
+    assert [t.version for t in lake.plan_vacuum().trims] == [2]  # the file goes by a trim: its folder stays
+
+    killed = threading.Event()
+
+    def kill_the_vacuum() -> None:
+        """The store has deleted the batch; the vacuum has not read the answer: it dies now (the
+        proxy answers it only after this returns)."""
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+        killed.set()
+
+    s3.inject(Fault("meanwhile", match=DELETES, meanwhile=kill_the_vacuum))
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
+    with open(tmp_path / "doomed.log", "w") as log:
+        child = subprocess.Popen([sys.executable, "-c", _DOOMED_VACUUM, str(lake.path), str(_micros(lake.now()))],
+                                 cwd=REPO, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            child.wait(timeout=300)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+    said = (tmp_path / "doomed.log").read_text()[-3000:]
+    assert killed.wait(timeout=60) and child.returncode == -signal.SIGKILL, (child.returncode, said)
+    [dead] = lake.state.vacuums.unfinished()
+    assert dead.trims == (f"{table_id}/2",)
+    assert keys[0] not in objects_under(w1.folder) and keys[1] in objects_under(w1.folder)  # deleted, unrecorded
+    assert lake.receipt(dead.run_id).files == 0
+    assert [k for k in objects_under(f"{lake.warehouse}/.retention-ledger") if dead.run_id in k] == []
+    with pytest.raises(NotDeleted):
+        lake.prove_deleted(f"{table_id}/{erased}")
+
+    s3.clear()
+    clock.advance(timedelta(minutes=11))  # the dead run's lease ran out
+    report = vacuum(spark, lake)
+    assert report.resumed_runs == (dead.run_id,) and report.failures == []
+    assert [(t.version, t.files) for t in report.trimmed] == [(2, 0)]  # nothing left to delete, nothing counted
+    status = lake.erasure(request.request_id)
+    assert status.done, [(f.key, f.why) for f in status.pending]
+    [settled] = status.files
+    finished = lake.history(type="VacuumFinished")[-1].time
+    assert (settled.run_id, settled.found_absent, settled.deleted) == (report.run_id, True, False)
+    assert settled.found_absent_at is not None and lake.now() - timedelta(minutes=1) < settled.found_absent_at \
+        <= finished
+    shown = status.to_dict()["files"][0]
+    assert (shown["found_absent"], shown["deleted"], shown["run_id"]) == (True, False, report.run_id)
+    with pytest.raises(NotDeleted, match=f"found absent by vacuum run {report.run_id}"):
+        lake.prove_deleted(f"{table_id}/{erased}")  # a deletion proof it is not: no run recorded deleting it
+
+    cp = lake.checkpoint()
+    out, export, checkpoint = tmp_path / "erasure.json", tmp_path / "log.jsonl", tmp_path / "cp.json"
+    lake.prove_erasure(request.request_id, checkpoint=cp).write(out)
+    lake.export(export)
+    cp.write(checkpoint)
+    [answer] = json.loads(out.read_text())["answers"]
+    assert answer["run_id"] == report.run_id and "found_absent_at" in answer and "deleted_at" not in answer
+    ok = audit("prove-erasure", out, export, checkpoint)
+    assert ok.returncode == 0, ok.stderr
+    assert "1 found absent" in ok.stdout and f"by vacuum run {report.run_id}" in ok.stdout, ok.stdout
+    lake.verify()
+
+
+def test_r10_r25_on_a_local_disk_the_files_a_stopped_run_deleted_unrecorded_are_found_absent_by_the_next(
+        spark, ledger_path: Path | str, tmp_path: Path, clock: ManualClock) -> None:
+    """The same on a local disk, with ``erase(expire_now=True)`` itself, on SQLite and PostgreSQL: a
+    run started, unlinked the erased files (as its deleter does) and stopped before writing anything
+    down; the next vacuum, a real one, takes it over, finds them gone and says so, and the bundle
+    checks offline."""
+    from spark_ops import erase, vacuum, write_table
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=MANUAL, actor="evidence-test") as led:
+        data = [(42, "a", "d0"), (1, "a", "d0"), (42, "b", "d1"), (2, "b", "d1"), (3, "c", "d2")]
+        write_table(spark.createDataFrame(data, SCHEMA).coalesce(1), led, NAME, partition_by="day")
+        clock.advance(DAY)
+        status = erase(spark, led, NAME, "user_id = 42", reason="GDPR art. 17", expire_now=True)
+        erased = sorted(f.key for f in status.files)
+        stopped = led.start_vacuum()
+        assert [t.version for t in stopped.plan.trims] == [2] and len(erased) == 2
+        for key in erased:  # what its deleter did before the run was stopped: nothing written down
+            os.unlink(Path(led.warehouse) / key)
+        clock.advance(timedelta(minutes=11))  # its lease ran out
+
+        report = vacuum(spark, led)
+        assert report.resumed_runs == (stopped.run_id,) and report.failures == []
+        done = led.erasure(status.request_id)
+        assert done.done and all(f.found_absent and f.run_id == report.run_id for f in done.files), done.files
+        assert led.receipt(report.run_id).found_absent == 2
+        cp = led.checkpoint()
+        led.prove_erasure(status.request_id, checkpoint=cp).write(tmp_path / "erasure.json")
+        led.export(tmp_path / "log.jsonl")
+        cp.write(tmp_path / "cp.json")
+        led.verify()
+    ok = audit("prove-erasure", tmp_path / "erasure.json", tmp_path / "log.jsonl", tmp_path / "cp.json")
+    assert ok.returncode == 0 and "gone: 0 deleted, 2 found absent" in ok.stdout, (ok.stdout, ok.stderr)
+    shown = cli_ok(ledger_path, "erasure", status.request_id).stdout
+    assert "0 of 2 files deleted, 2 found absent - done" in shown
+    assert shown.count(f"found absent by vacuum run {report.run_id} at ") == 2, shown
+    assert "2 objects it looked for and found already gone" in cli_ok(ledger_path, "receipt",
+                                                                      report.run_id).stdout
