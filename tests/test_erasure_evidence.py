@@ -353,7 +353,7 @@ def test_r10_r20_r25_a_file_the_run_that_took_over_found_absent_settles_the_eras
 
 
 def test_r10_r25_on_a_local_disk_the_files_a_stopped_run_deleted_unrecorded_are_found_absent_by_the_next(
-        spark, ledger_path: Path | str, tmp_path: Path, clock: ManualClock) -> None:
+        spark, ledger_path: Path | str, tmp_path: Path, clock: ManualClock, capsys) -> None:
     """The same on a local disk, with ``erase(expire_now=True)`` itself, on SQLite and PostgreSQL: a
     run started, unlinked the erased files (as its deleter does) and stopped before writing anything
     down; the next vacuum, a real one, takes it over, finds them gone and says so, and the bundle
@@ -383,6 +383,25 @@ def test_r10_r25_on_a_local_disk_the_files_a_stopped_run_deleted_unrecorded_are_
         led.verify()
     ok = audit("prove-erasure", tmp_path / "erasure.json", tmp_path / "log.jsonl", tmp_path / "cp.json")
     assert ok.returncode == 0 and "gone: 0 deleted, 2 found absent" in ok.stdout, (ok.stdout, ok.stderr)
+
+    def answer(**values: object) -> Edit:
+        return lambda data: data["answers"][0].update(values)
+    first = json.loads((tmp_path / "erasure.json").read_text())["answers"][0]
+    edits = {  # the observation is bound to the chain as a deletion is (R16)
+        "found_absent_at 2020": answer(found_absent_at="2020-01-01T00:00:00.000000Z"),
+        "run_id of the stopped run": answer(run_id=stopped.run_id),
+        "seq one before": answer(seq=first["seq"] - 1),
+        "size": answer(size=first["size"] + 1),
+        "key: the other file": answer(key=erased[1]),
+        "leaf_index": answer(leaf_index=1 - first["leaf_index"]),
+        "leaf_path": answer(leaf_path=["00" * 32]),
+        "part_count": answer(part_count=first["part_count"] + 1),
+        "part_bytes": answer(part_bytes=first["part_bytes"] + 1),
+        "part_root": answer(part_root="00" * 32),
+    }
+    said = _refusals(tmp_path / "erasure.json", edits, tmp_path / "log.jsonl", tmp_path / "cp.json", "prove-erasure",
+                     capsys)
+    assert _only_ledger_corrupt(said) == {}
     shown = cli_ok(ledger_path, "erasure", status.request_id).stdout
     assert "0 of 2 files deleted, 2 found absent - done" in shown
     assert shown.count(f"found absent by vacuum run {report.run_id} at ") == 2, shown
