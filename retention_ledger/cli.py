@@ -630,7 +630,9 @@ def receipt_command(ctx: Context, run_id: str) -> None:
         + (f"receipt closed {iso_utc(r.finished_at)} (event #{r.seq}), root {r.root}" if r.finished_at else
            "the run has not finished: no receipt root yet"),
         *(f"  {p.first} .. {p.last}: {p.count} objects, {format_bytes(p.bytes)}, root {p.root[:16]}..."
-          for p in r.parts)]))
+          for p in r.parts),
+        *([f"  and {r.found_absent} object{'' if r.found_absent == 1 else 's'} it looked for and found already gone "
+           "(not its deletions: a run it took over deleted them)"] if r.found_absent else [])]))
 
 
 @command(cli, "prove-deleted", short_help="Prove a vacuum deleted an object, or many (from its receipt).")
@@ -678,16 +680,17 @@ def _prove_many(ctx: Context, source: Any, out: str | None) -> None:
                + (f" (by vacuum run {runs[0]})" if len(runs) == 1 else f" (by {len(runs)} vacuum runs)" if runs else ""))
     if out is not None:
         bundle.write(out, overwrite=True, protected=ledger_files(ctx.path))  # target checked first
-        if not bundle.not_deleted:
+        if not bundle.unproven:
             ctx.emit({"keys": len(bundle), "proven": len(bundle.proofs), "runs": runs, "out": out},
                      f"{summary}; proofs written to {out}")
     elif ctx.as_json:
         click.echo(bundle.to_json(), nl=False)
     else:
+        why = {a.key: a.reason for a in bundle.unproven}
         for answer in bundle:
             click.echo(f"{answer.key}: {answer.size} bytes, recorded {iso_utc(answer.deleted_at)}, deleted by "
                        f"vacuum run {answer.run_id}" if isinstance(answer, DeletionProof) else
-                       f"{answer.key}: NOT DELETED ({answer.reason.partition(': ')[2]})")
+                       f"{answer.key}: NOT DELETED ({why[answer.key].partition(': ')[2]})")
         click.echo(summary)
     bundle.require_all()
 
@@ -987,13 +990,16 @@ def erasure_command(ctx: Context, request_id: str, out: str | None, checkpoint: 
         ctx.ledger.prove_erasure(request_id, checkpoint=cp).write(out, overwrite=True,
                                                                   protected=ledger_files(ctx.path))
     gone = sum(f.deleted for f in status.files)
+    absent = sum(f.found_absent for f in status.files)
     ctx.emit({**status.to_dict(), "out": out}, lambda: "\n".join([
         f"erasure request {status.request_id} of {status.table} ({status.predicate}), requested "
         f"{iso_utc(status.requested_at)} (event #{status.seq}) for {status.reason!r}: {gone} of "
         f"{len(status.files)} file{'' if len(status.files) == 1 else 's'} deleted"
-        + (" - done" if status.done else ""),
+        + (f", {absent} found absent" if absent else "") + (" - done" if status.done else ""),
         *(f"  {f.key}  {format_bytes(f.size)}  " + (
             f"deleted by vacuum run {f.run_id} at {iso_utc(f.deleted_at)}" if f.deleted else
+            f"found absent by vacuum run {f.run_id} at {iso_utc(f.found_absent_at)} (a run it took over deleted it "
+            "and was stopped before writing that down)" if f.found_absent else
             f"pending{'' if f.until is None else f' until {iso_utc(f.until)}'}: {f.why}") for f in status.files),
         *([] if out is None else [f"proof bundle written to {out}"])]))
 

@@ -289,6 +289,10 @@ class Part:
     """SHA-256 of the compressed leaves, hex: the attachment the ledger keeps."""
     where: str
     """The scratch file the leaves wait in (a path, or a key of the warehouse's bucket)."""
+    absent: bool = False
+    """The objects were looked for, to be deleted, and found already gone: the run deleted none of
+    them (a run it took over had, and was stopped before it wrote them down). The ledger records
+    the observation as such (``FoundAbsent``), never as a deletion (R20, R25)."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 ``python -m ledger.audit prove-deleted PROOF EXPORT CHECKPOINT [--public-key K]``: a deletion proof,
 or a bundle of them (``retention-ledger prove-deleted --keys-from``), checked against them (R20); and
 ``python -m ledger.audit prove-erasure BUNDLE EXPORT CHECKPOINT [--public-key K]``: an erasure
-request's bundle (``Ledger.prove_erasure``), the request and every file of it (R25).
+request's bundle (``Ledger.prove_erasure``), the request and every file of it, deleted or found
+absent by the run that looked for it (R25).
 
 Exit status 0 when the export holds a sound chain that extends the checkpoint (and the
 signature verifies with the key given), 1 when it does not (one line says why), 2 for
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prove-erasure":
         request = bundle.request
         print(f"ok: erasure request {bundle.request_id} of {request.name} (event #{request.seq}, "
-              f"{iso(request.time)}): all {len(bundle.files)} files of its set deleted, each proof in the "
+              f"{iso(request.time)}): all {len(bundle.files)} files of its set {_gone(bundle)}, each proof in the "
               f"export's chain and covered by checkpoint #{cp.seq}; {_signed(report.signature_checked, cp)}")
         return 0
     if args.command == "prove-deleted":
@@ -85,6 +86,20 @@ def _deleted(proofs: tuple[DeletionProof, ...]) -> str:
     return (f"all {len(proofs)} keys were deleted, by " +
             (f"vacuum run {runs[0]}" if len(runs) == 1 else f"{len(runs)} vacuum runs ({', '.join(runs)})") +
             f", recorded by {iso_utc(max(p.deleted_at for p in proofs))}, each proof")
+
+
+def _gone(bundle: ErasureProof) -> str:
+    """How a bundle's files went, in words: deleted, or some found absent by the run that looked for
+    them (no run recorded deleting those: a run it took over deleted them and was stopped first)."""
+    absent = bundle.proofs.found_absent
+    if not absent:
+        return "deleted"
+    runs = sorted({a.run_id for a in absent})
+    return (f"gone: {len(bundle.files) - len(absent)} deleted, {len(absent)} found absent by "
+            + (f"vacuum run {runs[0]}" if len(runs) == 1 else f"vacuum runs {', '.join(runs)}")
+            + f", recorded by {iso_utc(max(a.found_absent_at for a in absent))} (no run recorded deleting "
+            + ("it: the run that one took over was stopped before it wrote its deletion down)" if len(absent) == 1 else
+               "them: the runs those took over were stopped before they wrote their deletions down)"))
 
 
 def _signed(checked: bool, cp: Checkpoint) -> str:

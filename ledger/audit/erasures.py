@@ -1,7 +1,9 @@
 """An erasure request's status, file by file, and the one bundle that proves it offline (R25).
 
 ``status``: for each file of the request's erasure set, deleted (the vacuum run whose receipt
-holds it, and when: ``receipts.prove_deleted_many``) or pending, with why and until when: the
+holds it, and when: ``receipts.settle_many``), found absent (no receipt holds it, but a run that
+looked for it to delete it found it gone, and recorded that: a run it took over deleted it and was
+stopped before writing it down), or pending, with why and until when: the
 retention still keeping a version or a dropped instance that holds it, a pin holding it, a
 dropped instance due to be purged, an expired version's file that the next vacuum deletes (its
 whole write folder, or the file alone, by key, where a replace removed it and the folder stays for
@@ -9,10 +11,12 @@ files still named), or a kept version whose chain still reaches the file's write
 
 ``ErasureProof``: the request (its fields and event number), its erasure set (whose list must hash
 to the digest the event carries, so no file can be left out of the bundle), the request event's
-inclusion proof in a checkpoint when one was given, and each file's deletion proof. ``check``
+inclusion proof in a checkpoint when one was given, and each file's deletion proof (or the proof
+that a run found it absent). ``check``
 (``python -m ledger.audit prove-erasure BUNDLE EXPORT CHECKPOINT``) checks it against an export and
 a checkpoint, with no ledger. What it proves: the ledger recorded the request, and the vacuum runs
-recorded deleting every file of the set, under the warehouse. What it does not: copies outside the
+recorded deleting every file of the set (or finding it already gone), under the warehouse. What it
+does not: copies outside the
 warehouse (exports, engine caches, backups, replicas), nor files the set did not name.
 """
 
@@ -34,7 +38,10 @@ from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
 from ..persistence.contract import EventStore
 from . import outputs
 from .checkpoints import InclusionProof
-from .receipts import DeletionProof, DeletionProofs, NotDeletedKey, check_against, prove_deleted_many
+from .receipts import (
+    AbsenceProof, DeletionProof, DeletionProofs, NotDeletedKey, answer_from, check_absence_against, check_against,
+    read_time, settle_many, well_typed,
+)
 
 BUNDLE_KIND = "retention-ledger erasure proof"
 
@@ -44,23 +51,38 @@ FilesOf = Callable[[Version], list[tuple[str, int]]]
 
 @attrs.frozen
 class ErasureFile:
-    """One file of an erasure set: deleted (``run_id``, ``deleted_at``) or pending (``why``, and
-    ``until`` when the wait has a known end; None when it waits on something with none)."""
+    """One file of an erasure set: deleted (``run_id``, ``deleted_at``), found absent (``run_id``, the
+    run that looked for it to delete it and found it gone, ``found_absent_at``), or pending (``why``,
+    and ``until`` when the wait has a known end; None when it waits on something with none)."""
     key: str
     size: int
     run_id: str | None = None
     deleted_at: datetime | None = None
     why: str | None = None
     until: datetime | None = None
+    found_absent_at: datetime | None = None
 
     @property
     def deleted(self) -> bool:
+        """A vacuum run's receipt holds it: that run deleted it."""
+        return self.run_id is not None and self.found_absent_at is None
+
+    @property
+    def found_absent(self) -> bool:
+        """No receipt holds it; run ``run_id`` looked for it, to delete it, and found it gone (a run it
+        took over deleted it and was stopped before writing that down)."""
+        return self.found_absent_at is not None
+
+    @property
+    def settled(self) -> bool:
+        """Deleted, or found absent: nothing is left for a vacuum to do for it."""
         return self.run_id is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "size": self.size, "deleted": self.deleted, "run_id": self.run_id,
-                "deleted_at": None if self.deleted_at is None else iso_utc(self.deleted_at), "why": self.why,
-                "until": None if self.until is None else iso_utc(self.until)}
+        return {"key": self.key, "size": self.size, "deleted": self.deleted, "found_absent": self.found_absent,
+                "run_id": self.run_id, "deleted_at": None if self.deleted_at is None else iso_utc(self.deleted_at),
+                "found_absent_at": None if self.found_absent_at is None else iso_utc(self.found_absent_at),
+                "why": self.why, "until": None if self.until is None else iso_utc(self.until)}
 
 
 @attrs.frozen
@@ -80,12 +102,13 @@ class ErasureStatus:
 
     @property
     def done(self) -> bool:
-        """Every file of the set deleted (an empty set is done at once: the request was answered)."""
-        return all(f.deleted for f in self.files)
+        """Every file of the set deleted or found absent (an empty set is done at once: the request
+        was answered)."""
+        return all(f.settled for f in self.files)
 
     @property
     def pending(self) -> tuple[ErasureFile, ...]:
-        return tuple(f for f in self.files if not f.deleted)
+        return tuple(f for f in self.files if not f.settled)
 
     def to_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "table": self.table, "table_id": self.table_id,
@@ -119,12 +142,14 @@ def status(store: EventStore, state: State, request_id: str, root: str, files_of
            now: Micros) -> ErasureStatus:
     r = request_of(state, request_id)
     wanted = erasure_set(store, r)
-    answers = prove_deleted_many(store, state, [k for k, _ in wanted], root).answers if wanted else ()
+    answers = settle_many(store, state, [k for k, _ in wanted], root).answers if wanted else ()
     holders = _holders(state, r, files_of)
     found = []
     for (key, size), answer in zip(wanted, answers):
         if isinstance(answer, DeletionProof):
             found.append(ErasureFile(key, size, answer.run_id, answer.deleted_at))
+        elif isinstance(answer, AbsenceProof):
+            found.append(ErasureFile(key, size, answer.run_id, found_absent_at=answer.found_absent_at))
         else:
             why, until = _waiting(state, key, holders.get(key, ()), now)
             found.append(ErasureFile(key, size, why=why, until=None if until is None else from_micros(until)))
@@ -240,6 +265,10 @@ class ErasureProof:
 
     @classmethod
     def from_json(cls, text: str) -> ErasureProof:
+        """A bundle as ``write`` wrote it. ``InvalidArgument`` for what is no bundle (not JSON, a field
+        missing or of the wrong type); ``LedgerCorrupt`` for one whose fields disagree with each other
+        (a field no bundle has, ``requested_at`` not its request's time): those are edits, and
+        ``check`` binds the rest to the log."""
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -247,15 +276,23 @@ class ErasureProof:
                 from None
         if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
             raise InvalidArgument("not an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one)")
+        if set(data) != _FIELDS:
+            raise LedgerCorrupt(f"an erasure proof that holds {sorted(set(data))}, not {sorted(_FIELDS)}: the bundle "
+                                "was edited")
         try:
-            files = tuple((str(k), int(s)) for k, s in data["files"])
-            inclusion = None if data.get("inclusion") is None else InclusionProof(
-                **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])})
-            answers = DeletionProofs.from_json(json.dumps({"kind": "retention-ledger deletion proofs",
-                                                           "keys": len(data["answers"]), "answers": data["answers"]}))
-            return cls(Request(**data["request"]), files, answers, inclusion)
+            files = tuple(_file(f) for f in data["files"])
+            inclusion = None if data["inclusion"] is None else well_typed(InclusionProof(
+                **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])}))
+            answers = DeletionProofs(tuple(answer_from(a) for a in data["answers"]))
+            request = Request(**data["request"])
+            requested_at = read_time(data["requested_at"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"an erasure proof that is cut short or edited: {exc!r:.120}") from None
+        if not isinstance(request.time, int) or requested_at != from_micros(request.time):
+            raise LedgerCorrupt(f"the erasure proof's requested_at ({iso_utc(requested_at)}) is not the time of "
+                                f"its request's event ({iso(request.time) if isinstance(request.time, int) else '?'}): "
+                                "the bundle was edited")
+        return cls(request, files, answers, inclusion)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ErasureProof:
@@ -266,13 +303,26 @@ class ErasureProof:
             raise InvalidArgument(f"cannot read the erasure proof {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
+_FIELDS = {"kind", "request", "requested_at", "files", "inclusion", "answers"}
+"""A bundle's fields, as ``ErasureProof.to_dict`` writes them."""
+
+
+def _file(pair: Any) -> tuple[str, int]:
+    """One ``[key, size]`` of a bundle's erasure set, as written (``TypeError`` if not)."""
+    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], int)
+            and not isinstance(pair[1], bool)):
+        raise TypeError(f"a file of the set is [key, size], not {pair!r:.80}")
+    return pair[0], pair[1]
+
+
 def prove(store: EventStore, state: State, request_id: str, root: str,
           inclusion: Callable[[int], InclusionProof] | None = None) -> ErasureProof:
     """The bundle: the request, its set, its event's inclusion proof (``inclusion``, when a checkpoint
-    was given) and each file's deletion proof, or why there is none (``check`` then refuses it)."""
+    was given) and each file's deletion proof, or the proof that a run found it absent, or why there
+    is neither (``check`` then refuses it)."""
     r = request_of(state, request_id)
     wanted = erasure_set(store, r)
-    answers = prove_deleted_many(store, state, [k for k, _ in wanted], root) if wanted else DeletionProofs(())
+    answers = settle_many(store, state, [k for k, _ in wanted], root) if wanted else DeletionProofs(())
     return ErasureProof(r, tuple(wanted), answers, None if inclusion is None else inclusion(r.seq))
 
 
@@ -280,7 +330,8 @@ def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | N
           checkpoint: Any = None) -> None:
     """That the bundle proves its request in a log (folded into ``state``, covered up to ``upto``):
     the request is the log's, before the checkpoint; the set is the one its event names; each file
-    has a deletion proof that holds, anchored in the log (``receipts.check_against``). Raises
+    has a deletion proof that holds, anchored in the log (``receipts.check_against``), or a proof
+    that a run found it absent (``receipts.check_absence_against``). Raises
     ``LedgerCorrupt`` for what does not match, ``NotDeleted`` naming files not yet proven."""
     r = state.erasures.requests.get(bundle.request_id)
     if r is None:
@@ -301,19 +352,26 @@ def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | N
                 or (checkpoint is not None and not bundle.inclusion.verify(checkpoint)):
             raise LedgerCorrupt(f"the inclusion proof of request {r.request_id} does not lead from event #{r.seq} to "
                                 "the checkpoint's root (it was edited, or made for another checkpoint)")
+    place = {key: i for i, (key, _) in enumerate(bundle.files)}
+    given = [place.get(a.key, -1) for a in bundle.proofs.answers]
+    if -1 in given or given != sorted(set(given)):
+        raise LedgerCorrupt(f"the bundle's answers are not for the files of request {r.request_id}'s set, each once, "
+                            "in its order (the bundle was edited)")
     answers = {a.key: a for a in bundle.proofs.answers}
     missing: list[str] = []
     for key, size in bundle.files:
         answer = answers.get(key)
-        if isinstance(answer, DeletionProof):
+        if isinstance(answer, (DeletionProof, AbsenceProof)):
             if answer.size != size:
-                raise LedgerCorrupt(f"the deletion proof of {key} is of {answer.size} bytes, the request's file of "
-                                    f"{size} (the bundle was edited)")
-            check_against(answer, state, upto)
+                raise LedgerCorrupt(f"the proof of {key} is of {answer.size} bytes, the request's file of {size} (the "
+                                    "bundle was edited)")
+            if isinstance(answer, DeletionProof):
+                check_against(answer, state, upto)
+            else:
+                check_absence_against(answer, state, upto)
         else:
-            missing.append(key if answer is None else f"{key} ({answer.reason})" if isinstance(answer, NotDeletedKey)
-                           else key)
+            missing.append(f"{key} ({answer.reason})" if isinstance(answer, NotDeletedKey) else key)
     if missing:
         raise NotDeleted(f"{len(bundle.files) - len(missing)} of the {len(bundle.files)} files of erasure request "
-                         f"{r.request_id} are proven deleted; not yet: {'; '.join(missing[:3])}"
+                         f"{r.request_id} are proven deleted (or found absent); not yet: {'; '.join(missing[:3])}"
                          f"{' ...' if len(missing) > 3 else ''}")

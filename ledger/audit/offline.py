@@ -92,7 +92,7 @@ def verify_deletions(proofs: DeletionProofs, path: str | os.PathLike[str], cp: C
     assert report.state is not None
     for proof in proofs.proofs:
         check_against(proof, report.state, cp.seq)
-    missing = proofs.not_deleted
+    missing = proofs.unproven
     if missing:
         said = missing[0].reason if len(missing) == 1 else \
             f"{len(missing)} are not: {', '.join(m.key for m in missing[:5])}{' ...' if len(missing) > 5 else ''} " \

@@ -101,6 +101,9 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "VacuumFinished": _vacuum_finished,
     "ReceiptPart": lambda e, n: (f"recorded {_plural(e.count, 'object')} ({format_bytes(e.bytes)}) vacuum run "
                                  f"{e.run_id} deleted, {e.first} to {e.last} (Merkle root {e.root[:16]}...)"),
+    "FoundAbsent": lambda e, n: (f"recorded {_plural(e.count, 'object')} ({format_bytes(e.bytes)}) vacuum run "
+                                 f"{e.run_id} looked for to delete and found already gone, {e.first} to {e.last} "
+                                 f"(Merkle root {e.root[:16]}...)"),
     "VacuumReceipt": lambda e, n: (f"closed vacuum run {e.run_id}'s receipt: {_plural(e.files, 'object')} deleted "
                                    f"({format_bytes(e.bytes)}) in {_plural(e.parts, 'part')}, Merkle root "
                                    f"{e.root[:16]}..."),

@@ -9,6 +9,13 @@ When the run finishes, one ``VacuumReceipt`` event closes it: the counts, the by
 Merkle root over its parts (``ledger.chain`` documents both levels). A key is then proven
 deleted by two audit paths: the leaf in its part, the part in the receipt.
 
+A run that takes over a stopped one looks before it deletes what the stopped run may have deleted
+(R20: a store answers "deleted" for a key already gone), and so finds gone what that run deleted
+without writing it down (killed between the delete and its receipt). It records that observation,
+in parts of the same shape on the same stream: ``FoundAbsent``, the keys it looked for and did
+not find, and when; never counted in its receipt, never a deletion proof. An erasure request's
+file found so is settled by it (R25: "the run that deleted it, or found it absent").
+
 Decided here on the leaves themselves: a part is recorded only if its bytes hash to its digest
 and its leaves to its summary (sorted, its first and last key, its count, bytes and root), so
 that no part ``verify`` would call edited is ever recorded; the fold re-checks that a receipt's
@@ -48,6 +55,22 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 class ReceiptPart:
     """Objects a run deleted, ``count`` of them, keys ``first`` to ``last``: their sorted leaves
     are the attachment ``digest`` (compressed), whose tree has root ``root``."""
+    run_id: str
+    first: str
+    last: str
+    count: int
+    bytes: int
+    root: str
+    digest: str
+
+
+@event("FoundAbsent")
+@attrs.frozen
+class FoundAbsent:
+    """Objects a run looked for, to delete them, and found already gone: ``count`` of them, keys
+    ``first`` to ``last``, their sorted leaves (with the sizes the ledger's lists gave them) the
+    attachment ``digest``, whose tree has root ``root``. What the run observed, at the event's time;
+    it deleted none of them."""
     run_id: str
     first: str
     last: str
@@ -107,10 +130,15 @@ class Receipts:
     parts: Any = mapping(PartInfo)       # "<run id>#<n>" -> PartInfo, in the order recorded
     by_run: Any = mapping(tuple)         # run id -> the keys of its parts
     closed: Any = mapping(ReceiptInfo)   # run id -> its receipt, once the run finished
+    absent: Any = mapping(PartInfo)      # "<run id>@<seq>" -> a part of objects the run found already gone
 
     def of_run(self, run_id: str) -> list[PartInfo]:
         """A run's parts in their receipt's order."""
         return sorted((self.parts[k] for k in self.by_run.get(run_id, ())), key=PartInfo.order)
+
+    def absent_of(self, run_id: str) -> list[PartInfo]:
+        """The parts of objects a run found already gone, in the order recorded."""
+        return sorted((p for p in self.absent.values() if p.run_id == run_id), key=lambda p: p.seq)
 
     def covering(self, key: str) -> list[PartInfo]:
         """The parts whose key range holds ``key``, newest first (one of them may hold it)."""
@@ -126,7 +154,8 @@ def receipt_root(parts: list[PartInfo]) -> str:
 
 @attrs.frozen
 class RecordDeleted:
-    """Record parts of a running vacuum's receipt: each part's summary with its compressed leaves."""
+    """Record parts of a running vacuum's receipt: each part's summary with its compressed leaves (a
+    part of objects found absent, ``Part.absent``, as the observation it is: ``FoundAbsent``)."""
     run_id: str
     parts: tuple[tuple[Part, bytes], ...]
 
@@ -164,7 +193,8 @@ def _record(state: State, cmd: RecordDeleted) -> Decision:
         if problem is not None:
             raise InvalidArgument(f"a receipt part of run {cmd.run_id} {problem}: not recorded (a part is recorded "
                                   "as its task sealed it, its summary and its leaves in agreement)")
-        events.append((receipt_stream(cmd.run_id), ReceiptPart(cmd.run_id, first, last, count, size, root, digest)))
+        kind = FoundAbsent if part.absent is True else ReceiptPart
+        events.append((receipt_stream(cmd.run_id), kind(cmd.run_id, first, last, count, size, root, digest)))
         blobs.append((digest, data))
     return Decision(tuple(events), frozenset({receipt_stream(cmd.run_id)}), len(events), tuple(blobs))
 
@@ -191,17 +221,27 @@ def close(state: State, run_id: str) -> tuple[str, VacuumReceipt]:
 
 # --- fold ----------------------------------------------------------------------------------
 
-def _on_part(b: Builder, e: ReceiptPart, seq: int, time: Micros) -> None:
+def _check_part(b: Builder, e: ReceiptPart | FoundAbsent, seq: int, what: str) -> None:
     if e.run_id not in b.vacuums.runs:
-        raise corrupt(f"event #{seq} records objects deleted by vacuum {e.run_id}, which is not in progress")
+        raise corrupt(f"event #{seq} records objects {what} by vacuum {e.run_id}, which is not in progress")
     if e.count < 1 or e.bytes < 0 or e.first > e.last:
         raise corrupt(f"event #{seq} records a receipt part of {e.count} objects and {e.bytes} bytes from "
                       f"{e.first!r} to {e.last!r}, which no part can be")
+
+
+def _on_part(b: Builder, e: ReceiptPart, seq: int, time: Micros) -> None:
+    _check_part(b, e, seq, "deleted")
     receipts = b.receipts
     keys = receipts.by_run.get(e.run_id, ())
     key = f"{e.run_id}#{len(keys)}"
     receipts.parts[key] = PartInfo(e.run_id, e.first, e.last, e.count, e.bytes, e.root, e.digest, seq, time)
     receipts.by_run[e.run_id] = (*keys, key)
+
+
+def _on_absent(b: Builder, e: FoundAbsent, seq: int, time: Micros) -> None:
+    _check_part(b, e, seq, "found absent")
+    b.receipts.absent[f"{e.run_id}@{seq}"] = PartInfo(e.run_id, e.first, e.last, e.count, e.bytes, e.root, e.digest,
+                                                      seq, time)
 
 
 def _on_receipt(b: Builder, e: VacuumReceipt, seq: int, time: Micros) -> None:
@@ -217,9 +257,9 @@ def _on_receipt(b: Builder, e: VacuumReceipt, seq: int, time: Micros) -> None:
 
 CONCERN = Concern(
     initial=Receipts(),
-    evolve={ReceiptPart: _on_part, VacuumReceipt: _on_receipt},
+    evolve={ReceiptPart: _on_part, FoundAbsent: _on_absent, VacuumReceipt: _on_receipt},
     decide={RecordDeleted: _record},
 )
 
-__all__ = ["ReceiptPart", "VacuumReceipt", "PartInfo", "ReceiptInfo", "Receipts", "RecordDeleted", "close",
-           "receipt_root", "CONCERN"]
+__all__ = ["ReceiptPart", "FoundAbsent", "VacuumReceipt", "PartInfo", "ReceiptInfo", "Receipts", "RecordDeleted",
+           "close", "receipt_root", "CONCERN"]

@@ -37,9 +37,10 @@ from .codecs import PLAIN, KeyedCodec, MapOf, codec_of, encoder
 from .lazy import Heal, Source, StoredEntries
 
 KEYED_FORMAT = 13
-"""Of stored states (11: versions' schemas; 12: pins; 13: versions' partition columns, erasures' fences and no
-instances). A release that adds a concern changes the
-state's shape, so it bumps this: an earlier generation does not fit, and `maintain` replaces them."""
+"""Of stored states (11: versions' schemas; 12: pins; 13: versions' partition columns, erasures' fences
+and no instances, objects vacuum runs found absent). A release that adds a concern (or a field of
+one) changes the state's shape, so it bumps this: an earlier generation does not fit, and
+`maintain` replaces them."""
 GROWTH = 4
 """A chain of generations takes deltas until they hold this many times the entries of its full
 generation; then the next is full, starting a new chain. A key's read (and a part's scan) costs

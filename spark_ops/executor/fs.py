@@ -154,8 +154,10 @@ def delete_files(root: str, location: str, files: Iterable[tuple[str, int]], *, 
     confined to the location (R9) before it joins a batch (a trim's: files a replace removed from
     folders that stay). ``look``: each batch is looked at first and only what is there is deleted
     and counted (a stopped run may have deleted some, and a store answers "deleted" for a key
-    already gone, R20); a dry run lists only what is there. A location that is not there, as seen
-    from here, is an error: nothing is taken for deleted that was never seen."""
+    already gone, R20); what is not there goes in the receipt as found absent (the stopped run may
+    have died before it wrote its deletion down: R25 needs the observation); a dry run lists only
+    what is there. A location that is not there, as seen from here, is an error: nothing is taken
+    for deleted that was never seen."""
     found = Totals()
     listing: list[tuple[str, int]] = []
     try:
@@ -169,6 +171,8 @@ def delete_files(root: str, location: str, files: Iterable[tuple[str, int]], *, 
                            for path, size in itertools.islice(entries, BATCH)]:
                 if look or dry_run:
                     there = store.present([e.path for e in page])
+                    if receipt is not None and not dry_run:
+                        receipt.add_absent((e.path, e.size) for e in page if e.path not in there)
                     page = [e for e in page if e.path in there]
                 _going(store, deleter, page, found, home, listing if dry_run else None)
     except (Unsafe, StoreError, OSError) as exc:

@@ -10,6 +10,11 @@ each in the ledger (``ReceiptPart``: its root, and the bytes as an attachment) a
 scratch. So however many objects a run deletes, no process holds their list whole, and the
 driver holds one part at most.
 
+A task that looks at what it deletes first (a trim taken over from a stopped run) also writes
+down each object it found already gone, in parts of their own (``Part.absent``): what the run
+observed, so that a file the stopped run deleted without writing it down is still accounted for
+(R25), and never counted as this run's deletion (R20).
+
 The encoding is ``vacuum_work.leaves``, which ``ledger.chain`` documents and checks with; this
 module imports the standard library only (R19); parts are written, read and removed through the run's ``Storage``.
 """
@@ -35,6 +40,10 @@ SCRATCH = ".retention-ledger/receipts"
 """Where parts wait for the driver, under the warehouse root (no table's location can be there:
 a database name never starts with a dot)."""
 
+ABSENT = ".absent.part"
+"""How the scratch file of a part of objects found absent ends (a deletions' part ends ``.part``):
+a part a dead run left says by its name which it is."""
+
 
 class Receipt:
     """One task's record of what it deleted (thread-safe: the deleting threads add to it)."""
@@ -43,46 +52,57 @@ class Receipt:
         self._store = storage_for(root)
         self._strip = f"{self._store.base}/" if self._store.base else ""
         self._folder = _scratch(self._store, run_id)
-        self._leaves: list[tuple[str, int]] = []
+        self._leaves: dict[bool, list[tuple[str, int]]] = {False: [], True: []}
         self._parts: list[Part] = []
         self._lock = threading.Lock()
 
     def add_many(self, deleted: Iterable[tuple[str, int]]) -> None:
         """Objects confirmed gone, by their storage's names (real paths, or keys of the warehouse's bucket)."""
+        self._add(deleted, absent=False)
+
+    def add_absent(self, found: Iterable[tuple[str, int]]) -> None:
+        """Objects looked for, to be deleted, and found already gone (by their storage's names, with
+        the sizes the ledger's lists give them): written down apart, in parts of their own."""
+        self._add(found, absent=True)
+
+    def _add(self, objects: Iterable[tuple[str, int]], *, absent: bool) -> None:
         n = len(self._strip)
-        found = [(p[n:], s) for p, s in deleted if p.startswith(self._strip)]
+        found = [(p[n:], s) for p, s in objects if p.startswith(self._strip)]
         with self._lock:
-            self._leaves.extend(found)
-            if len(self._leaves) >= PART_LEAVES:
-                self._seal()
+            self._leaves[absent].extend(found)
+            if len(self._leaves[absent]) >= PART_LEAVES:
+                self._seal(absent)
 
     def close(self) -> tuple[Part, ...]:
         """Seal what is left; every part this task made."""
         with self._lock:
-            self._seal()
+            self._seal(False)
+            self._seal(True)
             return tuple(self._parts)
 
-    def _seal(self) -> None:
-        if not self._leaves:
+    def _seal(self, absent: bool) -> None:
+        if not self._leaves[absent]:
             return
-        leaves, self._leaves = self._leaves, []
+        leaves, self._leaves[absent] = self._leaves[absent], []
         leaves.sort()  # by key, in code points: UTF-8's byte order
         entries = [leaf_input(key, size) for key, size in leaves]
         data = zlib.compress(b"".join(entries), 6)
-        where = f"{self._folder}/{uuid.uuid4().hex}.part"
+        where = f"{self._folder}/{uuid.uuid4().hex}{ABSENT if absent else '.part'}"
         self._store.put(where, data)
         self._parts.append(Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
-                                tree_root(entries).hex(), hashlib.sha256(data).hexdigest(), where))
+                                tree_root(entries).hex(), hashlib.sha256(data).hexdigest(), where, absent))
 
 
 def summarize(data: bytes, where: str) -> Part:
     """A part's summary recomputed from its bytes (a part a dead run's task left, which no summary
-    reached a driver for); ``ValueError`` if they are not a whole, sorted part."""
+    reached a driver for; its name says whether it holds deletions or objects found absent);
+    ``ValueError`` if they are not a whole, sorted part."""
     leaves = unpack(data)
     if not leaves or any(a[0] > b[0] for a, b in zip(leaves, leaves[1:])):
         raise ValueError("no leaves, or not sorted by key")
     return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
-                tree_root(leaf_input(k, s) for k, s in leaves).hex(), hashlib.sha256(data).hexdigest(), where)
+                tree_root(leaf_input(k, s) for k, s in leaves).hex(), hashlib.sha256(data).hexdigest(), where,
+                where.endswith(ABSENT))
 
 
 def _scratch(store: Storage, run_id: str) -> str:
