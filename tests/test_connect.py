@@ -104,6 +104,22 @@ def test_r24_read_log_gives_every_event_on_this_session(spark, led) -> None:
     assert log.where("type = 'VersionCommitted'").select("files").first()[0] >= 1
 
 
+def test_r24_read_log_reads_a_ledger_that_holds_an_erasure_request(spark, led) -> None:
+    """An erasure request's ``files`` is the digest of its set, not a count: read_log cast it to
+    a number as it does a commit's file count, and every read_log of a ledger that had ever
+    answered an erasure request failed (Spark's CAST_INVALID_INPUT). Found while running the
+    README's calls on the base install (issue 57, item 4)."""
+    from spark_ops import erase
+
+    write_table(frame(spark, 0, 6), led, "crm.users")
+    status = erase(spark, led, "crm.users", "id = 1", reason="a test")
+    rows = read_log(spark, led).collect()
+    assert [r.seq for r in rows] == [e.seq for e in led.history(pins=True)]
+    (request,) = [r for r in rows if r.type == "ErasureRequested"]
+    assert request.name == "crm.users" and request.files is None
+    assert json.loads(request.payload)["request_id"] == status.request_id
+
+
 def test_r24_a_table_with_no_data_yet_reads_as_table_not_found_in_one_line(spark, led) -> None:
     """On Connect a read is planned lazily: the empty location's PATH_NOT_FOUND came out of the
     first action, as 111 lines of gRPC error, not out of ``read_table``."""
