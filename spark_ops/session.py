@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 from importlib import resources
-from typing import Iterator, Mapping, cast
+from typing import Callable, Iterator, Mapping, cast
 
 from pyspark.sql import SparkSession
 
@@ -226,12 +226,35 @@ def _check_local_port(remote: str) -> None:
 
 
 def _check_connect_libraries() -> None:
-    try:
+    def check() -> None:
         from pyspark.sql.connect.utils import check_dependencies
         check_dependencies()
-    except ImportError as exc:
-        raise SparkUnavailable(f"Spark Connect needs PySpark's connect extras ({_first_line(exc)}): pip install "
-                               "'retention-ledger[connect]' (or 'pyspark[connect]')") from None
+    _require(check, "Spark Connect needs PySpark's connect extras",
+             "pip install 'retention-ledger[connect]' (or 'pyspark[connect]')")
+
+
+def check_arrow_jobs() -> None:
+    """What PySpark needs in this process for the Arrow jobs ``spark_ops`` runs (``mapInArrow``:
+    pandas and pyarrow, at PySpark's own minimum versions), or ``SparkUnavailable`` in one line
+    naming what to install. The base install brings them; without this check, an install without
+    them (``--no-deps``, a platform's own packages) met PySpark's raw ``PySparkImportError`` in the
+    middle of the job, after the vacuum had recorded its start. The vacuum asks before it records
+    anything (``ship.preflight``)."""
+    def check() -> None:
+        from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
+        require_minimum_pandas_version()
+        require_minimum_pyarrow_version()
+    _require(check, "Spark's Arrow jobs (mapInArrow, the vacuum's) need pandas and pyarrow in this process",
+             "pip install 'pyspark[sql]' (retention-ledger's own install brings them)")
+
+
+def _require(check: Callable[[], None], needs: str, install: str) -> None:
+    """PySpark's own check of the libraries a call needs, its ImportError said in one line with
+    the install that gives them."""
+    try:
+        check()
+    except ImportError as exc:  # PySpark's PySparkImportError is one, as is a missing module
+        raise SparkUnavailable(f"{needs} ({_first_line(exc)}): {install}") from None
 
 
 def _first_line(exc: BaseException) -> str:

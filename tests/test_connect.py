@@ -402,6 +402,29 @@ def test_r24_a_client_without_connect_libraries_is_told_what_to_install(tmp_path
     assert "pip install 'retention-ledger[connect]'" in done.stdout
 
 
+def test_a_vacuum_in_a_process_without_pandas_is_one_typed_line_naming_the_install_and_records_nothing(
+        spark, led, clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 57: without pandas (which PySpark's mapInArrow needs in the driver) the vacuum failed
+    with PySpark's raw ``PySparkImportError`` in the middle of its job, after it had recorded its
+    start. Now the driver's libraries are asked for before anything is recorded, as the
+    executors are (R19), and the answer names what to install."""
+    write_table(frame(spark, 0, 4), led, "sales.orders")
+    location = Path(led.table("sales.orders").location)
+    led.drop_table("sales.orders")
+    clock.advance(8 * DAY)
+    before = led.event_count()
+    monkeypatch.setitem(sys.modules, "pandas", None)  # what an import of a package that is not installed meets
+    from spark_ops import vacuum
+    for dry_run in (True, False):
+        with pytest.raises(SparkUnavailable) as refused:
+            vacuum(spark, led, dry_run=dry_run)
+        said = one_line(refused)
+        assert said.startswith("Spark's Arrow jobs (mapInArrow, the vacuum's) need pandas and pyarrow in this "
+                               "process ([PACKAGE_NOT_INSTALLED] Pandas >= "), said
+        assert said.endswith(": pip install 'pyspark[sql]' (retention-ledger's own install brings them)")
+    assert led.event_count() == before and any(location.rglob("*.parquet"))
+
+
 def test_r24_a_connect_server_in_this_process_writes_and_reads_as_the_tester_did(tmp_path: Path) -> None:
     """``remote="local[2]"``: PySpark starts a Connect server in the calling process (the issue's
     reproduction). A process holds one kind of session, so this runs in a process of its own."""
