@@ -369,6 +369,23 @@ def run_python(folder: Path, code: str, env: dict[str, str] | None = None) -> su
                           timeout=600)
 
 
+def test_what_local_session_is_about_to_start_is_said_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo said "starting a local SparkSession" whatever it started or reached (issue 57):
+    what a command says before the wait comes from the session adapter, which reads SPARK_REMOTE
+    as local_session does, and never shows a token (R23)."""
+    from spark_ops.session import starting
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert starting() == "starting a local SparkSession"
+    assert starting(master="local[4]") == "starting a local SparkSession (local[4])"
+    assert starting(master="spark://h:7077") == "starting a SparkSession on spark://h:7077"
+    assert starting(remote="local[2]") == "starting a Spark Connect server in this process (local[2])"
+    assert starting(remote="sc://h:15002/;token=s3cr3t") == "connecting to the Spark Connect server at sc://h:15002;..."
+    monkeypatch.setenv("SPARK_REMOTE", "sc://h:15002")
+    assert starting() == "connecting to the Spark Connect server at sc://h:15002"
+    assert starting(remote="") == "starting a local SparkSession"
+
+
 def test_r24_remote_empty_is_a_classic_session_even_where_spark_remote_is_set(tmp_path: Path) -> None:
     """PySpark's builder makes a Connect session whenever SPARK_REMOTE is set, so ``remote=""``
     (which the docstring promised is classic) tried the address in SPARK_REMOTE instead."""
@@ -427,23 +444,35 @@ def test_a_vacuum_in_a_process_without_pandas_is_one_typed_line_naming_the_insta
 
 def test_r24_a_connect_server_in_this_process_writes_and_reads_as_the_tester_did(tmp_path: Path) -> None:
     """``remote="local[2]"``: PySpark starts a Connect server in the calling process (the issue's
-    reproduction). A process holds one kind of session, so this runs in a process of its own."""
+    reproduction). A process holds one kind of session, so this runs in a process of its own.
+
+    Its JVM is this process's, and writes on its stderr: it is set up as a classic session's
+    (quiet logs, no progress bars). Before, PySpark started it with Spark's default logging, and
+    ``attach`` printed about 190 lines of Java stack traces (issue 57: Spark's FileStreamSink
+    probes a table's one path, here a glob of the version's files, as a streaming sink's folder,
+    and warns with the trace when no such file is there)."""
     done = run_python(tmp_path, f"""
-        import json
+        import json, sys
         from ledger import Ledger
-        from spark_ops import local_session, read_log, read_table, write_table
+        from spark_ops import attach, local_session, read_log, read_table, write_table
         from spark_ops.session import is_connect
         spark = local_session(remote="local[2]")
         with Ledger.open({str(tmp_path / 'l.db')!r}) as led:
-            version = write_table(spark.range(5), led, "sales.orders")
+            version = write_table(spark.range(5).repartition(2), led, "sales.orders")
             rows = read_table(spark, led, "sales.orders").count()
+            print("-- attach --", file=sys.stderr, flush=True)
+            attach(spark, led)
+            named = spark.sql("SELECT count(*) FROM sales.orders").first()[0]
             print(json.dumps({{"connect": is_connect(spark), "version": version.number, "rows": rows,
-                              "events": read_log(spark, led).count() == led.event_count()}}))
+                              "events": read_log(spark, led).count() == led.event_count(), "named": named}}))
         spark.stop()
     """, env={"SPARK_TESTING": "1"})  # PySpark's own switch: the server on a port of its own, not 15002
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"connect": True, "version": 1, "rows": 5,
-                                                                "events": True}
+                                                                "events": True, "named": 5}
+    said = done.stderr[done.stderr.index("-- attach --"):]
+    assert "\tat org.apache" not in said and "Exception" not in said and " WARN " not in said, said[:3000]
+    assert "[Stage " not in done.stderr and "UserWarning" not in done.stderr, done.stderr[-3000:]
 
 
 def test_r24_an_in_process_connect_server_whose_port_is_taken_is_one_typed_line(tmp_path: Path) -> None:
