@@ -226,7 +226,11 @@ def _connect(app_name: str, remote: str, jvm: Mapping[str, str]) -> SparkSession
             # UserWarning each, that a static one (spark.ui.enabled) cannot be set there: it was, at
             # the server's start.
             warnings.filterwarnings("ignore", message="Failed to set ", category=UserWarning)
-            return builder.getOrCreate()
+            spark = builder.getOrCreate()
+        # Its server goes with this process's SparkContext (stop_local_spark, or the JVM killed):
+        # PySpark's calls to it as Python exits would then wait out ten minutes of retries.
+        atexit.register(_brief_goodbye, spark)
+        return spark
     known = _CONNECTED.get(remote)
     if known is not None and not known.is_stopped:  # type: ignore[attr-defined]
         return known
@@ -248,8 +252,13 @@ cache, release the session): a server that answers does so at once, and one that
 
 
 def _brief_goodbye(spark: SparkSession) -> None:
+    """Shorten PySpark's calls to the server as Python exits; if it has gone, they fail quietly
+    (PySpark would warn RETRIES_EXCEEDED on stderr after the command's last line)."""
+    import warnings
+
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
     with contextlib.suppress(Exception):
         spark.client.set_retry_policies([DefaultPolicy(**EXIT_RETRIES)])  # type: ignore[attr-defined,arg-type]
 

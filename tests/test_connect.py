@@ -359,14 +359,15 @@ def test_r24_a_setting_the_connect_server_refuses_is_named(connect_server, monke
     one_line(no)
 
 
-def run_python(folder: Path, code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_python(folder: Path, code: str, env: dict[str, str] | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
     """``code`` as a script of its own, run in a process of its own (no Connect mark inherited)."""
     script = folder / "script.py"
     script.write_text(textwrap.dedent(code))
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     return subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True, text=True, env=env,
-                          timeout=600)
+                          timeout=timeout)
 
 
 def test_what_local_session_is_about_to_start_is_said_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -473,6 +474,22 @@ def test_r24_a_connect_server_in_this_process_writes_and_reads_as_the_tester_did
     said = done.stderr[done.stderr.index("-- attach --"):]
     assert "\tat org.apache" not in said and "Exception" not in said and " WARN " not in said, said[:3000]
     assert "[Stage " not in done.stderr and "UserWarning" not in done.stderr, done.stderr[-3000:]
+
+
+def test_r22_a_process_whose_in_process_connect_server_was_stopped_exits_at_once_and_quietly(tmp_path: Path) -> None:
+    """``retention-ledger demo --remote local[2]`` printed its last line and then did not exit for
+    ten minutes: the command stops the Spark it started (``stop_local_spark``), which takes the
+    in-process Connect server with it, and PySpark's calls to that server as Python exits (release
+    the session) waited out their retries. As for a remote server, they are now brief, and say
+    nothing."""
+    done = run_python(tmp_path, """
+        from spark_ops import local_session, stop_local_spark
+        spark = local_session(remote="local[2]")
+        print(spark.range(3).count(), flush=True)
+        stop_local_spark()
+    """, env={"SPARK_TESTING": "1"}, timeout=240)
+    assert done.returncode == 0 and done.stdout == "3\n", done.stdout + done.stderr[-3000:]
+    assert "RETRIES_EXCEEDED" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
 def test_r24_an_in_process_connect_server_whose_port_is_taken_is_one_typed_line(tmp_path: Path) -> None:
