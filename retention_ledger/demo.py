@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ledger import Ledger, LedgerError, ManualClock, UndropBlocked, format_bytes, iso_utc
 from ledger.errors import VersionExpired
 from spark_ops import local_session, read_table, vacuum, write_table
+from spark_ops.session import starting
 
 MARKER = ".retention-ledger-demo"
 
@@ -32,7 +33,7 @@ def run_demo(folder: str | Path, *, echo: Callable[[str], None] | None = print,
     root = _fresh_folder(Path(folder))
     clock = ManualClock(datetime.now(timezone.utc).replace(microsecond=0) - timedelta(days=10))
 
-    say("starting a local SparkSession ...")
+    say(f"{starting()} ...")  # a local one, or what SPARK_REMOTE names (``demo --remote``)
     spark = local_session("retention-ledger-demo", jvm_log=jvm_log, scratch=scratch)
     if spark_started is not None:
         spark_started()

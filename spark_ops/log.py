@@ -27,7 +27,9 @@ _FLATTENED: tuple[tuple[str, str], ...] = (
     ("table_id", "string"), ("name", "string"), ("run_id", "string"), ("write_id", "string"),
     ("scope", "string"), ("number", "bigint"), ("mode", "string"), ("files", "bigint"), ("bytes", "bigint"),
 )
-"""Payload fields several event types carry, as columns (null where an event has none)."""
+"""Payload fields several event types carry, as columns (null where an event has none, or has one
+of that name that is not of that kind: an erasure request's ``files`` is its set's digest, not a
+count)."""
 
 
 def _field(name: str) -> Column:
@@ -51,7 +53,7 @@ def read_log(spark: SparkSession, ledger: Ledger, *, path: str | os.PathLike[str
     try:
         ledger.export(target, format="parquet")
         raw = spark.read.parquet(str(target.resolve()))
-        flat = [_field(name).cast(kind).alias(name) for name, kind in _FLATTENED]
+        flat = [_field(name).try_cast(kind).alias(name) for name, kind in _FLATTENED]
         log = raw.select(
             "seq", F.col("time_utc").alias("time"), F.col("time").alias("time_micros"), "actor", "stream",
             "version", "type", "schema_version", *flat,

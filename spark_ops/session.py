@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 from importlib import resources
-from typing import Iterator, Mapping, cast
+from typing import Callable, Iterator, Mapping, cast
 
 from pyspark.sql import SparkSession
 
@@ -55,16 +55,19 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     ``sc://host:port`` (a server of one's own, Databricks' or Snowpark Connect's address), or
     ``local[2]`` for a Connect server PySpark starts in this process; ``master`` then does not
     apply (the server chose its own), and ``conf`` is given to the session as runtime settings.
+    A server started in this process (``local[2]``) is set up as a classic session's JVM is (UTC,
+    no UI, quiet logs, ``jvm_log`` and ``scratch``, the workers' Python); ``conf`` then configures
+    it at its start, static settings included.
     ``remote=""`` asks for a classic session even where ``SPARK_REMOTE`` is set."""
-    remote = remote if remote is not None else os.environ.get("SPARK_REMOTE") or None
+    remote = _remote(remote)
     if remote:
-        return connect_session(app_name, remote, shuffle_partitions, dict(conf or {}))
+        return connect_session(app_name, remote, shuffle_partitions, dict(conf or {}), jvm_log=jvm_log,
+                               scratch=scratch)
     active = SparkSession.getActiveSession()
     if active is None:
         check_java()
         check_master(master)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    _workers_python()
     try:
         with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext(), _classic_build():
             spark = _build(app_name, master, shuffle_partitions, scratch, dict(conf or {}))
@@ -75,6 +78,25 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     spark.sparkContext.setLogLevel("ERROR")
     _quiet_query_context_logs()
     return spark
+
+
+def _remote(remote: str | None) -> str | None:
+    """The Connect address ``local_session`` takes: ``remote``, else PySpark's SPARK_REMOTE; None
+    (or ``""``) for a classic session."""
+    return (remote if remote is not None else os.environ.get("SPARK_REMOTE")) or None
+
+
+def starting(remote: str | None = None, master: str = "local[2]") -> str:
+    """What ``local_session(remote=remote, master=master)`` is about to start or reach, in words,
+    for a command that says so before the wait (a secret in a Connect address is not shown)."""
+    remote = _remote(remote)
+    if remote is None and not master.startswith("local"):
+        return f"starting a SparkSession on {master}"
+    if remote is None:
+        return "starting a local SparkSession" + (f" ({master})" if master != "local[2]" else "")
+    if in_process(remote):
+        return f"starting a Spark Connect server in this process ({remote.strip()})"
+    return f"connecting to the Spark Connect server at {shown(remote)}"
 
 
 @contextlib.contextmanager
@@ -89,23 +111,38 @@ def _classic_build() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: dict[str, str]) -> SparkSession:
+def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: dict[str, str], *,
+                    jvm_log: str | None = None, scratch: str | None = None) -> SparkSession:
     """A Spark Connect session on ``remote`` with the same settings a classic one gets where a
     client may set them (UTC, static partition overwrite). A malformed address, a server that does
     not answer, a setting it refuses, or a client without Connect's libraries is one line, not
     gRPC's page (nor its ten minutes of retries); and a failed attempt leaves this process as it
-    was (PySpark's Connect mark unset, so a classic session here keeps classic columns)."""
+    was (PySpark's Connect mark unset, so a classic session here keeps classic columns).
+
+    A server in this process (``in_process``) is started with a classic session's settings
+    (``_jvm_settings``): without them PySpark starts it with Spark's default logging, and its JVM
+    printed every warning on this process's stderr (``attach`` gave about 190 lines of Java stack
+    traces, Spark probing each version's glob of files as a streaming sink's folder) and its
+    progress bars, and its Python workers went without what keeps the caller's folders off their
+    path (R22)."""
     _check_connect_libraries()
+    jvm: dict[str, str] | None = None
     if in_process(remote):
         check_java()  # PySpark starts the Connect server in this process's own JVM
         _check_local_port(remote)
+        _workers_python()
+        jvm = _jvm_settings(shuffle_partitions, scratch, conf)
     else:
         check_remote(remote)
     settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(shuffle_partitions),
                 "spark.sql.sources.partitionOverwriteMode": "static", **conf}
     mark = os.environ.get(CONNECT_MARK)
     try:
-        spark = _first_contact(app_name, remote)
+        log = jvm_log if jvm is not None and not _jvm_running() else None  # where the JVM it starts writes
+        with _stderr_to(log) if log else contextlib.nullcontext():
+            spark = _first_contact(app_name, remote, jvm or {})
+        if jvm is not None:
+            settings = {}  # given to the server at its start: PySpark sets the runtime ones on the session
         for key, value in settings.items():
             try:
                 spark.conf.set(key, value)
@@ -129,14 +166,15 @@ FIRST_CONTACT_RETRIES = dict(max_retries=7, initial_backoff=50, backoff_multipli
 that accepts connections but does not speak Spark Connect before it says anything."""
 
 
-def _first_contact(app_name: str, remote: str) -> SparkSession:
+def _first_contact(app_name: str, remote: str, jvm: Mapping[str, str]) -> SparkSession:
     """The Connect session on ``remote``, once its server has answered one call (its Spark
-    version) within ``FIRST_CONTACT_RETRIES``."""
+    version) within ``FIRST_CONTACT_RETRIES``. ``jvm``: the settings of a server this process
+    starts."""
     import warnings
 
     spark: SparkSession | None = None
     try:
-        spark = _connect(app_name, remote)
+        spark = _connect(app_name, remote, jvm)
         client = spark.client  # type: ignore[attr-defined]
         policies = client.get_retry_policies()
         from pyspark.sql.connect.client.retries import DefaultPolicy
@@ -172,13 +210,27 @@ def _forget(remote: str, spark: SparkSession | None) -> None:
             spark.stop()
 
 
-def _connect(app_name: str, remote: str) -> SparkSession:
+def _connect(app_name: str, remote: str, jvm: Mapping[str, str]) -> SparkSession:
     """A Connect session on ``remote``, without calling its server yet. PySpark's ``getOrCreate``
     gives the process's current Connect session whatever address it is asked for (a second
     server's address got the first server's session), so an address's own session is kept here;
     and a server's application is the server's own, so ``app_name`` names only an in-process one."""
-    if in_process(remote):  # PySpark starts the server, with its options, and connects to it
-        return SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+    if in_process(remote):  # PySpark starts the server, with these settings, and connects to it
+        import warnings
+
+        builder = SparkSession.builder.remote(remote).appName(app_name)
+        for key, value in jvm.items():
+            builder = builder.config(key, value)
+        with warnings.catch_warnings():
+            # PySpark then sets every one of them on the session too, and the server warns, one
+            # UserWarning each, that a static one (spark.ui.enabled) cannot be set there: it was, at
+            # the server's start.
+            warnings.filterwarnings("ignore", message="Failed to set ", category=UserWarning)
+            spark = builder.getOrCreate()
+        # Its server goes with this process's SparkContext (stop_local_spark, or the JVM killed):
+        # PySpark's calls to it as Python exits would then wait out ten minutes of retries.
+        atexit.register(_brief_goodbye, spark)
+        return spark
     known = _CONNECTED.get(remote)
     if known is not None and not known.is_stopped:  # type: ignore[attr-defined]
         return known
@@ -200,8 +252,13 @@ cache, release the session): a server that answers does so at once, and one that
 
 
 def _brief_goodbye(spark: SparkSession) -> None:
+    """Shorten PySpark's calls to the server as Python exits; if it has gone, they fail quietly
+    (PySpark would warn RETRIES_EXCEEDED on stderr after the command's last line)."""
+    import warnings
+
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
     with contextlib.suppress(Exception):
         spark.client.set_retry_policies([DefaultPolicy(**EXIT_RETRIES)])  # type: ignore[attr-defined,arg-type]
 
@@ -226,12 +283,35 @@ def _check_local_port(remote: str) -> None:
 
 
 def _check_connect_libraries() -> None:
-    try:
+    def check() -> None:
         from pyspark.sql.connect.utils import check_dependencies
         check_dependencies()
-    except ImportError as exc:
-        raise SparkUnavailable(f"Spark Connect needs PySpark's connect extras ({_first_line(exc)}): pip install "
-                               "'retention-ledger[connect]' (or 'pyspark[connect]')") from None
+    _require(check, "Spark Connect needs PySpark's connect extras",
+             "pip install 'retention-ledger[connect]' (or 'pyspark[connect]')")
+
+
+def check_arrow_jobs() -> None:
+    """What PySpark needs in this process for the Arrow jobs ``spark_ops`` runs (``mapInArrow``:
+    pandas and pyarrow, at PySpark's own minimum versions), or ``SparkUnavailable`` in one line
+    naming what to install. The base install brings them; without this check, an install without
+    them (``--no-deps``, a platform's own packages) met PySpark's raw ``PySparkImportError`` in the
+    middle of the job, after the vacuum had recorded its start. The vacuum asks before it records
+    anything (``ship.preflight``)."""
+    def check() -> None:
+        from pyspark.sql.pandas.utils import require_minimum_pandas_version, require_minimum_pyarrow_version
+        require_minimum_pandas_version()
+        require_minimum_pyarrow_version()
+    _require(check, "Spark's Arrow jobs (mapInArrow, the vacuum's) need pandas and pyarrow in this process",
+             "pip install 'pyspark[sql]' (retention-ledger's own install brings them)")
+
+
+def _require(check: Callable[[], None], needs: str, install: str) -> None:
+    """PySpark's own check of the libraries a call needs, its ImportError said in one line with
+    the install that gives them."""
+    try:
+        check()
+    except ImportError as exc:  # PySpark's PySparkImportError is one, as is a missing module
+        raise SparkUnavailable(f"{needs} ({_first_line(exc)}): {install}") from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -320,27 +400,51 @@ def _quiet_query_context_logs() -> None:
 
 def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | None,
            conf: dict[str, str]) -> SparkSession:
-    builder = SparkSession.builder if scratch is None else SparkSession.builder.config("spark.local.dir", scratch)
-    builder = (
-        builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.sources.partitionOverwriteMode", "static")
-    )
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in _jvm_settings(shuffle_partitions, scratch, conf).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _workers_python() -> None:
+    """The Python workers of a Spark this process starts run this interpreter (they import the
+    same ``spark_ops``), unless the caller chose one."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def _jvm_running() -> bool:
+    """Whether this process already runs a Spark JVM (whose output is where it went at its start)."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
+def _jvm_settings(shuffle_partitions: int, scratch: str | None, conf: Mapping[str, str]) -> dict[str, str]:
+    """The settings of a Spark this process starts, a classic session's or an in-process Spark
+    Connect server's: no UI and no progress bars, UTC, static partition overwrite, our quiet logs,
+    ``scratch`` for Spark's temporary files, the workers kept from the caller's folders (R22);
+    then ``conf``, the caller's, over them (Java options added to ours)."""
+    settings = {
+        **({"spark.local.dir": scratch} if scratch else {}),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.sources.partitionOverwriteMode": "static",
+        **conf,
+    }
     # Ours go in the *default* Java options, which Spark puts before the extra ones: a user's
     # spark.driver.extraJavaOptions (here or in spark-defaults.conf) is left as it is.
     ours = ["-Duser.timezone=UTC", *([f"-Djava.io.tmpdir={scratch}"] if scratch else [])]
     for side, options in (("driver", [*ours, *_quiet_logs()]), ("executor", ours)):
         key = f"spark.{side}.defaultJavaOptions"
-        conf[key] = " ".join([*options, *([conf[key]] if conf.get(key) else [])])
+        settings[key] = " ".join([*options, *([conf[key]] if conf.get(key) else [])])
     # The Python workers Spark starts run ``python -m pyspark.daemon`` in the JVM's folder, which is
     # the caller's: without -P, that folder comes first on their import path, and a ``pyarrow.py``
     # there would run in every task (R22). PYTHONSAFEPATH is -P, set as an executor environment
     # variable so it reaches every worker, in local mode and on a cluster.
-    conf.setdefault("spark.executorEnv.PYTHONSAFEPATH", "1")
+    settings.setdefault("spark.executorEnv.PYTHONSAFEPATH", "1")
     # Nor from the user's site-packages folder (Python's -s), unless what the workers import lives
     # there. Spark builds the workers' command itself, so -I cannot be given, and its third part
     # must not be: -E (ignore PYTHON* variables) has no variable of its own, Spark needs PYTHONPATH
@@ -349,10 +453,8 @@ def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | N
     # reduceByKey, as the vacuum's sum per table, would send one key's rows to different tasks).
     # -P and -s are what -I adds that can be had: no code from the caller's folders.
     if not _workers_need_user_site():
-        conf.setdefault("spark.executorEnv.PYTHONNOUSERSITE", "1")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+        settings.setdefault("spark.executorEnv.PYTHONNOUSERSITE", "1")
+    return settings
 
 
 def _workers_need_user_site() -> bool:

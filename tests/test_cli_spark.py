@@ -166,7 +166,8 @@ def test_r24_cli_on_a_connect_address_nobody_listens_on_is_one_line_and_changes_
         ["demo", "--dir", str(tmp_path / "demo")]
     done = run_cli(*argv, *(["--remote", address] if how == "--remote" else []),
                    env={"SPARK_REMOTE": address} if how == "SPARK_REMOTE" else None)
-    narrated = "" if command == "vacuum" else "starting a local SparkSession ...\n"  # the demo's first line
+    # The demo's first line says where it goes (it said "starting a local SparkSession" for any address).
+    narrated = "" if command == "vacuum" else f"connecting to the Spark Connect server at {address} ...\n"
     assert done.returncode == 1 and done.stdout == narrated, done.stdout + done.stderr[-3000:]
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"error: SparkUnavailable: cannot reach the Spark Connect server at "

@@ -104,6 +104,22 @@ def test_r24_read_log_gives_every_event_on_this_session(spark, led) -> None:
     assert log.where("type = 'VersionCommitted'").select("files").first()[0] >= 1
 
 
+def test_r24_read_log_reads_a_ledger_that_holds_an_erasure_request(spark, led) -> None:
+    """An erasure request's ``files`` is the digest of its set, not a count: read_log cast it to
+    a number as it does a commit's file count, and every read_log of a ledger that had ever
+    answered an erasure request failed (Spark's CAST_INVALID_INPUT). Found while running the
+    README's calls on the base install (issue 57, item 4)."""
+    from spark_ops import erase
+
+    write_table(frame(spark, 0, 6), led, "crm.users")
+    status = erase(spark, led, "crm.users", "id = 1", reason="a test")
+    rows = read_log(spark, led).collect()
+    assert [r.seq for r in rows] == [e.seq for e in led.history(pins=True)]
+    (request,) = [r for r in rows if r.type == "ErasureRequested"]
+    assert request.name == "crm.users" and request.files is None
+    assert json.loads(request.payload)["request_id"] == status.request_id
+
+
 def test_r24_a_table_with_no_data_yet_reads_as_table_not_found_in_one_line(spark, led) -> None:
     """On Connect a read is planned lazily: the empty location's PATH_NOT_FOUND came out of the
     first action, as 111 lines of gRPC error, not out of ``read_table``."""
@@ -343,14 +359,32 @@ def test_r24_a_setting_the_connect_server_refuses_is_named(connect_server, monke
     one_line(no)
 
 
-def run_python(folder: Path, code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_python(folder: Path, code: str, env: dict[str, str] | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
     """``code`` as a script of its own, run in a process of its own (no Connect mark inherited)."""
     script = folder / "script.py"
     script.write_text(textwrap.dedent(code))
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     return subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True, text=True, env=env,
-                          timeout=600)
+                          timeout=timeout)
+
+
+def test_what_local_session_is_about_to_start_is_said_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo said "starting a local SparkSession" whatever it started or reached (issue 57):
+    what a command says before the wait comes from the session adapter, which reads SPARK_REMOTE
+    as local_session does, and never shows a token (R23)."""
+    from spark_ops.session import starting
+
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert starting() == "starting a local SparkSession"
+    assert starting(master="local[4]") == "starting a local SparkSession (local[4])"
+    assert starting(master="spark://h:7077") == "starting a SparkSession on spark://h:7077"
+    assert starting(remote="local[2]") == "starting a Spark Connect server in this process (local[2])"
+    assert starting(remote="sc://h:15002/;token=s3cr3t") == "connecting to the Spark Connect server at sc://h:15002;..."
+    monkeypatch.setenv("SPARK_REMOTE", "sc://h:15002")
+    assert starting() == "connecting to the Spark Connect server at sc://h:15002"
+    assert starting(remote="") == "starting a local SparkSession"
 
 
 def test_r24_remote_empty_is_a_classic_session_even_where_spark_remote_is_set(tmp_path: Path) -> None:
@@ -386,25 +420,76 @@ def test_r24_a_client_without_connect_libraries_is_told_what_to_install(tmp_path
     assert "pip install 'retention-ledger[connect]'" in done.stdout
 
 
+def test_a_vacuum_in_a_process_without_pandas_is_one_typed_line_naming_the_install_and_records_nothing(
+        spark, led, clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 57: without pandas (which PySpark's mapInArrow needs in the driver) the vacuum failed
+    with PySpark's raw ``PySparkImportError`` in the middle of its job, after it had recorded its
+    start. Now the driver's libraries are asked for before anything is recorded, as the
+    executors are (R19), and the answer names what to install."""
+    write_table(frame(spark, 0, 4), led, "sales.orders")
+    location = Path(led.table("sales.orders").location)
+    led.drop_table("sales.orders")
+    clock.advance(8 * DAY)
+    before = led.event_count()
+    monkeypatch.setitem(sys.modules, "pandas", None)  # what an import of a package that is not installed meets
+    from spark_ops import vacuum
+    for dry_run in (True, False):
+        with pytest.raises(SparkUnavailable) as refused:
+            vacuum(spark, led, dry_run=dry_run)
+        said = one_line(refused)
+        assert said.startswith("Spark's Arrow jobs (mapInArrow, the vacuum's) need pandas and pyarrow in this "
+                               "process ([PACKAGE_NOT_INSTALLED] Pandas >= "), said
+        assert said.endswith(": pip install 'pyspark[sql]' (retention-ledger's own install brings them)")
+    assert led.event_count() == before and any(location.rglob("*.parquet"))
+
+
 def test_r24_a_connect_server_in_this_process_writes_and_reads_as_the_tester_did(tmp_path: Path) -> None:
     """``remote="local[2]"``: PySpark starts a Connect server in the calling process (the issue's
-    reproduction). A process holds one kind of session, so this runs in a process of its own."""
+    reproduction). A process holds one kind of session, so this runs in a process of its own.
+
+    Its JVM is this process's, and writes on its stderr: it is set up as a classic session's
+    (quiet logs, no progress bars). Before, PySpark started it with Spark's default logging, and
+    ``attach`` printed about 190 lines of Java stack traces (issue 57: Spark's FileStreamSink
+    probes a table's one path, here a glob of the version's files, as a streaming sink's folder,
+    and warns with the trace when no such file is there)."""
     done = run_python(tmp_path, f"""
-        import json
+        import json, sys
         from ledger import Ledger
-        from spark_ops import local_session, read_log, read_table, write_table
+        from spark_ops import attach, local_session, read_log, read_table, write_table
         from spark_ops.session import is_connect
         spark = local_session(remote="local[2]")
         with Ledger.open({str(tmp_path / 'l.db')!r}) as led:
-            version = write_table(spark.range(5), led, "sales.orders")
+            version = write_table(spark.range(5).repartition(2), led, "sales.orders")
             rows = read_table(spark, led, "sales.orders").count()
+            print("-- attach --", file=sys.stderr, flush=True)
+            attach(spark, led)
+            named = spark.sql("SELECT count(*) FROM sales.orders").first()[0]
             print(json.dumps({{"connect": is_connect(spark), "version": version.number, "rows": rows,
-                              "events": read_log(spark, led).count() == led.event_count()}}))
+                              "events": read_log(spark, led).count() == led.event_count(), "named": named}}))
         spark.stop()
     """, env={"SPARK_TESTING": "1"})  # PySpark's own switch: the server on a port of its own, not 15002
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"connect": True, "version": 1, "rows": 5,
-                                                                "events": True}
+                                                                "events": True, "named": 5}
+    said = done.stderr[done.stderr.index("-- attach --"):]
+    assert "\tat org.apache" not in said and "Exception" not in said and " WARN " not in said, said[:3000]
+    assert "[Stage " not in done.stderr and "UserWarning" not in done.stderr, done.stderr[-3000:]
+
+
+def test_r22_a_process_whose_in_process_connect_server_was_stopped_exits_at_once_and_quietly(tmp_path: Path) -> None:
+    """``retention-ledger demo --remote local[2]`` printed its last line and then did not exit for
+    ten minutes: the command stops the Spark it started (``stop_local_spark``), which takes the
+    in-process Connect server with it, and PySpark's calls to that server as Python exits (release
+    the session) waited out their retries. As for a remote server, they are now brief, and say
+    nothing."""
+    done = run_python(tmp_path, """
+        from spark_ops import local_session, stop_local_spark
+        spark = local_session(remote="local[2]")
+        print(spark.range(3).count(), flush=True)
+        stop_local_spark()
+    """, env={"SPARK_TESTING": "1"}, timeout=240)
+    assert done.returncode == 0 and done.stdout == "3\n", done.stdout + done.stderr[-3000:]
+    assert "RETRIES_EXCEEDED" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
 def test_r24_an_in_process_connect_server_whose_port_is_taken_is_one_typed_line(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from importlib import resources
 from pyspark.sql import SparkSession
 
 from ..executor import tasks
-from ..session import SparkUnavailable, is_connect
+from ..session import SparkUnavailable, check_arrow_jobs, is_connect
 from . import jobs
 
 _SHIPPED: set[str] = set()
@@ -91,8 +91,10 @@ def _archive() -> str:
 
 
 def preflight(spark: SparkSession, root: str) -> int:
-    """``SparkUnavailable`` in one line if an executor cannot run a vacuum of ``root``; else how
-    many tasks Spark runs at once. Asks once per session and root: one small task a core."""
+    """``SparkUnavailable`` in one line if this driver (``check_arrow_jobs``) or an executor cannot
+    run a vacuum of ``root``; else how many tasks Spark runs at once. Asks the executors once per
+    session and root: one small task a core."""
+    check_arrow_jobs()  # the driver's side of the jobs: PySpark's own libraries for mapInArrow
     key = session_key(spark)
     ship(spark)
     if (key, root) in _CHECKED:
