@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 from importlib import resources
-from typing import Callable, Iterator, Mapping, cast
+from typing import Any, Callable, Iterator, Mapping, cast
 
 from pyspark.sql import SparkSession
 
@@ -167,24 +167,25 @@ that accepts connections but does not speak Spark Connect before it says anythin
 
 
 def _first_contact(app_name: str, remote: str, jvm: Mapping[str, str]) -> SparkSession:
-    """The Connect session on ``remote``, once its server has answered one call (its Spark
-    version) within ``FIRST_CONTACT_RETRIES``. ``jvm``: the settings of a server this process
-    starts."""
-    import warnings
+    """The Connect session on ``remote``, once its server has answered one call within
+    ``FIRST_CONTACT_RETRIES``. ``jvm``: the settings of a server this process starts.
 
+    The session this process made for the address before is reused only if it still answers as
+    itself: one its server no longer has (restarted, or timed out for idleness) answered its
+    first call after the restart with ``INVALID_HANDLE.SESSION_CHANGED``, which the setting of the
+    time zone then reported as the server refusing that setting; a second call worked. It is let
+    go, and a new session made, at once."""
     spark: SparkSession | None = None
     try:
         spark = _connect(app_name, remote, jvm)
-        client = spark.client  # type: ignore[attr-defined]
-        policies = client.get_retry_policies()
-        from pyspark.sql.connect.client.retries import DefaultPolicy
-        client.set_retry_policies([DefaultPolicy(**FIRST_CONTACT_RETRIES)])  # type: ignore[arg-type]
         try:
-            with warnings.catch_warnings():  # PySpark warns RETRIES_EXCEEDED on stderr, then raises
-                warnings.simplefilter("ignore")
-                spark.version
-        finally:
-            client.set_retry_policies(policies)
+            _answer(spark)
+        except Exception as exc:
+            if in_process(remote) or _said_ended(spark, exc) is None:
+                raise
+            _forget(remote, spark)
+            spark = _connect(app_name, remote, jvm)
+            _answer(spark)
     except SparkUnavailable:
         raise
     except Exception as exc:  # gRPC's and PySpark's own types; the caller needs one line
@@ -192,6 +193,33 @@ def _first_contact(app_name: str, remote: str, jvm: Mapping[str, str]) -> SparkS
         raise SparkUnavailable(f"the Spark Connect server at {shown(remote)} did not answer ({_first_line(exc)}): "
                                "check that a Spark Connect server listens there; nothing was recorded") from None
     return spark
+
+
+def _answer(spark: SparkSession) -> None:
+    """One small call to a Connect session's server (a setting read back), within
+    ``FIRST_CONTACT_RETRIES`` and ``MASTER_TIMEOUT`` a try, instead of PySpark's ten minutes of
+    retries and its hour's deadline: raises what PySpark raises if it does not answer as this
+    session's server (restarted under it, or gone)."""
+    import dataclasses
+    import warnings
+
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = spark.client  # type: ignore[attr-defined]
+    policies = client.get_retry_policies()
+    deadlines = getattr(client, "_rpc_deadlines", None)  # PySpark 4.1+: a deadline per kind of call
+    client.set_retry_policies([DefaultPolicy(**FIRST_CONTACT_RETRIES)])  # type: ignore[arg-type]
+    if dataclasses.is_dataclass(deadlines) and not isinstance(deadlines, type) and hasattr(deadlines, "config"):
+        brief: Any = dataclasses.replace(deadlines, config=MASTER_TIMEOUT)
+        client._rpc_deadlines = brief
+    try:
+        with warnings.catch_warnings():  # PySpark warns RETRIES_EXCEEDED on stderr, then raises
+            warnings.simplefilter("ignore")
+            spark.conf.get("spark.sql.session.timeZone")
+    finally:
+        client.set_retry_policies(policies)
+        if deadlines is not None:
+            client._rpc_deadlines = deadlines
 
 
 _CONNECTED: dict[str, SparkSession] = {}
@@ -334,6 +362,177 @@ def _restore(name: str, value: str | None) -> None:
         os.environ.pop(name, None)
     else:
         os.environ[name] = value
+
+
+# --- what a call asks of the session it is given (R24) ----------------------------------------
+# Every spark_ops call that takes a session asks these, not the session's class: whether it can take
+# work now (``require_live``, before anything is recorded), what a failure of it means
+# (``unavailable``), what is remembered of it and for how long (``session_key``), and whether its
+# executors see this process's files (``shares_files``: the classic-only speed-ups).
+
+ENDED = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_NOT_FOUND", "INVALID_HANDLE.SESSION_CHANGED",
+         "INVALID_HANDLE.SESSION_CLOSED", "incorrect server side session identifier")
+"""What PySpark says of a Connect session its server no longer has: it was stopped, or its server
+restarted under it (a new server answers ``SESSION_CHANGED``, an operation of the old one
+``SESSION_NOT_FOUND``, the latter wrapped in ``RESPONSE_ALREADY_RECEIVED``), or timed it out."""
+
+UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+"""gRPC's status codes for a server that does not answer (down, or its host unreachable): told by
+the code a call ended with, never by text (a task's own error may say "Connection refused")."""
+
+
+def require_live(spark: SparkSession) -> None:
+    """``SparkUnavailable`` in one line, before anything is recorded, unless ``spark`` can take work
+    now: a Connect session that ended (stopped; its server restarted under it or timed it out), a
+    Connect server that does not answer within about ten seconds (down: PySpark's own retries wait
+    ten minutes), a classic session that was stopped. One small call to a Connect server (a setting
+    read back, a millisecond or so on a server nearby), a flag read on a classic session: never
+    remembered, since what it proves is that the session is there now."""
+    if not is_connect(spark):
+        if _classic_stopped(spark):
+            raise SparkUnavailable("this SparkSession was stopped: make a new one (local_session()); "
+                                   "nothing was recorded")
+        return
+    if getattr(spark, "is_stopped", False):
+        raise _ended_error(spark, "it was stopped, or its server restarted under it")
+    try:
+        _answer(spark)
+    except Exception as exc:  # PySpark's and gRPC's own types
+        raise unavailable(spark, exc) or SparkUnavailable(
+            f"the Spark Connect server at {address_of(spark)} does not answer as it should ({_first_line(exc)}): "
+            "nothing was recorded") from None
+
+
+def unavailable(spark: SparkSession, exc: BaseException, *, during: str | None = None, ended: str | None = None,
+                unreachable: str | None = None) -> SparkUnavailable | None:
+    """What a Spark failure says if it is the session's, not the work's: the Connect session ended
+    (stopped, its server restarted or timed it out), or its server does not answer. None for any
+    other failure (the work's own, the caller says it). ``during``: what was under way (the session
+    then ended "while the vacuum ran"); ``ended`` and ``unreachable``: how the message ends in each
+    case (by default, nothing was recorded)."""
+    if not is_connect(spark):
+        if _classic_stopped(spark):
+            return SparkUnavailable("this SparkSession was stopped: make a new one (local_session()); "
+                                    + (ended or "nothing was recorded"))
+        return None
+    why = _said_ended(spark, exc)
+    if why is not None:
+        _stop_retrying(spark)
+        return _ended_error(spark, why, ended, during)
+    if _unreachable(exc):
+        _stop_retrying(spark)
+        stopped = f"stopped answering while {during}" if during else "does not answer"
+        return SparkUnavailable(f"the Spark Connect server at {address_of(spark)} {stopped} ({_first_line(exc)}): "
+                                + (unreachable or "check that it runs, and its address; nothing was recorded"))
+    return None
+
+
+def _stop_retrying(spark: SparkSession) -> None:
+    """Stop the calls PySpark is still retrying in the background for a session whose server has
+    gone (its release of each finished query's results, ten minutes of retries each): once the
+    server did not answer, or answered that it has no such session, a process whose query had just
+    finished when its server died did not exit for ten minutes (Python waits for those threads).
+    A retry loop reads its policy's limit at every turn, so the policies they hold are told to stop;
+    the session's later calls get fresh copies of them (PySpark's retries, unchanged)."""
+    import copy
+
+    with contextlib.suppress(Exception):
+        client = spark.client  # type: ignore[attr-defined]
+        policies = client.get_retry_policies()
+        client.set_retry_policies([copy.copy(policy) for policy in policies])
+        for policy in policies:
+            policy.max_retries = 0
+
+
+def _ended_error(spark: SparkSession, why: str, then: str | None = None, during: str | None = None) -> SparkUnavailable:
+    ended = f"ended while {during}" if during else "has ended"
+    return SparkUnavailable(f"the Spark Connect session on {address_of(spark)} {ended} ({why}): make a new session "
+                            "(local_session(remote=...)) and call again; " + (then or "nothing was recorded"))
+
+
+def _said_ended(spark: SparkSession, exc: BaseException) -> str | None:
+    """Why a Connect session ended, if ``exc`` (or the session itself) says it did; else None."""
+    text = _all_said(exc)
+    if "SESSION_CHANGED" in text or "incorrect server side session identifier" in text:
+        return "its server restarted under it"
+    if "SESSION_NOT_FOUND" in text or "SESSION_CLOSED" in text:
+        return "its server no longer has it: restarted, or timed it out"
+    if any(mark in text for mark in ENDED) or getattr(spark, "is_stopped", False):
+        return "it was stopped, or its server restarted under it"
+    return None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a call ended because its server did not answer: gRPC's own error (or PySpark's
+    wrapping of it) with a status code of ``UNAVAILABLE`` (down, refused) or ``DEADLINE_EXCEEDED``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        code: object = getattr(current, "_grpc_status_code", None)
+        if code is None and callable(getattr(current, "code", None)):
+            with contextlib.suppress(Exception):
+                code = current.code()  # type: ignore[attr-defined]
+        if getattr(code, "name", None) in UNREACHABLE:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _all_said(exc: BaseException) -> str:
+    """The text of an error and of every error behind it (PySpark wraps gRPC's, and its own)."""
+    said, seen = [], set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        said.append(f"{type(current).__name__} {current}")
+        details = getattr(current, "details", None)
+        if callable(details):
+            with contextlib.suppress(Exception):
+                said.append(str(details()))
+        current = current.__cause__ or current.__context__
+    return " ".join(said)
+
+
+def _classic_stopped(spark: SparkSession) -> bool:
+    """Whether a classic session's application was stopped (its context stopped)."""
+    try:
+        return bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - its gateway is gone too: stopped
+        return True
+
+
+def address_of(spark: SparkSession) -> str:
+    """A Connect session's server as a message shows it: the address it was made for (without its
+    token, R23), else its host and port."""
+    for address, known in list(_CONNECTED.items()):
+        if known is spark:
+            return shown(address)
+    builder = getattr(getattr(spark, "client", None), "_builder", None)
+    endpoint = getattr(builder, "endpoint", None)
+    return f"sc://{endpoint}" if isinstance(endpoint, str) and endpoint else "its server"
+
+
+def session_key(spark: SparkSession) -> str:
+    """What is remembered of a session (the vacuum's executor code shipped to it, a pre-flight that
+    passed, the warehouse its executors were shown to see) is remembered by this: a Connect
+    session's own id and its server's id for it (a server restarted under the session gives it
+    another, so nothing remembered survives a restart), or a classic session's application."""
+    if is_connect(spark):
+        client = spark.client  # type: ignore[attr-defined]
+        return f"connect:{spark.session_id}:{getattr(client, '_server_session_id', None)}"  # type: ignore[attr-defined]
+    return f"classic:{spark.conf.get('spark.app.id')}"
+
+
+def shares_files(spark: SparkSession) -> bool:
+    """Whether ``spark``'s executors see exactly this process's files: a classic session on a
+    ``local`` master (they are threads of its JVM, started by this process). Nothing is known of a
+    Connect server's (it may run on this machine, in another mount namespace, or on another), nor
+    of a cluster's: what they see is asked, never assumed."""
+    if is_connect(spark):
+        return False
+    master = spark.conf.get("spark.master") or ""
+    return master == "local" or master.startswith("local[")
 
 
 def is_connect(spark: SparkSession) -> bool:

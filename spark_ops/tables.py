@@ -38,10 +38,10 @@ from ledger.errors import Conflict, InvalidArgument, SchemaMismatch, TableDataMi
 from ledger import TableInstance, TableVersion, WriteView
 
 from . import schemas
-from .executor import fs
-from .executor.storage import storage_for
+from .executor import fs, probe
+from .executor.storage import StoreError, Unsafe, storage_for
 from .heartbeat import Heartbeat
-from .session import SparkUnavailable
+from .session import SparkUnavailable, require_live, session_key, shares_files, unavailable
 
 WRITE_MODES = ("append", "overwrite")
 
@@ -302,13 +302,51 @@ def new_write(ledger: Ledger, table: TableInstance,
                 writer = df.write.mode("error" if i == 0 else "append")
                 if columns:
                     writer = writer.partitionBy(*columns)
-                writer.parquet(spark_uri(write.folder))
-        yield write, [(f"{write.relative_folder}/{entry.path}", entry.size)
-                      for entry in fs.committed_files(ledger.warehouse, write.folder)]
+                try:
+                    writer.parquet(spark_uri(write.folder))
+                except Exception as exc:  # the session's end in one line; the work's own failure as it is
+                    lost = unavailable(df.sparkSession, exc, during=f"it wrote {table.name}",
+                                       ended="nothing was committed (the write is aborted)",
+                                       unreachable="nothing was committed (the write is aborted)")
+                    if lost is None:
+                        raise
+                    raise lost from None
+        written = fs.committed_files(ledger.warehouse, write.folder)
+        if frames and not shares_files(frames[0][0].sparkSession):
+            _check_written(frames[0][0].sparkSession, table.name, write, [entry.path for entry in written])
+        yield write, [(f"{write.relative_folder}/{entry.path}", entry.size) for entry in written]
     except BaseException:
         with contextlib.suppress(LedgerError):
             ledger.abort_write(write.id)
         raise
+
+
+def _check_written(spark: SparkSession, name: str, write: WriteView, listed: list[str]) -> None:
+    """That what Spark wrote into the write's folder is what this process lists there, before the
+    commit: Spark's own listing of the folder (a planning round trip, no job) against this
+    process's. A server whose executors write where this process does not look (another machine's
+    disk, another mount) made ``write_table`` commit a version of no files, silently; such a write
+    is refused, and aborted by the caller, nothing committed."""
+    from urllib.parse import unquote
+
+    try:
+        seen = spark.read.format("text").load(glob_escape(spark_uri(write.folder))).inputFiles()
+    except Exception as exc:  # PATH_NOT_FOUND: Spark sees no such folder (it wrote elsewhere)
+        lost = unavailable(spark, exc, ended="nothing was committed (the write is aborted)")
+        if lost is not None:
+            raise lost from None
+        seen = []
+    marker = f"/{write.relative_folder}/"
+    wrote = {unquote(uri).split(marker, 1)[-1] for uri in seen}
+    unseen, extra = wrote - set(listed), set(listed) - wrote
+    if not unseen and not extra:
+        return
+    where = f"{name}: Spark wrote {len(wrote)} file(s) in {write.folder}"
+    said = (f"{where}, and this process sees none of them" if unseen == wrote and wrote else
+            f"{where}, and this process does not see {len(unseen)} of them" if unseen else
+            f"{where}, and this process sees {len(extra)} more there that Spark does not")
+    raise SparkUnavailable(f"{said}: Spark's executors do not write where this process and the ledger look (is the "
+                           "warehouse the same place for both?); nothing was committed (the write is aborted)")
 
 
 def partition_folder(path: str) -> str:
@@ -528,19 +566,28 @@ def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str] | 
 
 
 def check_filesystem(spark: SparkSession, root: str) -> None:
-    """That Spark can write and read under the warehouse ``root``: a scheme it has no Hadoop file
-    system for (``s3a://`` without the hadoop-aws connector) is said in one line before anything
-    is recorded, not as a Java error after the table was created.
+    """That Spark can take work under the warehouse ``root`` now, each said in one line before
+    anything is recorded: the session answers (``require_live``: a Spark Connect session whose
+    server restarted under it, or that is down, is ``SparkUnavailable``); Spark has a file system
+    for the root's scheme (``s3a://`` without the hadoop-aws connector is said here, not as a Java
+    error after the table was created); and Spark's executors see the warehouse this process and
+    the ledger use (``_check_seen``), or a write would commit a version of files nobody here sees.
 
-    One probe for both kinds of session: Spark is asked to plan a read of a path under the root
-    that is not there. Planning it loads the scheme's file system (where Spark would refuse the
-    write) and then finds nothing there (PATH_NOT_FOUND: the file system is there). A classic
-    session could ask its JVM's Hadoop directly, which a Connect client cannot reach; the probe
-    costs one planning round trip, so its answer is kept per session and scheme (a session gets no
-    new file systems while it runs), and one code path serves both. The local disk needs none."""
+    The file system's probe, one for both kinds of session: Spark is asked to plan a read of a path
+    under the root that is not there. Planning it loads the scheme's file system (where Spark would
+    refuse the write) and then finds nothing there (PATH_NOT_FOUND: the file system is there). A
+    classic session could ask its JVM's Hadoop directly, which a Connect client cannot reach; the
+    probe costs one planning round trip, so its answer is kept per session and scheme (a session
+    gets no new file systems while it runs), and one code path serves both. The local disk needs none."""
+    require_live(spark)
     scheme = root.split("://", 1)[0].lower() if "://" in root else "file"
-    if scheme == "file":
-        return
+    if scheme != "file":
+        _check_scheme(spark, root, scheme)
+    if not shares_files(spark):
+        _check_seen(spark, root)
+
+
+def _check_scheme(spark: SparkSession, root: str, scheme: str) -> None:
     known = _FILE_SYSTEMS.setdefault(spark, set())
     if scheme in known:
         return
@@ -553,8 +600,43 @@ def check_filesystem(spark: SparkSession, root: str) -> None:
         if "PATH_NOT_FOUND" not in str(exc):
             raise _no_file_system(root, scheme, exc) from None
     except Exception as exc:  # py4j's, or Connect's, wrapping of Hadoop's own error
-        raise _no_file_system(root, scheme, exc) from None
+        raise unavailable(spark, exc) or _no_file_system(root, scheme, exc) from None
     known.add(scheme)
+
+
+def _check_seen(spark: SparkSession, root: str) -> None:
+    """That Spark's executors see the warehouse this process sees: a probe written under the root
+    here is read back by Spark (one small job, once per session and root: ``session_key``, which a
+    server restart changes). A folder at the root's path proves nothing: a Spark Connect server on
+    another machine, or in another mount, sees an empty one there, writes into it, and the write
+    committed a version of no files. Where this process cannot write under the root (a reader's
+    credentials), nothing is probed: Spark's own errors say the rest, and a write is checked again
+    against what Spark wrote (``new_write``)."""
+    key = (session_key(spark), root)
+    if key in _SEEN:
+        return
+    said = "it reads nothing there"
+    try:
+        with probe.leave(root) as left:
+            try:
+                found = [row[0] for row in spark.read.text(glob_escape(spark_uri(left.uri))).collect()]
+            except Exception as exc:  # PATH_NOT_FOUND where Spark's driver looked; a task's file-not-found
+                lost = unavailable(spark, exc)
+                if lost is not None:
+                    raise lost from None
+                found, said = [], _java_cause(exc)
+    except (OSError, StoreError, Unsafe):
+        return
+    if found != [left.token]:
+        raise SparkUnavailable(f"Spark's executors do not see the warehouse {root} that this process and the ledger use "
+                               f"(a file written there, {left.uri}, is not there for them: {said}): the warehouse must "
+                               "be the same place for both, an object store both reach or a file system both mount at "
+                               "the same path; nothing was recorded")
+    _SEEN.add(key)
+
+
+_SEEN: set[tuple[str, str]] = set()
+"""(session, root) whose executors were shown to see the warehouse (``_check_seen``)."""
 
 
 _FILE_SYSTEMS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()

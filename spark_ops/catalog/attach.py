@@ -41,7 +41,7 @@ from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
 from ..executor.storage import storage_for
-from ..session import SparkUnavailable, is_connect
+from ..session import SparkUnavailable, is_connect, require_live
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog, View
@@ -399,17 +399,21 @@ def _session(spark: SparkSession) -> str:
     return getattr(spark, "session_id", None) or f"classic-{id(spark)}"
 
 
-def _ended(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session that has ended (``stop()``, or a request that
-    found the server restarted under it): it answers every request with PySpark's
-    ``NO_ACTIVE_SESSION``. A classic session cannot end alone (its application stops with it)."""
-    return is_connect(spark) and bool(getattr(spark, "is_stopped", False))
-
-
-def _check_running(spark: SparkSession) -> None:
-    if _ended(spark):
-        raise SparkUnavailable("this Spark Connect session has ended: make a new one (local_session(remote=...)) "
-                               "and attach the ledger to it")
+def _ended(spark: SparkSession, *, ask: bool = False) -> bool:
+    """Whether ``spark`` is a Spark Connect session that has ended (``stop()``, a server restarted
+    under it or that timed it out): it answers every request with PySpark's ``NO_ACTIVE_SESSION``.
+    Without ``ask`` only what the client knows already (a process's end: no call); with it, the
+    server is asked (``require_live``), as a session restarted under its client does not know it
+    ended until a call finds out. A classic session cannot end alone (its application stops with it)."""
+    if not is_connect(spark):
+        return False
+    if getattr(spark, "is_stopped", False) or not ask:
+        return bool(getattr(spark, "is_stopped", False))
+    try:
+        require_live(spark)
+    except SparkUnavailable:
+        return True
+    return False
 
 
 def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, lease: Any = None) -> list[str]:
@@ -427,7 +431,7 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
     holds that is not this ledger's, or that another session shows and holds, is never replaced
     or dropped (``TableExists``); one of this ledger's that nothing holds any more (its session
     ended without ``detach``) is taken over."""
-    _check_running(spark)
+    require_live(spark)  # a session that ended (or whose server is down) pins nothing
     key = _session(spark)
     found = _attached.get(key)
     if found is not None and found.ledger is not ledger:
@@ -454,7 +458,7 @@ def refresh(spark: SparkSession, ledger: Ledger) -> list[str]:
     found = _attached.get(_session(spark))
     if found is None or found.ledger is not ledger:
         raise TableNotFound("this ledger is not attached to this Spark session: attach(spark, ledger) first")
-    _check_running(spark)
+    require_live(spark)  # before any pin is renewed: a session its server no longer has shows nothing
     return found.refresh()
 
 
@@ -467,7 +471,7 @@ def detach(spark: SparkSession, ledger: Ledger) -> list[str]:
     if found is None or found.ledger is not ledger:
         return []
     del _attached[key]
-    if _ended(spark):
+    if _ended(spark, ask=True):
         names = found.let_go()
         log.warning("the Spark Connect session had ended: released the pins of %d name(s); their views stay on "
                     "the server, unheld, until this ledger is attached there again", len(names))

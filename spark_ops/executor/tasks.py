@@ -34,6 +34,7 @@ from typing import Callable, Iterable, Iterator
 from vacuum_work import Expiry, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, Trim, Work, location
 
 from . import fs
+from .probe import sees as probe_sees
 from .receipts import Receipt
 from .storage import StoreError, Unsafe, storage_for
 
@@ -321,29 +322,24 @@ def finish_purge(job: Job, done: Share) -> Result:
 
 # --- can this executor run a vacuum at all ---------------------------------------------------
 
-def root_seen(root: str) -> bool:
-    """Whether the warehouse root is there, as seen from here (a local folder; a store: True)."""
-    return not storage_for(root).absent(root)
-
-
-def preflight(root: str, driver_sees_root: bool) -> Iterator[str]:
+def preflight(root: str, probe: str, token: str) -> Iterator[str]:
     """What stops this executor from running the vacuum's tasks (an empty answer: nothing).
     Asked of every executor before the ledger records anything: a missing library, a store it
-    cannot reach, a warehouse folder it does not see (a local warehouse must be on a file system
-    every executor shares, or a vacuum would find nothing there and call it purged)."""
+    cannot reach, a warehouse it does not see. Seeing is reading back the probe the driver wrote
+    under the root (``probe.leave``): a folder at the root's path is not enough (a server in another
+    mount, or on another machine, sees an empty one there, and a vacuum that finds nothing in a
+    location records it purged)."""
     where = f"executor {os.uname().nodename} ({sys.executable})"
     try:
         import pyarrow  # noqa: F401  (a dry run's dataset)
     except ImportError as exc:
         yield f"{where}: {type(exc).__name__}: {exc}"
     try:
-        store = storage_for(root)
-        if driver_sees_root and store.absent(root):
-            yield (f"{where} does not see the warehouse {store.base}: a local warehouse must be on a file system "
-                   "the driver and every executor share")
-        elif store.keyed:  # one page of a listing: the store's client is here, and the store answers
-            next(iter(store.pages(store.base or "_retention_ledger_preflight")), None)
+        if not probe_sees(root, probe, token):
+            yield (f"{where} does not see the warehouse {root} the ledger's files are in (a file the driver wrote there "
+                   f"is not there for it): the warehouse must be the same place for the driver and every executor, an "
+                   "object store both reach or a file system both mount at the same path")
     except ImportError as exc:
         yield f"{where}: {type(exc).__name__}: {exc} (the object-store client, needed for {root})"
     except (StoreError, Unsafe, OSError) as exc:
-        yield f"{where}: cannot list {root}: {exc}"
+        yield f"{where}: cannot read {root}: {exc}"

@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -38,13 +39,14 @@ from typing import Any, Iterable
 
 import attrs
 from pyspark.sql import SparkSession
-from vacuum_work import Expiry, Part, Plan, Purge, Result, Sweep, Trim, Work, split
+from vacuum_work import Expiry, Part, Plan, Purge, Result, Sweep, Trim, Work, location, split
 
 from ledger import Ledger, LedgerError, VacuumRun
 
 from ..executor import receipts, tasks
-from ..executor.storage import LISTERS, StoreError, storage_for
+from ..executor.storage import LISTERS, StoreError, Unsafe, storage_for
 from ..heartbeat import Heartbeat
+from ..session import SparkUnavailable, unavailable
 from . import budget, listing as listings, progress as progress_of, ship
 from .jobs import Jobs
 from .progress import Progress, Watch
@@ -104,7 +106,14 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
             # The ledger's file lists, read one at a time as the deletes need them (a dry run's
             # trims list theirs through a handle on its plan, which records nothing).
             lists = (run if run is not None else VacuumRun(ledger, "dry run", plan)).files
-            results, retried = _carry_out(spark, cores, plan, run, progress, folder, lists)
+            try:
+                results, retried = _carry_out(spark, cores, plan, run, progress, folder, lists)
+            except Exception as exc:  # the session's end, or its server's, in one line (the lease is released)
+                lost = _session_lost(spark, exc, run)
+                if lost is None:
+                    raise  # the work's own failure, as it is
+                raise lost from None
+            results = [_unseen(plan.root, r) for r in results]
             if run is not None:
                 _record_receipt(run, plan.root, [p for r in results for p in r.parts])
                 # Parts no summary came back for: a task attempt that failed after writing one (its
@@ -126,6 +135,40 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
         run.finish(results)
     timings["record"] = time.monotonic() - started - timings["plan"] - timings["delete"]
     return attrs.evolve(report, duration=time.monotonic() - started, timings=timings)
+
+
+def _unseen(root: str, result: Result) -> Result:
+    """A purge's result, refused if its executor found nothing in a location where this process sees
+    files: the executor does not see the ledger's warehouse there (a Spark Connect server on another
+    machine or mount, an executor without the shared mount), and recorded purged the files would
+    never be deleted (purged is final, R8). Looked at only for a purge that found nothing (one
+    listing page, rare: a location a purge empties held files), so a location emptied by a run that
+    stopped mid-way, or by a hand, is a purge, as it was."""
+    item = result.item
+    if not isinstance(item, Purge) or not result.ok or result.files:
+        return result
+    here = location(root, item.path)
+    try:
+        store = storage_for(root)
+        seen = any(page for page in store.pages(store.confine(here), sizes=False))
+    except (OSError, StoreError, Unsafe):
+        return result  # this process cannot tell: the executor's word stands, as before
+    if not seen:
+        return result
+    return dataclasses.replace(result, error=f"refused: the executor found no file in {here}, where this process "
+                                             "sees files: it does not see the warehouse the ledger's files are in (is "
+                                             "it the same place for this process and every executor?); not purged, it "
+                                             "stays blocked for the next vacuum")
+
+
+def _session_lost(spark: SparkSession, exc: BaseException, run: VacuumRun | None) -> SparkUnavailable | None:
+    """A Spark failure that is the session's (it ended: its server restarted under it, or timed it
+    out; or its server stopped answering) in one line, saying what became of the run: PySpark said
+    ``[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND`` or gRPC's page. None: the
+    work's own failure."""
+    after = "nothing was recorded" if run is None else \
+        f"vacuum run {run.run_id} is on record, its lease released: the next vacuum takes its work over"
+    return unavailable(spark, exc, during="the vacuum ran", ended=after, unreachable=f"check that it runs; {after}")
 
 
 def sweep(spark: SparkSession, ledger: Ledger, **options: Any) -> VacuumReport:

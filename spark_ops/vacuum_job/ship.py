@@ -9,12 +9,17 @@ standard-library records of a vacuum) and adds it to the session once, as a Pyth
 path of that session's Python workers). The functions given to Spark are that package's, by
 reference, so an executor imports exactly that.
 
-Before the ledger records anything, a small job asks every executor whether it can do the
-work: import what it needs, see the warehouse. A vacuum whose executors cannot run it says
-so in one line (``SparkUnavailable``) with nothing recorded, instead of failing in the middle
-with a hundred-line traceback after its watermarks are in the log. Each session is asked once
-per warehouse root. The same job says how many tasks Spark runs at once (its tasks are as many
-as a default DataFrame has partitions), which the vacuum sizes its jobs by.
+Before the ledger records anything, the session is asked whether it still answers as itself
+(``session.require_live``: every vacuum, since a server restarted under a session, or down, takes
+no work), and a small job asks every executor whether it can do the work: import what it needs,
+and see the warehouse the ledger's files are in, by reading back a file this process wrote under
+the root (``executor.probe``: a folder of the root's name is not enough, as a server in another
+mount sees an empty one). A vacuum whose session or executors cannot run it says so in one line
+(``SparkUnavailable``) with nothing recorded, instead of failing in the middle with a hundred-line
+traceback after its watermarks are in the log. The executors are asked once per session and
+warehouse root (``session.session_key``: a restarted server's sessions are new ones). The same
+job says how many tasks Spark runs at once (its tasks are as many as a default DataFrame has
+partitions), which the vacuum sizes its jobs by.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from importlib import resources
 from pyspark.sql import SparkSession
 
 from ..executor import tasks
-from ..session import SparkUnavailable, check_arrow_jobs, is_connect
+from ..executor import probe
+from ..executor.storage import StoreError, Unsafe
+from ..session import SparkUnavailable, check_arrow_jobs, require_live, session_key, shares_files, unavailable
 from . import jobs
 
 _SHIPPED: set[str] = set()
@@ -50,14 +57,6 @@ _ARCHIVE: list[str] = []
 classic session's file server serves it from there for as long as the session lives)."""
 
 
-def session_key(spark: SparkSession) -> str:
-    """What the executor package and the pre-flight are remembered by: a Connect session (its
-    artifacts are its own), or a classic session's application (its files are the SparkContext's)."""
-    if is_connect(spark):
-        return f"connect:{spark.session_id}"  # type: ignore[attr-defined]
-    return f"classic:{spark.conf.get('spark.app.id')}"
-
-
 def ship(spark: SparkSession) -> None:
     """Put ``spark_ops.executor`` on every executor's path, once per session."""
     key = session_key(spark)
@@ -67,7 +66,7 @@ def ship(spark: SparkSession) -> None:
         try:
             spark.addArtifacts(_archive(), pyfile=True)
         except Exception as exc:  # a server that takes no Python artifacts
-            raise SparkUnavailable(f"Spark did not take the vacuum's executor code: {_python_error(exc)}; nothing "
+            raise unavailable(spark, exc) or SparkUnavailable(f"Spark did not take the vacuum's executor code: {_python_error(exc)}; nothing "
                                    "was recorded (the server must accept Python artifacts: "
                                    "SparkSession.addArtifacts(..., pyfile=True))") from None
         _SHIPPED.add(key)
@@ -91,10 +90,15 @@ def _archive() -> str:
 
 
 def preflight(spark: SparkSession, root: str) -> int:
-    """``SparkUnavailable`` in one line if this driver (``check_arrow_jobs``) or an executor cannot
-    run a vacuum of ``root``; else how many tasks Spark runs at once. Asks the executors once per
-    session and root: one small task a core."""
+    """``SparkUnavailable`` in one line if this driver (``check_arrow_jobs``), the session
+    (``require_live``: it must still answer, as itself) or an executor cannot run a vacuum of
+    ``root``; else how many tasks Spark runs at once. Asks the executors once per session and root
+    (one small task a core, each reading back a probe this process wrote under the root), and the
+    session every time: what is remembered is remembered by the session's own id and its server's
+    (``session_key``), so it never outlives a server restart, and a session that ended is refused
+    here, before anything is recorded, however often it vacuumed before."""
     check_arrow_jobs()  # the driver's side of the jobs: PySpark's own libraries for mapInArrow
+    require_live(spark)
     key = session_key(spark)
     ship(spark)
     if (key, root) in _CHECKED:
@@ -103,12 +107,17 @@ def preflight(spark: SparkSession, root: str) -> int:
         _CORES[key] = _local_cores(spark)
         _CHECKED.add((key, root))
         return _CORES[key]
-    question = functools.partial(tasks.preflight, root, tasks.root_seen(root))
     try:
-        answers, cores = jobs.ask(spark, question)
+        with probe.leave(root) as left:
+            answers, cores = jobs.ask(spark, functools.partial(tasks.preflight, root, left.relative, left.token))
+    except (OSError, StoreError, Unsafe) as exc:
+        raise SparkUnavailable(f"cannot write under the warehouse {root} ({exc}): the vacuum checks that the executors "
+                               "see the warehouse by a file this process writes there and they read back; nothing "
+                               "was recorded") from None
     except Exception as exc:  # the executor's Python error, wrapped in pages of Java (or of gRPC)
-        raise SparkUnavailable(f"the executors cannot run the vacuum: {_python_error(exc)}; nothing was "
-                               "recorded (README, \"Running on a cluster\": what executors need)") from None
+        raise unavailable(spark, exc) or SparkUnavailable(
+            f"the executors cannot run the vacuum: {_python_error(exc)}; nothing was recorded (README, "
+            "\"Running on a cluster\": what executors need)") from None
     problems = sorted(set(answers))
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -124,12 +133,8 @@ def _own_python_here(spark: SparkSession) -> bool:
     and asking them is a Spark job (a tenth of a second a vacuum) that can only say yes. Of a
     Connect session's executors nothing is known here (its server may run on this machine, with
     another Python): they are asked."""
-    if is_connect(spark):
-        return False
-    master = spark.conf.get("spark.master") or ""
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
-    return (master == "local" or master.startswith("local[")) and os.path.realpath(python) == \
-        os.path.realpath(sys.executable)
+    return shares_files(spark) and os.path.realpath(python) == os.path.realpath(sys.executable)
 
 
 def _local_cores(spark: SparkSession) -> int:

@@ -1,0 +1,353 @@
+"""R2, R3, R8, R10, R11, R21, R24 on Spark Connect when the server is elsewhere, down or restarted
+(issue 58): nothing is recorded before Spark can act, nothing is recorded that Spark did not see,
+the calls that must reach a server elsewhere do (a dry run's listing, ``read_log``), and a session
+the server no longer has holds nothing and is said in one line.
+
+Real servers only, each a process of its own (``tests/connect.py``): one the tests kill (SIGKILL),
+restart on the same port under a client's session, or keep down; one started with folders it sees
+empty (an empty folder mounted over each in the server's own mount namespace: the client's
+temporary folder, whole warehouses, one table's location), as a server on another machine or
+another mount sees them; one that forgets an idle session within seconds, as every server does
+after its idle timeout. Ledgers are real SQLite files; the files Spark must not be asked to write
+(a warehouse the server does not see) are real Parquet files written here with pyarrow.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ledger import Ledger, ManualClock
+from spark_ops import SparkUnavailable, attach, detach, local_session, read_table, refresh, vacuum, write_table
+from tests.conftest import T0
+from tests.connect import ConnectServer
+
+pytestmark = pytest.mark.spark
+
+DAY = timedelta(days=1)
+
+
+def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
+    """The refusal's message: one line a user can act on, never Spark's, gRPC's or Java's page."""
+    text = str(exc.value)
+    assert "\n" not in text and "Traceback" not in text and "\tat " not in text, text
+    return text
+
+
+@pytest.fixture
+def connect_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process is a Connect client while the test runs (PySpark's mark: its functions build
+    Connect columns), as the ``spark`` fixture makes it for a Connect test."""
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+
+
+def session_on(server: ConnectServer) -> Any:
+    """A client session on ``server``, as a user's process makes one."""
+    return server.client(local_session("retention-ledger-tests", remote=server.address))
+
+
+def put_version(led: Ledger, name: str, first: int = 0, *, files: int = 2, rows: int = 10, mode: str = "append") -> Any:
+    """A version of ``name`` (created if need be) of real Parquet files written here, as another host
+    that can write to the warehouse writes them: ``files`` files of ``rows`` ids each from ``first``."""
+    if name not in [t.name for t in led.tables()]:
+        led.create_table(name)
+    write = led.begin_write(name)
+    found = []
+    for i in range(files):
+        path = Path(write.folder) / f"part-{i:05d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        start = first + i * rows
+        pq.write_table(pa.table({"id": pa.array(range(start, start + rows), pa.int64())}), path)
+        found.append((f"{write.relative_folder}/{path.name}", path.stat().st_size))
+    return led.commit_write(write.id, found, mode=mode)
+
+
+def files_under(folder: str | Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in Path(folder).rglob("*") if p.is_file()}
+
+
+def aged(led: Ledger, clock: ManualClock, name: str = "sales.gone") -> str:
+    """A table of two versions (the first expires) dropped past its retention; its location."""
+    put_version(led, name)
+    clock.advance(DAY)
+    put_version(led, name, 100, mode="overwrite")
+    location = led.table(name).location
+    led.drop_table(name)
+    clock.advance(8 * DAY)
+    return location
+
+
+def vacuumed_once(server: ConnectServer, led: Ledger, clock: ManualClock) -> tuple[Any, str]:
+    """A session on ``server`` that has vacuumed ``led`` once (its pre-flight is remembered, as in a
+    pipeline that vacuums every night), and ``sales.gone`` dropped past its retention since, for
+    the next vacuum: the session, and that table's location."""
+    aged(led, clock, "sales.first")
+    spark = session_on(server)
+    assert len(vacuum(spark, led).purged) == 1
+    return spark, aged(led, clock)
+
+
+# --- a server the tests kill, restart and keep down -------------------------------------------
+
+@pytest.fixture(scope="module")
+def restartable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Connect server the tests take away from under their sessions (each test starts it again if
+    an earlier one left it down)."""
+    server = ConnectServer(tmp_path_factory.mktemp("restartable") / "server.log")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def server(restartable: ConnectServer) -> ConnectServer:
+    if restartable.process is None or restartable.process.poll() is not None:
+        restartable.start()
+    return restartable
+
+
+def test_r2_r3_r24_a_vacuum_on_a_session_whose_server_restarted_records_nothing_and_the_table_stays_restorable(
+        server: ConnectServer, connect_mode: None, tmp_path: Path) -> None:
+    """Issue 58, item 1: the session had vacuumed before (its pre-flight remembered), then its server
+    restarted under it. The vacuum recorded a watermark and ``VacuumStarted`` before Spark was asked
+    anything, then failed with PySpark's ``[NO_ACTIVE_SESSION]``: nothing deleted, yet the table it
+    planned could never be undropped. A dead session is refused before anything is recorded, and
+    the next session made for the address works at once (item 9: the first ``local_session`` after
+    a restart blamed a setting the server never refused)."""
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as led:
+        spark, location = vacuumed_once(server, led, clock)
+        before = led.event_count()
+        server.restart()
+        for dry_run in (False, True):
+            with pytest.raises(SparkUnavailable) as refused:
+                vacuum(spark, led, dry_run=dry_run)
+            said = one_line(refused)
+            assert said.startswith(f"the Spark Connect session on {server.address} has ended"), said
+            assert "make a new session" in said and said.endswith("nothing was recorded")
+        assert led.event_count() == before
+        assert files_under(location) and led.undrop_table("sales.gone").name == "sales.gone"
+        led.drop_table("sales.gone")
+        clock.advance(8 * DAY)
+        again = session_on(server)  # the first call after the restart: a new session, no refusal
+        assert again is not spark and again.range(3).count() == 3
+        report = vacuum(again, led)
+        assert len(report.purged) == 1 and not report.failures and not os.path.exists(location)
+
+
+def test_r24_refresh_erase_and_a_new_session_after_a_restart_are_one_line_and_renew_nothing(
+        server: ConnectServer, connect_mode: None, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 58, item 9: after a restart, ``refresh`` renewed every pin (``PinRenewed`` recorded) and
+    then raised ``[NO_ACTIVE_SESSION]``; ``erase`` blamed a predicate that works
+    (``InvalidArgument: Spark cannot use the predicate 'k = 1' ... ([NO_ACTIVE_SESSION] ...)``);
+    ``write_table`` and ``read_table`` raised PySpark's own error; and the first ``local_session``
+    for the address said the server refused the session's time zone. Each is now one line,
+    ``SparkUnavailable``, saying the session ended, before anything is recorded or renewed."""
+    from spark_ops import erase
+
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as led:
+        spark = session_on(server)
+        write_table(spark.range(6).selectExpr("id AS k"), led, "crm.users")
+        assert attach(spark, led) == ["crm.users"]
+        pins = sorted(p.id for p in led.pins())
+        server.restart()
+        before = led.event_count()
+        calls = {
+            "refresh": lambda: refresh(spark, led),
+            "erase": lambda: erase(spark, led, "crm.users", "k = 1", reason="a test"),
+            "write_table": lambda: write_table(spark.range(3).selectExpr("id AS k"), led, "crm.users"),
+            "read_table": lambda: read_table(spark, led, "crm.users"),
+            "attach": lambda: attach(spark, led),
+        }
+        for call, run in calls.items():
+            with pytest.raises(SparkUnavailable) as refused:
+                run()
+            said = one_line(refused)
+            assert said.startswith(f"the Spark Connect session on {server.address} has ended"), (call, said)
+            assert led.event_count() == before, call
+        assert sorted(p.id for p in led.pins()) == pins  # nothing renewed, nothing released
+        assert detach(spark, led) == ["crm.users"]  # the pins go; the views went with the server
+        assert led.pins() == []
+        again = session_on(server)
+        assert again is not spark and attach(again, led) == ["crm.users"]
+        assert sorted(r.k for r in again.table("crm.users").collect()) == [0, 1, 2, 3, 4, 5]
+        assert erase(again, led, "crm.users", "k = 1", reason="a test").files
+        assert detach(again, led) == ["crm.users"]
+
+
+def test_r24_the_first_local_session_after_a_restart_is_a_new_session_that_works(
+        server: ConnectServer, connect_mode: None) -> None:
+    """Issue 58, item 9: the first ``local_session(remote=...)`` after its server restarted said
+    ``SparkUnavailable: ... refused the setting spark.sql.session.timeZone=UTC
+    ([INVALID_HANDLE.SESSION_CHANGED] ...): leave it out``, though the server refused nothing and
+    a second call worked. The session it made before for the address, which the server no longer
+    has, is let go and a new one made, with its settings."""
+    spark = session_on(server)
+    assert spark.range(2).count() == 2
+    server.restart()
+    again = session_on(server)
+    assert again is not spark and again.range(3).count() == 3
+    assert again.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_r10_r24_a_vacuum_whose_server_restarts_mid_run_is_one_line_and_the_next_run_finishes_it(
+        server: ConnectServer, connect_mode: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 58, item 9: a vacuum whose server died mid-run and came back was told PySpark's
+    ``[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND ...``. Now one line saying the
+    session ended while the vacuum ran; its start is on record, its lease released, so a vacuum on
+    a new session takes the run over at once and finishes it: nothing lost, nothing half-recorded."""
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as led:
+        location = aged(led, clock)
+        spark = session_on(server)
+        started = led.start_vacuum
+
+        def start_then_restart(**options: Any) -> Any:
+            run = started(**options)
+            server.restart()  # the server goes, and another takes its port, while the run is on record
+            return run
+        monkeypatch.setattr(led, "start_vacuum", start_then_restart)
+        with pytest.raises(SparkUnavailable) as refused:
+            vacuum(spark, led)
+        said = one_line(refused)
+        assert said.startswith(f"the Spark Connect session on {server.address} ended while the vacuum ran"), said
+        assert "the next vacuum takes its work over" in said
+        monkeypatch.undo()
+        assert files_under(location)  # nothing lost: every file is still there for the next run
+        [run] = [e for e in led.history() if e.type == "VacuumStarted"]
+        report = vacuum(session_on(server), led)
+        assert report.resumed_runs == (run.data["run_id"],) and len(report.purged) == 1 and not report.failures
+        assert not os.path.exists(location)
+
+
+def test_r2_r24_a_vacuum_whose_server_is_down_is_refused_within_seconds_and_records_nothing(
+        server: ConnectServer, connect_mode: None, tmp_path: Path) -> None:
+    """Issue 58, item 2: with the server down when the call started (the session had vacuumed
+    before, so its pre-flight was remembered), the vacuum recorded its watermark and
+    ``VacuumStarted`` at once, then waited out gRPC's retries (611 s) with its lease renewed, and
+    said gRPC's page (``_InactiveRpcError ... UNAVAILABLE ... Connection refused``)."""
+    clock = ManualClock(T0)
+    with Ledger.open(tmp_path / "ledger.db", clock=clock, actor="test") as led:
+        spark, location = vacuumed_once(server, led, clock)
+        before = led.event_count()
+        server.kill()
+        began = time.monotonic()
+        with pytest.raises(SparkUnavailable) as refused:
+            vacuum(spark, led)
+        waited = time.monotonic() - began
+        said = one_line(refused)
+        assert said.startswith(f"the Spark Connect server at {server.address} does not answer ("), said
+        assert said.endswith("check that it runs, and its address; nothing was recorded") and waited < 30, \
+            (waited, said)
+        assert led.event_count() == before and files_under(location)
+        assert led.undrop_table("sales.gone").name == "sales.gone"
+
+
+# --- a server that sees other folders than the client -------------------------------------------
+
+class Elsewhere:
+    """What the ``elsewhere`` server does not see: the client's temporary folder, two whole
+    warehouses (it sees an empty folder at each), a live table's location (an empty folder there)
+    and a dropped table's (not there at all), in ledgers made before it started, so that their
+    tables' locations are known."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.client_tmp = home / "client-tmp"
+        self.blind = {n: home / f"blind-{n}" for n in ("write", "vacuum")}
+        self.clock = ManualClock(T0)
+        self.partial = home / "partial.db"  # sales.hidden: a live table whose location the server sees empty
+        self.gone = home / "gone.db"        # sales.gone: a dropped table whose location it does not see
+        with Ledger.open(self.partial, clock=self.clock, actor="test") as led:
+            self.hidden = [Path(led.create_table("sales.hidden").location)]
+        with Ledger.open(self.gone, clock=self.clock, actor="test", warehouse=home / "gone-warehouse") as led:
+            self.concealed = [Path(aged(led, self.clock, "sales.gone"))]
+        self.server: ConnectServer | None = None
+
+    def ledger(self, path: Path, **options: Any) -> Ledger:
+        return Ledger.open(path, clock=self.clock, actor="test", **options)
+
+
+@pytest.fixture(scope="module")
+def elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Elsewhere]:
+    scene = Elsewhere(tmp_path_factory.mktemp("elsewhere"))
+    scene.client_tmp.mkdir()
+    scene.server = ConnectServer(scene.home / "server.log", hide=[scene.client_tmp, *scene.blind.values(), *scene.hidden],
+                                 conceal=scene.concealed)
+    yield scene
+    scene.server.close()
+
+
+def test_r10_r11_r24_a_write_the_servers_executors_make_where_the_client_does_not_see_is_refused(
+        elsewhere: Elsewhere, connect_mode: None) -> None:
+    """Issue 58, item 3: the server's executors wrote where the client does not see (an empty mount on
+    the server's side), and ``write_table`` committed a version of no files: 20 rows written,
+    version 1 read 0 rows, silently. Now a warehouse the executors do not see is refused before
+    anything is recorded; and what Spark wrote must be what the client lists before a commit (one
+    location hidden from the server, the warehouse seen): the write is aborted, nothing committed."""
+    assert elsewhere.server is not None
+    spark = session_on(elsewhere.server)
+    with elsewhere.ledger(elsewhere.home / "blind-write.db", warehouse=elsewhere.blind["write"]) as led:
+        with pytest.raises(SparkUnavailable) as refused:
+            write_table(spark.range(20), led, "sales.orders")
+        said = one_line(refused)
+        assert said.startswith("Spark's executors do not see the warehouse "), said
+        assert said.endswith("nothing was recorded")
+        assert led.event_count() == 0 and led.tables() == []
+    with elsewhere.ledger(elsewhere.partial) as led:
+        before = led.event_count()
+        with pytest.raises(SparkUnavailable) as refused:
+            write_table(spark.range(20), led, "sales.hidden")
+        said = one_line(refused)
+        assert "sales.hidden: Spark wrote" in said and "this process sees none of them" in said, said
+        assert said.endswith("nothing was committed (the write is aborted)")
+        assert led.table("sales.hidden").current_version is None and led.open_writes() == []
+        assert led.event_count() - before == 2  # begun before Spark wrote, aborted: nothing committed
+        assert [e.type for e in led.history("sales.hidden")][-2:] == ["WriteBegun", "WriteAborted"]
+
+
+def test_r2_r8_r24_a_vacuum_whose_executors_see_an_empty_warehouse_records_nothing_and_purges_nothing(
+        elsewhere: Elsewhere, connect_mode: None) -> None:
+    """Issue 58, item 4: the pre-flight asked only whether a folder exists at the root's path, so a
+    server that sees an empty folder there passed it; the vacuum then recorded every purge (and an
+    expiry's folders deleted) with 0 files deleted, every file still in the warehouse the client
+    and the ledger use, and purged is final (R8). Now the executors must read back a file this
+    process wrote under the root, or nothing is recorded; and a purge whose location an executor
+    found empty where the ledger knows files (the root seen, one location not) is not recorded."""
+    assert elsewhere.server is not None
+    spark = session_on(elsewhere.server)
+    root = elsewhere.blind["vacuum"]
+    with elsewhere.ledger(elsewhere.home / "blind-vacuum.db", warehouse=root) as led:
+        location = aged(led, elsewhere.clock, "sales.orders")
+        put_version(led, "sales.live")
+        elsewhere.clock.advance(DAY)
+        put_version(led, "sales.live", 50, mode="overwrite")
+        elsewhere.clock.advance(8 * DAY)
+        held = files_under(root)
+        before = led.event_count()
+        for dry_run in (True, False):
+            with pytest.raises(SparkUnavailable) as refused:
+                vacuum(spark, led, dry_run=dry_run)
+            said = one_line(refused)
+            assert f"does not see the warehouse {root}" in said, said
+            assert said.endswith("nothing was recorded")
+        assert led.event_count() == before and files_under(root) == held
+        assert led.undrop_table("sales.orders").location == location
+    with elsewhere.ledger(elsewhere.gone) as led:
+        [hidden] = led.dropped_tables(name="sales.gone")
+        kept = files_under(hidden.location)
+        for attempt in range(2):  # the next run (the table blocked by then) is refused as well
+            report = vacuum(spark, led)
+            [failed] = report.failures
+            said = str(failed.error)
+            assert failed.id == hidden.id and said.startswith(f"refused: the executor found no file in {hidden.location}, "
+                                                              "where this process sees files"), said
+            assert led.instance(hidden.id).purged_at is None and files_under(hidden.location) == kept
+            assert not [e for e in led.history(table_id=hidden.id) if e.type == "TablePurged"]
