@@ -796,6 +796,9 @@ def _one_spark(remote: str | None) -> str | None:
 @click.option("--database", default=None, help="Only tables dropped from this database.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most N tables, oldest first.")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted, file by file; change nothing.")
+@click.option("--listing-dir", default=None, metavar="DIR", type=click.Path(file_okay=False),
+              help="With --dry-run: keep the full listing as a Parquet dataset in this new folder "
+                   "(by default a large one goes to a temporary folder, a small one only in the report).")
 @click.option("--override-floor", is_flag=True, help="Allow --retention under the 24h floor (and --grace under 1h).")
 @click.option("--uncommitted/--no-uncommitted", default=True, show_default=True,
               help="Also sweep abandoned writes and stragglers (files a commit did not name).")
@@ -808,11 +811,14 @@ def _one_spark(remote: str | None) -> str | None:
 @remote_option
 @conf_option
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
-                   dry_run: bool, override_floor: bool, uncommitted: bool, only_uncommitted: bool,
-                   grace: str | None, master: str, remote: str | None, spark_conf: dict[str, str]) -> None:
+                   dry_run: bool, listing_dir: str | None, override_floor: bool, uncommitted: bool,
+                   only_uncommitted: bool, grace: str | None, master: str, remote: str | None,
+                   spark_conf: dict[str, str]) -> None:
     """Purge dropped tables past their retention, expire old versions, and sweep abandoned writes:
     marks and watermarks first, then delete on Spark, then record."""
     remote = _one_spark(remote)
+    if listing_dir is not None and not dry_run:
+        raise click.UsageError("--listing-dir keeps a dry run's listing: it needs --dry-run")
     if only_uncommitted and not uncommitted:
         raise click.UsageError("--only-uncommitted sweeps only uncommitted data; it cannot be combined with "
                                "--no-uncommitted, which turns that sweep off")
@@ -834,7 +840,8 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         # Known before the start lands: a Ctrl-C the moment it does still releases its lease.
         guard.run = None if dry_run else new_run_id()
         with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
-            report = vacuum(spark, led, dry_run=dry_run, progress=progress, run_id=guard.run, **options)
+            report = vacuum(spark, led, dry_run=dry_run, progress=progress, run_id=guard.run, listing_dir=listing_dir,
+                            **options)
     ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
     if report.failures:
         first = report.failures[0]

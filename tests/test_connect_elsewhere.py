@@ -14,7 +14,11 @@ after its idle timeout. Ledgers are real SQLite files; the files Spark must not 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +31,7 @@ import pytest
 from ledger import Ledger, ManualClock
 from spark_ops import SparkUnavailable, attach, detach, local_session, read_table, refresh, vacuum, write_table
 from tests.conftest import T0
-from tests.connect import ConnectServer
+from tests.connect import REPO, ConnectServer
 
 pytestmark = pytest.mark.spark
 
@@ -285,6 +289,13 @@ def elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Elsewhere]:
     scene.server.close()
 
 
+@pytest.fixture
+def client_tmp(elsewhere: Elsewhere, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process's temporary folder is one the server does not see (as on any remote server)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere.client_tmp))
+    return elsewhere.client_tmp
+
+
 def test_r10_r11_r24_a_write_the_servers_executors_make_where_the_client_does_not_see_is_refused(
         elsewhere: Elsewhere, connect_mode: None) -> None:
     """Issue 58, item 3: the server's executors wrote where the client does not see (an empty mount on
@@ -351,3 +362,47 @@ def test_r2_r8_r24_a_vacuum_whose_executors_see_an_empty_warehouse_records_nothi
                                                               "where this process sees files"), said
             assert led.instance(hidden.id).purged_at is None and files_under(hidden.location) == kept
             assert not [e for e in led.history(table_id=hidden.id) if e.type == "TablePurged"]
+
+
+def test_r2_r24_a_dry_run_lists_through_spark_where_the_server_does_not_see_the_clients_folders(
+        elsewhere: Elsewhere, client_tmp: Path, connect_mode: None) -> None:
+    """Issue 58, item 5: a dry run's listing went to a temporary folder of the client's, which a
+    remote server cannot see: the executors failed with a page of the worker's traceback
+    (``FileNotFoundError: Failed to open local file '<client tmp>/retention-ledger-dry-run-.../
+    part-....parquet'``). The listing now comes back through Spark, to this process, whatever the
+    size: in the report, or in the dataset the caller names; nothing is recorded."""
+    assert elsewhere.server is not None
+    spark = session_on(elsewhere.server)
+    with elsewhere.ledger(elsewhere.home / "dry-run.db") as led:
+        location = aged(led, elsewhere.clock, "sales.orders")
+        before = led.event_count()
+        report = vacuum(spark, led, dry_run=True)
+        [item] = report.instances
+        assert item.files == 4 and len(item.would_delete) == 4 and report.listing is None
+        assert led.event_count() == before and len(files_under(location)) == 4
+        kept = client_tmp / "listing"
+        report = vacuum(spark, led, dry_run=True, listing_dir=kept, listing_threshold=1)
+        assert report.listing == str(kept)
+        listed = pq.read_table(kept).to_pylist()
+        assert sorted(r["path"] for r in listed) == sorted(f"{location}/{f}" for f in files_under(location))
+        assert led.event_count() == before
+
+
+def test_r24_the_cli_dry_run_on_a_server_that_does_not_see_the_clients_folders(
+        elsewhere: Elsewhere, client_tmp: Path) -> None:
+    """Issue 58, item 5: the command printed 98 lines, and had no way to name another folder."""
+    assert elsewhere.server is not None
+    path = elsewhere.home / "cli.db"
+    with elsewhere.ledger(path) as led:
+        location = aged(led, elsewhere.clock, "sales.orders")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(client_tmp)}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    kept = client_tmp / "cli-listing"
+    done = subprocess.run([sys.executable, "-m", "retention_ledger", "--ledger", str(path), "vacuum", "--dry-run",
+                           "--json", "--remote", elsewhere.server.address, "--listing-dir",
+                           str(kept)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [item] = json.loads(done.stdout)["instances"]
+    assert item["files"] == 4 and len(files_under(location)) == 4
+    assert sorted(r["path"] for r in pq.read_table(kept).to_pylist()) == \
+        sorted(f"{location}/{f}" for f in files_under(location))

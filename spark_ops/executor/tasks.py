@@ -29,7 +29,7 @@ import os
 import sys
 import zlib
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from vacuum_work import Expiry, ForeignScan, Part, Purge, Result, StragglerScan, Sweep, Trim, Work, location
 
@@ -56,6 +56,10 @@ class Job:
     """A dry run's dataset folder: each item's listing is written there."""
     siblings: int = 0
     """About how many table locations the root holds (for the one-listing check on object stores)."""
+    stream: bool = False
+    """A dry run's listing goes back through Spark (``Listed`` chunks, which the driver writes to its
+    dataset) instead of being written to ``listing`` here: executors that may not see the driver's
+    folders (a Spark Connect server elsewhere, a cluster's) never write there."""
 
     def receipt(self) -> Receipt | None:
         """A task's receipt of what it deletes (R20); none for a dry run."""
@@ -74,16 +78,20 @@ def _closing(receipt: Receipt | None) -> Iterator[Result]:
 
 # --- whole items ---------------------------------------------------------------------------
 
-def run_items(job: Job, items: Iterable[Work], *, files: Files | None = None) -> Iterator[Result]:
-    """Each item's result; a dry run writes each item's listing to the job's dataset and sends back
-    a sample. ``files``: on the driver, the ledger's file lists, so that on an object store what it
+def run_items(job: Job, items: Iterable[Work], *, files: Files | None = None) -> Iterator[Result | Listed]:
+    """Each item's result; a dry run writes each item's listing to the job's dataset (or, with
+    ``job.stream``, sends it back in ``Listed`` chunks before the result) and keeps a sample in the
+    result. ``files``: on the driver, the ledger's file lists, so that on an object store what it
     knows is deleted by key, without listing (R20)."""
     receipt = job.receipt()
     dry_run = job.run_id is None
     for done in _run(job, list(items), receipt, files):
-        if job.listing is not None and done.listing:
+        if done.listing and (job.stream or job.listing is not None):
             assert done.item is not None
-            _write_listing(job.listing, done.item, done.listing)
+            if job.stream or job.listing is None:
+                yield from _chunks(done.item, done.listing)
+            else:
+                _write_listing(job.listing, done.item, done.listing)
             done = replace(done, listing=done.listing[:LISTING_SAMPLE])
         yield done
     yield from _closing(None if dry_run else receipt)
@@ -194,16 +202,41 @@ def _scan(job: Job, item: StragglerScan, receipt: Receipt | None) -> Result:
     return replace(done, item=item)
 
 
+LISTED_CHUNK = 10_000
+"""Files of a dry run's listing sent back to the driver in one ``Listed`` (about 1 MB pickled)."""
+
+
+@dataclass(frozen=True)
+class Listed:
+    """Part of one item's dry-run listing: the rows of the dry run's dataset, written here
+    (``_write_listing``) or on their way back to the driver (``Job.stream``)."""
+    item: str
+    kind: str
+    table_id: str
+    entries: tuple[tuple[str, int], ...]
+
+    def table(self) -> Any:
+        """As rows of the dataset (columns ``item``, ``kind``, ``table_id``, ``path``, ``size``): a
+        pyarrow table (pyarrow: the one library besides the standard one an executor needs, and
+        only for a dry run)."""
+        import pyarrow as pa
+        n = len(self.entries)
+        return pa.table({"item": [self.item] * n, "kind": [self.kind] * n, "table_id": [self.table_id] * n,
+                         "path": [e[0] for e in self.entries],
+                         "size": pa.array([e[1] for e in self.entries], pa.int64())})
+
+
+def _chunks(item: Work, entries: tuple[tuple[str, int], ...]) -> Iterator[Listed]:
+    for start in range(0, len(entries), LISTED_CHUNK):
+        yield Listed(item.key, item.kind, item.table_id, entries[start:start + LISTED_CHUNK])
+
+
 def _write_listing(folder: str, item: Work, entries: tuple[tuple[str, int], ...]) -> None:
-    """One item's listing as one Parquet file of the dry run's dataset (pyarrow: the one library
-    besides the standard one an executor needs, and only for a dry run)."""
-    import pyarrow as pa
+    """One item's listing as one Parquet file of the dry run's dataset."""
     import pyarrow.parquet as pq
-    n = len(entries)
-    table = pa.table({"item": [item.key] * n, "kind": [item.kind] * n, "table_id": [item.table_id] * n,
-                      "path": [e[0] for e in entries], "size": pa.array([e[1] for e in entries], pa.int64())})
     name = hashlib.sha256(item.key.encode()).hexdigest()[:24]
-    pq.write_table(table, os.path.join(folder, f"part-{name}.parquet"))
+    pq.write_table(Listed(item.key, item.kind, item.table_id, entries).table(),
+                   os.path.join(folder, f"part-{name}.parquet"))
 
 
 # --- tables split below the table ------------------------------------------------------------

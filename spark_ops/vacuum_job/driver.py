@@ -46,7 +46,7 @@ from ledger import Ledger, LedgerError, VacuumRun
 from ..executor import receipts, tasks
 from ..executor.storage import LISTERS, StoreError, Unsafe, storage_for
 from ..heartbeat import Heartbeat
-from ..session import SparkUnavailable, unavailable
+from ..session import SparkUnavailable, shares_files, unavailable
 from . import budget, listing as listings, progress as progress_of, ship
 from .jobs import Jobs
 from .progress import Progress, Watch
@@ -270,11 +270,17 @@ def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | Non
     here = driver_items(items, dry_run=run is None, keyed=keyed)
     mine = {i.key for i in here}
     there = [i for i in items if i.key not in mine]
-    on_driver = _DRIVER.submit(lambda: list(tasks.run_items(job, here, files=lists))) if here else None
+    # A dry run's executors write its listing into this process's folder only where they see it (a
+    # classic local session's); elsewhere it comes back through Spark and is written here.
+    sink = None if listing is None or shares_files(spark) else listings.Sink(listing)
+    on_driver = _DRIVER.submit(lambda: [r for r in tasks.run_items(job, here, files=lists) if isinstance(r, Result)]) \
+        if here else None
     try:
-        results, retried = _on_spark(spark, cores, job, there, keyed, progress) if there else ([], False)
+        results, retried = _on_spark(spark, cores, job, there, keyed, progress, sink) if there else ([], False)
     finally:
         done = [] if on_driver is None else on_driver.result()
+        if sink is not None:
+            sink.close()
     if progress is not None and here and not there:
         progress(1, 1)
     return results + done, retried
@@ -302,11 +308,14 @@ def driver_items(items: list[Work], *, dry_run: bool, keyed: bool) -> list[Work]
 
 
 def _on_spark(spark: SparkSession, cores: int, job: tasks.Job, items: list[Work], keyed: bool,
-              progress: Progress | None) -> tuple[list[Result], bool]:
+              progress: Progress | None, sink: listings.Sink | None = None) -> tuple[list[Result], bool]:
     """The items given to the executors: one job for whole items, and the purges split below the
     table in one, two or three more. Also whether a task attempt failed: a failed attempt may
-    have left a receipt part no result names."""
+    have left a receipt part no result names. ``sink``: where a dry run's listing is written as
+    it comes back (its tasks then send it, rather than write it)."""
     ship.ship(spark)
+    if sink is not None:
+        job = dataclasses.replace(job, stream=True)
     # A few tasks per core: enough for the progress bar to move in steps and for work to
     # balance; each more costs Spark's per-task overhead (a Python worker round trip, ~0.1 s
     # here). On an object store a task keeps several batches in flight itself: one a core.
@@ -325,7 +334,7 @@ def _on_spark(spark: SparkSession, cores: int, job: tasks.Job, items: list[Work]
     total = (min(len(others), slices) if others else 0) + budget.first_purge_tasks(cores, len(purges))
     jobs = Jobs(spark)
     with progress_of.watching(spark, progress, total) as watch:
-        rows: list[Result] = jobs.run(functools.partial(tasks.run_items, job), others, slices) if others else []
+        rows: list[Result] = jobs.run(functools.partial(tasks.run_items, job), others, slices, sink) if others else []
         if purges:
             rows += _purge_below_tables(jobs, cores, job, purges, watch)
     return rows, jobs.retried

@@ -35,14 +35,17 @@ class Jobs:
         self._spark = spark
         self.retried = False
 
-    def run(self, work: Callable[[Sequence[T]], Iterable[Any]], items: Sequence[T], tasks: int) -> list[Any]:
+    def run(self, work: Callable[[Sequence[T]], Iterable[Any]], items: Sequence[T], tasks: int,
+            sink: Callable[[Any], bool] | None = None) -> list[Any]:
         """What ``work`` yields on each of at most ``tasks`` slices of ``items`` (in order, as
-        ``parallelize`` cuts them), each slice in a task of its own."""
+        ``parallelize`` cuts them), each slice in a task of its own. ``sink``: each value is offered
+        to it as it arrives, and those it takes (returns True) are not kept: the rows are then
+        streamed to this process (``toLocalIterator``), never held whole (a dry run's listing)."""
         n = max(1, min(len(items), tasks))
         slices = tuple(tuple(items[i * len(items) // n:(i + 1) * len(items) // n]) for i in range(n))
         frame = self._spark.range(0, n, numPartitions=n).mapInArrow(
             functools.partial(on_spark.run, work, slices), on_spark.OUTPUT)
-        values, done = _collect(frame)
+        values, done = _collect(frame, sink)
         self.retried = self.retried or any(d.attempt for d in done)
         return values
 
@@ -55,14 +58,14 @@ def ask(spark: SparkSession, question: Callable[[], Iterable[Any]]) -> tuple[lis
     return values, len(done)
 
 
-def _collect(frame: DataFrame) -> tuple[list[Any], list[on_spark.Done]]:
-    """A job's rows unpickled: what its tasks sent back, and their ``Done`` rows."""
+def _collect(frame: DataFrame, sink: Callable[[Any], bool] | None = None) -> tuple[list[Any], list[on_spark.Done]]:
+    """A job's rows unpickled: what its tasks sent back (but what ``sink`` took), and their ``Done`` rows."""
     values: list[Any] = []
     done: list[on_spark.Done] = []
-    for row in frame.collect():
+    for row in frame.collect() if sink is None else frame.toLocalIterator():
         value = pickle.loads(row[0])
         if isinstance(value, on_spark.Done):
             done.append(value)
-        else:
+        elif sink is None or not sink(value):
             values.append(value)
     return values, done

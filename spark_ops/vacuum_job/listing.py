@@ -1,9 +1,13 @@
-"""A dry run's listing, as a dataset: the executors write it, the driver never holds it whole.
+"""A dry run's listing, as a dataset in a folder of this process's: the driver never holds it whole.
 
-Each item's executor writes the files it would delete to one Parquet file of a dataset
-(columns ``item``, ``kind``, ``table_id``, ``path``, ``size``) and sends back only totals and a
-sample. A small listing is read back into the report and the dataset removed; a large one
-stays where it is, and the report says where.
+The dataset has the columns ``item``, ``kind``, ``table_id``, ``path``, ``size``; each item's
+executor sends back only totals and a sample of it. Where the executors see this process's
+folders (a classic session on a ``local`` master: they are threads of its JVM) each writes its
+items' listings there itself, a Parquet file an item. Anywhere else (a Spark Connect server, on
+another machine or in another mount; a cluster) they cannot, and the listing comes back through
+Spark, in chunks (``tasks.Listed``) that ``Sink`` writes as they arrive. A small listing is read
+back into the report and the dataset removed; a large one stays where it is, and the report says
+where.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from vacuum_work import Result
 
 from ledger import InvalidArgument
+
+from ..executor.tasks import Listed
 
 
 def folder_for(listing_dir: str | os.PathLike[str] | None) -> str:
@@ -30,6 +37,30 @@ def folder_for(listing_dir: str | os.PathLike[str] | None) -> str:
     except FileExistsError:
         raise InvalidArgument(f"{folder} exists: a dry run writes its listing to a new folder") from None
     return str(folder.resolve())
+
+
+class Sink:
+    """Writes the ``Listed`` chunks a dry run's tasks send back to one Parquet file of the dataset in
+    ``folder``, as they arrive (``Jobs.run``'s sink): at most a chunk is held here."""
+
+    def __init__(self, folder: str) -> None:
+        self._path = os.path.join(folder, "part-streamed.parquet")
+        self._writer: Any = None
+
+    def __call__(self, value: Any) -> bool:
+        if not isinstance(value, Listed):
+            return False
+        import pyarrow.parquet as pq
+        table = value.table()
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._path, table.schema)
+        self._writer.write_table(table)
+        return True
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def settle(folder: str, results: dict[str, Result], *, keep: bool, threshold: int) -> str | None:
