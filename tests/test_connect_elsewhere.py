@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ledger import Ledger, ManualClock
-from spark_ops import SparkUnavailable, attach, detach, local_session, read_table, refresh, vacuum, write_table
+from spark_ops import SparkUnavailable, attach, detach, local_session, read_log, read_table, refresh, vacuum, write_table
 from tests.conftest import T0
 from tests.connect import REPO, ConnectServer
 
@@ -406,3 +406,21 @@ def test_r24_the_cli_dry_run_on_a_server_that_does_not_see_the_clients_folders(
     assert item["files"] == 4 and len(files_under(location)) == 4
     assert sorted(r["path"] for r in pq.read_table(kept).to_pylist()) == \
         sorted(f"{location}/{f}" for f in files_under(location))
+
+
+def test_r24_read_log_reads_the_log_through_the_session_on_a_server_elsewhere(
+        elsewhere: Elsewhere, client_tmp: Path, connect_mode: None) -> None:
+    """Issue 58, item 6: ``read_log`` exported the log to the client's temporary folder and asked the
+    server to read that path (``[PATH_NOT_FOUND]``, then the JVM's stack). The rows now go through
+    the session; with ``path=`` the export is kept there all the same."""
+    assert elsewhere.server is not None
+    spark = session_on(elsewhere.server)
+    with elsewhere.ledger(elsewhere.home / "log.db") as led:
+        aged(led, elsewhere.clock, "sales.orders")
+        rows = read_log(spark, led).collect()
+        assert [(r.seq, r.type) for r in rows] == [(e.seq, e.type) for e in led.history(pins=True)]
+        assert rows[-1].type == "TableDropped" and rows[-1].name == "sales.orders"
+        kept = client_tmp / "log.parquet"
+        log = read_log(spark, led, path=kept)
+        assert log.count() == led.event_count() and kept.exists()
+        assert log.where("type = 'VersionCommitted'").select("files").first()[0] == 2
