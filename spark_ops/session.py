@@ -524,6 +524,42 @@ def session_key(spark: SparkSession) -> str:
     return f"classic:{spark.conf.get('spark.app.id')}"
 
 
+def session_of(spark: SparkSession) -> tuple[str, str | None] | None:
+    """A Connect session's id and user id (None: a classic session)."""
+    if not is_connect(spark):
+        return None
+    return str(spark.session_id), getattr(spark.client, "_user_id", None) or None  # type: ignore[attr-defined]
+
+
+def has_session(spark: SparkSession, session_id: str) -> bool | None:
+    """Whether ``spark``'s Connect server still has the session ``session_id`` of this client's user
+    (another client's): True, False (the server says it has no such session: released, timed out,
+    or gone with a restart), or None (it cannot tell: another answer, or none). One call that
+    changes nothing: a reattach to an operation no session has, which the server answers with
+    ``OPERATION_NOT_FOUND`` from a session it has and ``SESSION_NOT_FOUND`` or ``SESSION_CLOSED``
+    otherwise (Spark 3.5 and later)."""
+    import uuid as uuids
+
+    import pyspark.sql.connect.proto as pb2
+
+    client = spark.client  # type: ignore[attr-defined]
+    request = pb2.ReattachExecuteRequest(session_id=session_id, operation_id=str(uuids.uuid4()))
+    user = getattr(client, "_user_id", None)
+    if user:
+        request.user_context.user_id = user
+    try:
+        for _ in client._stub.ReattachExecute(request, metadata=client._builder.metadata(), timeout=MASTER_TIMEOUT):
+            return True
+        return True
+    except Exception as exc:  # gRPC's own error: its details name the server's error class
+        said = _all_said(exc)
+        if "SESSION_NOT_FOUND" in said or "SESSION_CLOSED" in said:
+            return False
+        if "OPERATION_NOT_FOUND" in said or "OPERATION_ABANDONED" in said:
+            return True
+        return None
+
+
 def shares_files(spark: SparkSession) -> bool:
     """Whether ``spark``'s executors see exactly this process's files: a classic session on a
     ``local`` master (they are threads of its JVM, started by this process). Nothing is known of a

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -424,3 +425,87 @@ def test_r24_read_log_reads_the_log_through_the_session_on_a_server_elsewhere(
         log = read_log(spark, led, path=kept)
         assert log.count() == led.event_count() and kept.exists()
         assert log.where("type = 'VersionCommitted'").select("files").first()[0] == 2
+
+
+# --- a client killed while attached ----------------------------------------------------------------
+
+SESSION_TIMEOUT = 8
+"""Seconds the ``forgetful`` server keeps a session no client uses (Spark's default is an hour)."""
+
+KILLED_CLIENT = """
+import sys
+from ledger import Ledger
+from spark_ops import attach, local_session
+spark = local_session(remote=sys.argv[2])
+led = Ledger.open(sys.argv[1], actor="killed")
+print(attach(spark, led), flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+@pytest.fixture(scope="module")
+def forgetful(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A server that forgets a session nobody used for ``SESSION_TIMEOUT`` seconds (as every server
+    does after its idle timeout, ``spark.connect.session.manager.defaultSessionTimeout``)."""
+    server = ConnectServer(tmp_path_factory.mktemp("forgetful") / "server.log", conf={
+        "spark.connect.session.manager.defaultSessionTimeout": f"{SESSION_TIMEOUT}s",
+        "spark.connect.session.manager.maintenanceInterval": "1s",
+    })
+    yield server
+    server.close()
+
+
+def test_r21_r24_the_views_of_a_killed_clients_session_the_server_no_longer_has_are_taken_over(
+        forgetful: ConnectServer, connect_mode: None, tmp_path: Path) -> None:
+    """Issue 58, item 8: a client SIGKILLed while attached left its views held by pins for their whole
+    lease (an hour), and another client's attach was refused for that hour with ``TableExists:
+    ... another Spark session shows this ledger's ... and holds its pin ...: detach it there``,
+    naming a session that no longer exists. A session the server no longer has holds nothing: the
+    next attach takes its views over, and lets its pins go."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, actor="test") as led:
+        put_version(led, "sales.orders")
+        put_version(led, "sales.returns")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, str(path), forgetful.address], cwd=REPO,
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "['sales.orders', 'sales.returns']", \
+            child.stderr.read() if child.stderr else ""
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    with Ledger.open(path, actor="test") as led:
+        held = sorted(p.id for p in led.pins())
+        assert len(held) == 2
+        time.sleep(SESSION_TIMEOUT + 4)  # the server forgets the killed client's session
+        spark = forgetful.client(ConnectSession.builder.remote(forgetful.address).create())  # a user's own, as Databricks gives one
+        assert attach(spark, led) == ["sales.orders", "sales.returns"]
+        assert sorted(r.id for r in spark.table("sales.orders").collect()) == list(range(20))
+        assert not set(p.id for p in led.pins()) & set(held) and len(led.pins()) == 2  # the killed one's went
+        assert detach(spark, led) == ["sales.orders", "sales.returns"]
+        assert led.pins() == []
+
+
+def test_r21_a_live_session_on_the_server_still_holds_its_views(
+        forgetful: ConnectServer, connect_mode: None, tmp_path: Path) -> None:
+    """The other side of item 8: a session the server still has (its client alive) keeps its views
+    held; another attach of them is refused as before (``TableExists``), nothing pinned."""
+    from ledger.errors import TableExists
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    with Ledger.open(tmp_path / "ledger.db", actor="test") as led:
+        put_version(led, "hr.people")
+        first = forgetful.client(ConnectSession.builder.remote(forgetful.address).create())
+        second = forgetful.client(ConnectSession.builder.remote(forgetful.address).create())
+        assert attach(first, led) == ["hr.people"]
+        try:
+            pins = led.pins()
+            with pytest.raises(TableExists, match="another Spark session shows this ledger's hr.people"):
+                attach(second, led)
+            assert led.pins() == pins
+        finally:
+            detach(first, led)

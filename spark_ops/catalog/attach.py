@@ -176,6 +176,7 @@ class Attachment:
             plans = {name: self._plan(live[name], pins.get(name)) for name in names}
             views = [p.view for p in plans.values() if isinstance(p, Plan)]
             errors = dict(zip((v.key for v in views), self.catalog.put(views, free)))
+            self._release(self.catalog.abandoned)  # the pins of a session the server no longer has
             failure = self._shown(plans, errors, pins, replaced)
         except BaseException:
             self._release([p.id for p in pins.values()])  # taken, not shown

@@ -46,6 +46,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from typing import Any, Callable, Iterable, Sequence
 
 import attrs
@@ -53,7 +54,7 @@ from pyspark.sql import SparkSession
 
 from ledger import TableExists
 
-from ..session import is_connect
+from ..session import has_session, is_connect, session_of
 from ..tables import spark_uri
 from .statements import Statements
 from .text import VersionFiles, literal, quote
@@ -83,25 +84,36 @@ SHOWN_PER_QUERY = 200
 @attrs.frozen
 class Holder:
     """Whose a view is: the ledger (a digest of its address), the attachment that made it (one
-    per session, per ``attach``), and the pin that holds what it shows (None: nothing pinned, a
-    table written before versions)."""
+    per session, per ``attach``), the pin that holds what it shows (None: nothing pinned, a
+    table written before versions), and, on Spark Connect, the session the attachment is in (its
+    id, and a digest of its user: the server keys a session by both) so that another client can
+    ask the server whether it still has that session (None: a classic session, or a view made
+    before 0.8.1)."""
     ledger: str
     attachment: str
     pin: str | None
+    session: str | None = None
+    user: str | None = None
 
     def text(self) -> str:
-        return f"{self.ledger}:{self.attachment}:{self.pin or '-'}"
+        where = f":{self.session}:{self.user or '-'}" if self.session else ""
+        return f"{self.ledger}:{self.attachment}:{self.pin or '-'}{where}"
 
     @classmethod
     def parse(cls, text: str | None) -> Holder | None:
         found = _HOLDER.fullmatch(text or "")
         if found is None:
             return None
-        ledger, attachment, pin = found.groups()
-        return cls(ledger, attachment, None if pin == "-" else pin)
+        ledger, attachment, pin, session, user = found.groups()
+        return cls(ledger, attachment, None if pin == "-" else pin, session, None if user in (None, "-") else user)
 
 
-_HOLDER = re.compile(r"([0-9a-f]+):([0-9a-f]+):([0-9a-f]+|-)")
+_HOLDER = re.compile(r"([0-9a-f]+):([0-9a-f]+):([0-9a-f]+|-)(?::([0-9a-f]{32}):([0-9a-f]+|-))?")
+
+
+def user_digest(user: str | None) -> str | None:
+    """A Connect user id as ``Holder`` keeps it (a digest: safe in any SQL text); None for none."""
+    return hashlib.sha256(user.encode()).hexdigest()[:16] if user else None
 
 
 def ledger_digest(address: str) -> str:
@@ -140,9 +152,16 @@ class SparkCatalog:
         self._backend: _Sql | _Jvm = self._jvm or self._sql
         self._reserved: dict[str, str] = {}  # a database Spark refused -> why
         self._taken: dict[str, Holder] = {}  # a name ``claim`` found unheld -> whose view it was
+        connect = session_of(spark)
+        self.session: str | None = connect[0].replace("-", "") if connect else None
+        self.user: str | None = user_digest(connect[1]) if connect else None
+        self._gone: dict[str, bool] = {}  # a session another attachment is in -> the server no longer has it
+        self.abandoned: list[str] = []
+        """The pins of the views last taken over from a session the server no longer has: nothing
+        holds them any more, and the attachment that took the views over lets them go."""
 
     def holder(self, pin: str | None) -> Holder:
-        return Holder(self.ledger, self.attachment, pin)
+        return Holder(self.ledger, self.attachment, pin, self.session, self.user)
 
     # --- whose names are whose ------------------------------------------------------------------
 
@@ -156,7 +175,7 @@ class SparkCatalog:
         free: set[str] = set()
         lost: set[str] = set()
         pins: set[str] | None = None
-        self._taken = {}
+        self._taken, self._gone = {}, {}
         for name in names:
             if name not in held:
                 free.add(name)
@@ -166,14 +185,27 @@ class SparkCatalog:
                 continue
             if holder is not None and holder.ledger == self.ledger:
                 pins = live_pins() if pins is None else pins
-                if holder.pin is None or holder.pin not in pins:
+                if holder.pin is None or holder.pin not in pins or self.gone(holder):
                     self._taken[name] = holder  # nothing holds it: the session that showed it ended, or let
-                    continue                    # its pin lapse
+                    continue                    # its pin lapse, or the server no longer has that session
             if name in mine:
                 lost.add(name)
                 continue
             raise TableExists(_not_ours(name, holder, self.ledger))
         return free, lost
+
+    def gone(self, holder: Holder) -> bool:
+        """Whether the Spark Connect server no longer has the session ``holder``'s attachment is in
+        (released, timed out for idleness, or lost with a restart): a client killed while attached
+        leaves its views held by pins for their whole lease, naming a session nothing can detach
+        any more. Asked only of a session of this client's own user (the server keys a session by
+        user and id: another user's would look absent), once a claim per session; anything short
+        of the server's own "no such session" keeps the view held."""
+        if holder.session is None or holder.user != self.user or self.session is None:
+            return False
+        if holder.session not in self._gone:
+            self._gone[holder.session] = has_session(self._spark, str(uuid.UUID(holder.session))) is False
+        return self._gone[holder.session]
 
     def holders(self, names: Iterable[str]) -> dict[str, Holder | None]:
         """Whose each of ``names`` that the catalog holds is (None: no attachment's); the names it
@@ -227,6 +259,7 @@ class SparkCatalog:
         if by_sql:
             done.update(zip((v.key for v in by_sql), self._sql.put(by_sql, self.holder)))
         taken = [self._taken.pop(v.key) for v in views if done[v.key] is None and v.key in self._taken]
+        self.abandoned = [h.pin for h in taken if h.pin is not None and h.session and self._gone.get(h.session)]
         if taken:
             try:
                 self._sql.clear_behind(taken)
