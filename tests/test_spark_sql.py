@@ -1008,15 +1008,17 @@ def test_r24_a_connect_session_that_has_ended_is_said_in_one_line_and_pins_nothi
     assert attach(second, named) == ["sales.orders"]
     [pin] = named.pins()
     second.stop()
+    ended = r"^the Spark Connect session on sc://\S+ has ended \(it was stopped, or its server restarted under it\): " \
+        r"make a new session \(local_session\(remote=\.\.\.\)\) and call again; nothing was recorded$"
     before = len(named.history())
-    with pytest.raises(SparkUnavailable, match=r"^this Spark Connect session has ended: make a new one") as said:
+    with pytest.raises(SparkUnavailable, match=ended) as said:
         refresh(second, named)
     assert "\n" not in str(said.value)
     assert [p.id for p in named.pins()] == [pin.id] and len(named.history()) == before  # nothing renewed
     assert detach(second, named) == ["sales.orders"]
     assert named.pins() == []
     after = len(named.history())
-    with pytest.raises(SparkUnavailable, match=r"^this Spark Connect session has ended: make a new one") as said:
+    with pytest.raises(SparkUnavailable, match=ended) as said:
         attach(second, named)
     assert "\n" not in str(said.value)
     assert named.pins() == [] and len(named.history()) == after  # nothing pinned, nothing recorded
