@@ -958,6 +958,16 @@ def test_vacuum_only_uncommitted_with_no_uncommitted_is_a_usage_error(db: Path) 
     assert event_count(db) == before
 
 
+def test_vacuum_listing_dir_without_dry_run_is_a_usage_error(db: Path, tmp_path: Path) -> None:
+    """``--listing-dir`` keeps a dry run's listing (issue 58, item 5); a real run has none to keep, so
+    the folder is not made and the option is not quietly ignored."""
+    empty(db)
+    before = event_count(db)
+    assert "--listing-dir keeps a dry run's listing: it needs --dry-run" in \
+        usage_error(db, "vacuum", "--listing-dir", str(tmp_path / "listing")).stderr
+    assert event_count(db) == before and not (tmp_path / "listing").exists()
+
+
 def test_r16_an_actor_with_a_control_character_cannot_forge_a_history_line(db: Path) -> None:
     empty(db)
     result = CliRunner().invoke(cli, ["--ledger", str(db), "--actor", "alice\n#9 2026-01-01 mallory dropped", "create",
