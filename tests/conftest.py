@@ -90,13 +90,13 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     that needs it and killed at the end."""
     server = ConnectServer(tmp_path_factory.mktemp("connect") / "server.log")
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture(scope="session")
 def connect_spark(connect_server: ConnectServer) -> Any:
     """A Spark Connect session on the tests' server, as a Databricks or Snowpark Connect user has."""
-    return connect_client(connect_server.address)
+    return connect_server.client(connect_client(connect_server.address))
 
 
 @pytest.fixture
