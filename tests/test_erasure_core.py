@@ -359,7 +359,8 @@ def test_r4_r25_a_request_is_refused_if_a_commit_landed_since_its_set_was_scanne
                                     scanned={table_id: 3})
     assert status.versions == (f"{table_id}/1",)
     with Ledger.open(ledger_path, clock=clock, actor="other", max_clock_skew=MANUAL) as other:
-        prepared = other.runner.prepare(RequestErasure("r2", NAME, "user_id = 4", "GDPR", (), ((table_id, 3),), ()))
+        prepared = other.runner.prepare(RequestErasure("r2", (NAME,), ("",), 0, b"{}", "GDPR", (), ((table_id, 3),),
+                                                       ()))
         commit(ledger, "later")
         with pytest.raises(Conflict):
             other.runner.commit(prepared)

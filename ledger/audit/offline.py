@@ -23,6 +23,7 @@ from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 from . import erasures
 from .erasures import ErasureProof
 from .receipts import DeletionProof, DeletionProofs, check_against
+from .verify import confirm_redactions
 
 
 @attrs.frozen
@@ -56,6 +57,7 @@ def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
                 times[cp.seq] = row[5]
             yield row
     state = fold_rows(State(), rows())
+    confirm_redactions(where, check, state)
     hashes = check.hashes
     assert hashes is not None
     blame_edited_seq(cp, hashes)
