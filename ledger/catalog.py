@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import Callable, Iterator
 
 from .clock import from_micros, to_micros
 from .core.model import State
 from .core.tables import Instance, require_live
-from .core.versions import Version, choose, parse_manifest
+from .core.versions import Version, choose, parse_manifest, read_manifest
 from .errors import InvalidArgument, LedgerCorrupt, TableNotFound
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
 from .persistence.contract import EventStore
@@ -183,6 +183,18 @@ class Catalog(ABC):
         data = self._manifest_bytes(digest)
         try:
             return parse_manifest(data)
+        except (ValueError, TypeError) as exc:
+            raise LedgerCorrupt(f"{self.store.path}: the file list {digest} cannot be read ({exc}); restore the "
+                                "ledger file from a backup") from None
+
+    def _manifest_pairs(self, digest: str) -> Iterator[tuple[str, int]]:
+        """``_manifest``'s pairs one at a time, for a reader that takes each once (the vacuum's driver,
+        R20): checked against the digest before the first, never held parsed whole."""
+        return self._pairs(digest, read_manifest(self._manifest_bytes(digest)))
+
+    def _pairs(self, digest: str, pairs: Iterator[tuple[str, int]]) -> Iterator[tuple[str, int]]:
+        try:
+            yield from pairs
         except (ValueError, TypeError) as exc:
             raise LedgerCorrupt(f"{self.store.path}: the file list {digest} cannot be read ({exc}); restore the "
                                 "ledger file from a backup") from None

@@ -13,7 +13,7 @@ decided by the ledger (``core.vacuums``), on the plan's own records.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from vacuum_work import Part, Plan, Result
 
@@ -58,12 +58,14 @@ class VacuumRun:
         work over at once instead of waiting for the lease to run out."""
         return bool(self._ledger.runner.run(lambda now: RenewVacuum(self.run_id, now, 0)))
 
-    def files(self, digest: str) -> list[tuple[str, int]]:
+    def files(self, digest: str) -> Iterator[tuple[str, int]]:
         """The file list the plan names by ``digest`` (a purge's ``listed``, a folder's ``listed``, a
         trim's ``listed``): ``(path, size)`` pairs, paths relative to the table's location, checked
-        against the digest. It reads the ledger only, records nothing: a dry run's driver reads a
-        trim's list through a handle on its plan (``VacuumRun(ledger, "dry run", plan)``) too."""
-        return self._ledger._manifest(digest)
+        against the digest, then parsed a few hundred at a time as they are taken, so that the
+        driver's memory does not grow with the list (R20). It reads the ledger only, records nothing:
+        a dry run's driver reads a trim's list through a handle on its plan
+        (``VacuumRun(ledger, "dry run", plan)``) too."""
+        return self._ledger._manifest_pairs(digest)
 
     def record_deleted(self, parts: Iterable[tuple[Part, bytes]]) -> int:
         """Record parts of the run's receipt (R20), each with its compressed leaves as its task wrote

@@ -415,8 +415,8 @@ def test_r25_what_a_request_records_is_checked_before_an_engine_does_anything(le
     """Issue 57 item 8: ``check_erasure`` refuses, typed and in one line, what the request would refuse
     of itself, so an engine asks before it rewrites anything."""
     predicate, reason, name = "user_id = 3", "GDPR", NAME
-    if case == "long-predicate":
-        predicate = "user_id IN (" + ", ".join(str(10_000 + i) for i in range(2_000)) + ")"
+    if case == "long-predicate":  # over 1,000,000 characters: a predicate is not the chain's, but one request's
+        predicate = "user_id IN (" + ", ".join(str(100_000 + i) for i in range(150_000)) + ")"
     elif case == "nul-reason":
         reason = "GDPR\x00"
     elif case == "long-reason":
@@ -513,9 +513,11 @@ def test_r25_the_offline_check_in_process_refuses_a_request_edited_in_the_bundle
     led.export(tmp_path / "log.jsonl")
     bundle = led.prove_erasure(request.request_id)
     verify_erasure(bundle, tmp_path / "log.jsonl", cp)
-    forged = ErasureProof(attrs.evolve(bundle.request, predicate="user_id = 43"), bundle.files, bundle.proofs)
-    with pytest.raises(LedgerCorrupt, match="not the one the log records"):
-        verify_erasure(forged, tmp_path / "log.jsonl", cp)
+    for edit in ({"predicate": "user_id = 43"}, {"statement": "00" * 32}, {"reason": "GDPR art. 18"},
+                 {"tables": ("crm.other",)}, {"keys": 3}):
+        forged = ErasureProof(attrs.evolve(bundle.request, **edit), bundle.files, bundle.proofs)
+        with pytest.raises(LedgerCorrupt, match="not the one the log records"):
+            verify_erasure(forged, tmp_path / "log.jsonl", cp)
     with pytest.raises(NotDeleted):
         verify_erasure(ErasureProof(bundle.request, bundle.files, type(bundle.proofs)(())), tmp_path / "log.jsonl", cp)
 

@@ -172,7 +172,7 @@ def test_r4_a_replace_given_its_base_is_refused_if_another_commit_landed_and_rec
     late = next(p for p in files_of(led, 2) if p.endswith("late"))
     v = led.commit_write(w.id, new, mode="replace", removes=[a, late], base=2)
     assert {f.path for f in v.files} == {new[0][0]}
-    with pytest.raises(InvalidArgument, match="mode='replace' only"):
+    with pytest.raises(InvalidArgument, match="for mode='replace' or 'overwrite', not 3 with mode='append'"):
         led.commit_write(led.begin_write("sales.orders").id, [], mode="append", base=3)
 
 

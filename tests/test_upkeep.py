@@ -92,10 +92,37 @@ def test_r22_no_call_runs_code_from_the_callers_folders(long_ledger: Path, tmp_p
     assert not marker.exists(), marker.read_text()
 
 
+USER_SITE_ON = """\
+import site, sys
+# On the test's PYTHONPATH: a virtualenv turns the user site off, so its usercustomize would run
+# nowhere and prove nothing. Here it is on, as outside one: unless -s or PYTHONNOUSERSITE says
+# not (CPython's own condition), its folder is a site folder and its usercustomize runs.
+if not site.ENABLE_USER_SITE and not sys.flags.no_user_site:
+    site.ENABLE_USER_SITE = True
+    site.addsitedir(site.getusersitepackages())
+"""
+
+
+def with_user_site(tmp_path: Path) -> dict[str, str]:
+    """The environment of a Python whose user site is ``tmp_path/userbase``'s, on in a virtualenv as
+    well as outside one: a ``sitecustomize`` first on its path turns it on where a virtualenv
+    turned it off, on the condition CPython itself uses, so a Python started with ``-s`` or
+    ``PYTHONNOUSERSITE`` reads no user site here either. Inherited by whatever it starts."""
+    shim = tmp_path / "user-site-on"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(USER_SITE_ON)
+    path = os.pathsep.join([str(shim), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**os.environ, "PYTHONUSERBASE": str(tmp_path / "userbase"), "PYTHONPATH": path}
+
+
 def test_r22_the_python_workers_spark_starts_for_a_vacuum_run_nothing_from_the_callers_folder(tmp_path: Path) -> None:
     """Spark starts its Python workers as ``python -m pyspark.daemon`` in the caller's folder; a
-    ``pyarrow.py`` and a ``spark_ops/`` there (the executors import both) must never run. The
-    vacuum, from the command line, deletes the dropped table's file all the same."""
+    ``pyarrow.py`` and a ``spark_ops/`` there (the executors import both) must never run, nor a
+    ``usercustomize`` in the user site, though the caller's own Python runs it. The vacuum, from
+    the command line, deletes the dropped table's file all the same. In a virtualenv, which turns
+    the user site off, the usercustomize ran nowhere and the test failed, its marker empty: the
+    user site is now turned on there as outside one (``with_user_site``), so it proves as much in
+    both (without the workers' ``PYTHONNOUSERSITE``, ``pyspark.worker`` writes the marker)."""
     path = tmp_path / "l.db"
     with Ledger.open(path, clock=ManualClock(T0)) as led:
         table = led.create_table("sales.old")
@@ -106,16 +133,15 @@ def test_r22_the_python_workers_spark_starts_for_a_vacuum_run_nothing_from_the_c
     user, marker = planted(tmp_path, "pyarrow", "spark_ops")
     # And a user site-packages folder whose usercustomize runs in every Python that reads it: the
     # caller's own does (it chose to); the workers, started as ``python -m pyspark.daemon``, must not.
+    env = with_user_site(tmp_path)
     user_site = Path(subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
-                                    env={**os.environ, "PYTHONUSERBASE": str(tmp_path / "userbase")},
-                                    capture_output=True, text=True, check=True).stdout.strip())
+                                    env=env, capture_output=True, text=True, check=True).stdout.strip())
     user_site.mkdir(parents=True)
     (user_site / "usercustomize.py").write_text(
         f"import sys\nopen({str(marker)!r}, 'a').write('usercustomize ' + repr(sys.argv) + '\\n')\n")
     command = Path(sys.executable).parent / "retention-ledger"  # its own folder first, as an installed one has
     done = subprocess.run([str(command), "--ledger", str(path), "--json", "vacuum"], cwd=user, capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, "PYTHONUSERBASE": str(tmp_path / "userbase")})
+                          text=True, timeout=600, stdin=subprocess.DEVNULL, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["purged"] == 1 and not data.exists()
     seen = marker.read_text().splitlines() if marker.exists() else []

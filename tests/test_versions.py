@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tracemalloc
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, strategies as st
 
-from ledger import Ledger, ManualClock
+from ledger import Ledger, ManualClock, VacuumRun
 from ledger.clock import iso_utc
+from ledger.core.versions import manifest, parse_manifest, read_manifest
 from ledger.errors import (
     InvalidArgument, InvalidTime, LedgerCorrupt, TableDataMissing, TableNotFound, VersionExpired,
     SchemaMismatch, VersionNotFound, WriteClosed, WriteExpired,
@@ -471,6 +474,50 @@ def test_r11_r16_an_edited_file_list_is_refused_by_every_read_and_by_the_vacuum(
         with pytest.raises(LedgerCorrupt, match="does not match the digest"):
             led.start_vacuum(only_uncommitted=True)
     assert Path(w.folder, "b.bin").exists()
+
+
+# Paths made of what a chunk's cut could be fooled by: the ``],["`` a pair ends with, quotes and
+# backslashes (escaped in the list), a newline, and characters of two and three UTF-8 bytes.
+TRICKY = st.text(alphabet=st.sampled_from(list('ab/],["\\\n\u00e9\u2603')), min_size=1, max_size=12)
+
+
+@given(files=st.lists(st.tuples(TRICKY, st.integers(0, 2 ** 63 - 1)), max_size=60), chunk=st.integers(1, 64))
+@example(files=[("a],[", 1), ("b", 2)], chunk=1)  # a path ending in a pair's end: the first cut is in it
+def test_r20_a_file_list_read_a_chunk_at_a_time_is_the_list_read_whole(files: list[tuple[str, int]],
+                                                                        chunk: int) -> None:
+    """The vacuum's driver reads the files the ledger knows a few hundred at a time
+    (``read_manifest``): whatever the paths hold, and wherever a chunk would end, it reads the
+    pairs a whole read does, in order; a list cut short is refused, not read short."""
+    _, data = manifest(files)
+    assert list(read_manifest(data, chunk)) == parse_manifest(data)
+    if len(data) > 2:
+        with pytest.raises(ValueError):
+            list(read_manifest(data[:-2] + b"]", chunk))
+
+
+def test_r20_the_vacuums_driver_holds_a_known_file_list_as_stored_never_parsed_whole(tmp_path: Path, clock) -> None:
+    """On an object store the driver deletes the files the ledger knows by key, reading each list
+    as its keys go (``VacuumRun.files``). It parsed each list whole first: 16 times the list's
+    stored size at its peak (orjson's parse tree, then every pair; 43 MB for these 50,000 files in
+    one commit), in the middle of the deletes. Now it holds the list as stored and a chunk of it."""
+    with Ledger.open(tmp_path / "ledger.db", warehouse="s3://lake/lists", clock=clock) as led:
+        led.create_table("sales.known")
+        w = led.begin_write("sales.known")
+        files = [(f"{w.relative_folder}/part-{i:06d}.parquet", 100) for i in range(50_000)]
+        led.commit_write(w.id, files)
+        led.drop_table("sales.known")
+        clock.advance(DAY * 14)
+        plan = led.plan_vacuum()
+        (purge,) = plan.items()
+        (digest,) = purge.listed
+        stored = len(manifest(files)[1])
+        tracemalloc.start()
+        try:
+            read = sum(1 for _ in VacuumRun(led, "dry run", plan).files(digest))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert read == 50_000 and peak < 1.5 * stored, (peak, stored)
 
 
 def test_r14_sizes_past_what_the_ledger_can_record_are_refused_typed(led) -> None:

@@ -48,14 +48,20 @@ def unpack(data: bytes) -> list[tuple[str, int]]:
 
 
 def tree_root(entries: Iterable[bytes]) -> bytes:
-    """RFC 6962's Merkle tree hash over leaf inputs, level by level: pairing left to right and
-    carrying an odd last node up unchanged builds exactly RFC 6962's tree."""
-    level = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
-    if not level:
+    """RFC 6962's Merkle tree hash over leaf inputs, taken as they come: it keeps the roots of the
+    whole subtrees made so far (the binary digits of the count, at most 64), pairing the last two
+    while they are of one size, then folds them from the right, which is RFC 6962's split at the
+    largest power of two below the count. So a part of 10,000 leaves is hashed in a few KB, not
+    in 1 MB of levels (R20: a vacuum's driver seals parts as it deletes)."""
+    whole: list[tuple[int, bytes]] = []  # (leaves, root) of each whole subtree, largest first
+    for entry in entries:
+        size, node = 1, hashlib.sha256(b"\x00" + entry).digest()
+        while whole and whole[-1][0] == size:
+            size, node = 2 * size, hashlib.sha256(b"\x01" + whole.pop()[1] + node).digest()
+        whole.append((size, node))
+    if not whole:
         return EMPTY_ROOT
-    while len(level) > 1:
-        paired = [hashlib.sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            paired.append(level[-1])
-        level = paired
-    return level[0]
+    node = whole.pop()[1]
+    while whole:
+        node = hashlib.sha256(b"\x01" + whole.pop()[1] + node).digest()
+    return node

@@ -383,9 +383,9 @@ def _recorded(r: Request) -> dict[str, Any]:
 
 
 def same_request(logged: Request, carried: Request) -> bool:
-    """Whether a bundle's request is the log's: every field of its event, but a predicate the log has
-    forgotten since (a 0.7 request's, redacted)."""
-    if logged.predicate is None and logged.forgotten is not None:
+    """Whether a bundle's request is the log's: every field of its event, but the predicate of a 0.7
+    request the log has forgotten since (redacted)."""
+    if not logged.statement and logged.forgotten is not None:  # a 0.7 request: its predicate was redacted
         carried = attrs.evolve(carried, predicate=None)
     return _recorded(logged) == _recorded(carried)
 

@@ -111,6 +111,11 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "PinTaken": _pin_taken,
     "PinRenewed": lambda e, n: f"renewed pin {e.pin_id} on {_table(e, n)} until {iso(e.expires_at)}",
     "PinReleased": lambda e, n: f"released pin {e.pin_id} on {_table(e, n)}",
+    "PinOverridden": lambda e, n: (f"ended pin {e.pin_id} on {_table(e, n)}: erasure request {e.request_id} erased "
+                                   "the version it held (R25 wins over R21)"),
+    "ErasureFenced": lambda e, n: (f"held commits to {_table(e, n)} off until {iso(e.until)} while erasure request "
+                                   f"{e.request_id} is recorded"),
+    "ErasureFenceLifted": lambda e, n: f"lifted erasure request {e.request_id}'s hold on commits to {_table(e, n)}",
     "ErasureRequested": lambda e, n: (f"recorded erasure request {e.request_id} of "
                                       + (f"the rows {e.predicate!r}" if e.predicate else
                                          f"{_plural(e.keys, 'key')}" if e.keys else "the rows its statement names")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from typing import TYPE_CHECKING, Iterable, Mapping, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Union
 
 import attrs
 import orjson
@@ -93,6 +93,41 @@ def manifest(files: Iterable[tuple[str, int]]) -> tuple[str, bytes]:
 
 def parse_manifest(data: bytes) -> list[tuple[str, int]]:
     return [(path, size) for path, size in orjson.loads(data)]
+
+
+MANIFEST_CHUNK = 32 << 10
+"""Bytes of a stored file list parsed at a time by ``read_manifest`` (a few hundred files)."""
+
+
+def read_manifest(data: bytes, chunk: int = MANIFEST_CHUNK) -> Iterator[tuple[str, int]]:
+    """The pairs of a stored file list, in order, parsed about ``chunk`` bytes at a time: what
+    ``parse_manifest`` returns, for a reader that takes each pair once (the vacuum's driver deletes
+    the files the ledger knows by key, R20), so that its memory does not grow with the list.
+    ``orjson.loads`` of a whole list builds a parse tree of about 15 times its size before the first
+    pair: 10 MB for the 0.7 MB list of 10,000 files, 200 MB for 200,000 in one commit. A chunk ends
+    where a pair does: at a ``],["`` outside every string. One inside a path leaves the chunk ending
+    inside a string, which does not parse, so the cut moves on. ``ValueError`` where the bytes are
+    not a JSON list of pairs."""
+    if len(data) <= chunk:
+        yield from ((path, size) for path, size in orjson.loads(data))
+        return
+    if data[:1] != b"[" or data[-1:] != b"]":
+        raise ValueError("a file list is not a JSON list")
+    at, end = 1, len(data) - 1
+    while at < end:
+        span = chunk
+        while True:
+            cut = data.find(b'],["', at + span, end)
+            stop = end if cut < 0 else cut + 1
+            try:
+                pairs = orjson.loads(b"[" + data[at:stop] + b"]")
+                break
+            except orjson.JSONDecodeError:
+                if cut < 0:
+                    raise
+                span = 2 * (stop - at)  # a cut inside a path: a longer chunk, never one cut at a time
+        yield from ((path, size) for path, size in pairs)
+        at = stop + 1
 
 
 def manifest_problem(state: State, v: Version, files: list[tuple[str, int]]) -> str | None:
