@@ -718,14 +718,14 @@ def test_r25_forget_deletes_an_open_requests_statement_at_once_and_changes_nothi
 
 
 def test_r25_r16_a_0_7_request_in_clear_is_forgotten_by_redacting_its_predicate_and_still_verifies(
-        tmp_path: Path, clock) -> None:
+        ledger_path, tmp_path: Path, clock) -> None:
     """A request recorded by 0.7 holds its predicate in its event. Forgetting it redacts that one field
     in place, recording first the digest of what the event holds from then on: verify, an export and
     the offline check accept it, the predicate is gone from the file, and any other edit of that
     event is still caught."""
     from tests.forge import _Raw, forge
-    path = tmp_path / "ledger.db"
-    with Ledger.open(path, clock=clock) as led:
+    path = ledger_path
+    with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:
         table = led.create_table(NAME)
         [a] = commit(led, "a")
         clock.advance(DAY)
@@ -736,7 +736,7 @@ def test_r25_r16_a_0_7_request_in_clear_is_forgotten_by_redacting_its_predicate_
                "replaced_by": None}
     seq = forge(path, stream="catalog:crm", type="ErasureRequested", payload=json.dumps(payload, separators=(",", ":")),
                 schema_version=1, actor="0.7")
-    with Ledger.open(path, clock=clock) as led:
+    with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:
         assert led.erasure("old07").predicate == "email = 'u3@x.org'"
         cp_before = led.checkpoint()
         led.forget_erasure("old07")
@@ -745,24 +745,31 @@ def test_r25_r16_a_0_7_request_in_clear_is_forgotten_by_redacting_its_predicate_
         assert report.events == seq + 1
         led.export(tmp_path / "log.jsonl")
         cp = led.checkpoint()
-    assert b"u3@x.org" not in b"".join(p.read_bytes() for p in tmp_path.glob("ledger.db*"))
+        assert not _holds(led, path, "u3@x.org")
     (tmp_path / "cp.json").write_text(cp.to_json())
     assert _audit("verify", tmp_path / "log.jsonl", tmp_path / "cp.json").returncode == 0
-    with Ledger.open(path, clock=clock) as led:  # a fresh fold from the redacted log
+    with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:  # a fresh fold from the redacted log
         assert led.erasure("old07").forgotten_at is not None
     raw = _Raw(path)  # now edit the redacted event further: its reason
-    raw.execute("DROP TRIGGER events_no_update")
+    raw.execute("ALTER TABLE events DISABLE TRIGGER events_append_only" if raw.pg else "DROP TRIGGER events_no_update")
     raw.execute("UPDATE events SET payload = replace(payload, 'GDPR', 'CCPA') WHERE seq = ?", (seq,))
     raw.commit()
     raw.close()
     with pytest.raises(LedgerCorrupt, match=f"event #{seq}"):
-        with Ledger.open(path, clock=clock) as led:
+        with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:
             led.verify()
 
 
-def _forge_set(path: Path, files: list[tuple[str, int]]) -> str:
-    from tests.test_versions import _forge_blob
-    return _forge_blob(path, files)
+def _forge_set(path: object, files: list[tuple[str, int]]) -> str:
+    """An erasure set stored as 0.7 stored one (attachments are insert-only), on either store."""
+    from ledger.core.versions import manifest
+    from tests.forge import _Raw
+    digest, data = manifest(files)
+    raw = _Raw(path)
+    raw.execute("INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, data))
+    raw.commit()
+    raw.close()
+    return digest
 
 
 def test_r25_every_request_is_listed_with_by_when_it_is_done(led, clock) -> None:
