@@ -656,6 +656,7 @@ def test_r25_a_request_keeps_a_commitment_in_the_chain_and_its_keys_only_until_d
     assert status.keys == 2 and status.columns == ("email",) and status.predicate is None
     [entry] = ledger.history(type="ErasureRequested")
     assert "u42@x.org" not in json.dumps(entry.data) and "2 keys" in entry.text
+    assert "it names the keys u42@x.org, u97@x.org" in entry.text  # said while the request is open
     assert entry.data["statement"] == status.commitment == hashlib.sha256(
         Path(_written(status, tmp_path)).read_bytes()).hexdigest()
     assert _holds(ledger, ledger_path, "u42@x.org")  # kept while open
@@ -664,6 +665,8 @@ def test_r25_a_request_keeps_a_commitment_in_the_chain_and_its_keys_only_until_d
     done = ledger.erasure(status.request_id)
     assert done.done and done.statement is None and done.forgotten_at is not None
     assert not _holds(ledger, ledger_path, "u42@x.org")
+    [entry] = ledger.history(type="ErasureRequested")
+    assert "u42@x.org" not in entry.text and "2 keys" in entry.text  # only the commitment after
     [forgotten] = ledger.history(type="ErasureForgotten")
     assert forgotten.data["request_id"] == status.request_id
     with pytest.raises(InvalidArgument, match="forgotten"):
