@@ -3,7 +3,7 @@ delta-rs, and overwriting one partition, in the same run (issues 47, 59, 62).
 
     python benchmarks/erase.py [--rows 10000000] [--files 100] [--keys 1000] [--key-files 20]
                                [--rows-per-key 10] [--holding 3] [--rounds 3] [--no-deltalake]
-                               [--parts batch,floor,delta-batch,one-key,predicate,delta-one,overwrites]
+                               [--parts batch,floor,delta-batch,one-key,floor-one,predicate,delta-one,overwrites]
     python benchmarks/erase.py --remote local[2]       # the ledger's side (and the floor) on a Spark Connect session
 
 The data: a table of ``--rows`` rows (``id``, ``user_id``, ``amount``, ``day``) partitioned by
@@ -40,7 +40,9 @@ floor on a small table (the session's first join and write pay the JVM's warm-up
   ``benchmarks/.peers``, timed in its own process from after the import):
   ``DeltaTable(path).delete("user_id IN (...1,000...)")`` on a Delta table of the same rows and
   100 files. It records no erasure set and proves nothing: reported, not a target (issue 62);
-* ``one-key``: the same erase with ``keys=[42]`` (3 files rewritten);
+* ``one-key``: the same erase with ``keys=[42]`` (3 files rewritten), and ``floor-one``, the floor
+  for it (the same plain job with that one key): the floor's two steps are timed apart, so the
+  keys' share and the files' share of the batch's extra time can be told apart;
 * ``predicate``: the erase by predicate, ``erase(..., "bench.events", "user_id = 42", ...)``,
   with Spark's scan alone of the same files for the same rows (``where`` +
   ``_metadata.file_path``, the first step of any erase on this session) just before it;
@@ -72,7 +74,7 @@ USER = 42
 USER_ROWS_PER_FILE = 34
 """User 42's rows in each file that holds some (about 100 in all over ``--holding`` files)."""
 
-PARTS = ("batch", "floor", "delta-batch", "one-key", "predicate", "delta-one", "overwrites")
+PARTS = ("batch", "floor", "delta-batch", "one-key", "floor-one", "predicate", "delta-one", "overwrites")
 
 DELTA_DELETE = r"""
 import json, sys, time
@@ -213,12 +215,13 @@ def time_erase(spark, work: Path, data: Data, keys: list[int] | None) -> dict[st
         led.close()
 
 
-def time_floor(spark, work: Path, data: Data) -> dict[str, Any]:
-    """Seconds of Spark's own floor for the batch's erase (plain PySpark, the same session, a table
-    written the same way): find the files holding a key (a broadcast semi-join), rewrite them
-    without the keys' rows (an anti-join), partitioned as they were."""
+def time_floor(spark, work: Path, data: Data, keys: list[int]) -> dict[str, Any]:
+    """Seconds of Spark's own floor for an erase of ``keys`` (plain PySpark, the same session, a
+    table written the same way): find the files holding a key (a broadcast semi-join), rewrite them
+    without the keys' rows (an anti-join), partitioned as they were; and of each of the two steps."""
     from pyspark.sql import functions as F
 
+    batch = keys != [USER]
     led = ledger_table(spark, work, data.folder, "bench.events")
     try:
         table = led.table("bench.events")
@@ -228,22 +231,23 @@ def time_floor(spark, work: Path, data: Data) -> dict[str, Any]:
         schema = spark.read.option("basePath", base).parquet(paths[0]).schema  # the columns, ``day`` as Spark reads it
         out = f"file://{work}/floor"
         start = time.perf_counter()
-        keys = F.broadcast(spark.createDataFrame([(k,) for k in data.keys], "k bigint"))
+        wanted = F.broadcast(spark.createDataFrame([(k,) for k in keys], "k bigint"))
         every = spark.read.schema(schema).option("basePath", base).parquet(*paths)
         holding = [row["f"] for row in every.select(F.col("_metadata.file_path").alias("f"), "user_id")
-                   .join(keys, F.col("user_id") == F.col("k"), "left_semi").select("f").distinct().collect()]
+                   .join(wanted, F.col("user_id") == F.col("k"), "left_semi").select("f").distinct().collect()]
+        found = time.perf_counter()
         (spark.read.schema(schema).option("basePath", base).parquet(*holding)
-         .join(keys, F.col("user_id") == F.col("k"), "left_anti")
+         .join(wanted, F.col("user_id") == F.col("k"), "left_anti")
          .write.partitionBy("day").parquet(out))
-        seconds = time.perf_counter() - start
+        end = time.perf_counter()
         days = sorted(day_of(p) for p in holding)
-        if days != data.key_days:
-            raise SystemExit(f"the floor found {days}, not {data.key_days}")
+        if days != (data.key_days if batch else data.user_days):
+            raise SystemExit(f"the floor found {days}, not {data.key_days if batch else data.user_days}")
         untouched = [p for p in paths if day_of(p) not in set(days)]
         left = count_and_sum(spark.read.schema(schema).option("basePath", base).parquet(*untouched)
                              .unionByName(spark.read.parquet(out)))
-        check("the floor", left, data.kept("batch"))
-        return {"seconds": seconds, "days": days}
+        check("the floor", left, data.kept("batch" if batch else "user"))
+        return {"seconds": end - start, "scan": found - start, "rewrite": end - found, "days": days}
     finally:
         led.close()
 
@@ -296,7 +300,10 @@ def time_overwrites(spark, work: Path, source: Path, day: str) -> tuple[float, f
 
 
 ROWS = {"batch": "erase, {keys} keys", "floor": "plain Spark scan + rewrite, {keys} keys (floor)",
+        "floor scan": "  its scan (semi-join, files collected)", "floor rewrite": "  its rewrite (anti-join, write)",
         "delta-batch": "delta-rs delete, {keys} keys", "one-key": "erase, 1 key",
+        "floor-one": "plain Spark scan + rewrite, 1 key", "floor-one scan": "  its scan",
+        "floor-one rewrite": "  its rewrite",
         "predicate": "erase, user_id = 42", "scan": "Spark's scan alone, user_id = 42",
         "delta-one": "delta-rs delete, user_id = 42", "dynamic": "dynamic overwrite (1 day)",
         "full": "full overwrite (every day)"}
@@ -333,10 +340,11 @@ def main() -> None:
     order_rng = random.Random(args.seed)
     times: dict[str, list[float]] = {}
     with scratch_dir() as scratch:
-        warm = Data(scratch / "warm", 100_000, 10, 20, 4, 2, 2, args.seed)
+        # As many files as the table (Spark lists over 32 paths in a job of its own: warmed too).
+        warm = Data(scratch / "warm", 100 * args.files, args.files, 20, 4, 2, 2, args.seed)
         (scratch / "warm-floor").mkdir()
         (scratch / "warm-erase").mkdir()
-        time_floor(spark, scratch / "warm-floor", warm)
+        time_floor(spark, scratch / "warm-floor", warm, warm.keys)
         time_erase(spark, scratch / "warm-erase", warm, warm.keys)
         data = Data(scratch / "source", args.rows, args.files, args.keys, args.key_files, args.rows_per_key,
                     args.holding, args.seed)
@@ -360,8 +368,10 @@ def main() -> None:
                     times.setdefault(who, []).append(answer["seconds"])
                     if "scan" in answer:
                         times.setdefault("scan", []).append(answer["scan"])
-                elif who == "floor":
-                    times.setdefault(who, []).append(time_floor(spark, work, data)["seconds"])
+                elif who in ("floor", "floor-one"):
+                    answer = time_floor(spark, work, data, data.keys if who == "floor" else [USER])
+                    for what in ("seconds", "scan", "rewrite"):
+                        times.setdefault(who if what == "seconds" else f"{who} {what}", []).append(answer[what])
                 elif who.startswith("delta"):
                     assert python is not None and template is not None
                     batch = who == "delta-batch"
@@ -372,7 +382,7 @@ def main() -> None:
                     dynamic, full = time_overwrites(spark, work, data.folder, data.days[0])
                     times.setdefault("dynamic", []).append(dynamic)
                     times.setdefault("full", []).append(full)
-                print(f"  {who}: {', '.join(f'{k} {v[-1]:.2f} s' for k, v in times.items() if k == who or (who, k) in (('predicate', 'scan'), ('overwrites', 'dynamic'), ('overwrites', 'full')))} ({load()})", flush=True)
+                print(f"  {who}: {', '.join(f'{k} {v[-1]:.2f} s' for k, v in times.items() if k == who or k.startswith(who + ' ') or (who, k) in (('predicate', 'scan'), ('overwrites', 'dynamic'), ('overwrites', 'full')))} ({load()})", flush=True)
                 shutil.rmtree(work, ignore_errors=True)
     spark.stop()
     medians = {k: statistics.median(v) for k, v in times.items()}
@@ -386,6 +396,11 @@ def main() -> None:
     if "batch" in medians and "one-key" in medians:
         verdict(f"erase of {args.keys:,} keys against 1 key on the same table", medians["batch"] / medians["one-key"],
                 1.5, higher_is_better=False, unit="x")
+    if "floor" in medians and "floor-one" in medians:
+        print(f"reported: plain Spark, {args.keys:,} keys against 1 key on the same table: "
+              f"{medians['floor'] / medians['floor-one']:.3f}x (scans {medians['floor scan']:.2f} s and "
+              f"{medians['floor-one scan']:.2f} s; rewrites of {args.key_files} files and {args.holding} "
+              f"{medians['floor rewrite']:.2f} s and {medians['floor-one rewrite']:.2f} s)")
     if "batch" in medians and "delta-batch" in medians:
         print(f"reported: erase of {args.keys:,} keys against delta-rs DeltaTable.delete (delta-rs's seconds over "
               f"the erase's): {medians['delta-batch'] / medians['batch']:.3f}x")
