@@ -1054,12 +1054,13 @@ def erasure_command(ctx: Context, request_id: str, out: str | None, checkpoint: 
         cp = None if checkpoint is None else Checkpoint.read(checkpoint)
         ctx.ledger.prove_erasure(request_id, checkpoint=cp).write(out, overwrite=True,
                                                                   protected=ledger_files(ctx.path))
-    gone = sum(f.settled for f in status.files)
+    gone = sum(f.deleted for f in status.files)
+    absent = sum(f.found_absent for f in status.files)
     ctx.emit({**status.to_dict(), "out": out}, lambda: "\n".join([
         f"erasure request {status.request_id} of {', '.join(status.tables)} ({_named(status)}), requested "
         f"{iso_utc(status.requested_at)} (event #{status.seq}) for {status.reason!r}: {gone} of "
         f"{len(status.files)} file{'' if len(status.files) == 1 else 's'} deleted"
-        + (" - done" if status.done else f" - due by {iso_utc(status.due)}" if status.due else ""),
+        + (f", {absent} found absent" if absent else "") + (" - done" if status.done else f" - due by {iso_utc(status.due)}" if status.due else ""),
         *([f"  statement forgotten at {iso_utc(status.forgotten_at)}: only its commitment "
            f"{status.commitment[:16]}... stays"] if status.forgotten_at else []),
         *(f"  {f.key}  {format_bytes(f.size)}  " + (

@@ -350,6 +350,10 @@ class ErasureProof:
         if set(data) != _FIELDS:
             raise LedgerCorrupt(f"an erasure proof that holds {sorted(set(data))}, not {sorted(_FIELDS)}: the bundle "
                                 "was edited")
+        carried = data["request"]
+        if isinstance(carried, dict) and set(carried) not in _REQUEST_FIELDS:
+            raise LedgerCorrupt(f"an erasure proof whose request holds {sorted(set(carried))}, not the fields of "
+                                "a request's event: the bundle was edited")
         try:
             files = tuple(_file(f) for f in data["files"])
             inclusion = None if data["inclusion"] is None else well_typed(InclusionProof(
@@ -392,6 +396,16 @@ def same_request(logged: Request, carried: Request) -> bool:
 
 _FIELDS = {"kind", "request", "requested_at", "files", "inclusion", "answers"}
 """A bundle's fields, as ``ErasureProof.to_dict`` writes them."""
+
+_REQUEST_FIELDS = (
+    {"request_id", "tables", "live", "columns", "keys", "statement", "reason", "files", "count", "bytes", "versions",
+     "replaced", "predicate", "seq", "time", "redacted"},
+    {"request_id", "name", "table_id", "predicate", "reason", "files", "count", "bytes", "versions", "replaced_by",
+     "seq", "time"},
+    {"request_id", "name", "table_id", "predicate", "reason", "files", "count", "bytes", "versions", "seq", "time"},
+)
+"""A bundle's request, as this release writes it and as 0.7 and 0.8 wrote it (the first 0.7 releases
+without ``replaced_by``): any other set is an edit."""
 
 
 def _file(pair: Any) -> tuple[str, int]:
