@@ -10,6 +10,7 @@ aware datetimes, durations such as ``"7d"``) and turns the answer into a view.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import secrets
 import socket
@@ -36,7 +37,8 @@ from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
 from .core.erasures import (
-    FenceErasure, LiftErasureFence, RequestErasure, check_request as check_erasure_request, considered,
+    FenceErasure, ForgetErasure, LiftErasureFence, Request, RequestErasure, check_request as check_erasure_request,
+    considered, redaction, statement_bytes,
 )
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
@@ -549,44 +551,125 @@ class Ledger(Catalog):
 
     # --- erasure requests (R25) ---------------------------------------------------------------
 
-    def request_erasure(self, name: str, *, predicate: str, reason: str, files: Iterable[tuple[str, int]],
+    def request_erasure(self, tables: str | Mapping[str, str | None], *, reason: str,
+                        files: Iterable[tuple[str, int]], predicate: str | None = None,
+                        keys: Sequence[int] | Sequence[str] | None = None, replaced: Mapping[str, int] | None = None,
                         replaced_by: int | None = None, scanned: Mapping[str, int] | None = None,
                         request_id: str | None = None) -> ErasureStatus:
-        """Record erasure request of the rows ``predicate`` names in table ``name``, for ``reason`` (R25).
+        """Record an erasure request (R25) of the rows ``predicate`` names in ``tables`` (a name), or of
+        those whose key column holds one of ``keys`` (``tables``: names to key columns, ``{"crm.users":
+        "user_id", "sales.orders": "customer_id"}``), for ``reason`` (a ticket, an article of law).
+        The chain keeps a commitment to what it names, not the keys (``ErasureStatus.statement`` while
+        the ledger keeps them; forgotten once the request is done, or ``forget_erasure``).
+
         ``files`` is the erasure set: ``(key, size)`` of every file that held such rows, keys relative
-        to the warehouse root (``<table id>/_writes/...``), each a file of a kept version of the table
-        or of a dropped instance of that name not yet purged; an empty set is recorded too (the request
-        was answered). The current version must hold none of them: commit a replace without them first
-        (``replaced_by``: its number; ``spark_ops.erase`` does both). From then on no read, restore,
-        undrop or pin reaches a version holding one (``VersionErased``), and a pin on one ends (R25
-        wins over R21). ``scanned``: the instance ids the set was found in (the live one and the
-        dropped ones of the name), each with the number of its current version then (0: none); a
-        request whose name holds anything else now (a commit landed since) is ``Conflict``, decided
-        as it is appended: scan what was committed since and record again. A file that is none of
-        those is ``InvalidArgument``, and nothing is recorded. ``request_id``: the id a fence was put
-        up for (``fence_erasure``), which the request lifts; a new one otherwise. Returns the request's
-        status (``erasure``)."""
+        to the warehouse root (``<table id>/_writes/...``), each a file of a kept version of one of the
+        tables or of a dropped instance of one of their names not yet purged; an empty set is recorded
+        too (the request was answered). The current versions must hold none of them: commit a replace
+        without them first (``replaced``: each table's version that did; ``replaced_by``: the one
+        table's; ``spark_ops.erase`` does both). From then on no read, restore, undrop or pin reaches a
+        version holding one (``VersionErased``), and a pin on one ends (R25 wins over R21).
+        ``scanned``: the instance ids the set was found in (the live ones and the dropped ones of the
+        names), each with the number of its current version then (0: none); a request whose names hold
+        anything else now (a commit landed since) is ``Conflict``, decided as it is appended: scan what
+        was committed since and record again. A file that is none of those is ``InvalidArgument``, and
+        nothing is recorded. ``request_id``: the id a fence was put up for (``fence_erasure``), which
+        the request lifts; a new one otherwise. Returns the request's status (``erasure``)."""
+        named, canonical = check_erasure_request(tables, reason, predicate=predicate, keys=keys)
         if isinstance(files, (str, bytes)) or not isinstance(files, Iterable):
             raise InvalidArgument(f"files must be (key, size) pairs, got {type(files).__name__}; nothing was recorded")
         if scanned is not None and not isinstance(scanned, Mapping):
             raise InvalidArgument(f"scanned maps each instance id scanned to its current version's number, not "
                                   f"{type(scanned).__name__}; nothing was recorded")
+        if replaced_by is not None:
+            if len(named) != 1 or replaced:
+                raise InvalidArgument("replaced_by names the version that rewrote a request's one table: with several, "
+                                      "give replaced={name: version}; nothing was recorded")
+            replaced = {next(iter(named)): replaced_by}
+        rewrites = tuple(sorted((names.table_name(n), v) for n, v in (replaced or {}).items()))
         wanted = _pairs(files)
         request_id = _new_id() if request_id is None else request_id
-        for attempt in range(REPLACE_ATTEMPTS):
-            seen, holders = self._holders(name, wanted)
-            if scanned is not None:
-                seen = tuple(sorted(scanned.items()))
-            try:
-                self.runner.run(lambda now: RequestErasure(request_id, name, predicate, reason, wanted, seen, holders,
-                                                           replaced_by, now))
-            except Conflict:
-                # With ``scanned``, what moved is the caller's to scan: the decision said so on the latest state.
-                if scanned is not None or attempt + 1 == REPLACE_ATTEMPTS:
-                    raise
-                continue
-            return self.erasure(request_id)
-        raise AssertionError("unreachable")  # the loop returns or raises
+        statement = statement_bytes(secrets.token_hex(32), named, predicate=predicate, keys=canonical)
+        commitment = hashlib.sha256(statement).hexdigest()
+        tables_in_order = tuple(sorted(named))
+        columns = tuple(named[n] or "" for n in tables_in_order)
+        # Kept before the request is appended (so a request on record always has it), and deleted
+        # again if the request is not: a crash in between leaves one no request names, which
+        # ``forget_done_erasures`` sweeps.
+        self.store.keep_statement(commitment, statement, to_micros(self.now()))
+        try:
+            for attempt in range(REPLACE_ATTEMPTS):
+                seen, holders = self._holders(tables_in_order, wanted)
+                if scanned is not None:
+                    seen = tuple(sorted(scanned.items()))
+                try:
+                    self.runner.run(lambda now: RequestErasure(
+                        request_id, tables_in_order, columns, len(canonical or ()), statement, reason, wanted, seen,
+                        holders, rewrites, now))
+                except Conflict:
+                    # With ``scanned``, what moved is the caller's to scan: the decision said so on the latest state.
+                    if scanned is not None or attempt + 1 == REPLACE_ATTEMPTS:
+                        raise
+                    continue
+                return self.erasure(request_id)
+            raise AssertionError("unreachable")  # the loop returns or raises
+        except BaseException:
+            self.store.forget_statement(commitment)
+            raise
+
+    def forget_erasure(self, request_id: str) -> ErasureStatus:
+        """Forget what erasure request ``request_id`` named (its keys or predicate, and its salt): the
+        ledger deletes its statement and records that it did (``ErasureForgotten``); the chain keeps
+        the commitment, which only a holder of the statement can check a bundle against. Done for
+        every request once it is done (``forget_done_erasures``, after each vacuum); this does it now
+        (a request still open goes on: its files are still deleted by the normal rules). A 0.7
+        request, whose event holds its predicate, has that field redacted in place."""
+        state = self.runner.refresh()
+        r = erasure_reader.request_of(state, request_id)
+        if r.statement == "":
+            self._redact(r)
+        else:
+            self.runner.run(ForgetErasure(r.request_id))
+            self.store.forget_statement(r.statement)
+        return self.erasure(request_id)
+
+    def forget_done_erasures(self) -> list[str]:
+        """Forget the statement of every request that is done (every file of its set deleted or found
+        absent), and delete statements no request names (left by a crash between keeping one and
+        recording its request, over an hour ago). The vacuum calls it after each run; returns the ids
+        of the requests forgotten."""
+        state = self.runner.refresh()
+        forgotten = []
+        for r in list(state.erasures.requests.values()):
+            if r.forgotten is None and r.statement and self.erasure(r.request_id).done:
+                self.forget_erasure(r.request_id)
+                forgotten.append(r.request_id)
+        named = {r.statement for r in state.erasures.requests.values()}
+        hour_ago = to_micros(self.now()) - 3600 * 1_000_000
+        for digest, kept_at in self.store.statement_digests():
+            if digest not in named and kept_at < hour_ago:
+                self.store.forget_statement(digest)
+        return forgotten
+
+    def _redact(self, r: Request) -> None:
+        """A 0.7 request's predicate, forgotten: its event's payload is stored without it, and the
+        fact (with the redacted payload's digest, which ``verify`` holds the row to) recorded first."""
+        [row] = list(self.store.read(r.seq - 1, upto=r.seq))
+        redacted = redaction(row[7])
+        if r.forgotten is None:
+            self.runner.run(ForgetErasure(r.request_id, hashlib.sha256(redacted.encode()).hexdigest()))
+        if redacted != row[7]:
+            self.store.redact(r.seq, redacted)
+        self.runner.refresh(force=True)
+
+    def erasures(self, *, open: bool | None = None) -> list[ErasureStatus]:
+        """Every erasure request, oldest first (``open=True``: those not done yet; ``False``: those
+        done): each one's tables, when, its files and which are deleted, and for an open one by when
+        its last file will be deleted under today's retentions, marks and pins (``due``) or what
+        holds it (``pending``)."""
+        state = self.runner.refresh()
+        found = [self.erasure(r.request_id) for r in sorted(state.erasures.requests.values(), key=lambda r: r.seq)]
+        return found if open is None else [s for s in found if s.done != open]
 
     def fence_erasure(self, name: str, *, request_id: str | None = None) -> ErasureFence:
         """Hold commits and restores of the live table ``name`` off while an erasure request is being
@@ -600,22 +683,21 @@ class Ledger(Catalog):
         until = self.runner.run(lambda now: FenceErasure(request_id, name, now))
         return ErasureFence(self, names.table_name(name), request_id, from_micros(until))
 
-    def check_erasure(self, name: str, *, predicate: str, reason: str) -> None:
+    def check_erasure(self, tables: str | Mapping[str, str | None], *, reason: str, predicate: str | None = None,
+                      keys: Sequence[int] | Sequence[str] | None = None) -> None:
         """Refuse, typed, what ``request_erasure`` would refuse of the request itself (a name that is
-        not one, a predicate or reason that is not 1 to 10,000 characters of text without NUL),
-        before an engine rewrites anything: ``spark_ops.erase`` asks this first."""
-        check_erasure_request(name, predicate, reason)
+        not one, a reason not 1 to 10,000 characters of text without NUL, a predicate not 1 to
+        1,000,000, keys that are not whole numbers or text of one kind, a NULL, none or over a
+        million), before an engine rewrites anything: ``spark_ops.erase`` asks this first."""
+        check_erasure_request(tables, reason, predicate=predicate, keys=keys)
 
-    def _holders(self, name: str, wanted: tuple[tuple[str, int], ...]) -> tuple[
+    def _holders(self, tables: tuple[str, ...], wanted: tuple[tuple[str, int], ...]) -> tuple[
             tuple[tuple[str, int], ...], tuple[tuple[str, tuple[str, ...]], ...]]:
-        """The instances a request of ``name`` covers (with their current version numbers) and, for each
-        wanted key, the kept versions whose files list it with that size: read here, from the stored
-        lists, for the core to check (it holds no file lists)."""
+        """The instances a request of ``tables`` covers (with their current version numbers) and, for
+        each wanted key, the kept versions whose files list it with that size: read here, from the
+        stored lists, for the core to check (it holds no file lists)."""
         state = self.runner.refresh()
-        try:
-            seen = tuple(considered(state, names.table_name(name)))
-        except InvalidName:
-            return (), ()  # the core refuses the name, typed
+        seen = tuple(pair for name in tables for pair in considered(state, name))
         sizes = {key: size for key, size in wanted if isinstance(key, str)}
         holders: dict[str, list[str]] = {}
         read: dict[str, list[tuple[str, int]]] = {}

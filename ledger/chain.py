@@ -30,6 +30,11 @@ and bytes; the receipt's root is the MTH over the parts' entries
 part root). Proving a key was deleted is two audit paths: the leaf in its part, the part in the
 receipt.
 
+**Redaction (R25).** One kind of event may be changed after it is chained: a 0.7 erasure request,
+whose predicate is set to null when forgotten. Its stored hash is kept (every later event's hash
+binds it); a later ``ErasureForgotten`` event names the SHA-256 of the payload as redacted, and the
+check takes the row at its stored hash only if that digest matches (``ChainCheck.redacted``).
+
 Pure functions only: the store computes hashes as it appends, ``audit`` and the offline
 verifier (``python -m ledger.audit``) check them.
 """
@@ -90,6 +95,9 @@ class ChainCheck:
         self.seq = 0
         self.head = GENESIS
         self.hashes: list[bytes] | None = [] if keep_hashes else None
+        self.redacted: dict[int, str] = {}
+        """Events whose payload was redacted (``REDACTABLE``): seq -> SHA-256 of the payload as stored,
+        taken at their stored hash. The fold must confirm each (``confirm_redactions``)."""
 
     def rows(self, rows: Iterable[tuple]) -> Iterator[tuple]:
         for row in rows:
@@ -109,7 +117,13 @@ class ChainCheck:
         except (TypeError, AttributeError, struct.error, UnicodeError) as exc:
             raise LedgerCorrupt(f"{self.where}: event #{seq} has a field of the wrong type or range "
                                 f"({exc}), so it cannot be hashed; the log was edited") from None
-        if row[8] != expected.hex():
+        if row[8] != expected.hex() and redacted_row(row):
+            # A 0.7 erasure request whose predicate was forgotten (R25): its hash is the one it was
+            # chained with, which every event after it binds; what it holds now is bound by the
+            # ErasureForgotten event that names this payload's digest (``confirm_redactions``).
+            self.redacted[seq] = hashlib.sha256(row[7].encode()).hexdigest()
+            expected = bytes.fromhex(row[8])
+        elif row[8] != expected.hex():
             what = "has no hash" if row[8] is None else "does not match its hash"
             raise LedgerCorrupt(f"{self.where}: event #{seq} {what} (the hash over its fields and the hash "
                                 "of the event before it): the event, or its stored hash, was edited; "
@@ -117,6 +131,17 @@ class ChainCheck:
         self.seq, self.head = seq, expected
         if self.hashes is not None:
             self.hashes.append(expected)
+
+
+REDACTABLE = ("ErasureRequested", 1)
+"""The one kind of event whose stored payload may change: a 0.7 erasure request, whose predicate
+(a person's identifier, perhaps) is forgotten by setting it to null (R25)."""
+
+
+def redacted_row(row: tuple) -> bool:
+    """Whether a row is a redactable event holding a forgotten predicate, with a well-formed stored hash."""
+    return (row[3], row[4]) == REDACTABLE and isinstance(row[7], str) and '"predicate":null' in row[7] and \
+        isinstance(row[8], str) and len(row[8]) == 64 and all(c in "0123456789abcdef" for c in row[8])
 
 
 def part_entry(first: str, last: str, count: int, size: int, root: bytes) -> bytes:

@@ -79,7 +79,12 @@ class VacuumRun:
         folders cleaned, and closes the receipt (R10: what failed is not recorded, and the next
         vacuum finishes it). Returns how many purges were recorded."""
         batch = _batch(results)
-        return self._ledger.runner.run(lambda now: FinishVacuum(self.run_id, batch, now))
+        purged: int = self._ledger.runner.run(lambda now: FinishVacuum(self.run_id, batch, now))
+        # What the run finished may be the last file of an erasure request: what it named is then
+        # forgotten (R25), here, as the run ends, not whenever someone next asks.
+        if self._ledger.state.erasures.requests:
+            self._ledger.forget_done_erasures()
+        return purged
 
     def __enter__(self) -> VacuumRun:
         return self

@@ -313,11 +313,14 @@ class History:
 
 
 def concerned(event: Any) -> set[str]:
-    """The table instances an event concerns: its own, a run's or a database drop's, or the one
-    whose watermark or retention it sets (``table:<id>``)."""
+    """The table instances an event concerns: its own, a run's or a database drop's, the one whose
+    watermark or retention it sets (``table:<id>``), or those an erasure request covers."""
     found = set(getattr(event, "table_ids", ()))
     if getattr(event, "table_id", None) is not None:
         found.add(event.table_id)
+    if hasattr(event, "live"):  # an erasure request: its tables' live instances, and every one it erased from
+        found.update(i for i in event.live if i)
+        found.update(v.rpartition("/")[0] for v in event.versions)
     scope = getattr(event, "scope", None)
     if isinstance(scope, str) and scope.startswith("table:"):
         found.add(scope[len("table:"):])

@@ -18,11 +18,13 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import attrs
@@ -940,58 +942,121 @@ def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], N
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-@command(cli, "erase", short_help="Erase the rows a predicate names from a table, and record the request.")
-@click.argument("name")
-@click.option("--where", "predicate", required=True, metavar="SQL",
-              help="The rows to erase, as a Spark SQL predicate (e.g. \"user_id = 42\").")
+@command(cli, "erase", short_help="Erase rows (a predicate's, or a batch of keys across tables), and record the request.")
+@click.argument("tables", nargs=-1, required=True, metavar="TABLE[=COLUMN]...")
+@click.option("--where", "predicate", default=None, metavar="SQL",
+              help="The rows to erase from the one TABLE, as a Spark SQL predicate (e.g. \"user_id = 42\").")
+@click.option("--keys-from", "keys_from", default=None, metavar="FILE",
+              help="Erase by keys: FILE holds one key a line (whole numbers, or text), looked for in each "
+                   "TABLE=COLUMN given ('-' reads standard input).")
 @click.option("--reason", required=True, metavar="TEXT", help="Why (a ticket, an article of law): recorded with it.")
+@click.option("--statement", "statement_out", default=None, metavar="FILE",
+              help="Write what the request names (its keys or predicate, salted) to FILE: the ledger forgets it once "
+                   "the request is done, and the offline check of its proof takes it (--keys).")
 @click.option("--expire-now", is_flag=True,
               help="Expire every version holding the rows at once, not at retention (a pin on one of them ends "
-                   "with the request; one on an older version holding none refuses it).")
+                   "with the request; one on an older version holding none refuses it), and make a dropped table "
+                   "whose current version held them due to be purged.")
 @click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
               help="The Spark master to run on (a cluster's, e.g. spark://host:7077).")
 @remote_option
 @conf_option
-def erase_command(ctx: Context, name: str, predicate: str, reason: str, expire_now: bool, master: str,
-                  remote: str | None, spark_conf: dict[str, str]) -> None:
-    """Rewrite the current files of NAME that hold rows matching --where without them, find every file
-    of its kept versions and dropped instances that held one, and record the erasure request: from now
-    on no read, restore, undrop or pin reaches them, and the vacuum deletes them (see erasure ID)."""
+def erase_command(ctx: Context, tables: tuple[str, ...], predicate: str | None, keys_from: str | None, reason: str,
+                  statement_out: str | None, expire_now: bool, master: str, remote: str | None,
+                  spark_conf: dict[str, str]) -> None:
+    """Erase rows and record the erasure request (R25): those --where names in TABLE, or those whose
+    COLUMN holds a key of --keys-from in each TABLE=COLUMN (one request across all of them). The
+    current files holding them are rewritten without them; every file of a kept version or a dropped
+    instance that held one is unreadable from now on, and the vacuum deletes it (see erasure ID). The
+    log keeps a commitment to the keys or predicate, not them."""
+    if (predicate is None) == (keys_from is None):
+        raise click.UsageError("give --where (a predicate, one TABLE) or --keys-from (keys, TABLE=COLUMN...)")
+    if statement_out is not None:  # refused before anything is done: a bad target changes nothing
+        output_target(statement_out, "erasure statement", protected=ledger_files(ctx.path))
     remote = _one_spark(remote)
+    if predicate is not None:
+        if len(tables) != 1 or "=" in tables[0]:
+            raise click.UsageError("--where erases from one TABLE (give its name alone)")
+        target: str | dict[str, str | None] = tables[0]
+        keys = None
+    else:
+        target = {}
+        for given in tables:
+            name, sep, column = given.partition("=")
+            if not sep or not column:
+                raise click.UsageError(f"erasing by keys names each table's key column: TABLE=COLUMN, not {given!r}")
+            target[name] = column
+        keys = _keys_from(keys_from)
     from spark_ops.erase import erase
 
     led = ctx.ledger
     with _SparkGuard("erase", led.path) as guard:
         spark = _session(guard, master, remote, spark_conf)
         with _progress_bar("erasing", quiet=ctx.as_json) as progress:
-            status = erase(spark, led, name, predicate, reason=reason, expire_now=expire_now, progress=progress)
+            status = erase(spark, led, target, predicate, keys=keys, reason=reason, expire_now=expire_now,
+                           progress=progress)
+    if statement_out is not None:
+        status.write_statement(statement_out, overwrite=True)
     size = sum(f.size for f in status.files)
-    ctx.emit(status.to_dict(), lambda: "\n".join([
-        f"erasure request {status.request_id} recorded for {status.table} ({status.predicate}): "
+    ctx.emit({**status.to_dict(), "statement_written": statement_out}, lambda: "\n".join([
+        f"erasure request {status.request_id} recorded for {', '.join(status.tables)} ({_named(status)}): "
         f"{_files(len(status.files), size)} in its set",
-        "  " + (f"version {status.replaced_by} holds the table without the rows" if status.replaced_by else
-                "the current version held no matching row: no new version"),
+        "  " + (f"rewritten without the rows: {', '.join(status.replaced)}" if status.replaced else
+                "no current version held a matching row: no new version"),
         f"  unreadable from now on: {', '.join(status.versions) or 'no version'}",
         *(["  expired at once: the next vacuum deletes them"] if expire_now and status.versions else []),
+        *([f"  statement (keep it: the ledger forgets it once done) written to {statement_out}"]
+          if statement_out else []),
         f"  status and proof: erasure {status.request_id}"]))
 
 
-@command(cli, "erasure", short_help="Show an erasure request file by file; write its proof bundle.")
+def _keys_from(source: str | None) -> list[int] | list[str]:
+    """Keys, one a line (blank lines skipped): whole numbers if every one is, text otherwise."""
+    try:
+        text = sys.stdin.read() if source == "-" else Path(str(source)).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise click.UsageError(f"cannot read the keys from {source}: {exc.strerror or exc}") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and all(re.fullmatch(r"-?\d+", line) for line in lines):
+        return [int(line) for line in lines]
+    return lines
+
+
+def _named(status: Any) -> str:
+    """What a request names, as its status may say it: the predicate, or how many keys in which columns."""
+    if status.predicate is not None:
+        return status.predicate
+    if status.keys:
+        columns = ", ".join(f"{t}.{c}" for t, c in zip(status.tables, status.columns))
+        return f"{status.keys} key{'' if status.keys == 1 else 's'} in {columns}"
+    return f"its statement {status.commitment[:16]}..., forgotten"
+
+
+@command(cli, "erasure", short_help="Show an erasure request file by file; write its proof bundle or statement.")
 @click.argument("request_id", metavar="ID")
 @click.option("--out", default=None, metavar="FILE",
               help="Write the request's proof bundle (JSON) to FILE, for the offline check.")
 @click.option("--checkpoint", "checkpoint", default=None, metavar="FILE",
               help="With --out: prove the request is in this checkpoint (take it after the request).")
+@click.option("--statement", "statement_out", default=None, metavar="FILE",
+              help="Write what the request names (its keys or predicate, salted) to FILE, while the ledger keeps it.")
+@click.option("--forget", is_flag=True,
+              help="Forget what the request names now (the ledger does once it is done): only its commitment stays.")
 @click.option("--overwrite", is_flag=True, help="Replace FILE if it exists (never the ledger itself).")
-def erasure_command(ctx: Context, request_id: str, out: str | None, checkpoint: str | None, overwrite: bool) -> None:
+def erasure_command(ctx: Context, request_id: str, out: str | None, checkpoint: str | None,
+                    statement_out: str | None, forget: bool, overwrite: bool) -> None:
     """Show erasure request ID: each file of its set, deleted (by which vacuum run, when) or pending
-    (why, until when). With --out, write the bundle that proves it; check it offline with python -m
-    ledger.audit prove-erasure FILE EXPORT CHECKPOINT, which accepts it once every file is deleted."""
+    (why, until when), and by when its last file goes. With --out, write the bundle that proves it;
+    check it offline with python -m ledger.audit prove-erasure FILE EXPORT CHECKPOINT [--keys
+    STATEMENT], which accepts it once every file is deleted."""
     if checkpoint is not None and out is None:
         raise click.UsageError("--checkpoint goes into the proof bundle: give the bundle's file with --out")
-    if out is not None:  # refused before anything is read: a bad target changes nothing
-        output_target(out, "erasure proof", overwrite=overwrite, protected=ledger_files(ctx.path))
-    status = ctx.ledger.erasure(request_id)
+    for target, what in ((out, "erasure proof"), (statement_out, "erasure statement")):
+        if target is not None:  # refused before anything is read: a bad target changes nothing
+            output_target(target, what, overwrite=overwrite, protected=ledger_files(ctx.path))
+    status = ctx.ledger.forget_erasure(request_id) if forget else ctx.ledger.erasure(request_id)
+    if statement_out is not None:
+        status.write_statement(statement_out, overwrite=True)
     if out is not None:
         cp = None if checkpoint is None else Checkpoint.read(checkpoint)
         ctx.ledger.prove_erasure(request_id, checkpoint=cp).write(out, overwrite=True,
@@ -999,16 +1064,35 @@ def erasure_command(ctx: Context, request_id: str, out: str | None, checkpoint: 
     gone = sum(f.deleted for f in status.files)
     absent = sum(f.found_absent for f in status.files)
     ctx.emit({**status.to_dict(), "out": out}, lambda: "\n".join([
-        f"erasure request {status.request_id} of {status.table} ({status.predicate}), requested "
+        f"erasure request {status.request_id} of {', '.join(status.tables)} ({_named(status)}), requested "
         f"{iso_utc(status.requested_at)} (event #{status.seq}) for {status.reason!r}: {gone} of "
         f"{len(status.files)} file{'' if len(status.files) == 1 else 's'} deleted"
-        + (f", {absent} found absent" if absent else "") + (" - done" if status.done else ""),
+        + (f", {absent} found absent" if absent else "") + (" - done" if status.done else f" - due by {iso_utc(status.due)}" if status.due else ""),
+        *([f"  statement forgotten at {iso_utc(status.forgotten_at)}: only its commitment "
+           f"{status.commitment[:16]}... stays"] if status.forgotten_at else []),
         *(f"  {f.key}  {format_bytes(f.size)}  " + (
             f"deleted by vacuum run {f.run_id} at {iso_utc(f.deleted_at)}" if f.deleted else
-            f"found absent by vacuum run {f.run_id} at {iso_utc(f.found_absent_at)} (a run it took over deleted it "
-            "and was stopped before writing that down)" if f.found_absent else
+            f"found absent by vacuum run {f.run_id} at {iso_utc(f.found_absent_at)}" if f.found_absent else
             f"pending{'' if f.until is None else f' until {iso_utc(f.until)}'}: {f.why}") for f in status.files),
+        *([] if statement_out is None else [f"statement written to {statement_out}"]),
         *([] if out is None else [f"proof bundle written to {out}"])]))
+
+
+@command(cli, "erasures", short_help="List the erasure requests: which are open, and by when each is done.")
+@click.option("--open", "only_open", is_flag=True, help="Only those not done yet.")
+def erasures_command(ctx: Context, only_open: bool) -> None:
+    """Every erasure request, oldest first: its tables, when, its files and how many are deleted, and
+    for an open one by when its last file goes under today's retentions and marks (or what holds it)."""
+    found = ctx.ledger.erasures(open=True if only_open else None)
+    rows: list[dict[str, Any]] = [
+        {"request_id": s.request_id, "tables": list(s.tables), "requested_at": iso_utc(s.requested_at),
+         "reason": s.reason, "files": len(s.files), "deleted": sum(f.settled for f in s.files), "done": s.done,
+             "due": iso_utc(s.due), "waiting_on": None if s.done or s.due else (s.pending[0].why if s.pending else None),
+             "forgotten_at": iso_utc(s.forgotten_at)} for s in found]
+    ctx.emit(rows, lambda: "\n".join(
+        [f"{r['request_id']}  {', '.join(r['tables'])}  requested {r['requested_at']}  {r['deleted']}/{r['files']} "
+         f"files deleted  " + ("done" if r["done"] else f"due by {r['due']}" if r["due"] else
+                               f"waiting: {r['waiting_on']}") for r in rows] or ["no erasure requests"]))
 
 
 @command(cli, "demo", short_help="Run the quickstart story (needs Java for Spark).")

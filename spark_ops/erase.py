@@ -1,116 +1,142 @@
-"""Erasure requests on Spark (R25): "erase user 42's rows from crm.users, and prove it".
+"""Erasure requests on Spark (R25): "erase user 42's rows from crm.users, and prove it", or a
+privacy team's batch: "erase these 10,000 people from every table that holds them".
 
 ``erase`` does, in order:
 
-1. Refuses what cannot be done before anything is recorded: a reason or predicate the request
-   could not record (``Ledger.check_erasure``), a predicate Spark cannot plan on the table's
-   columns, or one whose rows are not said by its own text (not deterministic, a subquery, a
-   Python UDF), a name with no table on this ledger, and with ``expire_now`` a pin on a version
-   the request would expire but not erase.
-2. Finds the files holding matching rows: every distinct file of the live table's kept versions
-   and of every dropped instance of that name not yet purged, scanned once each with the recorded
-   columns of a version that names it (and, as NULL, the columns other versions have that it has
-   not: a read of the table shows them so), ``where(predicate)`` then ``_metadata.file_path`` per
-   read (the hidden column does not survive a union), mapped back to the version's paths.
-3. Rewrites only the current version's matching files without the matching rows (SQL ``DELETE``
-   semantics: a row whose predicate is NULL stays), partitioned as they were, into a new write
-   committed as a ``replace`` of those files, on the condition that the version it read is still
-   current: every other file stays as it is.
+1. Refuses what cannot be done before anything is recorded: a request the ledger could not record
+   (``Ledger.check_erasure``: its reason, its predicate or keys), a predicate Spark cannot plan on
+   a table's columns, or one whose rows are not said by its own text (not deterministic, a
+   subquery, a Python UDF), a key column a table lacks in every version or of a type the keys do
+   not compare with, a name with no table on this ledger, and with ``expire_now`` a pin on a
+   version the request would expire but not erase.
+2. Finds the files holding matching rows: every distinct file of each table's kept versions and of
+   every dropped instance of its name not yet purged, scanned once each with the recorded columns
+   of a version that names it (and, as NULL, the columns other versions have that it has not: a
+   read of the table shows them so), filtered by the predicate or semi-joined with the keys, then
+   ``_metadata.file_path`` per read (the hidden column does not survive a union), mapped back to the
+   version's paths: one Spark job for every table of the request.
+3. Rewrites only each current version's matching files without the matching rows (SQL ``DELETE``
+   semantics: a row whose predicate is NULL, or whose key is, stays), partitioned as they were,
+   into a new write committed as a ``replace`` of those files, on the condition that the version
+   it read is still current: every other file stays as it is.
 4. Records the request (``Ledger.request_erasure``) on the condition that every instance of the
-   name is still at the version scanned: the rewritten files and every matching file of the older
+   names is still at the version scanned: the rewritten files and every matching file of the older
    versions and the dropped instances are its erasure set, unreadable from then on, and a pin on
-   a version holding one ends with it (R25 wins over R21).
-5. With ``expire_now``, moves the table's retention mark past every version holding one, on
-   record: the next vacuum deletes them (a dropped instance still goes at its own retention).
+   a version holding one ends with it (R25 wins over R21). The chain keeps a commitment to the keys
+   or predicate, not them; the status holds them until the request is done (``statement``).
+5. With ``expire_now``, moves each live table's retention mark past every version holding one, and
+   the watermark of each dropped instance whose current version holds one to its drop time, on
+   record: the next vacuum deletes them.
 
 A commit that lands anywhere between the scan and the request (another writer's append, a
 partition overwrite, another erase) refuses step 3 or 4 with ``Conflict``: the erase then holds the
-table's commits off (a fence, recorded: writers wait for it), scans what was committed since (what
+tables' commits off (a fence, recorded: writers wait for it), scans what was committed since (what
 it scanned already is not read again), rewrites what holds the rows, and records the request, so no
-matching row escapes it, however often the table is written to.
+matching row escapes it, however often the tables are written to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import urllib.parse
+from abc import ABC, abstractmethod
+from typing import Any, Mapping, Sequence
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
 from ledger import (
-    Conflict, ErasureStatus, InvalidArgument, Ledger, LedgerError, PinRefused, TableInstance, TableNotFound,
+    Conflict, ErasureStatus, InvalidArgument, Ledger, LedgerError, PinRefused, Scope, TableInstance, TableNotFound,
     TableVersion,
 )
 from ledger.errors import TableDataMissing
 
 from . import schemas
 from .executor import fs
+from .heartbeat import Heartbeat
 from .session import SparkUnavailable, is_connect
 from .tables import (
     adopt_unversioned_files, check_filesystem, file_frames, new_write, partition_columns_of, read_unversioned,
     union_all,
 )
-from .heartbeat import Heartbeat
 from .vacuum_job.progress import Progress, Watch, watching
 
 SAME_STORE = {"s3a": "s3", "s3n": "s3"}
 """Schemes Spark may give for the warehouse's (Hadoop's S3 connectors for ``s3://``)."""
 
-Files = dict[str, tuple[str, str, int, "str | None"]]
-"""Files to scan: key (``<table id>/<path>``) -> (table id, path, size, the recorded schema to read it with)."""
+KEY = "__retention_ledger_key"
+"""The keys' column in the DataFrame they are joined with (named so no table's column is taken for it)."""
+
+Files = dict[str, tuple[str, str, str, int, "str | None"]]
+"""Files to scan: key (``<table id>/<path>``) -> (table name, table id, path, size, the recorded schema to read it with)."""
 
 
-def erase(spark: SparkSession, ledger: Ledger, name: str, where: str, *, reason: str,
-          expire_now: bool = False, progress: Progress | None = None) -> ErasureStatus:
-    """Erase the rows ``where`` names from table ``name`` and record the request (R25); returns its
-    status (``Ledger.erasure``). ``where`` is a Spark SQL predicate (``"user_id = 42"``) that says
-    by itself which rows: columns, literals and built-in functions, deterministic, no subquery and
-    no Python UDF. ``reason`` is recorded with it (a ticket, an article of law). A predicate that
-    matches nothing is recorded too, with an empty set. ``expire_now``: expire every version of the
+def erase(spark: SparkSession, ledger: Ledger, tables: str | Mapping[str, str | None], where: str | None = None, *,
+          keys: Sequence[int] | Sequence[str] | DataFrame | None = None, reason: str, expire_now: bool = False,
+          progress: Progress | None = None) -> ErasureStatus:
+    """Erase rows and record the request (R25); returns its status (``Ledger.erasure``).
+
+    Either ``tables`` is a name and ``where`` a Spark SQL predicate that says by itself which rows
+    (``"user_id = 42"``: columns, literals and built-in functions, deterministic, no subquery, no
+    Python UDF), or ``tables`` maps names to their key columns (``{"crm.users": "user_id",
+    "sales.orders": "customer_id"}``) and ``keys`` names the values to erase (whole numbers or text,
+    a list or a one-column DataFrame; up to a million, duplicates counted once, a NULL refused):
+    one request across every table, one scan of each table's files, one status and one proof.
+    ``reason`` is recorded (a ticket, an article of law); the keys or predicate are not: the chain
+    keeps a commitment, the status the statement itself until the request is done. A request that
+    matches nothing is recorded too, with an empty set. ``expire_now``: expire every version of a
     live table holding a matching row at once (refused with ``PinRefused`` if a pin holds an older
-    version that holds none, which the mark would pass), instead of at retention. ``progress``:
-    called with (tasks done, tasks in all) while Spark scans and rewrites. Bad input is a typed
-    one-line refusal and records nothing."""
+    version that holds none, which the mark would pass), and make a dropped instance whose current
+    version holds one due to be purged, instead of at retention. ``progress``: called with (tasks
+    done, tasks in all) while Spark scans and rewrites. Bad input is a typed one-line refusal and
+    records nothing."""
     if not isinstance(expire_now, bool):
         raise InvalidArgument(f"expire_now must be True or False, got {expire_now!r}; nothing was recorded")
-    ledger.check_erasure(name, predicate=where, reason=reason)
-    predicate = _predicate(spark, where)
-    live, _dropped = _instances(ledger, name)
+    rows = _rows(spark, ledger, tables, where, keys, reason)
+    instances = {name: _instances(ledger, name) for name in rows.names}
     check_filesystem(spark, ledger.warehouse)
-    if live is not None and live.current_version is None:
-        live = _versioned(spark, ledger, live, where, predicate)
-    scan = _Scan(spark, ledger, name, where, predicate)
-    request = _Request(ledger, name, where, reason, expire_now, scan)
+    for name, (live, _dropped) in instances.items():
+        if live is not None and live.current_version is None:
+            _versioned(spark, ledger, live, rows)
+    scan = _Scan(spark, ledger, rows)
+    request = _Request(ledger, rows, reason, expire_now, scan)
     with watching(spark, progress, 0) as watch:
         status = request.attempt(watch)
         if status is None:  # a commit landed after the scan: hold commits off, scan it, record
             status = request.fenced(watch)
-    if expire_now and status.table_id is not None:
-        _expire(ledger, name, status, status.table_id)
-    return ledger.erasure(status.request_id) if expire_now else status
+    if expire_now:
+        _expire(ledger, status)
+        return ledger.erasure(status.request_id)
+    return status
 
 
 class _Request:
     """One erasure request's way to the record: an attempt with other writers going on (most find
     nothing committed between their scan and their request), then, if one did land, a second under
-    a fence (``Ledger.fence_erasure``), where only the rewrite of what landed is waited for."""
+    a fence on every live table (``Ledger.fence_erasure``), where only the rewrite of what landed is
+    waited for."""
 
-    def __init__(self, ledger: Ledger, name: str, where: str, reason: str, expire_now: bool, scan: _Scan) -> None:
-        self.ledger, self.name, self.where, self.reason, self.expire_now, self.scan = \
-            ledger, name, where, reason, expire_now, scan
-        self.replaced_by: tuple[str, int] | None = None  # (the live instance's id, the version that rewrote it)
+    def __init__(self, ledger: Ledger, rows: _Rows, reason: str, expire_now: bool, scan: _Scan) -> None:
+        self.ledger, self.rows, self.reason, self.expire_now, self.scan = ledger, rows, reason, expire_now, scan
+        self.replaced: dict[str, tuple[str, int]] = {}  # name -> (its live instance's id, the version that rewrote it)
 
     def fenced(self, watch: Watch) -> ErasureStatus:
-        with self.ledger.fence_erasure(self.name) as fence:
-            every = (fence.until - self.ledger.now()).total_seconds() / 3
-            with Heartbeat(f"fence-{fence.request_id}", every, fence.renew):
-                status = self.attempt(watch, fence.request_id)
-        if status is None:  # only a drop, an undrop or a purge of the name can have moved it
-            raise Conflict(f"{self.name} changed while its erasure was recorded under a fence (dropped, undropped or "
-                           "purged meanwhile): the request was not recorded (any rewrite made stays, without the "
-                           "rows); erase again")
+        with contextlib.ExitStack() as held:
+            request_id = None
+            for name in self.rows.names:
+                live = _instances(self.ledger, name)[0]
+                if live is not None:
+                    fence = held.enter_context(self.ledger.fence_erasure(name, request_id=request_id))
+                    request_id = fence.request_id
+                    every = (fence.until - self.ledger.now()).total_seconds() / 3
+                    held.enter_context(Heartbeat(f"fence-{request_id}-{name}", every, fence.renew))
+            status = self.attempt(watch, request_id)
+        if status is None:  # only a drop, an undrop or a purge of a name can have moved it
+            raise Conflict(f"{', '.join(self.rows.names)} changed while the erasure was recorded under a fence "
+                           "(dropped, undropped or purged meanwhile): the request was not recorded (any rewrite made "
+                           "stays, without the rows); erase again")
         return status
 
     def attempt(self, watch: Watch, fence: str | None = None) -> ErasureStatus | None:
@@ -118,47 +144,164 @@ class _Request:
         on the condition that nothing was committed since the scan: its status, or None if a commit
         came first (the scan keeps what it read: the next attempt reads only what is new)."""
         ledger, scan = self.ledger, self.scan
-        live, dropped = _instances(ledger, self.name)
-        kept = [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))]
-        scanned = {i.id: i.current_version or 0 for i in [*([live] if live else []), *dropped]}
+        instances = {name: _instances(ledger, name) for name in self.rows.names}
+        kept = {name: _all_kept(ledger, live, dropped) for name, (live, dropped) in instances.items()}
+        scanned = {i.id: i.current_version or 0 for live, dropped in instances.values()
+                   for i in [*([live] if live else []), *dropped]}
         scan.check(kept)
         watch.expect(scan.cost(kept))
         scan.files(kept)
-        current = next((v for v in kept if v.current and live is not None and v.table_id == live.id), None)
-        if self.expire_now and live is not None:
-            _check_pins(ledger, live, kept, scan.matched)
-        holding = [] if current is None else [f.path for f in current.files
-                                              if scan.key(current, f.path) in scan.matched]
-        if holding:
-            assert live is not None and current is not None
-            try:
-                version = _replace(scan.spark, ledger, live, current, scan.predicate, holding, fence)
-            except Conflict:
-                return None  # another commit came first
-            self.replaced_by, scanned[live.id] = (live.id, version.number), version.number
-            scan.clean(version)
-        if self.replaced_by is not None and (live is None or self.replaced_by[0] != live.id):
-            self.replaced_by = None  # the instance it rewrote is no longer the name's live one
-        erasure_set = scan.erasure_set(
-            [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))])
+        for name, (live, _dropped) in sorted(instances.items()):
+            current = next((v for v in kept[name] if v.current and live is not None and v.table_id == live.id), None)
+            if self.expire_now and live is not None:
+                _check_pins(ledger, live, kept[name], scan.matched)
+            holding = [] if current is None else [f.path for f in current.files
+                                                  if scan.key(current, f.path) in scan.matched]
+            if holding:
+                assert live is not None and current is not None
+                try:
+                    version = _replace(scan.spark, ledger, live, current, self.rows, holding, fence)
+                except Conflict:
+                    return None  # another commit came first
+                self.replaced[name], scanned[live.id] = (live.id, version.number), version.number
+                scan.clean(version)
+            if name in self.replaced and (live is None or self.replaced[name][0] != live.id):
+                del self.replaced[name]  # the instance it rewrote is no longer the name's live one
+        now_kept = [v for live, dropped in instances.values() for v in _all_kept(ledger, live, dropped)]
+        erasure_set = scan.erasure_set(now_kept)
         try:
-            return ledger.request_erasure(self.name, predicate=self.where, reason=self.reason,
-                                          files=sorted(erasure_set.items()), scanned=scanned,
-                                          replaced_by=None if self.replaced_by is None else self.replaced_by[1],
-                                          request_id=fence)
+            return ledger.request_erasure(self.rows.tables, reason=self.reason, files=sorted(erasure_set.items()),
+                                          scanned=scanned, replaced={n: v for n, (_, v) in self.replaced.items()},
+                                          request_id=fence, **self.rows.statement())
         except Conflict:
             return None  # a commit landed since the scan
 
 
+# --- what a request names -----------------------------------------------------------------------
+
+class _Rows(ABC):
+    """The rows a request names, as Spark finds them in a table's files: by a predicate, or by keys
+    in each table's key column."""
+    tables: dict[str, str | None]
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.tables)
+
+    @abstractmethod
+    def statement(self) -> dict[str, Any]:
+        """What ``Ledger.request_erasure`` records a commitment to."""
+
+    @abstractmethod
+    def check(self, spark: SparkSession, name: str, columns: StructType, version: int) -> None:
+        """Refuse, before anything is recorded, what Spark cannot find on these columns."""
+
+    @abstractmethod
+    def matching(self, frame: DataFrame, name: str) -> DataFrame:
+        """Each file of ``frame`` holding a matching row: one column, its path as Spark spells it."""
+
+    @abstractmethod
+    def keeping(self, frame: DataFrame, name: str) -> DataFrame:
+        """The rows of ``frame`` that stay (SQL ``DELETE``'s: one a NULL keeps from matching stays)."""
+
+    @abstractmethod
+    def failed(self, name: str, exc: BaseException) -> InvalidArgument:
+        """Spark's refusal of the scan, once planned on the files (their columns not recorded)."""
+
+
+class _Predicate(_Rows):
+    def __init__(self, spark: SparkSession, name: str, where: object) -> None:
+        self.tables = {name: None}
+        self.where = str(where)
+        try:
+            self.column = F.expr(self.where)  # one parse for the scan and the rewrite alike
+        except Exception as exc:  # classic parses here (ParseException); Connect when the plan is analysed
+            raise _unplannable(self.where, exc) from None
+
+    def statement(self) -> dict[str, Any]:
+        return {"predicate": self.where}
+
+    def check(self, spark: SparkSession, name: str, columns: StructType, version: int) -> None:
+        try:
+            spark.createDataFrame([], columns).where(self.column).schema  # Connect plans when asked
+        except Exception as exc:
+            raise _unplannable(self.where, exc, f" on {name} version {version}'s columns "
+                               f"{schemas.simple(columns.json())}") from None
+        _check_said(spark, self.where, self.column, columns)
+
+    def matching(self, frame: DataFrame, name: str) -> DataFrame:
+        return frame.where(self.column).select(F.col("_metadata.file_path").alias("f")).distinct()
+
+    def keeping(self, frame: DataFrame, name: str) -> DataFrame:
+        return frame.where(~F.coalesce(self.column, F.lit(False)))
+
+    def failed(self, name: str, exc: BaseException) -> InvalidArgument:
+        return InvalidArgument(f"Spark cannot use the predicate {self.where!r:.200} on the files of {name} "
+                               f"({_said(exc)}); nothing was recorded")
+
+
+class _Keys(_Rows):
+    def __init__(self, spark: SparkSession, tables: dict[str, str | None], keys: list[Any]) -> None:
+        self.tables = tables
+        self.keys = sorted(set(keys))
+        self.text = isinstance(self.keys[0], str)
+        # Joined broadcast: a batch of keys is small beside the tables it is looked for in.
+        self.frame = F.broadcast(spark.createDataFrame([(k,) for k in self.keys],
+                                                       f"{KEY} {'string' if self.text else 'bigint'}"))
+
+    def statement(self) -> dict[str, Any]:
+        return {"keys": self.keys}
+
+    def check(self, spark: SparkSession, name: str, columns: StructType, version: int) -> None:
+        wanted = str(self.tables[name]).lower()
+        field = next((f for f in columns.fields if f.name.lower() == wanted), None)
+        if field is None:
+            raise InvalidArgument(f"{name} has no column {self.tables[name]!r} in any version kept (its columns: "
+                                  f"{', '.join(f.name for f in columns.fields)}); nothing was recorded")
+        if not isinstance(field.dataType, StringType if self.text else IntegralType):
+            raise InvalidArgument(f"{name}.{field.name} is {field.dataType.simpleString()}, which keys of "
+                                  f"{'text' if self.text else 'whole numbers'} do not compare with: give keys of its "
+                                  "kind, or erase it by a predicate; nothing was recorded")
+
+    def matching(self, frame: DataFrame, name: str) -> DataFrame:
+        found = frame.select(F.col("_metadata.file_path").alias("f"), F.col(str(self.tables[name])).alias("k"))
+        return found.join(self.frame, F.col("k") == F.col(KEY), "left_semi").select("f").distinct()
+
+    def keeping(self, frame: DataFrame, name: str) -> DataFrame:
+        return frame.join(self.frame, F.col(str(self.tables[name])) == F.col(KEY), "left_anti")
+
+    def failed(self, name: str, exc: BaseException) -> InvalidArgument:
+        return InvalidArgument(f"Spark cannot look for the keys in {name}.{self.tables[name]} ({_said(exc)}); "
+                               "nothing was recorded")
+
+
+def _rows(spark: SparkSession, ledger: Ledger, tables: object, where: object, keys: object, reason: str) -> _Rows:
+    """The request's rows, once the ledger has said it can record what they are (its checks first)."""
+    if keys is None:
+        if not isinstance(where, str) or not where.strip():
+            raise InvalidArgument(f"where is a Spark SQL predicate such as \"user_id = 42\" (or give keys=), not "
+                                  f"{where!r:.80}; nothing was recorded")
+        if not isinstance(tables, str):
+            raise InvalidArgument("an erasure by a predicate names one table (a name, not a mapping: erase each table, "
+                                  "or erase by keys across several); nothing was recorded")
+        ledger.check_erasure(tables, reason=reason, predicate=where)
+        return _Predicate(spark, tables.lower(), where)
+    if where is not None:
+        raise InvalidArgument("an erasure names its rows by a predicate or by keys, not both; nothing was recorded")
+    if isinstance(keys, DataFrame):
+        if len(keys.columns) != 1:
+            raise InvalidArgument(f"a DataFrame of keys has one column, the keys, not {keys.columns}; nothing was "
+                                  "recorded")
+        keys = [row[0] for row in keys.distinct().collect()]
+    if isinstance(tables, str):
+        raise InvalidArgument(f"an erasure by keys names each table's key column: {{{tables!r}: 'user_id'}}; nothing "
+                              "was recorded")
+    ledger.check_erasure(tables, reason=reason, keys=keys)  # type: ignore[arg-type]
+    assert isinstance(tables, Mapping) and isinstance(keys, (list, tuple, set, frozenset))
+    return _Keys(spark, {str(n).lower(): c for n, c in tables.items()}, list(keys))
+
+
 # --- the predicate ------------------------------------------------------------------------------
-
-def _predicate(spark: SparkSession, where: str) -> Column:
-    """``where`` as a Column Spark parsed (one parse for the scan and the rewrite alike)."""
-    try:
-        return F.expr(where)
-    except Exception as exc:  # classic parses here (ParseException); Connect when the plan is analysed
-        raise _unplannable(where, exc) from None
-
 
 def _unplannable(where: str, exc: BaseException, on: str = "") -> InvalidArgument:
     return InvalidArgument(f"Spark cannot use the predicate {where!r:.200}{on} ({_said(exc)}); nothing was recorded")
@@ -213,14 +356,17 @@ def _check_said(spark: SparkSession, where: str, predicate: Column, columns: Str
                                   "; nothing was recorded") from None
 
 
-def _evaluated(where: str, name: str, spark: SparkSession, exc: Exception) -> LedgerError:
-    """A Spark error met while the predicate ran over the files, in one line: Spark's own (a cast
-    that fails under ANSI, ``raise_error``) is the predicate's; a session that ended is Spark's."""
+def _evaluated(rows: _Rows, spark: SparkSession, exc: Exception) -> LedgerError:
+    """A Spark error met while the request's rows were looked for in the files, in one line:
+    Spark's own (a cast that fails under ANSI, ``raise_error``) is the predicate's; a session that
+    ended is Spark's."""
+    names = ", ".join(rows.names)
     if is_connect(spark) and getattr(spark, "is_stopped", False):
-        return SparkUnavailable(f"the Spark Connect session ended while the erasure scanned {name} ({_said(exc)}): "
+        return SparkUnavailable(f"the Spark Connect session ended while the erasure scanned {names} ({_said(exc)}): "
                                 "make a new one and erase again; nothing was recorded")
-    return InvalidArgument(f"Spark failed evaluating the predicate {where!r:.200} on {name}'s files ({_said(exc)}); "
-                           "nothing was recorded")
+    what = f"the predicate {rows.where!r:.200}" if isinstance(rows, _Predicate) else "the keys"
+    return InvalidArgument(f"Spark failed evaluating {what} on the files of {names} ({_said(exc)}); nothing was "
+                           "recorded")
 
 
 # --- what a request covers ----------------------------------------------------------------------
@@ -239,26 +385,19 @@ def _instances(ledger: Ledger, name: str) -> tuple[TableInstance | None, list[Ta
     return live, dropped
 
 
-def _versioned(spark: SparkSession, ledger: Ledger, live: TableInstance, where: str,
-               predicate: Column) -> TableInstance:
+def _versioned(spark: SparkSession, ledger: Ledger, live: TableInstance, rows: _Rows) -> None:
     """A live table written before versioning, its files made version 1 (as its first versioned
-    write would), once the predicate plans on them: an erasure names versions' files."""
+    write would), once the request's rows can be looked for in them: an erasure names versions' files."""
     try:
         legacy = read_unversioned(spark, live)
     except TableNotFound:
-        return live  # no data at all: nothing to adopt
-    try:
-        legacy.where(predicate).schema
-    except Exception as exc:
-        raise _unplannable(where, exc, f" on {live.name}'s columns") from None
-    _check_said(spark, where, predicate, legacy.schema)
+        return  # no data at all: nothing to adopt
+    rows.check(spark, live.name, legacy.schema, 1)
     adopt_unversioned_files(ledger, live)
-    adopted = ledger.table(live.name)
-    if adopted.current_version is None:
+    if ledger.table(live.name).current_version is None:
         raise InvalidArgument(f"{live.name} holds files written before versioning that the ledger cannot adopt here "
                               "(an object store is not listed for them): write the table once through write_table, "
                               "then erase; nothing was recorded")
-    return adopted
 
 
 def _kept(ledger: Ledger, instance: TableInstance | None) -> list[TableVersion]:
@@ -268,59 +407,61 @@ def _kept(ledger: Ledger, instance: TableInstance | None) -> list[TableVersion]:
     return [v for v in ledger.versions(table_id=instance.id) if not v.expired]
 
 
+def _all_kept(ledger: Ledger, live: TableInstance | None, dropped: list[TableInstance]) -> list[TableVersion]:
+    """What a request covers of one name: the live instance's kept versions, then its restorable
+    dropped ones' (one behind its watermark is being purged already: its purge takes its files)."""
+    return [*_kept(ledger, live), *(v for d in dropped if d.state == "dropped" for v in _kept(ledger, d))]
+
+
 # --- the scan -----------------------------------------------------------------------------------
 
 class _Scan:
     """What the erase has read so far: every file scanned once, whatever the round; the files
-    holding a matching row (``matched``: key -> size); the schemas the predicate was checked on."""
+    holding a matching row (``matched``: key -> size); the schemas the rows were checked on."""
 
-    def __init__(self, spark: SparkSession, ledger: Ledger, name: str, where: str, predicate: Column) -> None:
-        self.spark, self.ledger, self.name, self.where, self.predicate = spark, ledger, name, where, predicate
+    def __init__(self, spark: SparkSession, ledger: Ledger, rows: _Rows) -> None:
+        self.spark, self.ledger, self.rows = spark, ledger, rows
         self.matched: dict[str, int] = {}
         self.seen: set[str] = set()
         self.checked: set[tuple[str, str]] = set()
-        self.widened: dict[str | None, StructType | None] = {}
+        self.widened: dict[str, dict[str | None, StructType | None]] = {}
 
     @staticmethod
     def key(version: TableVersion, path: str) -> str:
         return f"{version.table_id}/{path}"
 
-    def check(self, kept: list[TableVersion]) -> None:
-        """That Spark can plan the predicate on the columns of every kept version, as a read shows
-        them (``_widened``), and that it names its rows by its own text: an unknown column, a type it
-        cannot compare, a predicate that is not true or false, or not said by its text."""
-        if not any(v.files for v in kept) and not self.seen:
-            raise InvalidArgument(f"{self.name} holds no data to erase from (no version of it, live or dropped, names "
-                                  "a file), so Spark cannot check the predicate against its columns; nothing was "
-                                  "recorded")
-        self.widened = _widened(kept)
-        for text, struct in self.widened.items():
-            if text is None or struct is None or (text, struct.json()) in self.checked:
-                continue
-            try:
-                self.spark.createDataFrame([], struct).where(self.predicate).schema  # Connect plans when asked
-            except Exception as exc:
-                held = min(v.number for v in kept if v.schema == text)
-                raise _unplannable(self.where, exc, f" on {self.name} version {held}'s columns "
-                                   f"{schemas.simple(text)}") from None
-            _check_said(self.spark, self.where, self.predicate, struct)
-            self.checked.add((text, struct.json()))
+    def check(self, kept: dict[str, list[TableVersion]]) -> None:
+        """That Spark can look for the rows in the columns of every kept version of each table, as a
+        read shows them (``_widened``): an unknown column, a type it cannot compare, a predicate that
+        is not true or false, or not said by its text; a key column no version has."""
+        if not any(v.files for versions in kept.values() for v in versions) and not self.seen:
+            raise InvalidArgument(f"{', '.join(self.rows.names)} hold no data to erase from (no version of them, live "
+                                  "or dropped, names a file), so Spark cannot check the request against their "
+                                  "columns; nothing was recorded")
+        for name, versions in kept.items():
+            self.widened[name] = widened = _widened(versions)
+            for text, struct in widened.items():
+                if text is None or struct is None or (name, struct.json()) in self.checked:
+                    continue
+                self.rows.check(self.spark, name, struct, min(v.number for v in versions if v.schema == text))
+                self.checked.add((name, struct.json()))
 
-    def cost(self, kept: list[TableVersion]) -> int:
+    def cost(self, kept: dict[str, list[TableVersion]]) -> int:
         """The files this round reads (what the progress counts its tasks against)."""
-        return len({self.key(v, f.path) for v in kept for f in v.files} - self.seen)
+        return len({self.key(v, f.path) for versions in kept.values() for v in versions for f in v.files} - self.seen)
 
-    def files(self, kept: list[TableVersion]) -> None:
-        """Scan the files of ``kept`` not scanned yet, each once, in one Spark job."""
+    def files(self, kept: dict[str, list[TableVersion]]) -> None:
+        """Scan the files of ``kept`` not scanned yet, each once, in one Spark job for every table."""
         wanted: Files = {}
-        for v in sorted(kept, key=lambda v: (v.table_id, -v.number)):  # the oldest last: its schema wins
-            for f in v.files:
-                key = self.key(v, f.path)
-                if key not in self.seen:
-                    wanted[key] = (v.table_id, f.path, f.size, v.schema)
+        for name, versions in kept.items():
+            for v in sorted(versions, key=lambda v: (v.table_id, -v.number)):  # the oldest last: its schema wins
+                for f in v.files:
+                    key = self.key(v, f.path)
+                    if key not in self.seen:
+                        wanted[key] = (name, v.table_id, f.path, f.size, v.schema)
         if not wanted:
             return
-        locations = {t: self.ledger.instance(t).location for t in {t for t, _, _, _ in wanted.values()}}
+        locations = {t: self.ledger.instance(t).location for t in {t for _, t, _, _, _ in wanted.values()}}
         self.matched.update(self._scan(locations, wanted))
         self.seen |= set(wanted)
 
@@ -334,32 +475,32 @@ class _Scan:
         return {key: size for key, size in self.matched.items() if key in named}
 
     def _scan(self, locations: dict[str, str], files: Files) -> dict[str, int]:
-        """The files holding a row the predicate matches: key -> size. Per read, ``where`` then the
-        distinct ``_metadata.file_path``, the reads unioned into one job."""
-        missing = fs.first_missing(self.ledger.warehouse, [f"{locations[t]}/{p}" for t, p, _, _ in files.values()])
+        """The files holding a row the request names: key -> size. Per read, the rows, then the
+        distinct ``_metadata.file_path``, the reads of every table unioned into one job."""
+        missing = fs.first_missing(self.ledger.warehouse,
+                                   [f"{locations[t]}/{p}" for _, t, p, _, _ in files.values()])
         if missing is not None:
             raise TableDataMissing(f"{missing} is named by a kept version but is not there: an erasure cannot tell "
                                    "whether it held matching rows (was it deleted outside the ledger?); nothing was "
                                    "recorded")
-        groups: dict[tuple[str, str | None], list[str]] = {}
-        for table_id, path, _size, schema in files.values():
-            groups.setdefault((table_id, schema), []).append(path)
+        groups: dict[tuple[str, str, str | None], list[str]] = {}
+        for name, table_id, path, _size, schema in files.values():
+            groups.setdefault((name, table_id, schema), []).append(path)
         hits: list[DataFrame] = []
-        for (table_id, schema), paths in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
-            struct = self.widened.get(schema)
+        for (name, table_id, schema), paths in sorted(groups.items(), key=lambda g: (g[0][1], g[0][2] or "")):
+            struct = self.widened.get(name, {}).get(schema)
             for frame in file_frames(self.spark, locations[table_id], sorted(paths), struct):
-                hits.append(frame.where(self.predicate).select(F.col("_metadata.file_path").alias("f")).distinct())
-        spelt = _spellings({f"{locations[t]}/{p}": key for key, (t, p, _, _) in files.items()})
+                hits.append(self.rows.matching(frame, name))
+        spelt = _spellings({f"{locations[t]}/{p}": key for key, (_, t, p, _, _) in files.items()})
         try:
-            rows = union_all(hits).collect()
+            found = union_all(hits).collect()
         except AnalysisException as exc:  # files whose version recorded no columns: planned only here
-            raise InvalidArgument(f"Spark cannot use the predicate {self.where!r:.200} on the files of {self.name} "
-                                  f"({_said(exc)}); nothing was recorded") from None
+            raise self.rows.failed(", ".join(self.rows.names), exc) from None
         except LedgerError:
             raise
         except Exception as exc:  # PySpark's errors, and py4j's for a JVM error it did not convert
-            raise _evaluated(self.where, self.name, self.spark, exc) from None
-        return {key: files[key][2] for key in (_key_of(row["f"], spelt) for row in rows)}
+            raise _evaluated(self.rows, self.spark, exc) from None
+        return {key: files[key][3] for key in (_key_of(row["f"], spelt) for row in found)}
 
 
 def _widened(kept: list[TableVersion]) -> dict[str | None, StructType | None]:
@@ -433,22 +574,21 @@ def _check_pins(ledger: Ledger, live: TableInstance, kept: list[TableVersion], m
                              "versions go at retention); nothing was recorded")
 
 
-def _replace(spark: SparkSession, ledger: Ledger, live: TableInstance, current: TableVersion, predicate: Column,
+def _replace(spark: SparkSession, ledger: Ledger, live: TableInstance, current: TableVersion, rows: _Rows,
              paths: list[str], fence: str | None) -> TableVersion:
-    """One version: ``current``'s files but ``paths``, plus those files' rows the predicate does not
-    match (``NOT coalesce(predicate, false)``: SQL ``DELETE``), written partitioned as they were.
-    Removing every file and keeping no row is an overwrite with no files, which says so on record (a
-    replace may not empty a table). Either is committed only if ``current`` is still current:
-    ``Conflict`` otherwise (the write aborted), for the caller to scan what came first. ``fence``: the
-    request whose fence holds other commits off, under which this one is made."""
+    """One version: ``current``'s files but ``paths``, plus those files' rows the request does not
+    name (``_Rows.keeping``: SQL ``DELETE``'s), written partitioned as they were. Removing every file
+    and keeping no row is an overwrite with no files, which says so on record (a replace may not empty
+    a table). Either is committed only if ``current`` is still current: ``Conflict`` otherwise (the
+    write aborted), for the caller to scan what came first. ``fence``: the request whose fence holds
+    other commits off, under which this one is made."""
     struct = None if current.schema is None else schemas.struct(current.schema)
     layouts: dict[tuple[str, ...], list[str]] = {}
     for path in paths:
         layouts.setdefault(partition_columns_of(path), []).append(path)
     frames = []
     for columns, group in sorted(layouts.items()):
-        kept = union_all([f.where(~F.coalesce(predicate, F.lit(False))) for f in
-                          file_frames(spark, live.location, sorted(group), struct)])
+        kept = union_all([rows.keeping(f, live.name) for f in file_frames(spark, live.location, sorted(group), struct)])
         frames.append((kept if struct is None else kept.select(*struct.fieldNames()), columns))
     with new_write(ledger, live, frames) as (write, files):
         if files or len(paths) < current.file_count:
@@ -458,21 +598,31 @@ def _replace(spark: SparkSession, ledger: Ledger, live: TableInstance, current: 
                                    fence=fence)
 
 
-def _expire(ledger: Ledger, name: str, status: ErasureStatus, table_id: str) -> None:
-    """Move the live table's retention mark to the newest version the request made unreadable, so
-    each one holding a file of the set is expired on record (R12, R13). A pin taken since the check
-    refuses it: the request stands, and the message says so."""
-    numbers = [int(v.rpartition("/")[2]) for v in status.versions if v.rpartition("/")[0] == table_id]
-    if not numbers:
-        return
-    newest = max(numbers)
-    at = next(v.committed_at for v in ledger.versions(table_id=table_id) if v.number == newest)
-    try:
-        ledger.advance_retention_mark(name, at)
-    except PinRefused as exc:
-        raise PinRefused(f"erasure request {status.request_id} WAS recorded (its versions are unreadable), but the "
-                         f"retention mark was not advanced: {exc}; they go at retention, or run erase's expiry "
-                         f"again with advance_retention_mark once the pin is released") from exc
+def _expire(ledger: Ledger, status: ErasureStatus) -> None:
+    """Move each live table's retention mark to the newest of its versions the request made
+    unreadable, so each one holding a file of the set is expired on record (R12, R13); and move the
+    watermark of each dropped instance whose current version is erased to its drop time (R3, R6: its
+    own drop is the evidence), so the next vacuum purges it: nothing of it is readable or undroppable
+    any more. A dropped instance whose current version is clean keeps its undrop window; its erased
+    versions go at retention. A pin taken since the check refuses the mark: the request stands, and
+    the message says so."""
+    erased: dict[str, list[int]] = {}
+    for v in status.versions:
+        table_id, _, number = v.rpartition("/")
+        erased.setdefault(table_id, []).append(int(number))
+    for table_id, numbers in sorted(erased.items()):
+        inst = ledger.instance(table_id)
+        newest = max(numbers)
+        if inst.state == "live":
+            at = next(v.committed_at for v in ledger.versions(table_id=table_id) if v.number == newest)
+            try:
+                ledger.advance_retention_mark(inst.name, at)
+            except PinRefused as exc:
+                raise PinRefused(f"erasure request {status.request_id} WAS recorded (its versions are unreadable), but "
+                                 f"the retention mark of {inst.name} was not advanced: {exc}; they go at retention, or "
+                                 "run advance_retention_mark once the pin is released") from exc
+        elif inst.state == "dropped" and inst.current_version == newest and inst.dropped_at is not None:
+            ledger.advance_watermark(inst.dropped_at, scope=Scope.table(table_id))
 
 
 __all__ = ["erase"]

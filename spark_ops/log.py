@@ -50,7 +50,8 @@ def read_log(spark: SparkSession, ledger: Ledger, *, path: str | os.PathLike[str
     ``number``, ``mode``, ``files``, ``bytes``, ``to``, ``table_ids``), then ``payload`` and
     ``hash``.
 
-    ``database`` is the event's own (a database drop) or the first part of its table name;
+    ``database`` is the event's own (a database drop) or the first part of its table name (an
+    erasure request's ``name`` and ``table_id`` are its first table's; ``payload`` has them all);
     ``to`` is where a watermark or retention mark was moved to; ``table_ids`` lists the tables
     a database drop or a vacuum run concerned.
     """
@@ -63,11 +64,14 @@ def read_log(spark: SparkSession, ledger: Ledger, *, path: str | os.PathLike[str
         ledger.export(target, format="parquet")
         try:
             raw = spark.read.parquet(str(target.resolve())) if local else _sent(spark, target)
-            flat = [_field(name).try_cast(kind).alias(name) for name, kind in _FLATTENED]
+            named = {  # an erasure request names its tables in a list: its first table stands for it here
+                "table_id": F.coalesce(_field("table_id"), F.nullif(_field("live[0]"), F.lit(""))),
+                "name": F.coalesce(_field("name"), _field("tables[0]"))}
+            flat = [named.get(name, _field(name).try_cast(kind)).alias(name) for name, kind in _FLATTENED]
             log = raw.select(
                 "seq", F.col("time_utc").alias("time"), F.col("time").alias("time_micros"), "actor", "stream",
                 "version", "type", "schema_version", *flat,
-                F.coalesce(_field("database"), F.substring_index(_field("name"), ".", 1)).alias("database"),
+                F.coalesce(_field("database"), F.substring_index(named["name"], ".", 1)).alias("database"),
                 F.timestamp_micros(_field("to").try_cast("bigint")).alias("to"),
                 F.from_json(_field("table_ids"), "array<string>").alias("table_ids"),
                 "payload", "hash",

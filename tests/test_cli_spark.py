@@ -221,7 +221,8 @@ def test_r25_cli_erase_then_erasure_shows_each_file_and_the_bundle_checks_offlin
     assert result.exit_code == 0, result.stderr
     request = json.loads(result.stdout)
     table_id = Ledger.open(path).table("crm.users").id
-    assert request["replaced_by"] == 2 and request["versions"] == [f"{table_id}/1"] and len(request["files"]) == 1
+    assert request["replaced"] == [f"{table_id}/2"] and request["versions"] == [f"{table_id}/1"]
+    assert len(request["files"]) == 1
     request_id, key = request["request_id"], request["files"][0]["key"]
     pending = run(spark, "--ledger", path, "erasure", request_id)
     assert pending.exit_code == 0, pending.stderr

@@ -359,7 +359,8 @@ def test_r4_r25_a_request_is_refused_if_a_commit_landed_since_its_set_was_scanne
                                     scanned={table_id: 3})
     assert status.versions == (f"{table_id}/1",)
     with Ledger.open(ledger_path, clock=clock, actor="other", max_clock_skew=MANUAL) as other:
-        prepared = other.runner.prepare(RequestErasure("r2", NAME, "user_id = 4", "GDPR", (), ((table_id, 3),), ()))
+        prepared = other.runner.prepare(RequestErasure("r2", (NAME,), ("",), 0, b"{}", "GDPR", (), ((table_id, 3),),
+                                                       ()))
         commit(ledger, "later")
         with pytest.raises(Conflict):
             other.runner.commit(prepared)
@@ -414,8 +415,8 @@ def test_r25_what_a_request_records_is_checked_before_an_engine_does_anything(le
     """Issue 57 item 8: ``check_erasure`` refuses, typed and in one line, what the request would refuse
     of itself, so an engine asks before it rewrites anything."""
     predicate, reason, name = "user_id = 3", "GDPR", NAME
-    if case == "long-predicate":
-        predicate = "user_id IN (" + ", ".join(str(10_000 + i) for i in range(2_000)) + ")"
+    if case == "long-predicate":  # over 1,000,000 characters: a predicate is not the chain's, but one request's
+        predicate = "user_id IN (" + ", ".join(str(100_000 + i) for i in range(150_000)) + ")"
     elif case == "nul-reason":
         reason = "GDPR\x00"
     elif case == "long-reason":
@@ -512,9 +513,11 @@ def test_r25_the_offline_check_in_process_refuses_a_request_edited_in_the_bundle
     led.export(tmp_path / "log.jsonl")
     bundle = led.prove_erasure(request.request_id)
     verify_erasure(bundle, tmp_path / "log.jsonl", cp)
-    forged = ErasureProof(attrs.evolve(bundle.request, predicate="user_id = 43"), bundle.files, bundle.proofs)
-    with pytest.raises(LedgerCorrupt, match="not the one the log records"):
-        verify_erasure(forged, tmp_path / "log.jsonl", cp)
+    for edit in ({"predicate": "user_id = 43"}, {"statement": "00" * 32}, {"reason": "GDPR art. 18"},
+                 {"tables": ("crm.other",)}, {"keys": 3}):
+        forged = ErasureProof(attrs.evolve(bundle.request, **edit), bundle.files, bundle.proofs)
+        with pytest.raises(LedgerCorrupt, match="not the one the log records"):
+            verify_erasure(forged, tmp_path / "log.jsonl", cp)
     with pytest.raises(NotDeleted):
         verify_erasure(ErasureProof(bundle.request, bundle.files, type(bundle.proofs)(())), tmp_path / "log.jsonl", cp)
 
@@ -617,3 +620,218 @@ def test_r25_no_read_restore_or_pin_ever_reaches_a_version_holding_a_file_of_the
             else:
                 assert led.version(NAME, version=v.number).number == v.number
         led.verify()
+
+
+# --- issue 59: nothing personal kept in the chain, every request listed --------------------------
+
+def _store_text(ledger: Ledger, path: object) -> bytes:
+    """Everything the ledger's store holds, as bytes to search: a SQLite file and its WAL, or every row
+    of every table of a PostgreSQL ledger, as text."""
+    if isinstance(path, Path):
+        return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+    from tests.forge import _Raw
+    raw = _Raw(path)
+    try:
+        tables = [r[0] for r in raw.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r'").fetchall()]
+        return b"".join(str(row).encode() for t in tables for row in raw.execute(f'SELECT t::text FROM "{t}" t'))
+    finally:
+        raw.close()
+
+
+def test_r25_a_request_keeps_a_commitment_in_the_chain_and_its_keys_only_until_done(ledger_path, ledger: Ledger,
+                                                                                      clock, tmp_path) -> None:
+    """Issue 59 item 3: the chain holds the SHA-256 of the request's salted statement; the statement
+    (the keys, the salt) is shown while the request is open and deleted once it is done, from the
+    store's files too; verify, history, as_of and an export keep working; the offline check takes the
+    statement and proves the request named exactly those keys. On SQLite and PostgreSQL."""
+    ledger.create_table(NAME)
+    [a] = commit(ledger, "a")
+    clock.advance(DAY)
+    commit(ledger, "b", mode="overwrite")
+    status = ledger.request_erasure({NAME: "email"}, keys=["u42@x.org", "u97@x.org", "u42@x.org"], reason="GDPR",
+                                    files=[(a, 10)])
+    assert status.statement is not None and status.statement["keys"] == ["u42@x.org", "u97@x.org"]
+    assert status.keys == 2 and status.columns == ("email",) and status.predicate is None
+    [entry] = ledger.history(type="ErasureRequested")
+    assert "u42@x.org" not in json.dumps(entry.data) and "2 keys" in entry.text
+    assert "it names the keys u42@x.org, u97@x.org" in entry.text  # said while the request is open
+    assert entry.data["statement"] == status.commitment == hashlib.sha256(
+        Path(_written(status, tmp_path)).read_bytes()).hexdigest()
+    assert _holds(ledger, ledger_path, "u42@x.org")  # kept while open
+    clock.advance(timedelta(days=8))
+    vacuum(ledger)  # the request's last file deleted: what it named is forgotten as the run ends
+    done = ledger.erasure(status.request_id)
+    assert done.done and done.statement is None and done.forgotten_at is not None
+    assert not _holds(ledger, ledger_path, "u42@x.org")
+    [entry] = ledger.history(type="ErasureRequested")
+    assert "u42@x.org" not in entry.text and "2 keys" in entry.text  # only the commitment after
+    [forgotten] = ledger.history(type="ErasureForgotten")
+    assert forgotten.data["request_id"] == status.request_id
+    with pytest.raises(InvalidArgument, match="forgotten"):
+        done.write_statement(tmp_path / "late.json")
+    ledger.verify()
+    assert [v.erased_by for v in ledger.as_of(seq=status.seq).versions(NAME)] == [None, status.request_id]
+    cp = ledger.checkpoint()
+    ledger.prove_erasure(status.request_id, checkpoint=cp).write(tmp_path / "bundle.json")
+    ledger.export(tmp_path / "log.jsonl")
+    (tmp_path / "cp.json").write_text(cp.to_json())
+    ok = _audit("prove-erasure", tmp_path / "bundle.json", tmp_path / "log.jsonl", tmp_path / "cp.json",
+                "--keys", tmp_path / "statement.json")
+    assert ok.returncode == 0 and "2 keys (u42@x.org, u97@x.org) in crm.users.email" in ok.stdout, ok.stderr
+    other = json.loads((tmp_path / "statement.json").read_text())
+    other["keys"] = ["u42@x.org"]  # a statement that is not the one committed to
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    refused = _audit("prove-erasure", tmp_path / "bundle.json", tmp_path / "log.jsonl", tmp_path / "cp.json",
+                     "--keys", tmp_path / "other.json")
+    assert refused.returncode == 1 and "not the one erasure request" in refused.stderr
+
+
+def _holds(ledger: Ledger, path: object, text: str) -> bool:
+    """Whether the store holds ``text`` anywhere, as it is or as PostgreSQL shows bytes (hex)."""
+    found = _store_text(ledger, path)
+    return text.encode() in found or text.encode().hex().encode() in found
+
+
+def _written(status, tmp_path: Path) -> Path:
+    out = tmp_path / "statement.json"
+    status.write_statement(out)
+    return out
+
+
+def test_r25_forget_deletes_an_open_requests_statement_at_once_and_changes_nothing_else(led, clock) -> None:
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    clock.advance(DAY)
+    commit(led, "b", mode="overwrite")
+    status = led.request_erasure(NAME, predicate="email = 'u3@x.org'", reason="GDPR", files=[(a, 10)])
+    assert status.predicate == "email = 'u3@x.org'"
+    events = led.event_count()
+    after = led.forget_erasure(status.request_id)
+    assert after.statement is None and after.predicate is None and after.forgotten_at is not None
+    assert not after.done and after.versions == status.versions  # still open: its files go by the rules
+    assert led.event_count() == events + 1
+    led.forget_erasure(status.request_id)  # again: nothing more to record
+    assert led.event_count() == events + 1
+    assert b"u3@x.org" not in Path(led.path).read_bytes()
+    with pytest.raises(VersionErased):
+        led.version(NAME, version=1)
+    led.verify()
+
+
+def test_r25_r16_a_0_7_request_in_clear_is_forgotten_by_redacting_its_predicate_and_still_verifies(
+        ledger_path, tmp_path: Path, clock) -> None:
+    """A request recorded by 0.7 holds its predicate in its event. Forgetting it redacts that one field
+    in place, recording first the digest of what the event holds from then on: verify, an export and
+    the offline check accept it, the predicate is gone from the file, and any other edit of that
+    event is still caught."""
+    from tests.forge import _Raw, forge
+    path = ledger_path
+    with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:
+        table = led.create_table(NAME)
+        [a] = commit(led, "a")
+        clock.advance(DAY)
+        commit(led, "b", mode="overwrite")
+        files = _forge_set(path, [(a, 10)])
+    payload = {"request_id": "old07", "table_id": table.id, "name": NAME, "predicate": "email = 'u3@x.org'",
+               "reason": "GDPR", "files": files, "count": 1, "bytes": 10, "versions": [f"{table.id}/1"],
+               "replaced_by": None}
+    seq = forge(path, stream="catalog:crm", type="ErasureRequested", payload=json.dumps(payload, separators=(",", ":")),
+                schema_version=1, actor="0.7")
+    with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:
+        assert led.erasure("old07").predicate == "email = 'u3@x.org'"
+        cp_before = led.checkpoint()
+        led.forget_erasure("old07")
+        assert led.erasure("old07").predicate is None
+        report = led.verify(against=cp_before)  # the event's hash is the one the checkpoint covers
+        assert report.events == seq + 1
+        led.export(tmp_path / "log.jsonl")
+        cp = led.checkpoint()
+        assert not _holds(led, path, "u3@x.org")
+    (tmp_path / "cp.json").write_text(cp.to_json())
+    assert _audit("verify", tmp_path / "log.jsonl", tmp_path / "cp.json").returncode == 0
+    with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:  # a fresh fold from the redacted log
+        assert led.erasure("old07").forgotten_at is not None
+    raw = _Raw(path)  # now edit the redacted event further: its reason
+    raw.execute("ALTER TABLE events DISABLE TRIGGER events_append_only" if raw.pg else "DROP TRIGGER events_no_update")
+    raw.execute("UPDATE events SET payload = replace(payload, 'GDPR', 'CCPA') WHERE seq = ?", (seq,))
+    raw.commit()
+    raw.close()
+    with pytest.raises(LedgerCorrupt, match=f"event #{seq}"):
+        with Ledger.open(path, clock=clock, max_clock_skew=MANUAL) as led:
+            led.verify()
+
+
+def _forge_set(path: object, files: list[tuple[str, int]]) -> str:
+    """An erasure set stored as 0.7 stored one (attachments are insert-only), on either store."""
+    from ledger.core.versions import manifest
+    from tests.forge import _Raw
+    digest, data = manifest(files)
+    raw = _Raw(path)
+    raw.execute("INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", (digest, data))
+    raw.commit()
+    raw.close()
+    return digest
+
+
+def test_r25_every_request_is_listed_with_by_when_it_is_done(led, clock) -> None:
+    """Issue 59 item 4: ``erasures`` lists every request; an open one says by when its last file goes
+    under today's retentions (``due``), a done one says so."""
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    clock.advance(DAY)
+    [b] = commit(led, "b", mode="overwrite")
+    clock.advance(DAY)
+    commit(led, "c", mode="overwrite")
+    first = led.request_erasure({NAME: "user_id"}, keys=[1], reason="GDPR", files=[(a, 10)])
+    second = led.request_erasure({NAME: "user_id"}, keys=[2], reason="GDPR", files=[(b, 10)])
+    listed = led.erasures()
+    assert [s.request_id for s in listed] == [first.request_id, second.request_id]
+    versions = {v.number: v for v in led.versions(NAME)}
+    assert listed[0].due == versions[1].superseded_at + timedelta(days=7)
+    assert listed[1].due == versions[2].superseded_at + timedelta(days=7)
+    assert [s.request_id for s in led.erasures(open=True)] == [first.request_id, second.request_id]
+    clock.advance(timedelta(days=7, hours=1))
+    vacuum(led)
+    assert led.erasures(open=True) == [] and all(s.done for s in led.erasures(open=False))
+
+
+def test_r25_the_bundles_inclusion_proof_checks_with_an_rfc_6962_verifier_written_here(led, clock) -> None:
+    """Issue 59 item 5: a third party checks the request's inclusion in a checkpoint with its own
+    RFC 6962 verifier; this one is written from RFC 9162 section 2.1.3.2 with hashlib alone, none of
+    the library's code: leaf = SHA-256(0x00 || event hash), node = SHA-256(0x01 || left || right)."""
+    led.create_table(NAME)
+    for i in range(6):  # a tree of some size, the request not at its edge
+        commit(led, f"f{i}")
+    [a] = [f"{led.table(NAME).id}/{f.path}" for f in led.versions(NAME)[-1].files]
+    commit(led, "g", mode="overwrite")
+    request = led.request_erasure(NAME, predicate="user_id = 1", reason="GDPR", files=[(a, 10)])
+    for i in range(5):
+        led.create_table(f"crm.t{i}")
+    cp = led.checkpoint()
+    bundle = json.loads(led.prove_erasure(request.request_id, checkpoint=cp).to_json())
+    inclusion = bundle["inclusion"]
+
+    def verify(index: int, size: int, leaf_hash: bytes, path: list[bytes], root: bytes) -> bool:
+        fn, sn, r = index, size - 1, leaf_hash  # RFC 9162 2.1.3.2, step by step
+        for p in path:
+            if sn == 0:
+                return False
+            if fn % 2 == 1 or fn == sn:
+                r = hashlib.sha256(b"\x01" + p + r).digest()
+                if fn % 2 == 0:
+                    while fn % 2 == 0 and fn != 0:
+                        fn, sn = fn >> 1, sn >> 1
+            else:
+                r = hashlib.sha256(b"\x01" + r + p).digest()
+            fn, sn = fn >> 1, sn >> 1
+        return sn == 0 and r == root
+
+    event_hash = bytes.fromhex(inclusion["event_hash"])
+    leaf_hash = hashlib.sha256(b"\x00" + event_hash).digest()
+    path = [bytes.fromhex(p) for p in inclusion["path"]]
+    assert inclusion["seq"] == request.seq
+    assert verify(request.seq - 1, cp.seq, leaf_hash, path, bytes.fromhex(cp.root))
+    assert not verify(request.seq - 1, cp.seq, hashlib.sha256(b"\x00" + bytes(32)).digest(), path,
+                      bytes.fromhex(cp.root))

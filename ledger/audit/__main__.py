@@ -17,10 +17,10 @@ import argparse
 import sys
 
 from ..clock import iso, iso_utc
-from ..errors import LedgerError
+from ..errors import InvalidArgument, LedgerError
 from .checkpoints import Checkpoint
 from .erasures import ErasureProof
-from .offline import verify_deletions, verify_erasure, verify_export
+from .offline import check_statement, verify_deletions, verify_erasure, verify_export
 from .receipts import DeletionProof, DeletionProofs
 
 
@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     erased.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the last deletion")
     erased.add_argument("--public-key", default=None,
                         help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    erased.add_argument("--keys", default=None, metavar="STATEMENT",
+                        help="the request's statement (retention-ledger erasure ID --statement FILE, kept while the "
+                             "request was open): checked against the commitment the log records, and said")
     args = parser.parse_args(argv)
     try:
         cp = Checkpoint.read(args.checkpoint)
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "prove-erasure":
             bundle = ErasureProof.read(args.bundle)
             report = verify_erasure(bundle, args.export, cp, public_key=args.public_key)
+            statement = None if args.keys is None else check_statement(bundle, _read_bytes(args.keys))
         else:
             report = verify_export(args.export, cp, public_key=args.public_key)
     except LedgerError as exc:
@@ -63,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.command == "prove-erasure":
         request = bundle.request
-        print(f"ok: erasure request {bundle.request_id} of {request.name} (event #{request.seq}, "
+        print(f"ok: erasure request {bundle.request_id} of {', '.join(request.tables)} (event #{request.seq}, "
               f"{iso(request.time)}): all {len(bundle.files)} files of its set {_gone(bundle)}, each proof in the "
-              f"export's chain and covered by checkpoint #{cp.seq}; {_signed(report.signature_checked, cp)}")
+              f"export's chain and covered by checkpoint #{cp.seq}; {_signed(report.signature_checked, cp)}"
+              + ("" if statement is None else f"; the statement given is the one it committed to: {_said(statement)}"))
         return 0
     if args.command == "prove-deleted":
         print(f"ok: {_deleted(proofs.proofs)}, in the export's chain and covered by checkpoint #{cp.seq}; "
@@ -100,6 +105,27 @@ def _gone(bundle: ErasureProof) -> str:
             + f", recorded by {iso_utc(max(a.found_absent_at for a in absent))} (no run recorded deleting "
             + ("it: the run that one took over was stopped before it wrote its deletion down)" if len(absent) == 1 else
                "them: the runs those took over were stopped before they wrote their deletions down)"))
+
+
+def _said(statement: dict[str, object]) -> str:
+    """What a statement names, in words: its predicate, or its keys (the first few) and columns."""
+    tables = statement["tables"]
+    assert isinstance(tables, dict)
+    if "predicate" in statement:
+        return f"the rows {statement['predicate']!r}"
+    keys = statement["keys"]
+    assert isinstance(keys, list)
+    shown = ", ".join(map(str, keys[:5])) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+    return f"{len(keys)} key{'' if len(keys) == 1 else 's'} ({shown}) in " + \
+        ", ".join(f"{t}.{c}" for t, c in sorted(tables.items()))
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as source:
+            return source.read()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read the statement {path}: {exc.strerror or exc}") from None
 
 
 def _signed(checked: bool, cp: Checkpoint) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from ..clock import Micros, from_micros, iso, iso_utc
-from ..core.erasures import Request
+from ..core.erasures import Request, read_statement, statement_bytes, upcast_request
 from ..core.model import State
 from ..core.versions import WRITES_FOLDER, Version, manifest, parse_manifest, version_key
 from ..errors import InvalidArgument, LedgerCorrupt, NotDeleted
@@ -87,18 +87,53 @@ class ErasureFile:
 
 @attrs.frozen
 class ErasureStatus:
-    """Where erasure request ``request_id`` stands: each file of its set (``files``), deleted or why not yet."""
+    """Where erasure request ``request_id`` stands: each file of its set (``files``), deleted or why
+    not yet. ``statement`` is what it names (its tables and key columns, its keys or predicate, and
+    its salt) while the ledger keeps it, None once forgotten (``forgotten_at``): the chain keeps
+    only ``commitment``, its SHA-256 (R25). Keep the statement (``write_statement``) to prove later
+    what was asked."""
     request_id: str
-    table: str
-    table_id: str | None
-    predicate: str
+    tables: tuple[str, ...]
+    table_ids: tuple[str | None, ...]
+    """Each table's live instance when the request was made (None: it had none)."""
+    columns: tuple[str | None, ...]
+    """Each table's key column (None: a predicate names the rows)."""
+    keys: int
+    """How many keys the request names (0: a predicate)."""
+    commitment: str
+    statement: dict[str, Any] | None = attrs.field(eq=False, repr=False)
     reason: str
     requested_at: datetime
     seq: int
     versions: tuple[str, ...]
     """The versions (``<table id>/<number>``) it made unreadable."""
-    replaced_by: int | None
+    replaced: tuple[str, ...]
+    """The versions (``<table id>/<number>``) that rewrote live tables without the rows."""
     files: tuple[ErasureFile, ...]
+    forgotten_at: datetime | None = None
+    legacy_predicate: str | None = None
+    """A 0.7 request's predicate, which its event holds in clear until forgotten."""
+
+    @property
+    def table(self) -> str:
+        """Its first table (the only one, for a request of one)."""
+        return self.tables[0]
+
+    @property
+    def table_id(self) -> str | None:
+        return self.table_ids[0]
+
+    @property
+    def predicate(self) -> str | None:
+        """The predicate, while the ledger keeps it (None: a request by keys, or forgotten)."""
+        if self.statement is not None:
+            return self.statement.get("predicate")
+        return self.legacy_predicate
+
+    @property
+    def replaced_by(self) -> int | None:
+        """The version that rewrote its first table, if one did."""
+        return next((int(v.rpartition("/")[2]) for v in self.replaced if v.rpartition("/")[0] == self.table_id), None)
 
     @property
     def done(self) -> bool:
@@ -110,10 +145,33 @@ class ErasureStatus:
     def pending(self) -> tuple[ErasureFile, ...]:
         return tuple(f for f in self.files if not f.settled)
 
+    @property
+    def due(self) -> datetime | None:
+        """By when the last file of its set will be deleted under the retentions, marks and pins of
+        now (the time a vacuum may delete it: its run after that does); None when done, or when one
+        waits on something with no known end (``pending`` says what)."""
+        waits = [f.until for f in self.pending]
+        return None if not waits or None in waits else max(w for w in waits if w is not None)
+
+    def write_statement(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+        """The statement as the ledger keeps it (while it does): the file ``python -m ledger.audit
+        prove-erasure ... --keys FILE`` checks the commitment against."""
+        if self.statement is None:
+            raise InvalidArgument(f"erasure request {self.request_id}'s statement was forgotten"
+                                  f"{'' if self.forgotten_at is None else f' at {iso_utc(self.forgotten_at)}'}: only "
+                                  "its commitment is kept; nothing was written")
+        out = outputs.target(path, "erasure statement", overwrite=overwrite)
+        with open(out, "wb") as sink:
+            sink.write(statement_bytes(self.statement["salt"], self.statement["tables"],
+                                       predicate=self.statement.get("predicate"), keys=self.statement.get("keys")))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"request_id": self.request_id, "table": self.table, "table_id": self.table_id,
-                "predicate": self.predicate, "reason": self.reason, "requested_at": iso_utc(self.requested_at),
-                "seq": self.seq, "versions": list(self.versions), "replaced_by": self.replaced_by, "done": self.done,
+        return {"request_id": self.request_id, "tables": list(self.tables), "table_ids": list(self.table_ids),
+                "columns": list(self.columns), "keys": self.keys, "commitment": self.commitment,
+                "statement": self.statement, "predicate": self.predicate, "reason": self.reason,
+                "requested_at": iso_utc(self.requested_at), "seq": self.seq, "versions": list(self.versions),
+                "replaced": list(self.replaced), "done": self.done,
+                "due": iso_utc(self.due), "forgotten_at": iso_utc(self.forgotten_at),
                 "files": [f.to_dict() for f in self.files]}
 
 
@@ -138,6 +196,17 @@ def erasure_set(store: EventStore, r: Request) -> list[tuple[str, int]]:
         raise LedgerCorrupt(f"{store.path}: the erasure set of request {r.request_id} cannot be read ({exc})") from None
 
 
+def statement_of(store: EventStore, r: Request) -> dict[str, Any] | None:
+    """What request ``r`` names, while the ledger keeps it (None: forgotten, or a 0.7 request)."""
+    data = None if r.forgotten is not None or not r.statement else store.read_statement(r.statement)
+    if data is None:
+        return None
+    if hashlib.sha256(data).hexdigest() != r.statement:
+        raise LedgerCorrupt(f"{store.path}: the statement of erasure request {r.request_id} does not match the "
+                            "commitment its event carries (it was edited); restore the ledger from a backup")
+    return read_statement(data)
+
+
 def status(store: EventStore, state: State, request_id: str, root: str, files_of: FilesOf,
            now: Micros) -> ErasureStatus:
     r = request_of(state, request_id)
@@ -153,8 +222,10 @@ def status(store: EventStore, state: State, request_id: str, root: str, files_of
         else:
             why, until = _waiting(state, key, holders.get(key, ()), now)
             found.append(ErasureFile(key, size, why=why, until=None if until is None else from_micros(until)))
-    return ErasureStatus(r.request_id, r.name, r.table_id, r.predicate, r.reason, from_micros(r.time), r.seq,
-                         r.versions, r.replaced_by, tuple(found))
+    return ErasureStatus(r.request_id, r.tables, tuple(t or None for t in r.live), tuple(c or None for c in r.columns),
+                         r.keys, r.statement, statement_of(store, r), r.reason, from_micros(r.time), r.seq, r.versions,
+                         r.replaced, tuple(found), None if r.forgotten is None else from_micros(r.forgotten),
+                         r.predicate)
 
 
 def _holders(state: State, r: Request, files_of: FilesOf) -> dict[str, list[Version]]:
@@ -250,7 +321,7 @@ class ErasureProof:
         return self.request.request_id
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": BUNDLE_KIND, "request": {**attrs.asdict(self.request), "versions": list(self.request.versions)},
+        return {"kind": BUNDLE_KIND, "request": _recorded(self.request),
                 "requested_at": iso(self.request.time), "files": [list(f) for f in self.files],
                 "inclusion": None if self.inclusion is None else self.inclusion.to_dict(),
                 "answers": [a.to_dict() for a in self.proofs.answers]}
@@ -279,12 +350,16 @@ class ErasureProof:
         if set(data) != _FIELDS:
             raise LedgerCorrupt(f"an erasure proof that holds {sorted(set(data))}, not {sorted(_FIELDS)}: the bundle "
                                 "was edited")
+        carried = data["request"]
+        if isinstance(carried, dict) and set(carried) not in _REQUEST_FIELDS:
+            raise LedgerCorrupt(f"an erasure proof whose request holds {sorted(set(carried))}, not the fields of "
+                                "a request's event: the bundle was edited")
         try:
             files = tuple(_file(f) for f in data["files"])
             inclusion = None if data["inclusion"] is None else well_typed(InclusionProof(
                 **{**data["inclusion"], "path": tuple(data["inclusion"]["path"])}))
             answers = DeletionProofs(tuple(answer_from(a) for a in data["answers"]))
-            request = Request(**data["request"])
+            request = Request(**upcast_request(data["request"]))
             requested_at = read_time(data["requested_at"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"an erasure proof that is cut short or edited: {exc!r:.120}") from None
@@ -303,8 +378,34 @@ class ErasureProof:
             raise InvalidArgument(f"cannot read the erasure proof {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
+def _recorded(r: Request) -> dict[str, Any]:
+    """A request as a bundle carries it: its event's fields, number and time (not what happened to
+    it since: a statement forgotten, a 0.7 predicate redacted)."""
+    fields = attrs.asdict(r, recurse=False)
+    del fields["forgotten"]
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+
+
+def same_request(logged: Request, carried: Request) -> bool:
+    """Whether a bundle's request is the log's: every field of its event, but the predicate of a 0.7
+    request the log has forgotten since (redacted)."""
+    if not logged.statement and logged.forgotten is not None:  # a 0.7 request: its predicate was redacted
+        carried = attrs.evolve(carried, predicate=None)
+    return _recorded(logged) == _recorded(carried)
+
+
 _FIELDS = {"kind", "request", "requested_at", "files", "inclusion", "answers"}
 """A bundle's fields, as ``ErasureProof.to_dict`` writes them."""
+
+_REQUEST_FIELDS = (
+    {"request_id", "tables", "live", "columns", "keys", "statement", "reason", "files", "count", "bytes", "versions",
+     "replaced", "predicate", "seq", "time", "redacted"},
+    {"request_id", "name", "table_id", "predicate", "reason", "files", "count", "bytes", "versions", "replaced_by",
+     "seq", "time"},
+    {"request_id", "name", "table_id", "predicate", "reason", "files", "count", "bytes", "versions", "seq", "time"},
+)
+"""A bundle's request, as this release writes it and as 0.7 and 0.8 wrote it (the first 0.7 releases
+without ``replaced_by``): any other set is an edit."""
 
 
 def _file(pair: Any) -> tuple[str, int]:
@@ -336,7 +437,7 @@ def check(bundle: ErasureProof, state: State, upto: int, hashes: list[bytes] | N
     r = state.erasures.requests.get(bundle.request_id)
     if r is None:
         raise LedgerCorrupt(f"the log holds no erasure request {bundle.request_id}: the bundle is not this ledger's")
-    if r != bundle.request:
+    if not same_request(r, bundle.request):
         raise LedgerCorrupt(f"erasure request {r.request_id} in the bundle is not the one the log records at event "
                             f"#{r.seq} (the bundle was edited)")
     if r.seq > upto:

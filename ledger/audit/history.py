@@ -18,6 +18,7 @@ from ..errors import InvalidArgument, InvalidTime, TableNotFound
 from ..names import table_id as valid_table_id, table_name
 from ..runner import Runner
 from ..views import History, HistoryEntry, concerned
+from .erasures import statement_of
 from .words import describe
 
 
@@ -67,9 +68,20 @@ def history(runner: Runner, name: str | None = None, *, table_id: str | None = N
         inst = state.tables.instance(id_)
         return None if inst is None else inst.name
 
+    def said(type_name: str, rec: Recorded) -> str:
+        """In words; an erasure request open still says what it names (R25: only until it is done)."""
+        text = describe(type_name, rec.actor, rec.event, name_of)
+        r = state.erasures.requests.get(rec.event.request_id) if type_name == "ErasureRequested" else None
+        body = None if r is None else statement_of(store, r)
+        if body is not None:
+            named = f"the rows {body['predicate']!r}" if "predicate" in body else \
+                f"the keys {', '.join(map(str, body['keys'][:20]))}{' ...' if len(body['keys']) > 20 else ''}"
+            text += f"; it names {named} (kept until it is done)"
+        return text
+
     def entries() -> Iterator[HistoryEntry]:
         for row, rec in matching():
-            yield HistoryEntry.of(rec, describe(row[3], rec.actor, rec.event, name_of))
+            yield HistoryEntry.of(rec, said(row[3], rec))
 
     def count() -> int:
         if ids is None:  # every row the store's filters let through matches: no need to decode them

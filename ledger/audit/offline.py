@@ -16,6 +16,7 @@ from typing import Iterator
 import attrs
 
 from ..chain import ChainCheck, leaf, root_of_leaves
+from ..core.erasures import commitment, read_statement
 from ..core.model import State, fold_rows
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, NotDeleted
 from . import export
@@ -23,6 +24,7 @@ from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
 from . import erasures
 from .erasures import ErasureProof
 from .receipts import DeletionProof, DeletionProofs, check_against
+from .verify import confirm_redactions
 
 
 @attrs.frozen
@@ -56,6 +58,7 @@ def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
                 times[cp.seq] = row[5]
             yield row
     state = fold_rows(State(), rows())
+    confirm_redactions(where, check, state)
     hashes = check.hashes
     assert hashes is not None
     blame_edited_seq(cp, hashes)
@@ -99,6 +102,22 @@ def verify_deletions(proofs: DeletionProofs, path: str | os.PathLike[str], cp: C
             "(each answer in the bundle says why)"
         raise NotDeleted(f"{len(proofs.proofs)} of the {len(proofs)} keys in the bundle are proven deleted; {said}")
     return report
+
+
+def check_statement(bundle: ErasureProof, data: bytes) -> dict[str, object]:
+    """That a statement file (``erasure ID --statement FILE``, kept by whoever made the request) is
+    the one the bundle's request committed to: its fields, when it is (R25). Whoever holds it can show
+    what was asked; the log alone shows only that something was."""
+    body = read_statement(data)
+    if not bundle.request.statement:
+        raise LedgerCorrupt(f"erasure request {bundle.request_id} was recorded by 0.7, with its predicate in clear "
+                            "and no commitment: there is no statement to check")
+    if commitment(data) != bundle.request.statement:
+        raise LedgerCorrupt(f"the statement given is not the one erasure request {bundle.request_id} committed to "
+                            "(another request's, or edited)")
+    if sorted(body["tables"]) != sorted(bundle.request.tables):
+        raise LedgerCorrupt(f"the statement names {sorted(body['tables'])}, the request {list(bundle.request.tables)}")
+    return body
 
 
 def verify_erasure(bundle: ErasureProof, path: str | os.PathLike[str], cp: Checkpoint, *,

@@ -24,6 +24,7 @@ from typing import Iterable
 import attrs
 
 from ..chain import ChainCheck, consistency_proof, leaf, root_of_leaves, verify_consistency
+from ..core.erasures import redaction_problem
 from ..core.model import State
 from .erasures import erasure_set
 from ..core.versions import Version, manifest_problem, parse_manifest, removal_problem
@@ -101,6 +102,8 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     runner.refresh()
     compared = checks.fold_and_compare(store, rows, head)
     fresh = compared.fresh
+    if chain is not None:
+        confirm_redactions(store.path, chain, fresh)
     _check_manifests(store, fresh)
     _check_erasures(store, fresh)
     deleted = check_receipts(store, fresh)
@@ -201,6 +204,16 @@ def _check_manifests(store: EventStore, state: State) -> None:
             raise LedgerCorrupt(f"{store.path}: the file list of {v.table_id} version {v.number} ({v.manifest}) is "
                                 f"not one its commit could have made: {problem} (R14); restore the ledger file "
                                 "from a backup")
+
+
+def confirm_redactions(where: str, chain: ChainCheck, state: State) -> None:
+    """That every event the chain took at its stored hash because its payload was redacted is a 0.7
+    erasure request the log forgot, to exactly that payload (R25): anything else is an edit."""
+    for seq, digest in sorted(chain.redacted.items()):
+        problem = redaction_problem(state, seq, digest)
+        if problem is not None:
+            raise LedgerCorrupt(f"{where}: event #{seq} does not match its hash, and {problem}: the event was "
+                                "edited; restore the ledger from a backup")
 
 
 def _check_erasures(store: EventStore, state: State) -> None:

@@ -116,9 +116,15 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
     "ErasureFenced": lambda e, n: (f"held commits to {_table(e, n)} off until {iso(e.until)} while erasure request "
                                    f"{e.request_id} is recorded"),
     "ErasureFenceLifted": lambda e, n: f"lifted erasure request {e.request_id}'s hold on commits to {_table(e, n)}",
-    "ErasureRequested": lambda e, n: (f"recorded erasure request {e.request_id} of the rows {e.predicate!r} in "
-                                      f"{e.name}: {_plural(e.count, 'file')} ({format_bytes(e.bytes)}) in "
+    "ErasureRequested": lambda e, n: (f"recorded erasure request {e.request_id} of "
+                                      + (f"the rows {e.predicate!r}" if e.predicate else
+                                         f"{_plural(e.keys, 'key')}" if e.keys else "the rows its statement names")
+                                      + f" in {', '.join(e.tables)} (statement {e.statement[:16]}...)"
+                                      f": {_plural(e.count, 'file')} ({format_bytes(e.bytes)}) in "
                                       f"{_plural(len(e.versions), 'version')} made unreadable"),
+    "ErasureForgotten": lambda e, n: (f"forgot what erasure request {e.request_id} named (event #{e.seq})"
+                                      + (": its predicate redacted there" if e.redacted else
+                                         ": only its commitment remains")),
 }
 
 

@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
-from ..chain import GENESIS, event_hash
+from ..chain import GENESIS, event_hash, redacted_row
 from ..clock import Micros
 from ..core import events
 from ..errors import InvalidArgument, LedgerCorrupt, LedgerNotFound
@@ -70,6 +70,8 @@ def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,
             raise LedgerCorrupt(f"{where}: a copied event is #{row[0]} where #{last_seq + 1} comes next; the copy "
                                 "stopped (was something else writing to the destination?)")
         previous = event_hash(previous, *row[:8])
+        if previous.hex() != row[8] and redacted_row(row):  # a forgotten 0.7 predicate: its verify confirms it
+            previous = bytes.fromhex(row[8])
         if previous.hex() != row[8]:
             raise LedgerCorrupt(f"{where}: copied event #{row[0]} does not carry the hash its content and the event "
                                 "before give; the source was edited (run verify on it); nothing was copied")
@@ -342,6 +344,33 @@ class EventStore(ABC):
 
     @abstractmethod
     def blob_digests(self) -> list[str]: ...
+
+    # Statements: an erasure request's keys or predicate (R25), the one thing a ledger stores that
+    # it must later delete. Apart from the append-only attachments, and deleted so that no copy is
+    # left where the store can help it (SQLite's pages zeroed and its WAL truncated; PostgreSQL's
+    # dead rows vacuumed).
+
+    @abstractmethod
+    def keep_statement(self, digest: str, data: bytes, at: Micros) -> None:
+        """Keep ``data`` under ``digest`` (its SHA-256), kept at ``at`` (a second time: no change)."""
+
+    @abstractmethod
+    def read_statement(self, digest: str) -> bytes | None: ...
+
+    @abstractmethod
+    def forget_statement(self, digest: str) -> bool:
+        """Delete it, and the copies the store keeps of deleted rows; False if it was not kept."""
+
+    @abstractmethod
+    def statement_digests(self) -> list[tuple[str, Micros]]:
+        """Every statement kept, with when (for a sweep of those no request names)."""
+
+    @abstractmethod
+    def redact(self, seq: int, payload: str) -> None:
+        """Store ``payload`` in place of event #``seq``'s, a 0.7 erasure request whose predicate is
+        forgotten (R25): the one change an event ever takes, recorded first by an event that names
+        the new payload's digest, which ``verify`` holds it to. Its stored hash stays, bound by the
+        events after it. Anything else is refused (``InvalidArgument``)."""
 
     @abstractmethod
     def get_meta(self, key: str) -> str | None: ...

@@ -653,6 +653,58 @@ class PostgresStore(Store):
     def blob_digests(self) -> list[str]:
         return [r[0] for r in self._run(lambda c: c.execute("SELECT digest FROM blobs ORDER BY digest").fetchall())]
 
+    _STATEMENTS = "CREATE TABLE IF NOT EXISTS statements (digest TEXT PRIMARY KEY, data BYTEA NOT NULL, " \
+                  "kept_at BIGINT NOT NULL)"
+
+    def keep_statement(self, digest: str, data: bytes, at: Micros) -> None:
+        def keep(c: psycopg.Connection[Any]) -> None:
+            with c.transaction():
+                c.execute(self._STATEMENTS)
+                c.execute("INSERT INTO statements VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", (digest, data, at))
+        self._run(keep)
+
+    def read_statement(self, digest: str) -> bytes | None:
+        if not self._has_statements():
+            return None
+        row = self._run(lambda c: c.execute("SELECT data FROM statements WHERE digest = %s", (digest,)).fetchone())
+        return None if row is None else bytes(row[0])
+
+    def forget_statement(self, digest: str) -> bool:
+        """Deleted, then the table vacuumed, so its dead row is gone from its pages too (best effort:
+        a transaction another session holds open keeps it until the next vacuum)."""
+        if not self._has_statements():
+            return False
+        gone = self._run(lambda c: c.execute("DELETE FROM statements WHERE digest = %s", (digest,)).rowcount > 0)
+        with contextlib.suppress(LedgerError):
+            self._run(lambda c: c.execute("VACUUM statements"))
+        return bool(gone)
+
+    def statement_digests(self) -> list[tuple[str, Micros]]:
+        if not self._has_statements():
+            return []
+        rows = self._run(lambda c: c.execute("SELECT digest, kept_at FROM statements ORDER BY digest").fetchall())
+        return [(d, t) for d, t in rows]
+
+    def redact(self, seq: int, payload: str) -> None:
+        """The append-only trigger is disabled for the one update, in its transaction (the ledger's
+        role owns its tables), then the table vacuumed so the old row's bytes go from its pages."""
+        def update(c: psycopg.Connection[Any]) -> None:
+            with c.transaction():
+                row = c.execute("SELECT type, schema_version FROM events WHERE seq = %s FOR UPDATE", (seq,)).fetchone()
+                if row is None or tuple(row) != ("ErasureRequested", 1):
+                    raise InvalidArgument(f"event #{seq} is no 0.7 erasure request: only such a request's predicate "
+                                          "is ever redacted")
+                c.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
+                c.execute("UPDATE events SET payload = %s WHERE seq = %s", (payload, seq))
+                c.execute("ALTER TABLE events ENABLE TRIGGER events_append_only")
+        self._run(update)
+        with contextlib.suppress(LedgerError):
+            self._run(lambda c: c.execute("VACUUM events"))
+
+    def _has_statements(self) -> bool:
+        return bool(self._run(lambda c: _one(c, "SELECT to_regclass(%s) IS NOT NULL",
+                                             (f"{_quoted(self.schema)}.statements" if self.schema else "statements",))[0]))
+
     def integrity_problems(self) -> list[str]:
         """What the server cannot catch by itself: a gap in the sequence (rows deleted with the
         triggers dropped). Pages are the server's own business (``amcheck``, checksums)."""

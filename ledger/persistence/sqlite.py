@@ -620,6 +620,68 @@ class SQLiteStore(Store):
         with self._lock, translate_errors(self.path):
             return [r[0] for r in self._db.execute("SELECT digest FROM blobs ORDER BY digest")]
 
+    _STATEMENTS = "CREATE TABLE IF NOT EXISTS statements (digest TEXT PRIMARY KEY, data BLOB NOT NULL, " \
+                  "kept_at INTEGER NOT NULL)"
+
+    def keep_statement(self, digest: str, data: bytes, at: Micros) -> None:
+        with self.transaction() as db:
+            db.execute(self._STATEMENTS)
+            db.execute("INSERT OR IGNORE INTO statements(digest, data, kept_at) VALUES (?, ?, ?)", (digest, data, at))
+
+    def read_statement(self, digest: str) -> bytes | None:
+        with self._lock, translate_errors(self.path):
+            if not self._has_statements():
+                return None
+            row = self._db.execute("SELECT data FROM statements WHERE digest = ?", (digest,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def forget_statement(self, digest: str) -> bool:
+        """With ``secure_delete`` on for the delete (its pages, overflow ones included, zeroed), then
+        the WAL checkpointed and truncated, so neither file keeps the statement's bytes. A reader
+        that holds an old snapshot open keeps the WAL from being truncated: then it is on the next
+        forget (or the next open's checkpoint)."""
+        with self._lock, translate_errors(self.path):
+            if not self._has_statements():
+                return False
+            self._db.execute("PRAGMA secure_delete = ON")
+            try:
+                with self.transaction() as db:
+                    gone = db.execute("DELETE FROM statements WHERE digest = ?", (digest,)).rowcount > 0
+            finally:
+                self._db.execute("PRAGMA secure_delete = OFF")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            return gone
+
+    def statement_digests(self) -> list[tuple[str, Micros]]:
+        with self._lock, translate_errors(self.path):
+            if not self._has_statements():
+                return []
+            return [(d, t) for d, t in self._db.execute("SELECT digest, kept_at FROM statements ORDER BY digest")]
+
+    def redact(self, seq: int, payload: str) -> None:
+        """The append-only trigger is lifted for the one update and restored before the commit; the
+        old payload's pages are zeroed and the WAL truncated, as a forgotten statement's are."""
+        with self._lock, translate_errors(self.path):
+            self._db.execute("PRAGMA secure_delete = ON")
+            try:
+                with self.transaction() as db:
+                    row = db.execute("SELECT type, schema_version FROM events WHERE seq = ?", (seq,)).fetchone()
+                    if row is None or tuple(row) != ("ErasureRequested", 1):
+                        raise InvalidArgument(f"event #{seq} is no 0.7 erasure request: only such a request's "
+                                              "predicate is ever redacted")
+                    db.execute("DROP TRIGGER IF EXISTS events_no_update")
+                    db.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
+                    self._create_triggers()
+            finally:
+                self._db.execute("PRAGMA secure_delete = OFF")
+            if self.path != ":memory:":
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def _has_statements(self) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'statements'"
+                                ).fetchone() is not None
+
     # --- snapshots: a cache of folded state, never the truth -------------------------------
 
     def load_snapshot(self, name: str) -> Snapshot | None:

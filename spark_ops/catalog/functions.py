@@ -5,6 +5,7 @@
     SELECT * FROM ledger_versions('sales.orders')         -- its versions (DESCRIBE HISTORY's rows)
     SELECT * FROM ledger_dropped_tables()                 -- what an undrop could bring back
     SELECT * FROM ledger_dropped_tables('sales')          -- of one database (or one name)
+    SELECT * FROM ledger_erasures()                       -- every erasure request, and by when it is done
 
 They are Python UDTFs, and Python UDTFs run on the executors, which never import the ledger
 (R19): so the rows are computed here, on the driver, when the attachment syncs (attach, refresh,
@@ -29,6 +30,7 @@ from ledger import PIN_EVENTS
 HISTORY = "ledger_history"
 VERSIONS = "ledger_versions"
 DROPPED = "ledger_dropped_tables"
+ERASURES = "ledger_erasures"
 
 _HISTORY_COLUMNS = "seq BIGINT, time TIMESTAMP, actor STRING, stream STRING, type STRING, text STRING, data STRING"
 _VERSION_COLUMNS = ("table STRING, table_id STRING, number BIGINT, committed_at TIMESTAMP, mode STRING, "
@@ -36,6 +38,8 @@ _VERSION_COLUMNS = ("table STRING, table_id STRING, number BIGINT, committed_at 
                     "restored_from BIGINT, superseded_at TIMESTAMP, schema STRING")
 _HISTORY_TYPE = 4  # the column of a history row that holds the event's type
 _TABLE_NAME = 1  # the column of a table row that holds its name
+_ERASURE_COLUMNS = ("request_id STRING, tables STRING, requested_at TIMESTAMP, reason STRING, files BIGINT, "
+                    "deleted BIGINT, done BOOLEAN, due TIMESTAMP, waiting_on STRING, forgotten_at TIMESTAMP")
 _TABLE_COLUMNS = ("id STRING, name STRING, state STRING, location STRING, created_at TIMESTAMP, "
                   "dropped_at TIMESTAMP, purged_at TIMESTAMP, restorable_until TIMESTAMP, "
                   "effective_watermark TIMESTAMP, retention STRING, retention_seconds BIGINT, "
@@ -118,8 +122,18 @@ def _dropped(rows: list[tuple[Any, ...]]) -> type:
     return Dropped
 
 
+def _all(rows: list[tuple[Any, ...]]) -> type:
+    """A UDTF of no arguments that yields the rows kept (``ledger_erasures()``)."""
+    class All:
+        kept = list(rows)
+
+        def eval(self):  # type: ignore[no-untyped-def]
+            yield from All.kept
+    return All
+
+
 class Functions:
-    """The three functions of one attachment, re-registered when their rows change (registering
+    """The four functions of one attachment, re-registered when their rows change (registering
     pickles all of a function's rows: not done for nothing). The history comes from the ledger's
     follower (``follower``), which reads only what was appended since it last read; a table's
     versions are read again only when a change touched it."""
@@ -128,6 +142,7 @@ class Functions:
         self.spark = spark
         self.versions: dict[str, list[tuple[Any, ...]]] = {}  # table name -> its version rows
         self.registered: tuple[dict[str, Any], list[Any]] | None = None  # the history marks and dropped rows registered
+        self.erasures: list[tuple[Any, ...]] | None = None  # the erasure rows registered
 
     def update(self, ledger: Ledger, shown: Mapping[str, Any], touched: Iterable[str] | None) -> None:
         """Bring the rows of ``touched`` names (None: all) up to date, and register each function
@@ -153,9 +168,14 @@ class Functions:
         if self.registered is None or dropped != self.registered[1]:
             self.spark.udtf.register(DROPPED, _udtf(_dropped(dropped), _TABLE_COLUMNS))
         self.registered = (marks, dropped)
+        if touched is None or self.erasures is None:  # a request's "by when" moves with time: every full sync
+            erasures = [_erasure_row(e) for e in ledger.erasures()]
+            if erasures != self.erasures:
+                self.spark.udtf.register(ERASURES, _udtf(_all(erasures), _ERASURE_COLUMNS))
+                self.erasures = erasures
 
     def drop(self) -> None:
-        for name in (HISTORY, VERSIONS, DROPPED):
+        for name in (HISTORY, VERSIONS, DROPPED, ERASURES):
             self.spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {name}")
 
 
@@ -255,6 +275,11 @@ def _history_row(entry: Any) -> tuple[Any, ...]:
 def _version_row(v: Any) -> tuple[Any, ...]:
     return (v.table, v.table_id, v.number, v.committed_at, v.mode, v.file_count, v.bytes, v.expired, v.current,
             v.write_id, v.restored_from, v.superseded_at, v.schema)
+
+
+def _erasure_row(e: Any) -> tuple[Any, ...]:
+    return (e.request_id, ", ".join(e.tables), e.requested_at, e.reason, len(e.files), sum(f.settled for f in e.files),
+            e.done, e.due, None if e.done or e.due else (e.pending[0].why if e.pending else None), e.forgotten_at)
 
 
 def _table_row(t: Any) -> tuple[Any, ...]:
