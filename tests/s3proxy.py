@@ -48,6 +48,14 @@ def LISTINGS(method: str, target: str) -> bool:
     return method == "GET" and "list-type" in parse_qs(urlsplit(target).query)
 
 
+def scratch(key: str) -> bool:
+    """Whether a key is the library's own scratch object, not data: a vacuum's receipt part waiting
+    in ``.retention-ledger/receipts/`` for its driver (deleted once recorded), or a probe a driver
+    leaves in ``.retention-ledger/probes/`` for Spark's executors to read back (removed before
+    anything is recorded)."""
+    return any(folder in f"/{key}" for folder in ("/.retention-ledger/receipts/", "/.retention-ledger/probes/"))
+
+
 @dataclass
 class Fault:
     kind: str
@@ -130,10 +138,10 @@ class FaultProxy:
             self.requests.clear()
 
     def deleted_keys(self) -> list[str]:
-        """Every key of data the client asked the store to delete, in order (not the vacuum's own
-        receipt parts, which wait in ``.retention-ledger/receipts/`` for its driver and go after)."""
+        """Every key of data the client asked the store to delete, in order (not the library's own
+        ``scratch`` objects)."""
         with self.lock:
-            return [k for seen in self.requests for k in seen.keys if "/.retention-ledger/receipts/" not in f"/{k}"]
+            return [k for seen in self.requests for k in seen.keys if not scratch(k)]
 
     def take_fault(self, method: str, target: str) -> Fault | None:
         """The next armed fault that matches this request, counted as used (None: pass it on)."""

@@ -396,6 +396,7 @@ def test_r24_the_cli_dry_run_on_a_server_that_does_not_see_the_clients_folders(
     path = elsewhere.home / "cli.db"
     with elsewhere.ledger(path) as led:
         location = aged(led, elsewhere.clock, "sales.orders")
+        before = led.event_count()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(client_tmp)}
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     kept = client_tmp / "cli-listing"
@@ -407,6 +408,8 @@ def test_r24_the_cli_dry_run_on_a_server_that_does_not_see_the_clients_folders(
     assert item["files"] == 4 and len(files_under(location)) == 4
     assert sorted(r["path"] for r in pq.read_table(kept).to_pylist()) == \
         sorted(f"{location}/{f}" for f in files_under(location))
+    with elsewhere.ledger(path) as led:
+        assert led.event_count() == before
 
 
 def test_r24_read_log_reads_the_log_through_the_session_on_a_server_elsewhere(

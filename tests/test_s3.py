@@ -30,7 +30,7 @@ from ledger import Ledger, LedgerUnavailable, ManualClock
 from spark_ops.executor import fs
 from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
 from tests.connect import ConnectServer
-from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy
+from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy, scratch
 from tests.stores import FaultyStore
 from vacuum_work import Result
 
@@ -132,11 +132,6 @@ def objects_under(location: str) -> list[str]:
     bucket, _, prefix = location[len("s3://"):].partition("/")
     pages = client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix.rstrip("/") + "/")
     return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
-
-
-def receipt_part(key: str) -> bool:
-    """A vacuum's receipt part waiting for its driver (deleted once recorded), not data."""
-    return "/.retention-ledger/receipts/" in f"/{key}"
 
 
 def put(uri: str, data: bytes = b"x") -> str:
@@ -720,7 +715,7 @@ def test_r20_a_dropped_table_written_outside_the_ledger_is_listed_once_and_delet
     said = "\n".join(f"{r.status} {r.target}" for r in seen if LISTINGS(r.method, r.target))
     assert not [r for r in mine if "delimiter" in r.target], said  # no folder is listed apart
     assert len(mine) == 3 + 1, said  # three pages of 1,000, and the listing that proves it empty
-    deletes = [r for r in seen if DELETES(r.method, r.target) and not all(map(receipt_part, r.keys))]
+    deletes = [r for r in seen if DELETES(r.method, r.target) and not all(map(scratch, r.keys))]
     assert len(deletes) == 3 and sorted(len(r.keys) for r in deletes) == [500, 1_000, 1_000]
 
 
@@ -748,7 +743,7 @@ def test_r20_a_few_locations_written_outside_the_ledger_are_purged_by_the_driver
     assert report.failures == [] and sorted(i.id for i in report.purged) == sorted(t.id for t in tables)
     assert report.files == 3 * 20 and all(objects_under(t.location) == [] for t in tables)
     assert lake.receipt(report.run_id).files == 3 * 20
-    assert len([r for r in s3.requests if DELETES(r.method, r.target) and not all(map(receipt_part, r.keys))]) == 1
+    assert len([r for r in s3.requests if DELETES(r.method, r.target) and not all(map(scratch, r.keys))]) == 1
 
 
 # --- the driver's memory on a store (R20) --------------------------------------------------------

@@ -88,7 +88,7 @@ class Holder:
     table written before versions), and, on Spark Connect, the session the attachment is in (its
     id, and a digest of its user: the server keys a session by both) so that another client can
     ask the server whether it still has that session (None: a classic session, or a view made
-    before 0.8.1)."""
+    before 0.9.1)."""
     ledger: str
     attachment: str
     pin: str | None
