@@ -45,12 +45,13 @@ import hashlib
 import struct
 from typing import Iterable, Iterator, Sequence
 
-from vacuum_work.leaves import leaf_input as deleted_leaf, read_leaves as read_deleted, unpack as unpack_part
+from vacuum_work.leaves import EMPTY_ROOT, leaf, node, root_of_leaves
+from vacuum_work.leaves import leaf_input as deleted_leaf, read_leaves as read_deleted, tree_root as merkle_root
+from vacuum_work.leaves import unpack as unpack_part
 
 from .errors import LedgerCorrupt
 
 GENESIS = bytes(32)
-EMPTY_ROOT = hashlib.sha256(b"").digest()
 
 _HEAD = struct.Struct(">QQIq")
 _LENGTH = struct.Struct(">I").pack
@@ -170,39 +171,12 @@ def part_problem(leaves: Sequence[tuple[str, int]], root: bytes, first: str, las
 
 # --- RFC 6962 ------------------------------------------------------------------------------
 
-def leaf(entry: bytes) -> bytes:
-    return hashlib.sha256(b"\x00" + entry).digest()
-
-
-def node(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
-
-
 def _split(n: int) -> int:
     """The largest power of two smaller than ``n`` (n > 1)."""
     k = 1
     while k * 2 < n:
         k *= 2
     return k
-
-
-def root_of_leaves(leaves: Sequence[bytes]) -> bytes:
-    """MTH over leaf *hashes*, level by level: pairing left to right and carrying an odd last
-    node up unchanged builds exactly RFC 6962's tree (and needs no recursion for a million)."""
-    if not leaves:
-        return EMPTY_ROOT
-    level = list(leaves)
-    while len(level) > 1:
-        paired = [node(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            paired.append(level[-1])
-        level = paired
-    return level[0]
-
-
-def merkle_root(entries: Sequence[bytes]) -> bytes:
-    """RFC 6962 MTH of the entries (event hashes, or any leaf inputs)."""
-    return root_of_leaves([leaf(e) for e in entries])
 
 
 def _subtree(leaves: Sequence[bytes], start: int, end: int) -> bytes:

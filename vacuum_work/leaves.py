@@ -3,7 +3,8 @@ that checks it: one copy of the encoding, the standard library's only.
 
 A leaf is ``u32(len(utf8(key))) || utf8(key) || u64(size)`` (big-endian), the key relative to the
 warehouse root; a part is the RFC 6962 tree hash over its leaves sorted by key. ``ledger.chain``
-documents both levels of a receipt's tree for auditors, and builds the receipt's level on these.
+documents both levels of a receipt's tree for auditors, and builds the receipt's level, the
+chain's checkpoints and its proofs on the one RFC 6962 root function here (``root_of_leaves``).
 """
 
 from __future__ import annotations
@@ -47,21 +48,37 @@ def unpack(data: bytes) -> list[tuple[str, int]]:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
 
 
-def tree_root(entries: Iterable[bytes]) -> bytes:
-    """RFC 6962's Merkle tree hash over leaf inputs, taken as they come: it keeps the roots of the
-    whole subtrees made so far (the binary digits of the count, at most 64), pairing the last two
-    while they are of one size, then folds them from the right, which is RFC 6962's split at the
-    largest power of two below the count. So a part of 10,000 leaves is hashed in a few KB, not
-    in 1 MB of levels (R20: a vacuum's driver seals parts as it deletes)."""
+def leaf(entry: bytes) -> bytes:
+    """RFC 6962's leaf hash: ``SHA-256(0x00 || entry)``."""
+    return hashlib.sha256(b"\x00" + entry).digest()
+
+
+def node(left: bytes, right: bytes) -> bytes:
+    """RFC 6962's interior node: ``SHA-256(0x01 || left || right)``."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def root_of_leaves(leaves: Iterable[bytes]) -> bytes:
+    """RFC 6962's Merkle tree hash over leaf *hashes*, taken as they come: it keeps the roots of
+    the whole subtrees made so far (the binary digits of the count, at most 64), pairing the last
+    two while they are of one size, then folds them from the right, which is RFC 6962's split at
+    the largest power of two below the count. So a part of 10,000 leaves is hashed in a few KB, not
+    in 1 MB of levels (R20: a vacuum's driver seals parts as it deletes). The one root function:
+    receipts (here), the chain's checkpoints and proofs (``ledger.chain``) all call it."""
     whole: list[tuple[int, bytes]] = []  # (leaves, root) of each whole subtree, largest first
-    for entry in entries:
-        size, node = 1, hashlib.sha256(b"\x00" + entry).digest()
+    for hashed in leaves:
+        size = 1
         while whole and whole[-1][0] == size:
-            size, node = 2 * size, hashlib.sha256(b"\x01" + whole.pop()[1] + node).digest()
-        whole.append((size, node))
+            size, hashed = 2 * size, node(whole.pop()[1], hashed)
+        whole.append((size, hashed))
     if not whole:
         return EMPTY_ROOT
-    node = whole.pop()[1]
+    hashed = whole.pop()[1]
     while whole:
-        node = hashlib.sha256(b"\x01" + whole.pop()[1] + node).digest()
-    return node
+        hashed = node(whole.pop()[1], hashed)
+    return hashed
+
+
+def tree_root(entries: Iterable[bytes]) -> bytes:
+    """RFC 6962's Merkle tree hash over leaf *inputs* (``root_of_leaves`` of their leaf hashes)."""
+    return root_of_leaves(leaf(entry) for entry in entries)

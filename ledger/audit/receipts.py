@@ -390,8 +390,8 @@ def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]],
 
 
 def merkle_levels(leaves: list[bytes]) -> list[list[bytes]]:
-    """Every level of RFC 6962's tree over leaf hashes, from the leaves to the root (built as
-    ``chain.root_of_leaves`` builds it, and kept): an audit path is then read off the levels
+    """Every level of RFC 6962's tree over leaf hashes, from the leaves to the root (the tree
+    whose root ``vacuum_work.leaves.root_of_leaves`` computes, its levels kept): an audit path is then read off the levels
     (``audit_path``) instead of rehashing the tree for each leaf."""
     levels = [leaves]
     while len(levels[-1]) > 1:
