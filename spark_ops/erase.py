@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import urllib.parse
 from abc import ABC, abstractmethod
 from typing import Any, Mapping, Sequence
 
@@ -52,6 +51,7 @@ from ledger import (
     TableVersion,
 )
 from ledger.errors import TableDataMissing
+from vacuum_work.where import NotUnderRoot, Root
 
 from . import schemas
 from .executor import fs
@@ -62,9 +62,6 @@ from .tables import (
     union_all,
 )
 from .vacuum_job.progress import Progress, Watch, watching
-
-SAME_STORE = {"s3a": "s3", "s3n": "s3"}
-"""Schemes Spark may give for the warehouse's (Hadoop's S3 connectors for ``s3://``)."""
 
 KEY = "__retention_ledger_key"
 """The keys' column in the DataFrame they are joined with (named so no table's column is taken for it)."""
@@ -491,7 +488,6 @@ class _Scan:
             struct = self.widened.get(name, {}).get(schema)
             for frame in file_frames(self.spark, locations[table_id], sorted(paths), struct):
                 hits.append(self.rows.matching(frame, name))
-        spelt = _spellings({f"{locations[t]}/{p}": key for key, (_, t, p, _, _) in files.items()})
         try:
             found = union_all(hits).collect()
         except AnalysisException as exc:  # files whose version recorded no columns: planned only here
@@ -500,7 +496,8 @@ class _Scan:
             raise
         except Exception as exc:  # PySpark's errors, and py4j's for a JVM error it did not convert
             raise _evaluated(self.rows, self.spark, exc) from None
-        return {key: files[key][3] for key in (_key_of(row["f"], spelt) for row in found)}
+        root = Root.parse(self.ledger.warehouse)
+        return {key: files[key][3] for key in (_key_of(row["f"], root, files) for row in found)}
 
 
 def _widened(kept: list[TableVersion]) -> dict[str | None, StructType | None]:
@@ -523,35 +520,18 @@ def _widened(kept: list[TableVersion]) -> dict[str | None, StructType | None]:
     return widened
 
 
-def _spellings(paths: dict[str, str]) -> dict[str, str]:
-    """The lookup ``_key_of`` uses: each location as we gave it to Spark, normalised (a local path as
-    it is; ``s3a://`` as ``s3://``), to its key."""
-    return {_normal(location, decode=False): key for location, key in paths.items()}
-
-
-def _key_of(file_path: str, spelt: dict[str, str]) -> str:
+def _key_of(file_path: str, root: Root, files: Files) -> str:
     """The key of a file Spark spelt ``file_path`` (``file:/x`` percent-encoded, ``file:///x``,
-    ``s3a://b/k``...): decoded once first (Spark encodes a space as ``%20``, and a ``%`` its
-    writer put in a partition value as ``%25``), else as it is."""
-    for decode in (True, False):
-        key = spelt.get(_normal(file_path, decode=decode))
-        if key is not None:
-            return key
-    raise LedgerError(f"Spark read a file the erasure did not ask for ({file_path}): nothing was recorded")
-
-
-def _normal(location: str, *, decode: bool) -> str:
-    """A location as one text for the same file: ``/x`` for a local file (``file:/x``, ``file:///x``,
-    ``file://localhost/x``), ``<scheme>://<bucket>/<key>`` for an object (S3's schemes as one)."""
-    if location.startswith("file:"):
-        rest = location[len("file:"):]
-        if rest.startswith("//"):
-            rest = "/" + rest[2:].partition("/")[2]
-        return urllib.parse.unquote(rest) if decode else rest
-    scheme, sep, rest = location.partition("://")
-    if not sep:
-        return location
-    return f"{SAME_STORE.get(scheme.lower(), scheme.lower())}://{urllib.parse.unquote(rest) if decode else rest}"
+    ``s3a://b/k``...), read by the one function the ledger shares (``vacuum_work.where``): decoded
+    once first (Spark encodes a space as ``%20``, and a ``%`` its writer put in a partition value
+    as ``%25``), else as it is."""
+    try:
+        key = next((k for k in root.keys(file_path) if k in files), None)
+    except NotUnderRoot:
+        key = None
+    if key is None:
+        raise LedgerError(f"Spark read a file the erasure did not ask for ({file_path}): nothing was recorded")
+    return key
 
 
 # --- the rewrite and the expiry -------------------------------------------------------------------
