@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 import attrs
 from vacuum_work import Plan, new_run_id
+from vacuum_work.where import NotUnderRoot, Root, is_uri
 
 from .audit import (
     copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
@@ -257,7 +258,11 @@ class Ledger(Catalog):
         if self.path == ":memory:":
             raise InvalidArgument("an in-memory ledger has no recorded warehouse to move")
         target = _normalise_root(_root_argument(to) or "")
-        if "://" not in target and not os.path.isdir(target):
+        try:
+            folder = Root.parse(target)
+        except NotUnderRoot as exc:
+            raise InvalidArgument(f"{exc}; nothing was recorded") from None
+        if folder.on_disk and not os.path.isdir(folder.prefix):
             raise InvalidArgument(f"the new warehouse root {target} does not exist: copy the warehouse's files there "
                                   f"first (from {self.warehouse}), then record the move; nothing was recorded")
         self.runner.run(MoveWarehouse(self.warehouse, target))
@@ -1035,6 +1040,6 @@ def _record_root_missing(where: str) -> None:
 
 
 def _normalise_root(root: str) -> str:
-    if "://" in root:
+    if is_uri(root):
         return root.rstrip("/")
     return str(Path(root).expanduser().resolve())

@@ -32,6 +32,7 @@ import attrs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from vacuum_work.where import NotUnderRoot, Root, is_uri
 
 from ledger import Ledger, LedgerError, Pin, TableNotFound
 from ledger.errors import Conflict, InvalidArgument, SchemaMismatch, TableDataMissing
@@ -326,9 +327,8 @@ def _check_written(spark: SparkSession, name: str, write: WriteView, listed: lis
     commit: Spark's own listing of the folder (a planning round trip, no job) against this
     process's. A server whose executors write where this process does not look (another machine's
     disk, another mount) made ``write_table`` commit a version of no files, silently; such a write
-    is refused, and aborted by the caller, nothing committed."""
-    from urllib.parse import unquote
-
+    is refused, and aborted by the caller, nothing committed. Spark's names are read into paths
+    under the folder by ``vacuum_work.where`` (a name outside it is one this process does not see)."""
     try:
         seen = spark.read.format("text").load(glob_escape(spark_uri(write.folder))).inputFiles()
     except Exception as exc:  # PATH_NOT_FOUND: Spark sees no such folder (it wrote elsewhere)
@@ -336,9 +336,9 @@ def _check_written(spark: SparkSession, name: str, write: WriteView, listed: lis
         if lost is not None:
             raise lost from None
         seen = []
-    marker = f"/{write.relative_folder}/"
-    wrote = {unquote(uri).split(marker, 1)[-1] for uri in seen}
-    unseen, extra = wrote - set(listed), set(listed) - wrote
+    folder, here = Root.parse(write.folder), set(listed)
+    wrote = {_in_folder(folder, uri, here) for uri in seen}
+    unseen, extra = wrote - here, here - wrote
     if not unseen and not extra:
         return
     where = f"{name}: Spark wrote {len(wrote)} file(s) in {write.folder}"
@@ -347,6 +347,16 @@ def _check_written(spark: SparkSession, name: str, write: WriteView, listed: lis
             f"{where}, and this process sees {len(extra)} more there that Spark does not")
     raise SparkUnavailable(f"{said}: Spark's executors do not write where this process and the ledger look (is the "
                            "warehouse the same place for both?); nothing was committed (the write is aborted)")
+
+
+def _in_folder(folder: Root, name: str, listed: set[str]) -> str:
+    """The path under ``folder`` that Spark's ``name`` of a file is (of its readings, the one this
+    process listed), or the name itself when it is not under the folder."""
+    try:
+        paths = folder.keys(name)
+    except NotUnderRoot:
+        return name
+    return next((path for path in paths if path in listed), paths[0])
 
 
 def partition_folder(path: str) -> str:
@@ -546,7 +556,7 @@ def read_unversioned(spark: SparkSession, table: TableInstance) -> DataFrame:
 
 def adopt_unversioned_files(ledger: Ledger, table: TableInstance) -> None:
     """A table written before versioning keeps its data: its files become version 1."""
-    if storage_for(ledger.warehouse).keyed or storage_for(ledger.warehouse).absent(table.location):
+    if not Root.parse(ledger.warehouse).on_disk or storage_for(ledger.warehouse).absent(table.location):
         return
     found = fs.committed_files(ledger.warehouse, table.location)
     if found:
@@ -580,9 +590,8 @@ def check_filesystem(spark: SparkSession, root: str) -> None:
     probe costs one planning round trip, so its answer is kept per session and scheme (a session
     gets no new file systems while it runs), and one code path serves both. The local disk needs none."""
     require_live(spark)
-    scheme = root.split("://", 1)[0].lower() if "://" in root else "file"
-    if scheme != "file":
-        _check_scheme(spark, root, scheme)
+    if not Root.parse(root).on_disk:
+        _check_scheme(spark, root, root.partition("://")[0].lower())
     if not shares_files(spark):
         _check_seen(spark, root)
 
@@ -676,7 +685,7 @@ def glob_escape(path: str) -> str:
 
 def spark_uri(location: str) -> str:
     """A location as Spark's file systems take it (a local path as a ``file://`` URI)."""
-    return location if "://" in location else "file://" + location
+    return location if is_uri(location) else "file://" + location
 
 
 __all__ = ["write_table", "read_table", "WRITE_MODES"]

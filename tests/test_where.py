@@ -19,7 +19,7 @@ from hypothesis import given, strategies as st
 from ledger.audit.object_keys import warehouse_keys
 from ledger.core.model import State
 from ledger.errors import InvalidArgument, LedgerError
-from vacuum_work.where import NotUnderRoot, Root
+from vacuum_work.where import NotUnderRoot, Root, is_uri
 
 # What a folder or file name of a table holds: partition values with ':', '=', '%', spaces, non-ASCII.
 _SEGMENT = st.text(st.sampled_from("ab=:% -_.0Z\u00e4\u6f22"), min_size=1, max_size=8).filter(
@@ -70,6 +70,28 @@ def test_r20_a_root_is_parsed_once_and_its_spellings_are_one_root() -> None:
     assert Root.parse("s3://bucket").prefix == ""  # a whole bucket: keys start bare
     assert Root.parse("s3://bucket").keys("s3a://bucket/t-1/a.parquet") == ("t-1/a.parquet",)
     assert Root.parse("/").keys("/t-1/a.parquet") == ("t-1/a.parquet",)
+
+
+def test_r9_whether_a_warehouse_is_on_a_disk_is_one_question_of_its_root() -> None:
+    """A path or any ``file:`` URI is a folder on a disk; any other scheme is a store's keys. The
+    ledger (``move_warehouse``), ``write_table`` and the probe of Spark's file systems all ask it."""
+    assert all(Root.parse(r).on_disk for r in [*LOCAL_ROOTS, "/", "relative/wh"])
+    assert not any(Root.parse(r).on_disk for r in [*S3_ROOTS, "gs://bucket", "abfss://c@acct.dfs.core.windows.net/wh"])
+    assert Root.parse("file:///data/wh/").prefix == "/data/wh/"  # the folder a disk's root is
+    assert [is_uri(n) for n in ("/data/wh", "wh", "file:/data/wh", "file:///data/wh", "s3://b/wh")] == \
+        [False, False, True, True, True]
+
+
+def test_r20_what_spark_says_it_wrote_is_read_as_the_paths_listed_in_the_write_folder() -> None:
+    pytest.importorskip("pyspark")
+    from spark_ops.tables import _in_folder
+
+    folder, listed = Root.parse("/data/wh/t-1/_writes/w-1"), {"dt=a%3Ab/part-0.parquet", "part-1.parquet"}
+    assert _in_folder(folder, "file:/data/wh/t-1/_writes/w-1/dt=a%253Ab/part-0.parquet", listed) == \
+        "dt=a%3Ab/part-0.parquet"
+    assert _in_folder(folder, "file:///data/wh/t-1/_writes/w-1/part-1.parquet", listed) == "part-1.parquet"
+    assert _in_folder(folder, "file:/mnt/other/t-1/_writes/w-1/part-1.parquet", listed) == \
+        "file:/mnt/other/t-1/_writes/w-1/part-1.parquet"  # elsewhere: not what this process sees
 
 
 OUTSIDE = st.one_of(

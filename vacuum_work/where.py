@@ -34,6 +34,12 @@ class NotUnderRoot(ValueError):
     """A name that no key under the warehouse root can be: outside it, on another host or store."""
 
 
+def is_uri(name: str) -> bool:
+    """Whether a name is spelt as a URI (``file:/x``, ``file:///x``, ``s3://b/x``), not as a path:
+    a path is resolved (``~``, symbolic links, the working folder), a URI is taken as it is."""
+    return name.startswith(f"{LOCAL}:") or "://" in name
+
+
 def place(name: str) -> tuple[str, str] | None:
     """``(where, path)`` of an absolute name: ``file`` and an absolute path, or
     ``<scheme>://<bucket>`` and a key, the scheme spelt as the warehouse's would be (``s3a`` as
@@ -84,10 +90,17 @@ class Root:
     @classmethod
     def parse(cls, root: str) -> Root:
         """The root as it was given to the ledger: a path, ``file:`` URI or object-store URI."""
-        found = place(root) if root.startswith("file:") or "://" in root else None
+        found = place(root) if is_uri(root) else None
         where, base = found if found is not None else (LOCAL, root)
         base = base.rstrip("/")
         return cls(root, where, f"{base}/" if base or where == LOCAL else "")
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the root is a folder on a disk (its ``prefix`` the folder's path), not keys in an
+        object store's bucket: the one question of where a warehouse is, which the ledger, the Spark
+        jobs and the offline verifier ask here (a path or ``file:`` URI is a disk, any other URI a store)."""
+        return self.where == LOCAL
 
     def keys(self, name: str) -> tuple[str, ...]:
         """The keys that the absolute ``name`` can mean: one, or two when it is a URI whose escapes

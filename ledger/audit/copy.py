@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
+from vacuum_work.where import is_uri
 
 from ..errors import InvalidArgument, WarehouseMismatch
 from ..persistence.contract import Store
@@ -69,6 +70,6 @@ def _root(source: Store) -> str:
     root = source.get_meta("warehouse")
     if root is None:
         raise InvalidArgument(f"{source.path} records no warehouse root; open it once with Ledger.open, then copy")
-    if "://" in root or Path(root).is_absolute():
+    if is_uri(root) or Path(root).is_absolute():
         return root
     return str(Path(source.path).resolve().parent / root)

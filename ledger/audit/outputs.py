@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import InvalidArgument
+from ..persistence.stores import is_url
 
 
 def path_argument(path: object, what: str) -> Path:
@@ -32,7 +33,7 @@ def path_argument(path: object, what: str) -> Path:
 
 def ledger_files(ledger_path: str) -> list[str]:
     """The files that hold a ledger: the SQLite file and its write-ahead log and shared memory."""
-    if ledger_path == ":memory:" or "://" in ledger_path:
+    if ledger_path == ":memory:" or is_url(ledger_path):
         return []
     return [ledger_path, f"{ledger_path}-wal", f"{ledger_path}-shm", f"{ledger_path}-journal"]
 
