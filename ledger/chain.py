@@ -25,9 +25,9 @@ is one object the run deleted, ``u32(len(utf8(key))) || utf8(key) || u64(size)``
 to the warehouse root (``deleted_leaf``, written by the executors with the same code:
 ``vacuum_work.leaves``); a *part* (what one task deleted, at most a fixed number of leaves) is the
 MTH of its leaves sorted by key (byte order), and is recorded with its first and last key, count
-and bytes; the receipt's root is the MTH over the parts' entries
-``text(first) || text(last) || u64(count) || u64(bytes) || part root``, sorted by (first, last,
-part root). Proving a key was deleted is two audit paths: the leaf in its part, the part in the
+and bytes (``Summary``); the receipt's root is the MTH over the parts' entries
+``text(first) || text(last) || u64(count) || u64(bytes) || part root`` (``Summary.entry``), sorted
+by (first, last, part root). Proving a key was deleted is two audit paths: the leaf in its part, the part in the
 receipt.
 
 **Redaction (R25).** One kind of event may be changed after it is chained: a 0.7 erasure request,
@@ -143,30 +143,6 @@ def redacted_row(row: tuple) -> bool:
     """Whether a row is a redactable event holding a forgotten predicate, with a well-formed stored hash."""
     return (row[3], row[4]) == REDACTABLE and isinstance(row[7], str) and '"predicate":null' in row[7] and \
         isinstance(row[8], str) and len(row[8]) == 64 and all(c in "0123456789abcdef" for c in row[8])
-
-
-def part_entry(first: str, last: str, count: int, size: int, root: bytes) -> bytes:
-    """The leaf input for one part in a receipt's tree (see the module docstring)."""
-    return _text(first) + _text(last) + struct.pack(">QQ", count, size) + root
-
-
-def part_problem(leaves: Sequence[tuple[str, int]], root: bytes, first: str, last: str, count: int, size: int,
-                 summary_root: str) -> str | None:
-    """What a part's leaves (and ``root``, their tree's) contradict in its summary (``first`` to
-    ``last``, ``count`` objects of ``size`` bytes, ``summary_root``), worded to follow "the part";
-    None when they agree. One check for the ledger's record (refused) and ``verify`` (corrupt)."""
-    keys = [key for key, _ in leaves]
-    if not leaves:
-        return "holds no objects"
-    if any(a > b for a, b in zip(keys, keys[1:])):
-        return "is not sorted by key"
-    if (keys[0], keys[-1]) != (first, last):
-        return "does not run from its first key to its last"
-    if (len(leaves), sum(s for _, s in leaves)) != (count, size):
-        return "does not hold as many objects, or bytes, as its summary says"
-    if root.hex() != summary_root:
-        return "does not hash to the Merkle root its summary carries"
-    return None
 
 
 # --- RFC 6962 ------------------------------------------------------------------------------

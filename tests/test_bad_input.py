@@ -825,8 +825,8 @@ ROOT64 = "0" * 64
 """A well-formed Merkle root (64 hex digits), so that a part's other fields are what is wrong."""
 
 
-def _part(first: str = "a", last: str = "b", leaves: int = 1, size: int = 1, root: str = ROOT64) -> Part:
-    return Part(first, last, leaves, size, root, "d" * 64, "scratch/part")
+def _part(first: str = "a", last: str = "b", count: int = 1, size: int = 1, root: str = ROOT64) -> Part:
+    return Part(first, last, count, size, root, "d" * 64, "scratch/part")
 
 
 def _sealed(objects: tuple[tuple[str, int], ...] = (("a", 1), ("b", 2)), **wrong: Any) -> tuple[Part, bytes]:
@@ -857,16 +857,16 @@ RUN_ROWS: list[tuple[str, Callable[[Ledger, VacuumRun, Facts], Any], type[Ledger
      InvalidArgument, r"is a \(vacuum_work\.Part, leaves\) pair, not tuple"),
     ("record-deleted-no-leaves", lambda L, run, f: run.record_deleted([(_part(), b"")]), InvalidArgument,
      r"a receipt part of run \S+ has no leaves"),
-    ("record-deleted-no-objects", lambda L, run, f: run.record_deleted([(_part(leaves=0), b"x")]), InvalidArgument,
+    ("record-deleted-no-objects", lambda L, run, f: run.record_deleted([(_part(count=0), b"x")]), InvalidArgument,
      r"counts 0 objects of 1 bytes: whole numbers, at least one object, are needed"),
     ("record-deleted-not-a-key-range", lambda L, run, f: run.record_deleted([(_part("b", "a"), b"x")]),
      InvalidArgument, r"runs from 'b' to 'a', which is not a key range"),
     ("record-deleted-no-root", lambda L, run, f: run.record_deleted([(_part(root="xyz"), b"x")]), InvalidArgument,
      r"has no Merkle root \(64 hex digits\)"),
     ("record-deleted-a-count-its-leaves-do-not-hold",
-     lambda L, run, f: run.record_deleted([_sealed(leaves=3, size=99, root=ROOT64)]), InvalidArgument,
+     lambda L, run, f: run.record_deleted([_sealed(count=3, bytes=99, root=ROOT64)]), InvalidArgument,
      r"a receipt part of run \S+ does not hold as many objects, or bytes, as its summary says: not recorded"),
-    ("record-deleted-bytes-its-leaves-do-not-hold", lambda L, run, f: run.record_deleted([_sealed(size=4)]),
+    ("record-deleted-bytes-its-leaves-do-not-hold", lambda L, run, f: run.record_deleted([_sealed(bytes=4)]),
      InvalidArgument, r"a receipt part of run \S+ does not hold as many objects, or bytes, as its summary says"),
     ("record-deleted-a-key-range-its-leaves-do-not-run", lambda L, run, f: run.record_deleted([_sealed(last="c")]),
      InvalidArgument, r"a receipt part of run \S+ does not run from its first key to its last"),

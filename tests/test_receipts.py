@@ -519,7 +519,7 @@ def test_r20_a_receipt_part_is_sealed_in_a_fraction_of_what_its_leaves_take(tmp_
     finally:
         tracemalloc.stop()
     assert receipts.summarize(receipts.read_part(root, part.where), part.where) == part
-    assert part.leaves == len(deleted) and part.size == sum(size for _, size in deleted)
+    assert part.count == len(deleted) and part.bytes == sum(size for _, size in deleted)
     assert sealing < held / 2, (sealing, held)
 
 

@@ -21,6 +21,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import ClassVar, Iterator, Union
 
+from .leaves import Summary
+
 PURGE, EXPIRE, TRIM, SWEEP, STRAGGLERS, FOREIGN = "purge", "expire", "trim", "sweep", "stragglers", "foreign"
 
 
@@ -276,15 +278,9 @@ class Plan:
 # --- what comes back -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Part:
-    """A sealed receipt part's summary (R20): what the ledger records, and where its leaves wait."""
-    first: str
-    last: str
-    leaves: int
-    size: int
-    """The objects' bytes."""
-    root: str
-    """The RFC 6962 root over the part's sorted leaves, hex."""
+class Part(Summary):
+    """A sealed receipt part (R20): its summary (``first``, ``last``, ``count``, ``bytes``, ``root``),
+    what the ledger records, and where its leaves wait."""
     digest: str
     """SHA-256 of the compressed leaves, hex: the attachment the ledger keeps."""
     where: str

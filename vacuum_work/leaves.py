@@ -2,25 +2,69 @@
 that checks it: one copy of the encoding, the standard library's only.
 
 A leaf is ``u32(len(utf8(key))) || utf8(key) || u64(size)`` (big-endian), the key relative to the
-warehouse root; a part is the RFC 6962 tree hash over its leaves sorted by key. ``ledger.chain``
-documents both levels of a receipt's tree for auditors, and builds the receipt's level, the
-chain's checkpoints and its proofs on the one RFC 6962 root function here (``root_of_leaves``).
+warehouse root; a part is the RFC 6962 tree hash over its leaves sorted by key, summed up as a
+``Summary`` (the one shape of a receipt part: the executors seal ``vacuum_work.Part``, a summary
+with where its leaves wait; the ledger's ``ReceiptPart`` and ``FoundAbsent`` events store its
+fields under the same names). ``ledger.chain`` documents both levels of a receipt's tree for
+auditors, and builds the receipt's level, the chain's checkpoints and its proofs on the one RFC
+6962 root function here (``root_of_leaves``).
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import struct
 import zlib
-from typing import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
 
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 
 
+def _text(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return struct.pack(">I", len(data)) + data
+
+
 def leaf_input(key: str, size: int) -> bytes:
     """The leaf input for one deleted object."""
-    data = key.encode("utf-8")
-    return struct.pack(">I", len(data)) + data + struct.pack(">Q", size)
+    return _text(key) + struct.pack(">Q", size)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A receipt part (R20): ``count`` objects of ``bytes`` bytes, keys ``first`` to ``last``, whose
+    leaves sorted by key have the RFC 6962 root ``root`` (hex). What is recorded of a part, and what
+    its leaves are checked against, by the ledger as it records one and by ``verify`` ever after."""
+    first: str
+    last: str
+    count: int
+    bytes: int
+    root: str
+
+    def entry(self) -> builtins.bytes:
+        """The part's leaf input in its receipt's tree:
+        ``text(first) || text(last) || u64(count) || u64(bytes) || root``."""
+        return _text(self.first) + _text(self.last) + struct.pack(">QQ", self.count, self.bytes) + \
+            builtins.bytes.fromhex(self.root)
+
+    def problem(self, leaves: Sequence[tuple[str, int]], root: builtins.bytes) -> str | None:
+        """What the part's ``leaves`` (and ``root``, their tree's) contradict in this summary, worded
+        to follow "the part"; None when they agree. One check for the ledger's record (refused) and
+        ``verify`` (corrupt)."""
+        keys = [key for key, _ in leaves]
+        if not leaves:
+            return "holds no objects"
+        if any(a > b for a, b in zip(keys, keys[1:])):
+            return "is not sorted by key"
+        if (keys[0], keys[-1]) != (self.first, self.last):
+            return "does not run from its first key to its last"
+        if (len(leaves), sum(s for _, s in leaves)) != (self.count, self.bytes):
+            return "does not hold as many objects, or bytes, as its summary says"
+        if root.hex() != self.root:
+            return "does not hash to the Merkle root its summary carries"
+        return None
 
 
 def read_leaves(data: bytes) -> Iterator[tuple[str, int]]:

@@ -37,8 +37,9 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, Union
 
 import attrs
 from attrs import AttrsInstance
+from vacuum_work.leaves import Summary
 
-from ..chain import deleted_leaf, leaf, node, part_entry, part_problem, root_from_inclusion, unpack_part
+from ..chain import deleted_leaf, leaf, node, root_from_inclusion, unpack_part
 from ..clock import Micros, from_micros, iso, iso_utc
 from ..core.model import State
 from ..core.receipts import PartInfo
@@ -113,16 +114,15 @@ class DeletionProof:
         the receipt's. (That the root is the chain's is the offline verifier's half.)"""
         try:
             part_path = [bytes.fromhex(p) for p in self.part_path]
-            part_root = bytes.fromhex(self.part_root)
         except ValueError:
             return False
-        if not _leaf_holds(self):
+        if not _leaf_holds(self):  # which reads the part's root
             return False
         if self.receipt_root is None:
             return not part_path
         if self.part_index is None or self.parts is None:
             return False
-        entry = part_entry(self.part_first, self.part_last, self.part_count, self.part_bytes, part_root)
+        entry = Summary(self.part_first, self.part_last, self.part_count, self.part_bytes, self.part_root).entry()
         top = root_from_inclusion(self.part_index, self.parts, entry, part_path)
         return top is not None and top.hex() == self.receipt_root
 
@@ -382,8 +382,7 @@ def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]],
     except ValueError as exc:
         raise LedgerCorrupt(f"{where} cannot be read ({exc}); restore the ledger from a backup") from None
     tree = merkle_levels([leaf(deleted_leaf(k, s)) for k, s in leaves]) if leaves else []
-    problem = part_problem(leaves, tree[-1][0] if tree else b"", part.first, part.last, part.count, part.bytes,
-                           part.root)
+    problem = part.summary().problem(leaves, tree[-1][0] if tree else b"")
     if problem is not None:
         raise LedgerCorrupt(f"{where} {problem}: the receipt was edited; restore the ledger from a backup")
     return leaves, tree

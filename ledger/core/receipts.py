@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 from vacuum_work import Part
-from vacuum_work.leaves import leaf_input, tree_root
+from vacuum_work.leaves import Summary, leaf_input, tree_root
 
-from ..chain import merkle_root, part_entry, part_problem, unpack_part
+from ..chain import merkle_root, unpack_part
 from ..clock import Micros
 from ..errors import InvalidArgument
 from .concern import Concern, Decision, corrupt, mapping
@@ -106,9 +106,13 @@ class PartInfo:
     seq: int
     time: Micros
 
+    def summary(self) -> Summary:
+        """The part as it was sealed and recorded: its events store the summary's fields."""
+        return Summary(self.first, self.last, self.count, self.bytes, self.root)
+
     def entry(self) -> builtins.bytes:
         """The part's leaf input in its receipt's tree."""
-        return part_entry(self.first, self.last, self.count, self.bytes, bytes.fromhex(self.root))
+        return self.summary().entry()
 
     def order(self) -> tuple[str, str, str]:
         return (self.first, self.last, self.root)
@@ -176,7 +180,7 @@ def _record(state: State, cmd: RecordDeleted) -> Decision:
             raise InvalidArgument(f"a receipt part of run {cmd.run_id} is a (vacuum_work.Part, leaves) pair, "
                                   f"not {type(pair).__name__}")
         part, data = pair
-        first, last, count, size, root = part.first, part.last, part.leaves, part.size, part.root
+        first, last, count, size, root = part.first, part.last, part.count, part.bytes, part.root
         if not isinstance(data, bytes) or not data:
             raise InvalidArgument(f"a receipt part of run {cmd.run_id} has no leaves")
         if isinstance(count, bool) or not isinstance(count, int) or count < 1 or \
@@ -208,8 +212,7 @@ def _contradiction(part: Part, data: bytes) -> str | None:
         leaves = unpack_part(data)
     except ValueError as exc:
         return f"cannot be read ({exc})"
-    return part_problem(leaves, tree_root(leaf_input(k, s) for k, s in leaves), part.first, part.last, part.leaves,
-                        part.size, part.root)
+    return part.problem(leaves, tree_root(leaf_input(k, s) for k, s in leaves))
 
 
 def close(state: State, run_id: str) -> tuple[str, VacuumReceipt]:

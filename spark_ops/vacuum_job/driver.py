@@ -189,7 +189,7 @@ def _record_receipt(run: VacuumRun, root: str, parts: list[Part]) -> None:
             data = receipts.read_part(root, part.where)
         except (OSError, StoreError) as exc:
             _log.warning("vacuum %s: a receipt part (%d objects, %s to %s) could not be read back, so it is "
-                         "not recorded: %s", run.run_id, part.leaves, part.first, part.last, exc)
+                         "not recorded: %s", run.run_id, part.count, part.first, part.last, exc)
             continue
         batch.append((part, data))
         recorded.append(part.where)
