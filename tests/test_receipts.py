@@ -25,15 +25,15 @@ import pytest
 from hypothesis import given, strategies as st
 
 from ledger import InvalidArgument, Ledger, LedgerCorrupt, ManualClock, NotDeleted
-from ledger.audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey
-from ledger.chain import deleted_leaf, merkle_root, read_deleted
+from ledger.audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey, merkle_levels
+from ledger.chain import deleted_leaf, leaf, merkle_root, read_deleted
 from ledger.persistence.sqlite import SQLiteStore
 from spark_ops import read_table, vacuum, write_table
 from tests.forge import rehash
 from tests.test_audit import raw
 from tests.test_cli import event_count, invoke, ok, ok_json, refused
 from tests.test_s3 import proxy, s3  # noqa: F401  (the S3 server, for the s3a spellings)
-from vacuum_work.leaves import leaf_input, tree_root
+from vacuum_work.leaves import Summary, leaf_input, tree_root
 
 REPO = Path(__file__).resolve().parent.parent
 WEEK = timedelta(days=7)
@@ -82,11 +82,14 @@ def test_r19_r20_the_executors_receipt_hashing_is_the_documented_one(leaves: lis
     """The executors write receipts with ``vacuum_work.leaves`` (the standard library's only), and
     ``ledger.chain`` checks them with the same functions: so the encoding is held to the one
     ``ledger.chain`` documents, spelt out here, for any keys (non-ASCII, empty tree, odd sizes);
-    its root (the one root function, which the chain uses too) to RFC 6962's recursive definition;
+    its root (the one root function, which the chain uses too) to RFC 6962's recursive definition,
+    and the levels an audit keeps to read paths off (``merkle_levels``) to the same root;
     and its leaves read back to what went in."""
     encoded = [leaf_input(k, s) for k, s in leaves]
     assert encoded == [len(k.encode()).to_bytes(4, "big") + k.encode() + s.to_bytes(8, "big") for k, s in leaves]
     assert tree_root(encoded) == merkle_root(encoded) == _rfc6962_mth(encoded)
+    if encoded:
+        assert merkle_levels([leaf(e) for e in encoded])[-1] == [tree_root(encoded)]
     assert list(read_deleted(b"".join(encoded))) == leaves
 
 
@@ -101,6 +104,9 @@ def test_r20_a_receipt_leaf_and_part_root_match_hand_computed_vectors() -> None:
     h = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
     pair = hashlib.sha256(b"\x01" + h[0] + h[1]).digest()
     assert tree_root(entries) == hashlib.sha256(b"\x01" + pair + h[2]).digest()
+    # A part's entry in its receipt's tree: text(first) || text(last) || u64(count) || u64(bytes) || root.
+    assert Summary("a", "c", 3, 6, tree_root(entries).hex()).entry() == \
+        b"\x00\x00\x00\x01a" + b"\x00\x00\x00\x01c" + (3).to_bytes(8, "big") + (6).to_bytes(8, "big") + tree_root(entries)
 
 
 # --- receipts on a local disk ---------------------------------------------------------------
