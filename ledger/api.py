@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ContextManager, Iterable, Mapping, Sequence, TypeVar
 
 import attrs
 from vacuum_work import Plan, new_run_id
@@ -58,7 +58,7 @@ from .errors import (
     Conflict, ErasureInProgress, InvalidArgument, InvalidName, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch,
 )
 from .names import LEDGER, Scope
-from .runner import Runner
+from .runner import Attempts, Runner
 from .persistence import maintain as maintenance
 from .persistence.contract import MAX_CLOCK_SKEW, NoLedgerYet, Store
 from .persistence.holders import Holder
@@ -69,10 +69,6 @@ from .views import Change, History, PinView, TableInstance, TableVersion, WriteV
 
 Duration = str | timedelta | int | float
 
-
-REPLACE_ATTEMPTS = 5
-"""How often a replace is decided again when other commits keep landing between reading the current
-version's files and the append (each attempt reads them afresh)."""
 
 DEFAULT_WAREHOUSE = "warehouse"
 """Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
@@ -169,6 +165,12 @@ class Ledger(Catalog):
     @property
     def retries(self) -> int:
         return self.runner.retries
+
+    def retrying(self) -> ContextManager[Attempts]:
+        """Run a step you retry on ``Conflict`` (an erase's second round) inside this: the ledger calls
+        in it, and your retries, share one bound on lost races (``max_attempts``) instead of each
+        retrying as often again."""
+        return self.runner.retrying()
 
     @property
     def state(self) -> State:
@@ -343,20 +345,21 @@ class Ledger(Catalog):
     def _replace(self, write_id: str, wanted: CommitWrite) -> int:
         """A replace, decided on the current version's files as read now (``_replace_base``), again on
         the newer one if a commit landed meanwhile, unless ``wanted.base`` says which it must be."""
-        for attempt in range(REPLACE_ATTEMPTS):
-            current, base_files = self._replace_base(write_id)
-            if wanted.base is not None and current != wanted.base:
-                raise Conflict(f"write {write_id}'s replace was chosen from version {wanted.base}, but the table's "
-                               f"current version is now {current}: choose its removes again; nothing was recorded")
-            try:
-                return int(self.runner.run(lambda now: attrs.evolve(wanted, base=current, base_files=base_files,
-                                                                    now=now)))
-            except Conflict:
-                if wanted.base is not None or attempt + 1 == REPLACE_ATTEMPTS \
-                        or self._replace_base(write_id, files=False)[0] == current:
-                    raise
-                continue
-        raise AssertionError("unreachable")  # the loop returns or raises
+        with self.runner.retrying() as attempts:  # its retries and the runner's share one bound
+            while True:
+                began = attempts.lost
+                current, base_files = self._replace_base(write_id)
+                if wanted.base is not None and current != wanted.base:
+                    raise Conflict(f"write {write_id}'s replace was chosen from version {wanted.base}, but the "
+                                   f"table's current version is now {current}: choose its removes again; nothing "
+                                   "was recorded")
+                try:
+                    return int(self.runner.run(lambda now: attrs.evolve(wanted, base=current, base_files=base_files,
+                                                                        now=now)))
+                except Conflict as exc:
+                    if wanted.base is not None or self._replace_base(write_id, files=False)[0] == current:
+                        raise
+                    attempts.lose(exc, since=began)
 
     def _replace_base(self, write_id: str, *, files: bool = True) -> tuple[int | None, tuple[tuple[str, int], ...]]:
         """The current version of the write's table and (``files``) its files, from the state caught
@@ -603,21 +606,24 @@ class Ledger(Catalog):
         # ``forget_done_erasures`` sweeps.
         self.store.keep_statement(commitment, statement, to_micros(self.now()))
         try:
-            for attempt in range(REPLACE_ATTEMPTS):
-                seen, holders = self._holders(tables_in_order, wanted)
-                if scanned is not None:
-                    seen = tuple(sorted(scanned.items()))
-                try:
-                    self.runner.run(lambda now: RequestErasure(
-                        request_id, tables_in_order, columns, len(canonical or ()), statement, reason, wanted, seen,
-                        holders, rewrites, now))
-                except Conflict:
-                    # With ``scanned``, what moved is the caller's to scan: the decision said so on the latest state.
-                    if scanned is not None or attempt + 1 == REPLACE_ATTEMPTS:
-                        raise
-                    continue
-                return self.erasure(request_id)
-            raise AssertionError("unreachable")  # the loop returns or raises
+            with self.runner.retrying() as attempts:  # its retries and the runner's share one bound
+                while True:
+                    began = attempts.lost
+                    seen, holders = self._holders(tables_in_order, wanted)
+                    if scanned is not None:
+                        seen = tuple(sorted(scanned.items()))
+                    try:
+                        self.runner.run(lambda now: RequestErasure(
+                            request_id, tables_in_order, columns, len(canonical or ()), statement, reason, wanted,
+                            seen, holders, rewrites, now))
+                    except Conflict as exc:
+                        # With ``scanned``, what moved is the caller's to scan: the decision said so on the
+                        # latest state.
+                        if scanned is not None:
+                            raise
+                        attempts.lose(exc, since=began)
+                        continue
+                    return self.erasure(request_id)
         except BaseException:
             self.store.forget_statement(commitment)
             raise

@@ -43,15 +43,25 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
-from vacuum_work.leaves import EMPTY_ROOT, leaf, node, root_of_leaves
-from vacuum_work.leaves import leaf_input as deleted_leaf, read_leaves as read_deleted, tree_root as merkle_root
-from vacuum_work.leaves import unpack as unpack_part
+from vacuum_work import leaves as _leaves
+from vacuum_work.leaves import EMPTY_ROOT as EMPTY_ROOT, leaf as leaf, node as node, root_of_leaves as root_of_leaves
 
 from .errors import LedgerCorrupt
 
 GENESIS = bytes(32)
+
+Row = tuple[Any, ...]
+"""A stored event row ``(seq, stream, version, type, schema_version, time, actor, payload[, hash, ...])``
+(``core.events.Row``, which sits above this module)."""
+
+# The executors' leaf code (standard library only, R19) under the names the ledger's readers use:
+# one copy of how a deleted object's leaf is written and read, exported from here.
+deleted_leaf = _leaves.leaf_input
+read_deleted = _leaves.read_leaves
+unpack_part = _leaves.unpack
+merkle_root = _leaves.tree_root
 
 _HEAD = struct.Struct(">QQIq")
 _LENGTH = struct.Struct(">I").pack
@@ -72,7 +82,7 @@ def event_hash(previous: bytes, seq: int, stream: str, version: int, type_: str,
                              _LENGTH(len(t)), t, _LENGTH(len(a)), a, _LENGTH(len(p)), p))).digest()
 
 
-def chain(rows: Sequence[tuple], previous: bytes = GENESIS) -> list[bytes]:
+def chain(rows: Sequence[Row], previous: bytes = GENESIS) -> list[bytes]:
     """The hashes of consecutive stored rows ``(seq, stream, version, type, schema_version, time,
     actor, payload, ...)``, starting after ``previous``."""
     found = []
@@ -100,12 +110,12 @@ class ChainCheck:
         """Events whose payload was redacted (``REDACTABLE``): seq -> SHA-256 of the payload as stored,
         taken at their stored hash. The fold must confirm each (``confirm_redactions``)."""
 
-    def rows(self, rows: Iterable[tuple]) -> Iterator[tuple]:
+    def rows(self, rows: Iterable[Row]) -> Iterator[Row]:
         for row in rows:
             self.check(row)
             yield row
 
-    def check(self, row: tuple) -> None:
+    def check(self, row: Row) -> None:
         seq = row[0]
         if seq != self.seq + 1:
             gone = f"#{self.seq + 1}" if seq == self.seq + 2 else f"#{self.seq + 1} to #{seq - 1}"
@@ -139,7 +149,7 @@ REDACTABLE = ("ErasureRequested", 1)
 (a person's identifier, perhaps) is forgotten by setting it to null (R25)."""
 
 
-def redacted_row(row: tuple) -> bool:
+def redacted_row(row: Row) -> bool:
     """Whether a row is a redactable event holding a forgotten predicate, with a well-formed stored hash."""
     return (row[3], row[4]) == REDACTABLE and isinstance(row[7], str) and '"predicate":null' in row[7] and \
         isinstance(row[8], str) and len(row[8]) == 64 and all(c in "0123456789abcdef" for c in row[8])

@@ -8,6 +8,11 @@ refolded from the log, and the command is decided again. After
 the write lock, where it cannot lose; only a lock that is never free ends in
 ``Conflict``. Refusals are always decided on the latest state.
 
+How often a call may lose is bounded here and only here (``Attempts``): a caller that retries a
+whole step of its own (a replace decided again on a newer version, an erasure scanned again) runs
+it inside ``retrying()``, and every command inside draws on the same budget, so nested loops share
+one bound (``max_attempts`` lost races) instead of multiplying theirs.
+
 Keeping the folded state in step with the log, and the snapshot that makes opening
 fast, is the held state's work (``persistence.held``); the loop only asks it for the
 state and tells it what was appended.
@@ -15,12 +20,13 @@ state and tells it what was appended.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
 from datetime import datetime
-from typing import Any, Callable, Union
+from typing import Any, Callable, Iterator, Union
 
 import attrs
 
@@ -43,6 +49,33 @@ CommandOrBuilder = Union[Command, Callable[[Micros], Command]]
 """A command, or a function of the ledger's now that makes one (for commands that need the time)."""
 
 log = logging.getLogger("ledger")
+
+
+class Attempts:
+    """The lost races one call has had, against the one bound it may have (``Runner.max_attempts``),
+    whatever loop lost them: the runner's own, or a caller's that retries a whole step. Once the
+    bound is spent, nothing inside the call tries again."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lost = 0
+        self._gave_up: Conflict | None = None
+
+    def lose(self, conflict: Conflict, *, since: int | None = None) -> None:
+        """Count a lost race; ``Conflict`` if that was the last one the bound allows. ``since``:
+        ``lost`` when the caller's step began; a race the runner inside counted after it is this
+        one, not counted twice."""
+        if since is None or self.lost == since:
+            self.lost += 1
+        if self.lost >= self.limit and self._gave_up is None:
+            self._gave_up = Conflict(f"gave up after {self.limit} attempts: other writers kept changing what this "
+                                     f"command depends on (last: {conflict})", stream=conflict.stream)
+        self.check()
+
+    def check(self) -> None:
+        """``Conflict`` if the bound is spent."""
+        if self._gave_up is not None:
+            raise Conflict(str(self._gave_up), stream=self._gave_up.stream) from None
 
 
 @attrs.frozen(slots=False)
@@ -85,6 +118,7 @@ class Runner:
         self.retries = 0
         """How many appends were refused and retried since opening (for benchmarks and tests)."""
         self._lock = threading.RLock()
+        self._calls = threading.local()  # this thread's call in progress: its ``Attempts``
         self.listeners: list[Callable[[frozenset[str]], None]] = []
         """Called after each append this runner made, with the streams it wrote to (``Ledger.watch``)."""
         self.history_every = history_every
@@ -181,10 +215,17 @@ class Runner:
         nothing and so are not checked by the store, is always re-decided on the latest
         state before the caller hears it.
         """
-        last: Conflict | None = None
+        with self.retrying() as attempts:
+            decision = self._attempt(command, attempts)
+        self._tell(decision)
+        return decision
+
+    def _attempt(self, command: CommandOrBuilder, attempts: Attempts) -> Decision:
+        """``execute``'s loop, drawing on the call's budget; the decision that landed."""
         fresh = False
-        for attempt in range(self.max_attempts):
-            if attempt >= self.optimistic_attempts:
+        while True:
+            attempts.check()
+            if attempts.lost >= self.optimistic_attempts:
                 return self._execute_exclusively(command)
             with self._lock:
                 state = self.refresh() if fresh or self.cache.due else self.cache.held
@@ -201,18 +242,27 @@ class Runner:
             try:
                 self.commit(prepared)
             except Conflict as exc:
-                last = exc
+                attempts.lose(exc)
                 fresh = True
                 self.retries += 1
-                time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** attempt)))
+                time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** attempts.lost)))
                 continue
-            self._tell(prepared.decision)
             return prepared.decision
-        raise Conflict(
-            f"gave up after {self.max_attempts} attempts: other writers kept changing what this "
-            f"command depends on (last: {last})",
-            stream=last.stream if last else None,
-        )
+
+    @contextlib.contextmanager
+    def retrying(self) -> Iterator[Attempts]:
+        """The attempt budget of the call in progress on this thread: a fresh one for the outermost
+        call, the same one for every call made inside it. A caller that retries a step of its own
+        after a ``Conflict`` counts it here too (``Attempts.lose``), and gives up when the budget does."""
+        held: Attempts | None = getattr(self._calls, "attempts", None)
+        if held is not None:
+            yield held
+            return
+        self._calls.attempts = attempts = Attempts(self.max_attempts)
+        try:
+            yield attempts
+        finally:
+            self._calls.attempts = None
 
     def _execute_exclusively(self, command: CommandOrBuilder) -> Decision:
         """Read, decide and append inside one write transaction. Slower for everyone (others
@@ -222,7 +272,6 @@ class Runner:
         with self._lock, self.store.exclusive():
             prepared = self._decide(self.refresh(force=True), command)
             self.commit(prepared)
-        self._tell(prepared.decision)
         return prepared.decision
 
     def _tell(self, decision: Decision) -> None:

@@ -13,18 +13,31 @@ decided by the ledger (``core.vacuums``), on the plan's own records.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Protocol
 
 from vacuum_work import Part, Plan, Result
 
 from . import names
 from .clock import parse_duration
+from .core.model import State
 from .core.receipts import RecordDeleted
 from .core.vacuums import DEFAULT_LEASE_SECONDS, FinishVacuum, RenewVacuum
 from .errors import InvalidArgument
+from .runner import Runner
 
-if TYPE_CHECKING:
-    from .api import Ledger
+
+class OnRecord(Protocol):
+    """What a run asks of the ledger it is on record in (``ledger.Ledger`` is one). Said here, so that
+    this module needs nothing above it: ``ledger.api`` imports it, never the other way (issue 60)."""
+
+    runner: Runner
+
+    @property
+    def state(self) -> State: ...
+
+    def _manifest_pairs(self, digest: str) -> Iterator[tuple[str, int]]: ...
+
+    def forget_done_erasures(self) -> list[str]: ...
 
 
 class VacuumRun:
@@ -32,13 +45,13 @@ class VacuumRun:
     ``VacuumRun.of`` on a run that another call started). Use it as a context manager to release
     its lease if the block fails: the next vacuum then takes its work over at once."""
 
-    def __init__(self, ledger: Ledger, run_id: str, plan: Plan | None = None) -> None:
+    def __init__(self, ledger: OnRecord, run_id: str, plan: Plan | None = None) -> None:
         self._ledger = ledger
         self.run_id = run_id
         self.plan = plan
 
     @classmethod
-    def of(cls, ledger: Ledger, run_id: str) -> VacuumRun:
+    def of(cls, ledger: OnRecord, run_id: str) -> VacuumRun:
         """A handle on run ``run_id``, already on record (started by another call, or another
         process): to renew, release or finish it. A Ctrl-C handler that chose the id before the start
         (``vacuum_work.new_run_id``) releases the run with it, even if the start's answer never came."""

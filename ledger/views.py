@@ -21,7 +21,7 @@ from vacuum_work import location
 from .clock import Micros, format_duration, from_micros, iso, iso_utc
 from .core.events import Recorded, type_of
 from .core.model import State
-from .core.pins import Pin
+from .core.pins import PinRecord
 from .core.tables import Instance
 from .core.versions import Version, Write
 from .errors import InvalidArgument
@@ -242,7 +242,7 @@ class PinView:
     live: bool
 
     @classmethod
-    def of(cls, state: State, pin: Pin, now: Micros) -> PinView:
+    def of(cls, state: State, pin: PinRecord, now: Micros) -> PinView:
         inst = state.tables.instance(pin.table_id)
         assert inst is not None
         return cls(id=pin.id, table=inst.name, table_id=pin.table_id, version=pin.version,

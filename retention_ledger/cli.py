@@ -32,8 +32,8 @@ import click
 import rich.console
 
 from ledger import (
-    Catalog, Checkpoint, DeletionProof, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope, TableInstance,
-    TableVersion,
+    Catalog, Checkpoint, DeletionProof, ErasureStatus, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope,
+    TableInstance, TableVersion,
     VacuumRun, copy_ledger, format_bytes, format_duration, generate_key, iso_utc, ledger_files, output_target, parse_time,
 )
 from vacuum_work import new_run_id
@@ -84,17 +84,17 @@ class Interrupted(Exception):
 
 
 def command(group: click.Group, name: str, *, short_help: str, creates: bool = False, as_of: bool = False,
-            **kwargs: Any) -> Callable:
+            **kwargs: Any) -> Callable[[Callable[..., None]], click.Command]:
     """A subcommand that accepts --json in either place, turns ledger refusals into exit 1 and
     Ctrl-C into exit 130. Only ``creates=True`` commands may make a ledger where there is none: every
     other one refuses a missing path (``LedgerNotFound``), so a mistyped ``--ledger`` is an error;
     ``as_of=True`` ones read the past with ``--as-of T|SEQ`` (``ctx.reader``)."""
-    def wrap(fn: Callable) -> click.Command:
+    def wrap(fn: Callable[..., None]) -> click.Command:
         @group.command(name, short_help=short_help, **kwargs)
         @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
         @click.pass_obj
         @functools.wraps(fn)
-        def run(ctx: Context, as_json: bool, **params: Any) -> None:
+        def run(ctx: Context, /, as_json: bool, **params: Any) -> None:
             ctx.as_json = ctx.as_json or as_json
             ctx.creates = creates
             ctx.as_of = params.pop("as_of_point", None)
@@ -1022,7 +1022,7 @@ def _keys_from(source: str | None) -> list[int] | list[str]:
     return lines
 
 
-def _named(status: Any) -> str:
+def _named(status: ErasureStatus) -> str:
     """What a request names, as its status may say it: the predicate, or how many keys in which columns."""
     if status.predicate is not None:
         return status.predicate

@@ -99,7 +99,7 @@ def erase(spark: SparkSession, ledger: Ledger, tables: str | Mapping[str, str | 
             _versioned(spark, ledger, live, rows)
     scan = _Scan(spark, ledger, rows)
     request = _Request(ledger, rows, reason, expire_now, scan)
-    with watching(spark, progress, 0) as watch:
+    with watching(spark, progress, 0) as watch, ledger.retrying():  # one bound on every retry inside
         status = request.attempt(watch)
         if status is None:  # a commit landed after the scan: hold commits off, scan it, record
             status = request.fenced(watch)

@@ -720,6 +720,18 @@ def test_r25_forget_deletes_an_open_requests_statement_at_once_and_changes_nothi
     led.verify()
 
 
+def test_r25_a_store_redacts_only_a_0_7_request_and_refuses_anything_else_the_same_way(ledger: Ledger) -> None:
+    """Redaction is the one change an event ever takes, and only a 0.7 erasure request's (R25): every
+    store refuses any other event, or none, with one check and one message, and changes nothing."""
+    ledger.create_table(NAME)
+    [before] = list(ledger.store.read(0, upto=1))
+    for seq in (1, 99):
+        with pytest.raises(InvalidArgument, match=f"event #{seq} is no 0.7 erasure request"):
+            ledger.store.redact(seq, "{}")
+    assert list(ledger.store.read(0, upto=1)) == [before]
+    ledger.verify()
+
+
 def test_r25_r16_a_0_7_request_in_clear_is_forgotten_by_redacting_its_predicate_and_still_verifies(
         ledger_path, tmp_path: Path, clock) -> None:
     """A request recorded by 0.7 holds its predicate in its event. Forgetting it redacts that one field

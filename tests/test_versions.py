@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, strategies as st
 
-from ledger import Ledger, ManualClock, VacuumRun
+from ledger import Conflict, Ledger, ManualClock, VacuumRun
 from ledger.clock import iso_utc
 from ledger.core.versions import manifest, parse_manifest, read_manifest
 from ledger.errors import (
@@ -288,6 +288,54 @@ def test_r4_two_commits_racing_on_one_table_get_consecutive_versions(tmp_path: P
     assert [(v.number, v.file_count) for v in first.versions("sales.orders")] == [(2, 2), (1, 1)]
     other.close()
     first.close()
+
+
+def _raced_replace(tmp_path: Path, clock) -> tuple[Ledger, Ledger, str, list[str], list[tuple[str, int]]]:
+    """A table of one version, a ledger on a store where ``other`` appends to the table before
+    every append it tries (``max_attempts=4``), and a write of it ready to replace that version's file."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, clock=clock) as setup:
+        setup.create_table("sales.orders")
+        commit_files(setup, "sales.orders", 3)
+    other = Ledger.open(path, clock=clock)
+    stubborn = Ledger(FaultyStore(path), clock=clock, max_attempts=4)
+    removes = [f.path for f in stubborn.versions("sales.orders")[0].files]
+    w = stubborn.begin_write("sales.orders")
+    stubborn.store.before_append = lambda store: commit_files(other, "sales.orders", 1)
+    stubborn.store.appends = 0
+    return stubborn, other, w.id, removes, [(f"{w.relative_folder}/new.bin", 2)]
+
+
+def test_r4_a_replace_retried_and_the_runner_under_it_give_up_after_one_bound(tmp_path: Path, clock) -> None:
+    """A replace is decided again on each newer version, each try run by the runner's own retry loop:
+    against a writer that commits before every append, the two loops share one bound (``max_attempts``
+    lost races in all), not the replace's tries times the runner's."""
+    stubborn, other, write_id, removes, files = _raced_replace(tmp_path, clock)
+    with pytest.raises(Conflict, match="gave up after 4 attempts"):
+        stubborn.commit_write(write_id, files, mode="replace", removes=removes)
+    assert stubborn.store.appends == 4 and stubborn.retries == 3
+    assert [v.number for v in other.versions("sales.orders")][0] == 5  # 1, and the other writer's four
+    other.close()
+    stubborn.close()
+
+
+def test_r4_a_caller_that_retries_its_own_rounds_shares_the_one_bound(tmp_path: Path, clock) -> None:
+    """A caller's own rounds around the ledger's calls (as ``spark_ops.erase``'s, inside
+    ``Ledger.retrying``) draw on the same bound: once it is spent, no round tries another append."""
+    stubborn, other, write_id, removes, files = _raced_replace(tmp_path, clock)
+    refused = 0
+    with stubborn.retrying():
+        for _round in range(5):
+            try:
+                stubborn.commit_write(write_id, files, mode="replace", removes=removes)
+            except Conflict as exc:
+                refused += 1
+                assert "gave up after 4 attempts" in str(exc)
+    assert refused == 5 and stubborn.store.appends == 4
+    stubborn.store.before_append = None
+    assert stubborn.commit_write(write_id, files, mode="replace", removes=removes).number == 6  # a new call: a new budget
+    other.close()
+    stubborn.close()
 
 
 # --- R13: the vacuum expires old versions -------------------------------------------------

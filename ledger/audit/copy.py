@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 from vacuum_work.where import is_uri
 
+from ..core.events import Row
 from ..errors import InvalidArgument, WarehouseMismatch
 from ..persistence.contract import Store
 
@@ -50,7 +51,7 @@ def copy_ledger(source: Store, destination: Store) -> CopyReport:
         chunk = {d: data for d in digests[start:start + 1000] if (data := source.read_blob(d)) is not None}
         destination.copy_in([], chunk)
     events, head = 0, None
-    batch: list[tuple] = []
+    batch: list[Row] = []
     for row in source.read(0, with_hash=True):
         batch.append(row)
         if len(batch) == BATCH:

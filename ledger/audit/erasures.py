@@ -110,6 +110,8 @@ class ErasureStatus:
     replaced: tuple[str, ...]
     """The versions (``<table id>/<number>``) that rewrote live tables without the rows."""
     files: tuple[ErasureFile, ...]
+    _request: Request = attrs.field(eq=False, repr=False)
+    """The request as the state keeps it: what it says of its first table is the status's answer too."""
     forgotten_at: datetime | None = None
     legacy_predicate: str | None = None
     """A 0.7 request's predicate, which its event holds in clear until forgotten."""
@@ -117,11 +119,12 @@ class ErasureStatus:
     @property
     def table(self) -> str:
         """Its first table (the only one, for a request of one)."""
-        return self.tables[0]
+        return self._request.name
 
     @property
     def table_id(self) -> str | None:
-        return self.table_ids[0]
+        """Its first table's live instance when the request was made (None: it had none)."""
+        return self._request.table_id
 
     @property
     def predicate(self) -> str | None:
@@ -133,7 +136,7 @@ class ErasureStatus:
     @property
     def replaced_by(self) -> int | None:
         """The version that rewrote its first table, if one did."""
-        return next((int(v.rpartition("/")[2]) for v in self.replaced if v.rpartition("/")[0] == self.table_id), None)
+        return self._request.replaced_by
 
     @property
     def done(self) -> bool:
@@ -224,7 +227,7 @@ def status(store: EventStore, state: State, request_id: str, root: str, files_of
             found.append(ErasureFile(key, size, why=why, until=None if until is None else from_micros(until)))
     return ErasureStatus(r.request_id, r.tables, tuple(t or None for t in r.live), tuple(c or None for c in r.columns),
                          r.keys, r.statement, statement_of(store, r), r.reason, from_micros(r.time), r.seq, r.versions,
-                         r.replaced, tuple(found), None if r.forgotten is None else from_micros(r.forgotten),
+                         r.replaced, tuple(found), r, None if r.forgotten is None else from_micros(r.forgotten),
                          r.predicate)
 
 

@@ -22,6 +22,7 @@ import attrs
 import orjson
 
 from ..clock import iso
+from ..core.events import Row
 from ..errors import InvalidArgument, LedgerCorrupt
 
 FORMATS = ("jsonl", "parquet")
@@ -59,7 +60,7 @@ def check_format(format: str) -> str:
     return format
 
 
-def write(rows: Iterable[tuple], target: Path, format: str) -> ExportReport:
+def write(rows: Iterable[Row], target: Path, format: str) -> ExportReport:
     """Write stored rows (with their hash) to ``target`` (checked by ``outputs.target``: never over
     the ledger, never over a file unless asked); returns what was written."""
     check_format(format)
@@ -76,7 +77,7 @@ def write(rows: Iterable[tuple], target: Path, format: str) -> ExportReport:
     return ExportReport(str(target), format, count, head)
 
 
-def _write_jsonl(rows: Iterable[tuple], path: Path) -> tuple[int, str | None]:
+def _write_jsonl(rows: Iterable[Row], path: Path) -> tuple[int, str | None]:
     count, head = 0, None
     with open(path, "wb") as out:
         for row in rows:
@@ -87,12 +88,12 @@ def _write_jsonl(rows: Iterable[tuple], path: Path) -> tuple[int, str | None]:
     return count, head
 
 
-def _write_parquet(rows: Iterable[tuple], path: Path) -> tuple[int, str | None]:
+def _write_parquet(rows: Iterable[Row], path: Path) -> tuple[int, str | None]:
     import pyarrow.parquet as pq
     shape = schema()
     count, head = 0, None
     with pq.ParquetWriter(path, shape, compression="zstd") as writer:
-        batch: list[tuple] = []
+        batch: list[Row] = []
         for row in rows:
             batch.append(row)
             if len(batch) >= _BATCH:
@@ -105,7 +106,7 @@ def _write_parquet(rows: Iterable[tuple], path: Path) -> tuple[int, str | None]:
     return count, head
 
 
-def _table(batch: list[tuple], shape: Any) -> Any:
+def _table(batch: list[Row], shape: Any) -> Any:
     import pyarrow as pa
     columns: dict[str, Any] = {name: [row[i] for row in batch] for i, name in enumerate(COLUMNS)}
     columns["time_utc"] = columns["time"]
@@ -113,7 +114,7 @@ def _table(batch: list[tuple], shape: Any) -> Any:
                     schema=shape)
 
 
-def read(path: str | os.PathLike[str]) -> Iterator[tuple]:
+def read(path: str | os.PathLike[str]) -> Iterator[Row]:
     """The rows of an export, in file order, as ``(seq, stream, version, type, schema_version,
     time, actor, payload, hash)``: exactly what the store holds, so the chain can be rechecked."""
     source = Path(path)
@@ -125,7 +126,7 @@ def read(path: str | os.PathLike[str]) -> Iterator[tuple]:
     return _read_parquet(source) if magic == b"PAR1" else _read_jsonl(source)
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple]:
+def _read_jsonl(path: Path) -> Iterator[Row]:
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -159,7 +160,7 @@ def _invalid(path: Path, number: int, why: str) -> LedgerCorrupt:
     return LedgerCorrupt(f"{path}: the export is not valid: line {number}, {why}; it was damaged or edited")
 
 
-def _read_parquet(path: Path) -> Iterator[tuple]:
+def _read_parquet(path: Path) -> Iterator[Row]:
     import pyarrow as pa
     import pyarrow.parquet as pq
     try:

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Iterable, Iterator
 
 from ..clock import to_micros
-from ..core.events import Recorded, decode, registered
+from ..core.events import Recorded, Row, decode, registered
 from ..core.pins import PinReleased, PinRenewed, PinTaken
 from ..errors import InvalidArgument, InvalidTime, TableNotFound
 from ..names import table_id as valid_table_id, table_name
@@ -58,7 +58,7 @@ def history(runner: Runner, name: str | None = None, *, table_id: str | None = N
         ids = named if ids is None else ids & named
     containing = None if ids is None else sorted(ids)
 
-    def matching() -> Iterator[tuple[tuple, Recorded]]:
+    def matching() -> Iterator[tuple[Row, Recorded]]:
         for row in store.read(first, upto=last, actor=actor, types=types, containing=containing):
             rec = decode(*row[:8])
             if ids is None or _concerns(rec, ids):

@@ -16,6 +16,7 @@ from typing import Iterator
 import attrs
 
 from ..chain import ChainCheck, leaf, root_of_leaves
+from ..core.events import Row
 from ..core.erasures import commitment, read_statement
 from ..core.model import State, fold_rows
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, NotDeleted
@@ -52,7 +53,7 @@ def verify_export(path: str | os.PathLike[str], cp: Checkpoint, *,
     times: dict[int, int] = {}
     source = export.read(path)  # a missing or unreadable file says so here, not as a corrupt event
 
-    def rows() -> Iterator[tuple]:
+    def rows() -> Iterator[Row]:
         for row in check.rows(source):
             if row[0] == cp.seq:
                 times[cp.seq] = row[5]

@@ -24,6 +24,7 @@ from typing import Iterable
 import attrs
 
 from ..chain import ChainCheck, consistency_proof, leaf, root_of_leaves, verify_consistency
+from ..core.events import Row
 from ..core.erasures import redaction_problem
 from ..core.model import State
 from .erasures import erasure_set
@@ -95,7 +96,7 @@ def verify(runner: Runner, *, against: Checkpoint | None = None,
     head = store.head()[0]
     chain = ChainCheck(store.path, keep_hashes=against is not None) if store.chained else None
 
-    def rows(after: int, upto: int) -> Iterable[tuple]:
+    def rows(after: int, upto: int) -> Iterable[Row]:
         found = store.read(after, upto=upto, with_hash=chain is not None)
         return found if chain is None else chain.rows(found)
 

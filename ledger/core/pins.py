@@ -101,7 +101,9 @@ class PinOverridden:
 # --- state ---------------------------------------------------------------------------------
 
 @attrs.frozen
-class Pin:
+class PinRecord:
+    """A pin as the chain has it (taken, renewed, released); ``ledger.Pin`` is the caller's handle on one."""
+
     id: str
     table_id: str
     version: int | None
@@ -120,12 +122,12 @@ class Pin:
 
 @attrs.frozen
 class Pins:
-    pins: Mapping[str, Pin] = mapping(Pin)
-    """Pin id -> Pin: every pin ever taken (ids are used once)."""
+    pins: Mapping[str, PinRecord] = mapping(PinRecord)
+    """Pin id -> its record: every pin ever taken (ids are used once)."""
     by_table: Mapping[str, tuple[str, ...]] = mapping(tuple)
     """Table id -> the ids of its pins not released (some may have run out)."""
 
-    def live(self, table_id: str, now: Micros) -> list[Pin]:
+    def live(self, table_id: str, now: Micros) -> list[PinRecord]:
         """The pins that hold the instance at ``now``, soonest to end first."""
         found = (self.pins[p] for p in self.by_table.get(table_id, ()))
         return sorted((p for p in found if p.holds(now)), key=lambda p: (p.expires_at, p.id))
@@ -133,19 +135,19 @@ class Pins:
     # What a live pin allows, asked by the other concerns (purges, marks, the vacuum's plan) as they
     # decide and as they fold: the rule lives here, by one measure (the version number held).
 
-    def holding_instance(self, table_id: str, now: Micros) -> Pin | None:
+    def holding_instance(self, table_id: str, now: Micros) -> PinRecord | None:
         """The pin that keeps the instance from being purged at ``now`` (the live one that ends last),
         or None: no pin holds it, and a purge may go ahead as far as pins are concerned."""
         held = self.live(table_id, now)
         return held[-1] if held else None
 
-    def holding_versions(self, table_id: str, now: Micros) -> Pin | None:
+    def holding_versions(self, table_id: str, now: Micros) -> PinRecord | None:
         """The live pin on the instance's oldest pinned version, or None. A retention mark may expire
         only versions numbered below that pin's ``version``: it and every newer one stay readable."""
         versioned = [p for p in self.live(table_id, now) if p.version is not None]
         return min(versioned, key=lambda p: (p.version, p.id)) if versioned else None
 
-    def every_live(self, now: Micros) -> list[Pin]:
+    def every_live(self, now: Micros) -> list[PinRecord]:
         return sorted((p for ids in self.by_table.values() for p in map(self.pins.__getitem__, ids)
                        if p.holds(now)), key=lambda p: (p.table_id, p.expires_at, p.id))
 
@@ -254,7 +256,7 @@ def overridden(state: State, erased: frozenset[str], request_id: str,
     return ended
 
 
-def erased_under(state: State, pin: Pin) -> str | None:
+def erased_under(state: State, pin: PinRecord) -> str | None:
     """Why ``pin`` may not be renewed because an erasure request erased the version it holds (R25),
     or None. Asked of every renewal: a pin taken before requests ended pins (0.7) is caught here."""
     if pin.version is None:
@@ -268,7 +270,7 @@ def erased_under(state: State, pin: Pin) -> str | None:
             "nothing since; read the current version, with a new pin")
 
 
-def _pin(state: State, pin_id: object) -> Pin:
+def _pin(state: State, pin_id: object) -> PinRecord:
     found = state.pins.pins.get(pin_id) if isinstance(pin_id, str) else None
     if found is None:
         raise InvalidArgument(f"there is no pin with id {pin_id!r} (see pins)")
@@ -365,13 +367,13 @@ def _on_taken(b: Builder, e: PinTaken, seq: int, time: Micros) -> None:
         raise corrupt(f"event #{seq} takes pin {e.pin_id} with a lease of {e.lease_seconds} s until "
                       f"{e.expires_at}: not a lease the ledger grants (R21)")
     pins = b.pins
-    pins.pins[e.pin_id] = Pin(e.pin_id, e.table_id, e.version, time, e.lease_seconds, e.expires_at)
+    pins.pins[e.pin_id] = PinRecord(e.pin_id, e.table_id, e.version, time, e.lease_seconds, e.expires_at)
     kept = tuple(p for p in pins.by_table.get(e.table_id, ()) if pins.pins[p].holds(time))
     pins.by_table[e.table_id] = (*kept, e.pin_id)
 
 
-def _pin_of(b: Builder, pin_id: str, table_id: str, seq: int, doing: str) -> Pin:
-    pin: Pin | None = b.pins.pins.get(pin_id)
+def _pin_of(b: Builder, pin_id: str, table_id: str, seq: int, doing: str) -> PinRecord:
+    pin: PinRecord | None = b.pins.pins.get(pin_id)
     if pin is None or pin.table_id != table_id:
         raise corrupt(f"event #{seq} {doing} pin {pin_id}, which is not a pin on {table_id} (R21)")
     return pin
@@ -406,7 +408,7 @@ def _on_overridden(b: Builder, e: PinOverridden, seq: int, time: Micros) -> None
     _end(b, pin, time)
 
 
-def _end(b: Builder, pin: Pin, time: Micros) -> None:
+def _end(b: Builder, pin: PinRecord, time: Micros) -> None:
     """A pin released (by its holder, or by an erasure request) at ``time``: one whose lease ran out
     first had ended already, and stays as it was."""
     if not pin.holds(time):

@@ -116,8 +116,9 @@ class VacuumFinished:
 # --- state ---------------------------------------------------------------------------------
 
 @attrs.frozen
-class VacuumRun:
-    """A vacuum that recorded its start and not yet its end: it is deleting, or it died."""
+class OpenRun:
+    """A vacuum that recorded its start and not yet its end: it is deleting, or it died
+    (``ledger.VacuumRun`` is its driver's handle on it)."""
 
     run_id: str
     started_at: Micros
@@ -136,7 +137,7 @@ class VacuumRun:
 
 @attrs.frozen
 class Vacuums:
-    runs: Any = mapping(VacuumRun)   # run id -> VacuumRun, runs not yet finished
+    runs: Any = mapping(OpenRun)   # run id -> OpenRun, runs not yet finished
     ended: Any = mapping()                   # run id -> when it finished: a run id is used once
 
     def taken(self, run_id: str) -> bool:
@@ -144,7 +145,7 @@ class Vacuums:
         id (to release the lease should it be stopped) must never find it naming another run."""
         return run_id in self.runs or run_id in self.ended
 
-    def unfinished(self) -> list[VacuumRun]:
+    def unfinished(self) -> list[OpenRun]:
         """Runs that started, did not finish, and no later run took over."""
         return sorted((run for run in self.runs.values() if not run.taken_over),
                       key=lambda run: run.started_at)
@@ -289,7 +290,7 @@ def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
     return tuple(sweeps), tuple(scans)
 
 
-def _work_left(state: State, run: VacuumRun) -> bool:
+def _work_left(state: State, run: OpenRun) -> bool:
     """Whether a run that stopped left anything undone: a table not purged, a folder not recorded gone,
     a replace's removed files not recorded deleted."""
     tables = (state.tables.instance(i) for i in run.table_ids)
@@ -503,7 +504,7 @@ Done = list[tuple[Work, Result]]
 ITEMS = (Purge, Expiry, Trim, Sweep, StragglerScan, ForeignScan)
 
 
-def _done(run: VacuumRun, results: object) -> dict[str, Done]:
+def _done(run: OpenRun, results: object) -> dict[str, Done]:
     """The results worth recording, by kind, each with its item (each part of a split item names its
     own folders); none that failed or, for stragglers, left some. A run's driver hands over one
     result for each item it carried out, or for each part of a split one, the shares of one purge
@@ -538,7 +539,7 @@ def _done(run: VacuumRun, results: object) -> dict[str, Done]:
     return by_kind
 
 
-def _claims(run: VacuumRun, item: Work) -> list[str]:
+def _claims(run: OpenRun, item: Work) -> list[str]:
     """What a result of ``item`` records, each named as a message names it: the purge of its table,
     the straggler scan of its write's folder, or the deletion of each of its folders. Refused if
     the run did not set out to do it: its watermarks and marks, recorded at its start, cover
@@ -613,7 +614,7 @@ def _on_started(b: Builder, e: VacuumStarted, seq: int, time: Micros) -> None:
         run = runs.get(earlier)
         if run is not None:
             runs[earlier] = attrs.evolve(run, taken_over=True)
-    runs[e.run_id] = VacuumRun(e.run_id, time, e.table_ids, e.lease_until, False, e.write_folders, e.trims)
+    runs[e.run_id] = OpenRun(e.run_id, time, e.table_ids, e.lease_until, False, e.write_folders, e.trims)
 
 
 def _on_leased(b: Builder, e: VacuumLeased, seq: int, time: Micros) -> None:
@@ -636,5 +637,5 @@ CONCERN = Concern(
     decide={StartVacuum: _start, RenewVacuum: _renew, FinishVacuum: _finish},
 )
 
-__all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumLeased", "VacuumFinished", "VacuumRun", "Vacuums",
+__all__ = ["VACUUM_STREAM", "VacuumStarted", "VacuumLeased", "VacuumFinished", "OpenRun", "Vacuums",
            "StartVacuum", "RenewVacuum", "FinishVacuum", "plan_vacuum", "choose_watermarks", "CONCERN"]

@@ -54,7 +54,7 @@ from .tables import Instance, require_live
 if TYPE_CHECKING:
     from .fold import Builder
     from .model import State
-    from .pins import Pin
+    from .pins import PinRecord
 
 WRITES_FOLDER = "_writes"
 """Write folders live under ``<location>/_writes/``: Spark's listing skips names that start with
@@ -998,7 +998,7 @@ def _advance_mark(state: State, cmd: AdvanceRetentionMark) -> Decision:
     return Decision(((stream, RetentionMarkAdvanced(inst.id, target)),), frozenset({stream}), current)
 
 
-def _pin_over(data: Data, pin: Pin | None, table_id: str, mark: Micros) -> tuple[Pin, int] | None:
+def _pin_over(data: Data, pin: PinRecord | None, table_id: str, mark: Micros) -> tuple[PinRecord, int] | None:
     """``pin`` (the one on the instance's oldest pinned version) and that version's number, if a
     retention mark at ``mark`` would expire it, measured as the pins concern says: by version number (R21)."""
     reached = data.as_of(table_id, mark)  # the newest version the mark covers

@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
-from ..chain import GENESIS, event_hash, redacted_row
+from ..chain import GENESIS, REDACTABLE, event_hash, redacted_row
 from ..clock import Micros
 from ..core import events
 from ..errors import InvalidArgument, LedgerCorrupt, LedgerNotFound
@@ -53,6 +53,15 @@ MAX_CLOCK_SKEW = 60 * 1_000_000
 """How far (microseconds) a host's clock may be from a shared store's before its appends are refused
 (``ClockSkew``): every host of a PostgreSQL ledger is held to the server's clock (R6, R18). A minute
 is far more than NTP leaves between hosts, and far less than any retention."""
+
+
+def check_redactable(seq: int, kind: Sequence[object] | None) -> None:
+    """Refuse to redact event #``seq`` unless it is a 0.7 erasure request (``chain.REDACTABLE``):
+    ``kind`` is its stored ``(type, schema_version)``, None if there is no such event. Every store's
+    ``redact`` asks it inside the transaction that changes the row."""
+    if kind is None or tuple(kind) != REDACTABLE:
+        raise InvalidArgument(f"event #{seq} is no 0.7 erasure request: only such a request's predicate is ever "
+                              "redacted")
 
 
 def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,

@@ -47,7 +47,8 @@ from ..errors import (
 from . import pgaddress
 from .contract import (
     MANY, MAX_CLOCK_SKEW, Appended, Generation, Gone, Lease, NewEvent, NoLedgerYet, Row, SealedPart,
-    LEASE_PREFIX, Snapshot, Store, chained_rows, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
+    LEASE_PREFIX, Snapshot, Store, chained_rows, check_copied, check_redactable, lease_held, lease_value, seal,
+    stored_lease, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -690,10 +691,8 @@ class PostgresStore(Store):
         role owns its tables), then the table vacuumed so the old row's bytes go from its pages."""
         def update(c: psycopg.Connection[Any]) -> None:
             with c.transaction():
-                row = c.execute("SELECT type, schema_version FROM events WHERE seq = %s FOR UPDATE", (seq,)).fetchone()
-                if row is None or tuple(row) != ("ErasureRequested", 1):
-                    raise InvalidArgument(f"event #{seq} is no 0.7 erasure request: only such a request's predicate "
-                                          "is ever redacted")
+                check_redactable(seq, c.execute("SELECT type, schema_version FROM events WHERE seq = %s FOR UPDATE",
+                                                (seq,)).fetchone())
                 c.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
                 c.execute("UPDATE events SET payload = %s WHERE seq = %s", (payload, seq))
                 c.execute("ALTER TABLE events ENABLE TRIGGER events_append_only")

@@ -41,7 +41,7 @@ from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
     CHAIN_FORMAT, MANY, Appended, Generation, Gone, Lease, NewEvent, Row, Snapshot, SealedPart, Store,
-    LEASE_PREFIX, chained_rows, check_copied, lease_held, lease_value, seal, stored_lease, own_rows,
+    LEASE_PREFIX, chained_rows, check_copied, check_redactable, lease_held, lease_value, seal, stored_lease, own_rows,
 )
 
 FORMAT_VERSION = 2
@@ -666,10 +666,8 @@ class SQLiteStore(Store):
             self._db.execute("PRAGMA secure_delete = ON")
             try:
                 with self.transaction() as db:
-                    row = db.execute("SELECT type, schema_version FROM events WHERE seq = ?", (seq,)).fetchone()
-                    if row is None or tuple(row) != ("ErasureRequested", 1):
-                        raise InvalidArgument(f"event #{seq} is no 0.7 erasure request: only such a request's "
-                                              "predicate is ever redacted")
+                    check_redactable(seq, db.execute("SELECT type, schema_version FROM events WHERE seq = ?",
+                                                     (seq,)).fetchone())
                     db.execute("DROP TRIGGER IF EXISTS events_no_update")
                     db.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
                     self._create_triggers()
