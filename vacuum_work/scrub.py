@@ -7,40 +7,67 @@ its state into one ``Look`` a location (a table instance's folder: its id), the 
 each with a ``Finding``, and the ledger records what they found (``ScrubFinished``). Nothing is
 deleted or changed: a scrub only looks.
 
-A location's files travel packed (``pack``: the receipts' leaf encoding, compressed), a few bytes a
-file, so that the driver's memory holds the looks of one batch, never the warehouse's file list.
+A location's files travel packed (``pack``: their sizes and names, compressed), a few bytes a file, so that the driver's memory holds the looks of one batch, never the warehouse's file list.
 
 The checked files are committed to by a Merkle root, in two levels like a receipt (``ledger.chain``):
-a location's root is the RFC 6962 root over the leaves ``leaf_input(key, recorded size)`` of the
-files it should hold, sorted by key; the scrub's root is the RFC 6962 root over one leaf a location,
-``leaf_input(location, files) || location root``, sorted by location. An auditor who has the same
-ledger recomputes both from its file lists.
+a location's root is the RFC 6962 root over its files in pages (``PAGE`` files, sorted by key, a
+leaf: each file's ``key NUL recorded size NUL``), so that a file is proven checked by its page and
+the page's audit path, and hashing costs one pass over the names, not two hashes a file (which
+took as long as the ``stat`` of every file did); the scrub's root is the RFC 6962 root over one leaf
+a location, ``leaf_input(location, files) || location root``, sorted by location. An auditor who
+has the same ledger recomputes both from its file lists.
 
 The standard library only (R19): the ledger builds the looks, the executors answer them.
 """
 
 from __future__ import annotations
 
+import array
+import struct
+import sys
 import zlib
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Iterable, Iterator, Mapping
 
-from .leaves import EMPTY_ROOT, leaf, leaf_input, read_leaves, root_of_leaves
+from .leaves import EMPTY_ROOT, leaf, leaf_input, root_of_leaves
 
 SCRUB = "scrub"
+
+PAGE = 1_000
+"""Files a leaf of a location's Merkle tree holds (see the module docstring)."""
 
 GONE = -1
 """The size a missing file is found at: not there at all."""
 
 
 def pack(entries: Iterable[tuple[str, int]]) -> bytes:
-    """``(path, size)`` pairs as a look carries them: their leaves, compressed."""
-    return zlib.compress(b"".join(leaf_input(path, size) for path, size in entries), 1)
+    """``(path, size)`` pairs as a look carries them, compressed: the sizes as 8-byte little-endian
+    integers, then the paths joined by NUL (which no file name holds). Both ways run in C: a look of
+    200,000 files is packed and read in tens of milliseconds, not the seconds a leaf at a time took."""
+    paths: list[str] = []
+    sizes = array.array("q")
+    for path, size in entries:
+        paths.append(path)
+        sizes.append(size)
+    if sys.byteorder == "big":
+        sizes.byteswap()
+    return zlib.compress(struct.pack("<Q", len(paths)) + sizes.tobytes() + "\0".join(paths).encode(), 1) \
+        if paths else b""
 
 
 def unpack(data: bytes) -> Iterator[tuple[str, int]]:
     """The ``(path, size)`` pairs ``pack`` packed, in order."""
-    return read_leaves(zlib.decompress(data)) if data else iter(())
+    if not data:
+        return iter(())
+    raw = zlib.decompress(data)
+    (n,) = struct.unpack_from("<Q", raw)
+    sizes = array.array("q", raw[8:8 + 8 * n])
+    if sys.byteorder == "big":
+        sizes.byteswap()
+    paths = raw[8 + 8 * n:].decode().split("\0")
+    if len(paths) != n:
+        raise ValueError(f"a packed look names {len(paths)} paths for {n} sizes")
+    return zip(paths, sizes)
 
 
 @dataclass(frozen=True)
@@ -91,9 +118,17 @@ def compare(look: Look, sizes: Callable[[list[str]], Mapping[str, int]], *, list
     prefix = look.location.rstrip("/") + "/"
     missing = tuple((prefix + p, size, found.get(p, GONE)) for p, size in present if found.get(p) != size)
     back = tuple((prefix + p, found[p]) for p, _ in absent if p in found)
-    root = root_of_leaves(leaf(leaf_input(prefix + p, size)) for p, size in present)
+    root = page_root(prefix, present)
     return Finding(look.location, len(present), sum(s for _, s in present), root.hex(), missing, back, len(absent),
                    listed=listed)
+
+
+def page_root(prefix: str, entries: list[tuple[str, int]]) -> bytes:
+    """The root over files (paths under ``prefix``, recorded sizes, sorted), a page a leaf: see the
+    module docstring."""
+    pages = ("".join(f"{prefix}{path}\0{size}\0" for path, size in entries[at:at + PAGE]).encode()
+             for at in range(0, len(entries), PAGE))
+    return root_of_leaves(leaf(page) for page in pages)
 
 
 def scrub_root(findings: Iterable[Finding]) -> str:

@@ -138,9 +138,8 @@ def expected(state: State, inst: Instance, files_of: FilesOf) -> dict[str, int]:
     if inst.purged_at is not None:
         return {}
     found: dict[str, int] = {}
-    for v in _kept(state, inst):
-        for path, size in files_of(v):
-            found.setdefault(path, size)
+    for v in reversed(_kept(state, inst)):  # oldest first: a path's size is the same in every version naming it
+        found.update(files_of(v))
     return found
 
 
