@@ -34,6 +34,7 @@ from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
 from .audit.checkpoints import Checkpoint, InclusionProof, KeyLike
 from .audit.export import ExportReport
+from .audit.scrub import ScrubPlan
 from .audit.verify import VerifyReport
 from .catalog import AsOf, Catalog
 from .clock import Clock, Micros, from_micros, iso_utc, parse_duration, system_clock, to_micros
@@ -482,6 +483,21 @@ class Ledger(Catalog):
     def _pin_view(self, pin_id: str) -> PinView:
         state = self.runner.held
         return PinView.of(state, state.pins.pins[pin_id], to_micros(self.now()))
+
+    # --- the integrity scrub (spark_ops.scrub drives it) ----------------------------------------
+
+    def plan_scrub(self, *, database: str | None = None) -> ScrubPlan:
+        """An integrity scrub of the warehouse (or of ``database``) on the ledger's word now: its
+        ``looks()``, one a location, say what each should hold and what must stay gone; its
+        ``finish(findings)`` asks the ledger again and records one ``ScrubFinished`` (R27: a scrub
+        checks and records, and changes nothing). Records nothing until then."""
+        scope = None if database is None else names.database_name(database)
+        state = self.runner.refresh()
+        if scope is not None and not any(inst.database == scope for inst in state.tables.all_instances()):
+            raise InvalidArgument(f"no table was ever in database {scope}: nothing to scrub (`retention-ledger "
+                                  "tables --all` lists the databases); nothing was recorded")
+        return ScrubPlan(self.runner, self.store, state, self.warehouse,
+                         lambda at: lambda v: self._version_files(at, v), scope, self.runner.reading())
 
     # --- the vacuum: a plan, then a run on record (spark_ops.vacuum drives these) ---------------
 

@@ -942,6 +942,36 @@ def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], N
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
+@command(cli, "scrub", short_help="Check that every file the ledger names is there, and every deleted one gone.")
+@click.option("--database", default=None, help="Only this database's tables (default: the whole warehouse).")
+@click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
+              help="The Spark master to run on (a cluster's, e.g. spark://host:7077).")
+@remote_option
+@conf_option
+def scrub_command(ctx: Context, database: str | None, master: str, remote: str | None,
+                  spark_conf: dict[str, str]) -> None:
+    """Check the warehouse against the ledger and record what was found (R27): every file a readable,
+    pinned or restorable version names is there at its recorded size, and every file a receipt says
+    deleted is still gone. Changes nothing; exits 1 if anything is missing, back or not checked
+    (history --type ScrubFinished lists every scrub)."""
+    remote = _one_spark(remote)
+    led = ctx.ledger
+    led.plan_scrub(database=database)  # a bad --database is refused before Spark starts
+    from spark_ops.scrub import scrub
+
+    with _SparkGuard("scrub", led.path) as guard:
+        spark = _session(guard, master, remote, spark_conf)
+        report = scrub(spark, led, database=database)
+    ctx.emit(report.to_dict(), report.summary)
+    if not report.ok:
+        raise ScrubFound(f"scrub {report.scrub_id} found {len(report.missing)} missing, {len(report.resurrected)} "
+                         f"resurrected, {len(report.errors)} not checked (recorded as event #{report.seq})")
+
+
+class ScrubFound(LedgerError):
+    """A scrub found files missing or back, or could not look somewhere: recorded, and exit 1."""
+
+
 @command(cli, "erase", short_help="Erase rows (a predicate's, or a batch of keys across tables), and record the request.")
 @click.argument("tables", nargs=-1, required=True, metavar="TABLE[=COLUMN]...")
 @click.option("--where", "predicate", default=None, metavar="SQL",

@@ -253,3 +253,31 @@ def test_r25_cli_erase_says_what_it_did_and_refuses_bad_input_in_one_line(spark,
     assert said.exit_code == 0, said.stderr
     assert "recorded for crm.users (user_id = 7): 0 files, 0 B in its set" in said.stdout
     assert "no new version" in said.stdout and "unreadable from now on: no version" in said.stdout
+
+
+def test_r27_cli_scrub_records_what_it_found_and_exits_1_when_something_is_missing(spark, tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as led:
+        led.create_table("sales.orders")
+        w = led.begin_write("sales.orders")
+        for i in range(3):
+            (Path(w.folder) / f"part-{i}.parquet").parent.mkdir(parents=True, exist_ok=True)
+            (Path(w.folder) / f"part-{i}.parquet").write_bytes(b"x" * 5)
+        led.commit_write(w.id, [(f"{w.relative_folder}/part-{i}.parquet", 5) for i in range(3)])
+        before = led.event_count()
+    clean = run(spark, "--ledger", str(path), "scrub")
+    assert clean.exit_code == 0, clean.stderr
+    assert "3 files" in clean.stdout and "everything the ledger names is there" in clean.stdout
+    (Path(w.folder) / "part-1.parquet").unlink()
+    found = run(spark, "--ledger", str(path), "scrub", "--json")
+    assert found.exit_code == 1 and "1 missing" in found.stderr and "\n" not in found.stderr.strip()
+    report = json.loads(found.stdout)
+    assert not report["ok"] and [m["key"].rsplit("/", 1)[-1] for m in report["missing"]] == ["part-1.parquet"]
+    assert report["missing"][0]["versions"] == [1]
+    refused = run(spark, "--ledger", str(path), "scrub", "--database", "nosuch")
+    assert refused.exit_code != 0 and "no table was ever in database nosuch" in refused.stderr
+    with Ledger.open(path) as led:
+        assert led.event_count() == before + 2  # one event a scrub, none for the refusal
+        assert [e.data["missing"] for e in led.history(type="ScrubFinished")] == [0, 1]
+    history = run(spark, "--ledger", str(path), "history", "--type", "ScrubFinished")
+    assert history.exit_code == 0 and "1 missing" in history.stdout

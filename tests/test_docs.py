@@ -50,11 +50,16 @@ def test_readme_cites_no_file_outside_the_repository() -> None:
 
 def test_the_guarantees_page_has_a_row_for_every_rule_the_docs_cite() -> None:
     """The docs cited R24 and R25 while the guarantees page stopped at R23 (issue 57)."""
-    kept = rows(GUARANTEES.read_text())
-    assert kept == list(range(1, len(kept) + 1))
+    text = GUARANTEES.read_text()
+    kept = rows(text)
+    # A rule DESIGN.md has and no release keeps yet is named in the page's "Planned" paragraph
+    # instead (R26 until other engines read the ledger): the rows and it together are every rule.
+    planned = {int(n) for n in re.findall(r"\bR(\d+)\b", text[text.index("Planned, not kept"):])}
+    assert sorted({*kept, *planned}) == list(range(1, max([*kept, *planned]) + 1)) and not planned & set(kept)
     cited = {int(n): page.relative_to(REPO).as_posix() for page in pages() if page != GUARANTEES
              for n in re.findall(r"\bR(\d+)\b", page.read_text())}
-    assert not {n: page for n, page in cited.items() if n not in kept}, "cited, with no row on the guarantees page"
+    assert not {n: page for n, page in cited.items() if n not in kept and n not in planned}, \
+        "cited, with no row on the guarantees page"
     readme = README.read_text()
     assert rows(readme[readme.index("## Guarantees"):]) == kept  # README's short table has them all
 

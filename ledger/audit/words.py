@@ -122,6 +122,14 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
                                       + f" in {', '.join(e.tables)} (statement {e.statement[:16]}...)"
                                       f": {_plural(e.count, 'file')} ({format_bytes(e.bytes)}) in "
                                       f"{_plural(len(e.versions), 'version')} made unreadable"),
+    "ScrubFinished": lambda e, n: (f"scrubbed {'the warehouse' if e.database is None else 'database ' + e.database}"
+                                   f" (scrub {e.scrub_id}): {_plural(e.files, 'file')} ({format_bytes(e.bytes)}) "
+                                   f"in {_plural(e.locations, 'location')} checked present, {e.absent_checked} "
+                                   f"checked gone: " + (", ".join(
+                                       f"{count} {what}" for count, what in ((e.missing, "missing"),
+                                                                             (e.resurrected, "resurrected"),
+                                                                             (e.errors, "not checked")) if count)
+                                       or "all as recorded") + f" (root {e.root[:16]}...)"),
     "ErasureForgotten": lambda e, n: (f"forgot what erasure request {e.request_id} named (event #{e.seq})"
                                       + (": its predicate redacted there" if e.redacted else
                                          ": only its commitment remains")),
