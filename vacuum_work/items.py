@@ -254,11 +254,16 @@ class Sweep(_Folders):
     kind: ClassVar[str] = SWEEP
     section: ClassVar[str] = "swept"
 
+    @property
+    def writes(self) -> tuple[tuple[str, str], ...]:
+        """(write id, why) of each write it gives up."""
+        return tuple((f.write_id, f.why) for f in self.folders)
+
     def facts(self, root: str) -> dict[str, Any]:
-        return {**super().facts(root), "writes": [{"id": f.write_id, "why": f.why} for f in self.folders]}
+        return {**super().facts(root), "writes": [{"id": w, "why": why} for w, why in self.writes]}
 
     def said(self, root: str, result: Result, files: str) -> str:
-        return f"swept write(s) {', '.join(f'{f.write_id} ({f.why})' for f in self.folders)}: {files}"
+        return f"swept write(s) {', '.join(f'{w} ({why})' for w, why in self.writes)}: {files}"
 
     @classmethod
     def tally(cls, done: Sequence[tuple[Any, Result]], dry_run: bool) -> str | None:
