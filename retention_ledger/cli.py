@@ -888,45 +888,9 @@ def _files(count: int, size: int) -> str:
     return f"{count} file{'' if count == 1 else 's'}, {format_bytes(size)}"
 
 
-def _file_line(entry: Any) -> str:
-    return f"      {entry.path}  {format_bytes(entry.size)}"
-
-
 def _vacuum_text(report: Any) -> str:
-    lines = [report.summary().splitlines()[0]]  # what was done (a failed purge is not counted purged)
-    lines += [f"  watermark {scope} -> {iso_utc(at)}" for scope, at in report.watermarks.items()]
-    for item in report.instances:
-        status = "FAILED " + str(item.error) if item.error else _files(item.files, item.bytes)
-        lines.append(f"  {item.id}  {item.name:<32} {status}{'  (resumed)' if item.resumed else ''}")
-        lines += [_file_line(f) for f in item.would_delete]
-    for item in report.expired:
-        status = "FAILED " + str(item.error) if item.error else \
-            f"{len(item.folders)} write folder(s), {_files(item.files, item.bytes)}"
-        mark = f"mark -> {iso_utc(item.mark)}, expired version(s) {', '.join(map(str, item.versions))}; " \
-            if item.mark else ""
-        lines.append(f"  {item.id}  {item.name:<32} {mark}{status}")
-        lines += [_file_line(f) for f in item.would_delete]
-    for swept in report.swept:
-        status = "FAILED " + str(swept.error) if swept.error else _files(swept.files, swept.bytes)
-        writes = ", ".join(f"{w} ({why})" for w, why in swept.writes)
-        lines.append(f"  {swept.id}  {swept.name:<32} swept write(s) {writes}: {status}")
-        lines += [_file_line(f) for f in swept.would_delete]
-    for item in report.stragglers:
-        status = "FAILED " + str(item.error) if item.error else \
-            f"{item.files} straggler file(s), {format_bytes(item.bytes)}"
-        left = f", {item.left} younger than the grace period left" if item.left else ""
-        lines.append(f"  {item.id}  {item.name:<32} write {item.write_id}: {status}{left}")
-        lines += [_file_line(f) for f in item.would_delete]
-    for name, location, files in report.foreign:
-        lines.append(f"  {name}: {len(files)} foreign file(s) in {location} outside every write folder "
-                     "(never swept; they go only if the table is purged)")
-        lines += [_file_line(f) for f in files]
-    if report.listing:
-        lines.append(f"  the full listing ({report.files} files) is the Parquet dataset {report.listing}; "
-                     "each item above shows its first files only")
-    if report.resumed_runs:
-        lines.append(f"  took over unfinished run(s): {', '.join(report.resumed_runs)}")
-    return "\n".join(lines + _left_alone(report))
+    """The report's own text (one renderer with its summary and its JSON), then what it left alone."""
+    return "\n".join([report.text(), *_left_alone(report)])
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ _HOMES = {
     "stop_local_spark": ".session",
     "read_table": ".tables", "write_table": ".tables", "reading": ".tables", "READ_PIN_LEASE": ".tables",
     "vacuum": ".vacuum_job", "sweep": ".vacuum_job", "VacuumReport": ".vacuum_job",
-    "InstanceReport": ".vacuum_job", "read_log": ".log",
+    "ItemReport": ".vacuum_job", "read_log": ".log",
     "erase": ".erase", "scrub": ".scrub",
     "attach": ".catalog.attach", "refresh": ".catalog.attach", "detach": ".catalog.attach",
 }

@@ -791,7 +791,7 @@ def test_an_empty_vacuum_report_has_every_field_a_full_one_has(db: Path) -> None
     from spark_ops.vacuum_job import VacuumReport
 
     report = ok_json(empty(db), "vacuum")
-    full = VacuumReport(run_id="r", dry_run=False, watermarks={}, instances=(), resumed_runs=(),
+    full = VacuumReport(run_id="r", dry_run=False, watermarks={}, entries=(), resumed_runs=(),
                         duration=0.0).to_dict()
     assert set(report) == set(full)
 

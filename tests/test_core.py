@@ -249,9 +249,9 @@ def test_a_plan_says_once_whether_a_vacuum_has_anything_to_do() -> None:
     no Spark job is needed, the one condition the CLI and the driver ask (a dry run still lists
     the foreign files of the tables it looked at; a run never deletes them)."""
     from vacuum_work import ForeignScan, Plan
-    nothing = Plan(None, ROOT, 0)
-    foreign = Plan(None, ROOT, 0, foreign=(ForeignScan(ID_A, "db.t", ID_A),))
-    resumed = Plan(None, ROOT, 0, resumes=("an-earlier-run",))
+    nothing = Plan(run_id=None, root=ROOT, now=0)
+    foreign = Plan(run_id=None, root=ROOT, now=0, foreign=(ForeignScan(ID_A, "db.t", ID_A),))
+    resumed = Plan(run_id=None, root=ROOT, now=0, resumes=("an-earlier-run",))
     assert nothing.empty and nothing.idle(dry_run=False) and nothing.idle(dry_run=True)
     assert foreign.empty and foreign.idle(dry_run=False) and not foreign.idle(dry_run=True)
     assert not resumed.empty and not resumed.idle(dry_run=False) and not resumed.idle(dry_run=True)

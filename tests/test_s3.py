@@ -28,7 +28,7 @@ import pytest
 
 from ledger import Ledger, LedgerUnavailable, ManualClock
 from spark_ops.executor import fs
-from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
+from spark_ops.executor.storage import Deleter, StoredFile, Totals, Unsafe, storage_for
 from tests.connect import ConnectServer
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy, scratch
 from tests.stores import FaultyStore
@@ -262,7 +262,7 @@ def test_r9_r20_each_key_is_checked_before_it_joins_a_batch(s3) -> None:
     s3.clear()
     assert objects_under("s3://lake/wh9/t1-evil") == [victim]
     with pytest.raises(Unsafe), Deleter(storage_for("s3://lake")) as deleter:
-        deleter.add([FileEntry(victim, 1)], Totals(), "wh9/t1")
+        deleter.add([StoredFile(victim, 1)], Totals(), "wh9/t1")
     assert outcome.files <= 3 and set(keys) >= set(objects_under("s3://lake/wh9/t1"))
 
 
@@ -279,7 +279,7 @@ def test_r20_a_deleter_holds_at_most_two_batches_more_than_its_threads_delete(pr
     pages = 6 * store.threads
 
     def page(n: int) -> list[FileEntry]:
-        return [FileEntry(f"ahead/t/_writes/{n:032x}/part-{i:06d}.parquet", 1) for i in range(BATCH)]
+        return [StoredFile(f"ahead/t/_writes/{n:032x}/part-{i:06d}.parquet", 1) for i in range(BATCH)]
     totals = Totals()
     with Deleter(store) as deleter:
         deleter.add(page(-1), totals, "ahead/t")  # the client made, the threads started
@@ -478,10 +478,10 @@ def _die_after_deleting(led: Ledger, keys: list[str]) -> str:
     from spark_ops.executor import receipts
     dead = led.start_vacuum()
     root = dead.plan.root
-    receipt = receipts.Receipt(root, dead.run_id)
     store = storage_for(root)
+    receipt = receipts.DeletionLog(store, dead.run_id)
     with Deleter(store, receipt) as deleter:
-        deleter.add([FileEntry(key, 5) for key in keys], Totals(), store.base)
+        deleter.add([StoredFile(key, 5) for key in keys], Totals(), store.base)
     parts = receipt.close()
     dead.record_deleted([(part, receipts.read_part(root, part.where)) for part in parts])
     receipts.clear(root, dead.run_id, [part.where for part in parts])

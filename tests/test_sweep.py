@@ -162,9 +162,11 @@ def test_r15_foreign_files_are_never_swept_and_the_dry_run_reports_them(spark, l
     abandoned, _ = begin_with_files(led)
     clock.advance(2 * HOUR)
     dry = vacuum(spark, led, dry_run=True)
-    [(name, where, files)] = dry.foreign
-    assert name == "sales.orders" and where == str(location)
-    assert [(f.path, f.size) for f in files] == [("dropped-in-by-hand.parquet", 9)]
+    [found] = dry.foreign
+    assert found.name == "sales.orders" and found.location == str(location)
+    assert [(f.path, f.size) for f in found.would_delete] == [("dropped-in-by-hand.parquet", 9)]
+    assert dry.to_dict()["foreign"] == [{"id": found.id, "name": "sales.orders", "location": str(location),
+                                         "files": [{"path": "dropped-in-by-hand.parquet", "size": 9}]}]
     vacuum(spark, led)
     assert (location / "dropped-in-by-hand.parquet").exists() and not os.path.exists(abandoned.folder)
 

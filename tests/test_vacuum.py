@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -435,7 +436,7 @@ def test_r10_a_vacuum_that_fails_on_the_way_releases_its_lease_for_the_next(spar
 # --- deletion split below the table, on a pool of I/O threads (issue 11) -----------------------
 
 def test_r9_every_path_is_checked_against_its_location_before_it_joins_a_batch(tmp_path: Path) -> None:
-    from spark_ops.executor.storage import Deleter, FileEntry, Totals, Unsafe, storage_for
+    from spark_ops.executor.storage import Deleter, StoredFile, Totals, Unsafe, storage_for
     inside, outside = tmp_path / "loc", tmp_path / "elsewhere"
     inside.mkdir()
     outside.mkdir()
@@ -444,8 +445,8 @@ def test_r9_every_path_is_checked_against_its_location_before_it_joins_a_batch(t
     totals = Totals()
     with pytest.raises(Unsafe, match="elsewhere"):
         with Deleter(storage_for(str(tmp_path))) as deleter:
-            deleter.add([FileEntry(str(inside / "a.parquet"), 1)], totals, str(inside))
-            deleter.add([FileEntry(str(outside / "precious.parquet"), 1)], totals, str(inside))
+            deleter.add([StoredFile(str(inside / "a.parquet"), 1)], totals, str(inside))
+            deleter.add([StoredFile(str(outside / "precious.parquet"), 1)], totals, str(inside))
     assert (outside / "precious.parquet").exists() and not (inside / "a.parquet").exists()
     assert (totals.files, totals.bytes, totals.error) == (1, 1, None)
 
@@ -494,8 +495,9 @@ def test_shares_of_a_flat_table_running_side_by_side_each_find_their_folders(tmp
             (loc / f"p={p:04d}" / f"part-{f}.parquet").write_bytes(b"abc")
     job, purge = _one_purge(root, loc)
     with ThreadPoolExecutor(2) as pool:  # two at a time, as on two cores
-        done = list(pool.map(lambda j: tasks.share_task(job, (purge, j, 8)), range(8)))
-    assert [d.error for d in done] == [None] * 8 and not any(d.finished for d in done)
+        done = list(pool.map(lambda j: tasks.share_task(job, tasks.Share(purge, j, 8)), range(8)))
+    assert [d.error for d in done] == [None] * 8
+    assert [d.item for d in done] == [replace(purge, part=j) for j in range(8)]  # shares, none of them the whole
     assert sum(d.files for d in done) == 900 and _files_under(loc) == 0
 
 
@@ -530,7 +532,7 @@ def test_r20_a_few_locations_the_ledger_knows_nothing_of_are_purged_from_the_dri
     ledger went to a Spark job that listed each as one chain of pages all the same, at a job's cost.
     More of them than the driver lists at once still go to the executors; a dry run writes its
     listing there, and on a local disk only trims are the driver's."""
-    from spark_ops.executor.storage import LISTERS
+    from spark_ops.executor.storage import LISTERS, storage_for
     from spark_ops.vacuum_job.driver import driver_items
     from vacuum_work import Purge, Trim
 
@@ -538,11 +540,12 @@ def test_r20_a_few_locations_the_ledger_knows_nothing_of_are_purged_from_the_dri
         return Purge(f"u{i}", f"sales.u{i}", f"sales/u{i}", 1, 2)
     known, trim = Purge("k1", "sales.k1", "sales/k1", 1, 2, listed=("d1",)), Trim("t1", "sales.t1", "sales/t1", 3, "d2")
     few = [known, trim] + [unknown(i) for i in range(LISTERS)]
-    assert driver_items(few, dry_run=False, keyed=True) == few
+    store, disk = storage_for("s3://lake/wh"), storage_for("/lake/wh")
+    assert driver_items(few, dry_run=False, store=store) == few
     many = few + [unknown(LISTERS)]
-    assert driver_items(many, dry_run=False, keyed=True) == [known, trim]
-    assert driver_items(few, dry_run=True, keyed=True) == [trim]
-    assert driver_items(few, dry_run=False, keyed=False) == [trim]
+    assert driver_items(many, dry_run=False, store=store) == [known, trim]
+    assert driver_items(few, dry_run=True, store=store) == [trim]
+    assert driver_items(few, dry_run=False, store=disk) == [trim]
 
 
 def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path: Path) -> None:
@@ -559,15 +562,15 @@ def test_shares_that_run_one_after_another_leave_nothing_to_the_finish(tmp_path:
         folder.mkdir(parents=True)
         (folder / "part-0.parquet").write_bytes(b"abc")
     job, purge = _one_purge(root, loc)
-    done = [tasks.share_task(job, (purge, j, 8)) for j in range(8)]
+    done = [tasks.share_task(job, tasks.Share(purge, j, 8)) for j in range(8)]
     assert [d.error for d in done] == [None] * 8
     assert sum(d.files for d in done) == 40 and sum(d.bytes for d in done) == 120
     assert [d.files for d in done] == [5] * 8
     assert len(os.listdir(loc / "_writes")) == 40 and _files_under(loc) == 0  # emptied, kept
     [summed] = tasks.per_table(done)  # as the driver sums them
-    assert (summed.item, summed.files, summed.bytes, summed.error, summed.finished) == (purge, 40, 120, None, False)
+    assert (summed.item.part, summed.files, summed.bytes, summed.error) == (0, 40, 120, None)  # not the whole: a finish to do
     # The finish removes them: nothing more to count, and the location is gone.
-    assert tasks.finish_purge(job, tasks.Share(purge, 40, 120)) == Result(purge, 40, 120)
+    assert tasks.finish_purge(job, Result(replace(purge, part=0), 40, 120)) == Result(purge, 40, 120)
     assert not loc.exists()
 
 

@@ -258,11 +258,13 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
         resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
         or planned_trims.intersection(run.trims) or not _work_left(state, run))))
     return Plan(
-        cmd.run_id, cmd.root, cmd.now, planned, expiries, sweeps, stragglers,
-        tuple(ForeignScan(i.id, i.name, i.path, _adopted(state, i.id)) for i in written) if cmd.uncommitted else (),
-        tuple(sorted(marks.items())), resumes, tuple(run.run_id for run in busy_runs), tuple(waiting), tuple(pinned),
-        cmd.now + cmd.lease_seconds * 1_000_000,
-        len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()), trims)
+        run_id=cmd.run_id, root=cmd.root, now=cmd.now, purges=planned, expiries=expiries, trims=trims, sweeps=sweeps,
+        stragglers=stragglers,
+        foreign=tuple(ForeignScan(i.id, i.name, i.path, _adopted(state, i.id)) for i in written)
+        if cmd.uncommitted else (),
+        watermarks=tuple(sorted(marks.items())), resumes=resumes, busy=tuple(run.run_id for run in busy_runs),
+        waiting=tuple(waiting), held=tuple(pinned), lease_until=cmd.now + cmd.lease_seconds * 1_000_000,
+        locations=len(state.tables.bindings) + sum(len(ids) for ids in state.tables.dropped.values()))
 
 
 def _adopted(state: State, table_id: str) -> str | None:

@@ -9,10 +9,15 @@ of retention-ledger installed: PySpark and pyarrow, and obstore for an object st
 The work items the driver hands over, and the results that come back, are ``vacuum_work``'s
 records (a package of the standard library only, shipped with this one):
 
-* ``tasks``: what a task does with them (re-check against the plan, then delete);
+* ``tasks``: the shapes of a task (whole items; tables split below the table; the pre-flight);
+* ``dispatch``: one table from a kind of work to its runner, each in its own module (``run_purge``,
+  ``run_folders``, ``run_trim``, ``run_stragglers``, ``run_foreign``; ``runners`` imports them all);
+  its docstring says how a new kind is added;
+* ``job``: what every task of a vacuum shares, with the warehouse's ``Storage`` built once;
 * ``fs``: what is done to one location's files, written once for every storage;
 * ``storage``: where the files are, chosen once from the root (``storage_for``): ``disk``'s
   ``LocalDisk`` (never through a symbolic link) or ``objects``' ``ObjectStore`` (streamed listings,
-  DeleteObjects batches); and the ``Deleter`` that deletes in batches on either;
-* ``receipts``: what a task deleted, written down as it goes (R20).
+  DeleteObjects batches), each answering the questions of policy where they differ; and the
+  ``Deleter`` that deletes in batches on either;
+* ``receipts``: what a task deleted, written down as it goes (``DeletionLog``, R20).
 """

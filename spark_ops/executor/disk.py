@@ -16,7 +16,7 @@ import errno
 import os
 from typing import Iterable, Iterator
 
-from .storage import UNSIZED, FileEntry, Storage, Unsafe
+from .storage import UNSIZED, StoredFile, Storage, Unsafe
 
 THREADS = 8
 """Deleting threads: enough to keep a disk's queue full, few enough to be polite."""
@@ -28,9 +28,14 @@ def _path(uri: str) -> str:
 
 class LocalDisk(Storage):
     keyed = False
+    deletes_by_key = False
+    splits_below_table = True
+    tasks_per_core = 4
+    shares_batches = False
     threads = THREADS
 
     def __init__(self, root: str) -> None:
+        self.root = root
         self.head = "file://" if root.startswith("file://") else ""
         self.base = os.path.realpath(_path(root))
 
@@ -51,18 +56,18 @@ class LocalDisk(Storage):
         if not name.startswith(within + os.sep):
             raise Unsafe(f"{name} is outside {within}")
 
-    def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[FileEntry]]:
+    def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[StoredFile]]:
         return (files for _, files in self._walk(where, sizes=sizes, visible=visible))
 
     def _walk(self, where: str, *, sizes: bool = True,
-              visible: bool = False) -> Iterator[tuple[str, list[FileEntry]]]:
+              visible: bool = False) -> Iterator[tuple[str, list[StoredFile]]]:
         """Each folder under ``where`` (a child always after its parent) with its files."""
         pending = [where]
         while pending:
             folder = pending.pop()
             if os.path.realpath(folder) != folder:
                 raise Unsafe(f"{folder} turned into a symbolic link during the walk")
-            files: list[FileEntry] = []
+            files: list[StoredFile] = []
             try:
                 with os.scandir(folder) as listing:
                     for entry in listing:
@@ -71,10 +76,10 @@ class LocalDisk(Storage):
                         if entry.is_dir(follow_symlinks=False):
                             pending.append(entry.path)
                         elif not sizes:
-                            files.append(FileEntry(entry.path, UNSIZED))
+                            files.append(StoredFile(entry.path, UNSIZED))
                         elif not visible or entry.is_file(follow_symlinks=False):
                             stat = entry.stat(follow_symlinks=False)
-                            files.append(FileEntry(entry.path, stat.st_size, stat.st_mtime))
+                            files.append(StoredFile(entry.path, stat.st_size, stat.st_mtime))
             except FileNotFoundError:
                 continue
             yield folder, files
@@ -86,7 +91,7 @@ class LocalDisk(Storage):
         except FileNotFoundError:  # purged meanwhile (by another share)
             return []
 
-    def delete(self, batch: list[FileEntry]) -> tuple[list[int | None], str | None]:
+    def delete(self, batch: list[StoredFile]) -> tuple[list[int | None], str | None]:
         freed: list[int | None] = []
         for entry in batch:
             try:
@@ -121,6 +126,14 @@ class LocalDisk(Storage):
 
     def uri(self, name: str) -> str:
         return self.head + name
+
+    def looks_again(self, found: int, *, known: bool, verify: bool) -> bool:
+        return True  # the look removes the emptied folders
+
+    def share(self, pieces: list[str], share: int, shares: int) -> list[str]:
+        """Each share empties its folders but keeps them (the finish removes them), so every share
+        lists the same folders, and takes every ``shares``-th: evenly."""
+        return sorted(pieces)[share::shares]
 
     def first_missing(self, uris: list[str]) -> str | None:
         return next((uri for uri in uris if not os.path.isfile(_path(uri))), None)

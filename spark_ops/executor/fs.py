@@ -1,8 +1,8 @@
 """A location's files, wherever they are: purged, listed, split into pieces, stragglers swept (R9, R20).
 
 Runs on executors (and on the driver, for what the ledger knows on an object store). Every
-function takes the warehouse root and a location (or folder) in it, asks ``storage_for(root)``
-where the files are, and then does the same on a local disk and on an object store: it confines
+function takes the warehouse's ``Storage`` (a job's, built once; or, for a one-off call, its root)
+and a location (or folder) in it, and does the same on a local disk and on an object store: it confines
 the location to the root before it looks (R9), hands each page of a listing to the ``Deleter``
 as it arrives (a listing never waits for the deletes, and nothing is held whole), deletes what
 the ledger already knows by name without listing, and takes a location for clean only when a
@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from vacuum_work import Result
 
-from .storage import BATCH, Deleter, FileEntry, Storage, StoreError, Totals, Unsafe, each, storage_for
+from .storage import BATCH, Deleter, Storage, StoredFile, StoreError, Totals, Unsafe, each, of
 
 if TYPE_CHECKING:
-    from .receipts import Receipt
+    from .receipts import DeletionLog
 
-__all__ = ["FileEntry", "Unsafe", "committed_files", "delete_files", "delete_folders", "delete_unnamed", "first_missing",
+__all__ = ["StoredFile", "Unsafe", "committed_files", "delete_files", "delete_folders", "delete_unnamed", "first_missing",
            "foreign_files", "pieces", "purge", "purge_each", "total", "usage"]
 
 Known = Sequence[Iterable[tuple[str, int]] | None]
@@ -31,15 +31,15 @@ Known = Sequence[Iterable[tuple[str, int]] | None]
 location (None where it knows nothing), read from the ledger one at a time as they are deleted."""
 
 
-def purge(root: str, location: str, *, dry_run: bool, keep: bool = False, receipt: Receipt | None = None) -> Result:
+def purge(store: Storage | str, location: str, *, dry_run: bool, keep: bool = False, receipt: DeletionLog | None = None) -> Result:
     """Delete (or, for a dry run, list) every file under ``location``. ``keep``: on a disk, leave
     the emptied folder itself, for a later purge of its parent. ``receipt``: told every file deleted."""
-    return purge_each(root, [location], dry_run=dry_run, keep=keep, receipt=receipt)[0]
+    return purge_each(store, [location], dry_run=dry_run, keep=keep, receipt=receipt)[0]
 
 
-def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: bool = False,
+def purge_each(store: Storage | str, locations: list[str], *, dry_run: bool = False, keep: bool = False,
                known: list[Known] | None = None, siblings: int | None = None,
-               receipt: Receipt | None = None) -> list[Result]:
+               receipt: DeletionLog | None = None) -> list[Result]:
     """``purge`` of several locations, listed a few at once, their deletes sharing batches (a task
     with many small tables keeps the store as busy as one with a big one). ``known``: for each
     location, what the ledger knows lies there, deleted first, without listing; then each location
@@ -48,7 +48,7 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
     anything (``Storage.still_holding``)."""
     totals = [Totals() for _ in locations]
     try:
-        store = storage_for(root)
+        store = of(store)
     except (Unsafe, StoreError) as exc:
         return [Result(None, error=_why(exc)) for _ in locations]
     wheres = _confine(store, locations, totals)
@@ -61,8 +61,8 @@ def purge_each(root: str, locations: list[str], *, dry_run: bool = False, keep: 
     return [_result(found) for found in totals]
 
 
-def delete_folders(root: str, location: str, folders: list[str], known: Known, *, dry_run: bool,
-                   receipt: Receipt | None = None) -> Result:
+def delete_folders(store: Storage | str, location: str, folders: list[str], known: Known, *, dry_run: bool,
+                   receipt: DeletionLog | None = None) -> Result:
     """A table's write folders (an expiry's or a sweep's), their counts added up. ``known``: for each
     folder the ledger's stored list of its files (paths relative to ``location``; None where it has
     none), deleted by name without listing; then each folder is listed for what only the store
@@ -71,10 +71,10 @@ def delete_folders(root: str, location: str, folders: list[str], known: Known, *
     zombie task may still be writing, or one a stopped run began) is listed and, if that found
     anything, looked at afresh once emptied: it is clean only if that look finds nothing (R15)."""
     if not known or dry_run:
-        return total(purge_each(root, folders, dry_run=dry_run, receipt=receipt))
+        return total(purge_each(store, folders, dry_run=dry_run, receipt=receipt))
     found = Totals()
     try:
-        store = storage_for(root)
+        store = of(store)
         home = store.confine(location)
         jobs = [(store.confine(folder, within=home), found, _named(home, [data]))
                 for folder, data in zip(folders, known)]
@@ -84,7 +84,7 @@ def delete_folders(root: str, location: str, folders: list[str], known: Known, *
     return _result(found)
 
 
-def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | None]], receipt: Receipt | None, *,
+def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[StoredFile] | None]], receipt: DeletionLog | None, *,
             siblings: int | None = None, keep: bool = False, verify: bool) -> None:
     """Empty each job's folder (its name, its totals, the files the ledger knows lie there): the
     known files first, by name; then what a listing finds; then a fresh look (on a disk always,
@@ -102,7 +102,7 @@ def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[FileEntry] | 
                 holding = store.still_holding([where for where, _, _ in jobs], siblings)
                 jobs = [job for job in jobs if job[0] in holding]
         seen = each(lambda job: _empty(store, deleter, job[0], job[1]), jobs)
-    looks = [job for job, n in zip(jobs, seen) if not store.keyed or (n and (verify or job[2] is None))]
+    looks = [job for job, n in zip(jobs, seen) if store.looks_again(n, known=job[2] is not None, verify=verify)]
     each(lambda job: _settle(store, job[0], job[1], keep=keep), looks)
 
 
@@ -129,16 +129,16 @@ def _settle(store: Storage, where: str, found: Totals, *, keep: bool) -> None:
         found.failed(error)
 
 
-def _named(home: str, lists: Iterable[Iterable[tuple[str, int]] | None]) -> Iterator[FileEntry] | None:
+def _named(home: str, lists: Iterable[Iterable[tuple[str, int]] | None]) -> Iterator[StoredFile] | None:
     """The files the ledger's lists name, paths relative to the location ``home``, read as they are
     deleted; None where the ledger knows of none."""
     lists = list(lists)
     if all(listed is None for listed in lists):
         return None
-    return (FileEntry(f"{home}/{path}", size) for listed in lists for path, size in listed or ())
+    return (StoredFile(f"{home}/{path}", size) for listed in lists for path, size in listed or ())
 
 
-def _add(deleter: Deleter, entries: Iterator[FileEntry], found: Totals, within: str) -> None:
+def _add(deleter: Deleter, entries: Iterator[StoredFile], found: Totals, within: str) -> None:
     """Known files to the deleter a batch at a time, as they are read."""
     try:
         while page := list(itertools.islice(entries, BATCH)):
@@ -147,8 +147,8 @@ def _add(deleter: Deleter, entries: Iterator[FileEntry], found: Totals, within: 
         found.failed(_why(exc))
 
 
-def delete_files(root: str, location: str, files: Iterable[tuple[str, int]], *, dry_run: bool, look: bool,
-                 receipt: Receipt | None = None) -> Result:
+def delete_files(store: Storage | str, location: str, files: Iterable[tuple[str, int]], *, dry_run: bool, look: bool,
+                 receipt: DeletionLog | None = None) -> Result:
     """Delete (or, for a dry run, list) files the ledger names, by key, without listing: ``files``
     are ``(path, size)`` pairs relative to ``location``, read a batch at a time as they go, each
     confined to the location (R9) before it joins a batch (a trim's: files a replace removed from
@@ -161,13 +161,13 @@ def delete_files(root: str, location: str, files: Iterable[tuple[str, int]], *, 
     found = Totals()
     listing: list[tuple[str, int]] = []
     try:
-        store = storage_for(root)
+        store = of(store)
         home = store.confine(location)
         if store.absent(home):
             return Result(None, error=f"{location} is not there, as seen from here; nothing was deleted")
         entries = iter(files)
         with Deleter(store, receipt) as deleter:
-            while page := [FileEntry(store.confine(store.uri(f"{home}/{path}"), within=home), size)
+            while page := [StoredFile(store.confine(store.uri(f"{home}/{path}"), within=home), size)
                            for path, size in itertools.islice(entries, BATCH)]:
                 if look or dry_run:
                     there = store.present([e.path for e in page])
@@ -180,8 +180,8 @@ def delete_files(root: str, location: str, files: Iterable[tuple[str, int]], *, 
     return _result(found, listing if dry_run else None)
 
 
-def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutoff: float, *,
-                   dry_run: bool, receipt: Receipt | None = None) -> Result:
+def delete_unnamed(store: Storage | str, location: str, folder: str, named: set[str], cutoff: float, *,
+                   dry_run: bool, receipt: DeletionLog | None = None) -> Result:
     """Delete (or list) the files in a committed write's ``folder`` that its version does not name
     (``named``, relative to ``location``) and that were last modified at or before ``cutoff``
     (seconds since the epoch, by the store's own clock): stragglers. The result's ``left``: the
@@ -189,7 +189,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
     found, left = Totals(), 0
     listing: list[tuple[str, int]] = []
     try:
-        store = storage_for(root)
+        store = of(store)
         home = store.confine(location)
         where = store.confine(folder, within=f"{home}/_writes")
         with Deleter(store, receipt) as deleter:
@@ -203,7 +203,7 @@ def delete_unnamed(root: str, location: str, folder: str, named: set[str], cutof
     return _result(found, listing if dry_run else None, left=left)
 
 
-def _going(store: Storage, deleter: Deleter, page: list[FileEntry], found: Totals, within: str,
+def _going(store: Storage, deleter: Deleter, page: list[StoredFile], found: Totals, within: str,
            listing: list[tuple[str, int]] | None) -> None:
     """A page of files that go: handed to the deleter (each checked inside ``within``, R9) or, for a
     dry run, added to its ``listing`` as a user sees them."""
@@ -213,42 +213,42 @@ def _going(store: Storage, deleter: Deleter, page: list[FileEntry], found: Total
         listing += [(store.uri(e.path), e.size) for e in page]
 
 
-def committed_files(root: str, folder: str) -> list[FileEntry]:
+def committed_files(store: Storage | str, folder: str) -> list[StoredFile]:
     """The data files under ``folder`` (paths relative to it), as Spark's own reader sees them (no
     ``_``/``.`` names at any depth). Confined like a purge; raises what the store raises."""
-    store = storage_for(root)
+    store = of(store)
     where = store.confine(folder)
-    return sorted(FileEntry(e.path[len(where) + 1:], e.size)
+    return sorted(StoredFile(e.path[len(where) + 1:], e.size)
                   for page in store.pages(where, visible=True) for e in page)
 
 
-def foreign_files(root: str, location: str, named: set[str]) -> list[FileEntry]:
+def foreign_files(store: Storage | str, location: str, named: set[str]) -> list[StoredFile]:
     """Data files in a table's location that no version names (adopted ones do), outside every write
     folder (``_writes`` is hidden): someone put them there without the ledger. Reported; never swept."""
     try:
-        return [f for f in committed_files(root, location) if f.path not in named]
+        return [f for f in committed_files(store, location) if f.path not in named]
     except (Unsafe, StoreError, OSError):
         return []
 
 
-def first_missing(root: str, paths: list[str]) -> str | None:
+def first_missing(store: Storage | str, paths: list[str]) -> str | None:
     """The first of ``paths`` that is not a file, or None when all are there."""
-    return storage_for(root).first_missing(paths)
+    return of(store).first_missing(paths)
 
 
-def usage(root: str, location: str) -> tuple[int, int]:
+def usage(store: Storage | str, location: str) -> tuple[int, int]:
     """How many files lie under a location, and their total size (a dry run's listing, summed)."""
-    outcome = purge(root, location, dry_run=True)
+    outcome = purge(store, location, dry_run=True)
     return (0, 0) if outcome.error else (outcome.files, outcome.bytes)
 
 
-def pieces(root: str, location: str, depth: int = 2) -> list[str]:
+def pieces(store: Storage | str, location: str, depth: int = 2) -> list[str]:
     """The sub-folders ``depth`` levels below ``location`` (shallower ones where the tree is
     shallower), each a separate piece of work for ``purge``: a big table's write folders or
     partitions, spread over several tasks. Whatever lies above them (files at the top, empty
     folders) is left to the final ``purge`` of the whole location. Confined like a purge."""
     try:
-        store = storage_for(root)
+        store = of(store)
         base = store.confine(location)
         level = [base]
         for _ in range(depth):

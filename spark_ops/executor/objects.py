@@ -30,11 +30,12 @@ import posixpath
 import re
 import threading
 import time
+import zlib
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from urllib.parse import urlsplit
 
-from .storage import FileEntry, Storage, StoreError, Unsafe, hidden, pool
+from .storage import StoredFile, Storage, StoreError, Unsafe, hidden, pool
 
 if TYPE_CHECKING:  # obstore is imported where a store is reached, not by every executor
     from obstore.store import ClientConfig, RetryConfig
@@ -89,6 +90,10 @@ class ObjectStore(Storage):
     costs no request: the client is made (once per process) when the store is first reached."""
 
     keyed = True
+    deletes_by_key = True
+    splits_below_table = False
+    tasks_per_core = 1
+    shares_batches = True
 
     def __init__(self, root: str) -> None:
         parts = urlsplit(root)
@@ -117,12 +122,12 @@ class ObjectStore(Storage):
     def client(self) -> Any:
         return _client(self.scheme, self.bucket)
 
-    def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[FileEntry]]:
+    def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[StoredFile]]:
         import obstore
         check_key(where)
         try:
             for page in obstore.list(self.client, where + "/", chunk_size=PAGE):
-                found = [FileEntry(o["path"], o["size"], o["last_modified"].timestamp()) for o in page]
+                found = [StoredFile(o["path"], o["size"], o["last_modified"].timestamp()) for o in page]
                 yield [e for e in found if not hidden(e.path[len(where) + 1:])] if visible else found
         except FileNotFoundError:
             return
@@ -141,7 +146,7 @@ class ObjectStore(Storage):
             raise StoreError(f"listing {self.uri(where)}/ failed: {_one_line(exc)}") from None
         return [inside(folder.rstrip("/"), where) for folder in result["common_prefixes"]]
 
-    def delete(self, batch: list[FileEntry]) -> tuple[list[int | None], str | None]:
+    def delete(self, batch: list[StoredFile]) -> tuple[list[int | None], str | None]:
         keys = [entry.path for entry in batch]
         try:
             self._send(keys)
@@ -206,6 +211,17 @@ class ObjectStore(Storage):
 
     def uri(self, name: str) -> str:
         return f"{self.scheme}://{self.bucket}/{name}"
+
+    def looks_again(self, found: int, *, known: bool, verify: bool) -> bool:
+        """A listing that found nothing was itself the fresh look; one of a folder the ledger knew the
+        files of is its last look, unless asked to ``verify``."""
+        return bool(found) and (verify or not known)
+
+    def share(self, pieces: list[str], share: int, shares: int) -> list[str]:
+        """No empty folders are kept here, so a share takes the folders whose name's CRC falls to it:
+        the same in every process (Python's own hash is salted per process), evenly spread over many
+        random ids, less so over a few."""
+        return [p for p in pieces if zlib.crc32(p.encode()) % shares == share]
 
     def first_missing(self, uris: list[str]) -> str | None:
         # One listing (a request per 1,000 keys) of each folder the paths are in, not a request per path.

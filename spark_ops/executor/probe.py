@@ -21,7 +21,7 @@ from typing import Iterator
 
 from vacuum_work import location
 
-from .storage import StoreError, Unsafe, storage_for
+from .storage import Storage, StoreError, Unsafe, of
 
 PROBES = ".retention-ledger/probes"
 
@@ -40,24 +40,26 @@ class Probe:
 
 
 @contextlib.contextmanager
-def leave(root: str) -> Iterator[Probe]:
-    """A probe written under ``root`` for the block (removed after it, whatever happens). Raises
-    ``OSError``, ``StoreError`` or ``Unsafe`` if this process cannot write it there."""
+def leave(where: Storage | str) -> Iterator[Probe]:
+    """A probe written under the warehouse (its storage, or its root) for the block (removed after
+    it, whatever happens). Raises ``OSError``, ``StoreError`` or ``Unsafe`` if this process cannot
+    write it there."""
     token = uuid.uuid4().hex
-    store = storage_for(root)
+    store = of(where)
     relative = f"{PROBES}/{token}"
     name = f"{store.base}/{relative}" if store.base else relative
     store.put(name, token.encode())
     try:
-        yield Probe(root, relative, token)
+        yield Probe(store.root, relative, token)
     finally:
         with contextlib.suppress(OSError, StoreError, Unsafe):
             store.remove([name])
 
 
-def sees(root: str, relative: str, token: str) -> bool:
-    """Whether the probe ``relative`` (under ``root``) is here and holds ``token``."""
-    store = storage_for(root)
+def sees(where: Storage | str, relative: str, token: str) -> bool:
+    """Whether the probe ``relative`` (under the warehouse: its storage, or its root) is here and
+    holds ``token``."""
+    store = of(where)
     name = f"{store.base}/{relative}" if store.base else relative
     try:
         return store.get(name) == token.encode()

@@ -1,6 +1,6 @@
 """What a vacuum task deleted, written down as it goes: the executor's half of a receipt (R20).
 
-Every deletion (``storage.Deleter``'s batches, on a disk or a store) tells a task's ``Receipt``
+Every deletion (``storage.Deleter``'s batches, on a disk or a store) tells a task's ``DeletionLog``
 each object the storage has confirmed gone, with its size. The receipt keeps at most ``PART_LEAVES`` of them
 in memory: then it seals a **part** (the leaves sorted by key, hashed into an RFC 6962 tree,
 compressed) and writes it to the run's scratch folder in the warehouse, which every executor and
@@ -30,7 +30,7 @@ from typing import Iterable
 from vacuum_work import Part
 from vacuum_work.leaves import leaf_input, tree_root, unpack
 
-from .storage import Storage, storage_for
+from .storage import Storage, of
 
 PART_LEAVES = 10_000
 """Objects per part at most: 0.2-0.5 MB compressed (random ids compress least), the most of a receipt
@@ -48,11 +48,13 @@ ABSENT = ".absent.part"
 a part a dead run left says by its name which it is."""
 
 
-class Receipt:
-    """One task's record of what it deleted (thread-safe: the deleting threads add to it)."""
+class DeletionLog:
+    """One task's record of what it deleted, sealed into receipt parts as it goes (thread-safe: the
+    deleting threads add to it). The ledger's ``Receipt`` is what a whole run's parts become once
+    recorded; this is a task's half, written where the storage ``store`` keeps the run's scratch."""
 
-    def __init__(self, root: str, run_id: str) -> None:
-        self._store = storage_for(root)
+    def __init__(self, store: Storage, run_id: str) -> None:
+        self._store = store
         self._strip = f"{self._store.base}/" if self._store.base else ""
         self._folder = _scratch(self._store, run_id)
         self._leaves: dict[bool, list[tuple[str, int]]] = {False: [], True: []}
@@ -121,20 +123,20 @@ def _scratch(store: Storage, run_id: str) -> str:
     return f"{store.base}/{SCRATCH}/{run_id}" if store.base else f"{SCRATCH}/{run_id}"
 
 
-def stranded(root: str, run_id: str) -> list[str]:
+def stranded(where: Storage | str, run_id: str) -> list[str]:
     """The parts a run's tasks left in its scratch folder (a run that died before its driver
-    recorded them): where each is."""
-    store = storage_for(root)
+    recorded them): where each is. ``where``: the warehouse's storage (or its root)."""
+    store = of(where)
     return sorted(entry.path for page in store.pages(_scratch(store, run_id), sizes=False) for entry in page)
 
 
-def read_part(root: str, where: str) -> bytes:
+def read_part(store: Storage | str, where: str) -> bytes:
     """A part's compressed leaves, as its task wrote them (the driver reads them one at a time)."""
-    return storage_for(root).get(where)
+    return of(store).get(where)
 
 
-def clear(root: str, run_id: str, wheres: Iterable[str]) -> None:
+def clear(store: Storage | str, run_id: str, wheres: Iterable[str]) -> None:
     """Remove a run's parts from its scratch folder once they are recorded, each by its own name
     (no listing; on a store, single deletes, never mistaken for the vacuum's batches), and the
     folders they leave empty where the disk has folders. What is not there is not an error."""
-    storage_for(root).remove(wheres)
+    of(store).remove(wheres)

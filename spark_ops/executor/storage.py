@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    from .receipts import Receipt
+    from .receipts import DeletionLog
 
 
 class Unsafe(Exception):
@@ -37,8 +37,10 @@ class StoreError(Exception):
     """The store would not do something after every retry; the message says what and why."""
 
 
-class FileEntry(NamedTuple):
-    """One file where a vacuum looks: its name (a path, a key, or one relative to a folder) and size."""
+class StoredFile(NamedTuple):
+    """One file as a storage lists it: its name there (a path, a key, or one relative to a folder),
+    its size and when it was last modified (the ledger's ``FileEntry`` is a version's file, named
+    relative to its table)."""
     path: str
     size: int
     """Bytes; ``UNSIZED`` when listed without a stat (the deleting thread takes it)."""
@@ -66,11 +68,38 @@ def hidden(relative: str) -> bool:
 
 
 class Storage(ABC):
-    """What a vacuum asks of where a warehouse's files are. ``root``: the warehouse root."""
+    """What a vacuum asks of where a warehouse's files are. ``root``: the warehouse root, as given.
 
+    Built once per job (``tasks.Job.store``) and passed down; pickled, it is its root, and is built
+    again where it lands (an executor's settings, such as its deletes in flight, are its own).
+
+    The questions of policy, where a disk and a store differ, are asked of it, never of which it
+    is: ``deletes_by_key``, ``splits_below_table``, ``tasks_per_core``, ``shares_batches``,
+    ``looks_again``, ``share``."""
+
+    root: str
     keyed: bool
     """True on an object store: a delete by key is cheap, a listing is a request, and there are no
-    folders. False on a disk, whose folders are real and whose unlinks in one folder queue on its lock."""
+    folders. False on a disk, whose folders are real and whose unlinks in one folder queue on its
+    lock. The fact the policies below follow: ask them."""
+    deletes_by_key: bool
+    """What the ledger knows lies in a location is deleted by key, without listing it, and from the
+    driver, where the ledger's lists are (a store: a listing is a request, and a delete of 1,000
+    keys one more). On a disk a listing is cheap and a delete a system call a file: the executors
+    list and delete."""
+    splits_below_table: bool
+    """A big dropped table is purged split below the table, its sub-folders shared out over the
+    cores (a disk: deleting is a system call a file). On a store each location is one streamed
+    listing, its pages deleted in batches as they arrive: split, the store answered a listing per
+    folder and another to prove each empty (421 listings for 20,000 objects in 200 folders, where
+    21 do)."""
+    tasks_per_core: int
+    """Tasks a job gives each core: a few where each task deletes alone (enough for the progress bar
+    to move in steps and for work to balance); one on a store, where a task keeps several batches
+    in flight itself."""
+    shares_batches: bool
+    """Pages of several folders share a deletion batch (a store: a hundred small tables are a few
+    requests); on a disk a page is one folder, whose unlinks queue on its lock, a batch of its own."""
     base: str
     """The root's own name here (a real path; a key prefix, ``""`` for a whole bucket)."""
     threads: int
@@ -86,7 +115,7 @@ class Storage(ABC):
         """``Unsafe`` unless the listed ``name`` lies strictly inside the name ``within``."""
 
     @abstractmethod
-    def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[FileEntry]]:
+    def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[StoredFile]]:
         """Every file under the name ``where``, a page at a time, never through a link; nothing if it
         is not there. Without ``sizes`` a disk lists ``UNSIZED`` (no call per file); ``visible``:
         only what Spark's reader sees as data (no ``hidden`` name, regular files)."""
@@ -96,7 +125,7 @@ class Storage(ABC):
         """The names of the folders right under ``where`` (a store's common prefixes)."""
 
     @abstractmethod
-    def delete(self, batch: list[FileEntry]) -> tuple[list[int | None], str | None]:
+    def delete(self, batch: list[StoredFile]) -> tuple[list[int | None], str | None]:
         """Delete one batch: for each entry the bytes it freed, or None if it is not known gone by
         this call (already gone: another run's; or still there), and the first error."""
 
@@ -109,6 +138,21 @@ class Storage(ABC):
     def settle(self, where: str, *, keep: bool = False) -> str | None:
         """After ``where`` was emptied: a fresh look that finds nothing, the emptied folders removed
         where the store has folders (``keep``: ``where`` itself stays). Else why it is not clean."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.root,)
+
+    @abstractmethod
+    def looks_again(self, found: int, *, known: bool, verify: bool) -> bool:
+        """Whether a folder just emptied needs a fresh look (``settle``): it was listed and ``found``
+        files, ``known`` whether the ledger's lists named what lay there, ``verify`` whether even
+        then a look must prove it empty."""
+
+    @abstractmethod
+    def share(self, pieces: list[str], share: int, shares: int) -> list[str]:
+        """The sub-folders share ``share`` of ``shares`` deletes, out of a listing it made itself
+        while other shares delete. Every share must pick from the same listing, or a folder may fall
+        between two (and be left, with all such, to the one task that finishes the location)."""
 
     def still_holding(self, names: list[str], siblings: int) -> set[str]:
         """Which of the emptied ``names`` may still hold anything (all, unless one look at their
@@ -150,6 +194,12 @@ def storage_for(root: str) -> Storage:
     return ObjectStore(root)
 
 
+def of(where: Storage | str) -> Storage:
+    """``where`` if it is a storage already (a job's, built once), else the storage of that root (a
+    one-off call: a check of a version's files, a test)."""
+    return where if isinstance(where, Storage) else storage_for(where)
+
+
 class Totals:
     """What one location (or folder) had deleted: files, bytes, and the first error."""
 
@@ -175,25 +225,25 @@ class Deleter:
     ``with`` block waits for every batch: nothing of ours runs on after the call.
     """
 
-    def __init__(self, store: Storage, receipt: Receipt | None = None) -> None:
+    def __init__(self, store: Storage, receipt: DeletionLog | None = None) -> None:
         self._store, self._receipt = store, receipt
         self._pool = pool("delete", store.threads)
-        self._entries: list[FileEntry] = []
+        self._entries: list[StoredFile] = []
         self._owners: list[Totals] = []
         self._pending: deque[Future[None]] = deque()
         self._lock = threading.Lock()
 
-    def add(self, page: list[FileEntry], totals: Totals, within: str) -> None:
+    def add(self, page: list[StoredFile], totals: Totals, within: str) -> None:
         for entry in page:
             self._store.inside(entry.path, within)
         with self._lock:
             self._entries += page
             self._owners += [totals] * len(page)
-            ready = self._take(everything=not self._store.keyed)
+            ready = self._take(everything=not self._store.shares_batches)
         for batch in ready:
             self._submit(*batch)
 
-    def _take(self, *, everything: bool) -> list[tuple[list[FileEntry], list[Totals]]]:
+    def _take(self, *, everything: bool) -> list[tuple[list[StoredFile], list[Totals]]]:
         """The full batches gathered (and, with ``everything``, the last one too); call with the lock."""
         ready = []
         while len(self._entries) >= BATCH or (everything and self._entries):
@@ -201,7 +251,7 @@ class Deleter:
             del self._entries[:BATCH], self._owners[:BATCH]
         return ready
 
-    def _submit(self, entries: list[FileEntry], owners: list[Totals]) -> None:
+    def _submit(self, entries: list[StoredFile], owners: list[Totals]) -> None:
         """Hand a batch to the threads. A lister ahead of the deletes first waits for a batch to end:
         the first to end, not the oldest, so that one batch sent again with backoff holds up no other."""
         while True:
@@ -220,7 +270,7 @@ class Deleter:
             if not room:
                 wait(held, return_when=FIRST_COMPLETED)
 
-    def _run(self, entries: list[FileEntry], owners: list[Totals]) -> None:
+    def _run(self, entries: list[StoredFile], owners: list[Totals]) -> None:
         freed, error = self._store.delete(entries)
         with self._lock:
             for totals, size in zip(owners, freed):

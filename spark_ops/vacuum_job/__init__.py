@@ -9,9 +9,7 @@ bar's source), ``ship`` (the executors' code, and the pre-flight check). Executo
 from .budget import SHARES_PER_CORE
 from .driver import LISTING_THRESHOLD_DEFAULT, sweep, vacuum, work_of
 from .progress import Progress
-from .report import (
-    ExpiryReport, InstanceReport, StragglerReport, SweepReport, TrimReport, VacuumReport, build_report,
-)
+from .report import ItemReport, VacuumReport, build_report
 
-__all__ = ["vacuum", "sweep", "work_of", "build_report", "VacuumReport", "InstanceReport", "ExpiryReport",
-           "TrimReport", "SweepReport", "StragglerReport", "Progress", "LISTING_THRESHOLD_DEFAULT", "SHARES_PER_CORE"]
+__all__ = ["vacuum", "sweep", "work_of", "build_report", "VacuumReport", "ItemReport", "Progress",
+           "LISTING_THRESHOLD_DEFAULT", "SHARES_PER_CORE"]

@@ -39,12 +39,12 @@ from typing import Any, Iterable
 
 import attrs
 from pyspark.sql import SparkSession
-from vacuum_work import Expiry, Part, Plan, Purge, Result, Sweep, Trim, Work, location, split
+from vacuum_work import Item, Part, Plan, Purge, Result, location
 
 from ledger import Ledger, LedgerError, VacuumRun
 
 from ..executor import receipts, tasks
-from ..executor.storage import LISTERS, StoreError, Unsafe, storage_for
+from ..executor.storage import LISTERS, Storage, StoreError, Unsafe
 from ..heartbeat import Heartbeat
 from ..session import SparkUnavailable, shares_files, unavailable
 from . import budget, listing as listings, progress as progress_of, ship
@@ -98,6 +98,7 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     if plan.idle(dry_run):
         return build_report(plan, dry_run, {}, started, timings)
     folder = listings.folder_for(listing_dir) if dry_run else None
+    job = tasks.Job(plan.root, plan.run_id, folder, plan.locations)  # its Storage, built once for the run
     try:
         # A failure on the way releases the run's lease (``VacuumRun.__exit__``): the next vacuum
         # takes its work over at once instead of waiting for the lease to run out (R10).
@@ -107,21 +108,22 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
             # trims list theirs through a handle on its plan, which records nothing).
             lists = (run if run is not None else VacuumRun(ledger, "dry run", plan)).files
             try:
-                results, retried = _carry_out(spark, cores, plan, run, progress, folder, lists)
+                results, retried = _carry_out(spark, cores, job, plan, run, progress, lists)
             except Exception as exc:  # the session's end, or its server's, in one line (the lease is released)
                 lost = _session_lost(spark, exc, run)
                 if lost is None:
                     raise  # the work's own failure, as it is
                 raise lost from None
-            results = [_unseen(plan.root, r) for r in results]
+            store = job.store
+            results = [_unseen(store, plan.root, r) for r in results]
             if run is not None:
-                _record_receipt(run, plan.root, [p for r in results for p in r.parts])
+                _record_receipt(run, store, [p for r in results for p in r.parts])
                 # Parts no summary came back for: a task attempt that failed after writing one (its
                 # retry found those files gone), or, for the runs this one took over, a task of a
                 # dead run that ran on after its driver was killed. The run's own folder is looked
                 # at only if an attempt failed: on a store, a listing is a request.
                 for earlier in ((run.run_id,) if retried else ()) + tuple(plan.resumes):
-                    _adopt_stranded(VacuumRun.of(ledger, earlier), plan.root)
+                    _adopt_stranded(VacuumRun.of(ledger, earlier), store)
         by_key = {r.key: r for r in results if r.item is not None}
         kept = None if folder is None else \
             listings.settle(folder, by_key, keep=listing_dir is not None, threshold=listing_threshold)
@@ -137,7 +139,7 @@ def vacuum(spark: SparkSession, ledger: Ledger, *, retention: Any = None, databa
     return attrs.evolve(report, duration=time.monotonic() - started, timings=timings)
 
 
-def _unseen(root: str, result: Result) -> Result:
+def _unseen(store: Storage, root: str, result: Result) -> Result:
     """A purge's result, refused if its executor found nothing in a location where this process sees
     files: the executor does not see the ledger's warehouse there (a Spark Connect server on another
     machine or mount, an executor without the shared mount), and recorded purged the files would
@@ -149,7 +151,6 @@ def _unseen(root: str, result: Result) -> Result:
         return result
     here = location(root, item.path)
     try:
-        store = storage_for(root)
         seen = any(page for page in store.pages(store.confine(here), sizes=False))
     except (OSError, StoreError, Unsafe):
         return result  # this process cannot tell: the executor's word stands, as before
@@ -176,7 +177,7 @@ def sweep(spark: SparkSession, ledger: Ledger, **options: Any) -> VacuumReport:
     return vacuum(spark, ledger, only_uncommitted=True, **options)
 
 
-def _record_receipt(run: VacuumRun, root: str, parts: list[Part]) -> None:
+def _record_receipt(run: VacuumRun, store: Storage, parts: list[Part]) -> None:
     """Record what the tasks deleted, a part at a time (read from the run's scratch folder, then
     appended with its ``ReceiptPart``): the driver never holds more than one part's leaves (R20).
     A part that cannot be read is said in the log and left out, and left in the scratch folder,
@@ -186,7 +187,7 @@ def _record_receipt(run: VacuumRun, root: str, parts: list[Part]) -> None:
     recorded: list[str] = []
     for part in parts:
         try:
-            data = receipts.read_part(root, part.where)
+            data = receipts.read_part(store, part.where)
         except (OSError, StoreError) as exc:
             _log.warning("vacuum %s: a receipt part (%d objects, %s to %s) could not be read back, so it is "
                          "not recorded: %s", run.run_id, part.count, part.first, part.last, exc)
@@ -198,27 +199,27 @@ def _record_receipt(run: VacuumRun, root: str, parts: list[Part]) -> None:
             batch = []
     run.record_deleted(batch)
     try:
-        receipts.clear(root, run.run_id, recorded)
+        receipts.clear(store, run.run_id, recorded)
     except (OSError, StoreError) as exc:
         _log.warning("vacuum %s: its receipt's scratch folder could not be removed: %s", run.run_id, exc)
 
 
-def _adopt_stranded(run: VacuumRun, root: str) -> None:
+def _adopt_stranded(run: VacuumRun, store: Storage) -> None:
     """The parts left in a run's scratch folder that no summary reached a driver for: what they hold
     is recorded in the run's receipt now, from the parts themselves (each re-hashed here), and the
     scratch removed (R10: the next vacuum finishes what one left). A part cut short by a kill is
     not a part."""
     parts: list[Part] = []
-    for where in receipts.stranded(root, run.run_id):
+    for where in receipts.stranded(store, run.run_id):
         try:
-            parts.append(receipts.summarize(receipts.read_part(root, where), where))
+            parts.append(receipts.summarize(receipts.read_part(store, where), where))
         except ValueError as exc:
             _log.warning("vacuum run %s left %s, which is not a whole receipt part (%s): removed", run.run_id,
                          where, exc)
-            receipts.clear(root, run.run_id, [where])
+            receipts.clear(store, run.run_id, [where])
     try:
         if parts:
-            _record_receipt(run, root, parts)
+            _record_receipt(run, store, parts)
     except LedgerError as exc:  # it finished after all: its receipt is closed
         _log.warning("vacuum run %s left receipt parts that cannot be added to its receipt: %s", run.run_id, exc)
 
@@ -233,20 +234,18 @@ def _lease_keeper(run: VacuumRun) -> Heartbeat:
 
 # --- the plan as work ---------------------------------------------------------------------------
 
-def work_of(plan: Plan, dry_run: bool, pieces: int) -> list[Work]:
-    """The items to carry out, each whole or, for a table's many write folders, split into parts
-    so that one big table is spread over every core. A dry run also lists foreign files."""
-    items: list[Work] = []
-    for item in plan.items():
-        items += split(item, pieces) if isinstance(item, (Expiry, Sweep)) else [item]
-    return items + list(plan.foreign) if dry_run else items
+def work_of(plan: Plan, dry_run: bool, pieces: int) -> list[Item]:
+    """The items to carry out, each as it splits itself (``Item.split``: a table's many write
+    folders in parts, so that one big table is spread over every core). A dry run also lists
+    what only a dry run lists (foreign files)."""
+    return [part for item in plan.work(dry_run=dry_run) for part in item.split(pieces)]
 
 
 _DRIVER = ThreadPoolExecutor(1, thread_name_prefix="vacuum-driver")
 
 
-def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | None, progress: Progress | None,
-               listing: str | None, lists: tasks.Files) -> tuple[list[Result], bool]:
+def _carry_out(spark: SparkSession, cores: int, job: tasks.Job, plan: Plan, run: VacuumRun | None,
+               progress: Progress | None, lists: tasks.Files) -> tuple[list[Result], bool]:
     """Every item's result (those of a split item's parts, and the tasks' closing results with
     their receipt parts), and whether a task attempt failed (``_on_spark``). ``cores``: tasks
     Spark runs at once.
@@ -262,21 +261,19 @@ def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | Non
     executors, but trims: the files a replace removed from folders that stay are found only in the
     ledger's lists (``lists``), so they are deleted (or, for a dry run, listed) by key from the
     driver on a disk too (a few unlinks, where a Spark job costs a tenth of a second or more)."""
-    job = tasks.Job(plan.root, plan.run_id, listing, plan.locations)
     items = work_of(plan, run is None, cores * 2)
     if not items:
         return [], False
-    keyed = storage_for(plan.root).keyed
-    here = driver_items(items, dry_run=run is None, keyed=keyed)
+    here = driver_items(items, dry_run=run is None, store=job.store)
     mine = {i.key for i in here}
     there = [i for i in items if i.key not in mine]
     # A dry run's executors write its listing into this process's folder only where they see it (a
     # classic local session's); elsewhere it comes back through Spark and is written here.
-    sink = None if listing is None or shares_files(spark) else listings.Sink(listing)
+    sink = None if job.listing is None or shares_files(spark) else listings.Sink(job.listing)
     on_driver = _DRIVER.submit(lambda: [r for r in tasks.run_items(job, here, files=lists) if isinstance(r, Result)]) \
         if here else None
     try:
-        results, retried = _on_spark(spark, cores, job, there, keyed, progress, sink) if there else ([], False)
+        results, retried = _on_spark(spark, cores, job, there, progress, sink) if there else ([], False)
     finally:
         done = [] if on_driver is None else on_driver.result()
         if sink is not None:
@@ -286,10 +283,11 @@ def _carry_out(spark: SparkSession, cores: int, plan: Plan, run: VacuumRun | Non
     return results + done, retried
 
 
-def driver_items(items: list[Work], *, dry_run: bool, keyed: bool) -> list[Work]:
-    """The items the driver carries out itself: trims (only it has the ledger's lists), and on an
-    object store, in a run that deletes, every item but the purges of more than ``LISTERS``
-    locations the ledger knows nothing of.
+def driver_items(items: list[Item], *, dry_run: bool, store: Storage) -> list[Item]:
+    """The items the driver carries out itself: those that run where the ledger's lists are
+    (``Item.on_driver``: trims), and where the storage deletes what the ledger knows by key from
+    the driver (``Storage.deletes_by_key``: an object store), in a run that deletes, every item but
+    the purges of more than ``LISTERS`` locations the ledger knows nothing of.
 
     Those few purges, too: each is one streamed listing of its location, a chain of pages that
     each ask for the next, so no number of executors lists one location faster, and the driver
@@ -299,15 +297,15 @@ def driver_items(items: list[Work], *, dry_run: bool, keyed: bool) -> list[Work]
     have (load 13), and its JVM and Python worker took 0.5 s of CPU beside the server (issue 48).
     More are shared out over the executors, which a cluster has many of. Nothing changes for a dry run (it writes its
     listing on the executors) or on a local disk (deleting is a system call a file there)."""
-    if dry_run or not keyed:
-        return [i for i in items if isinstance(i, Trim)]
-    unknown = [i for i in items if isinstance(i, Purge) and not i.listed]
+    if dry_run or not store.deletes_by_key:
+        return [i for i in items if i.on_driver]
+    unknown = {i.key for i in items if isinstance(i, Purge) and not i.listed}
     if len(unknown) <= LISTERS:
         return items
-    return [i for i in items if not (isinstance(i, Purge) and not i.listed)]
+    return [i for i in items if i.key not in unknown]
 
 
-def _on_spark(spark: SparkSession, cores: int, job: tasks.Job, items: list[Work], keyed: bool,
+def _on_spark(spark: SparkSession, cores: int, job: tasks.Job, items: list[Item],
               progress: Progress | None, sink: listings.Sink | None = None) -> tuple[list[Result], bool]:
     """The items given to the executors: one job for whole items, and the purges split below the
     table in one, two or three more. Also whether a task attempt failed: a failed attempt may
@@ -316,18 +314,13 @@ def _on_spark(spark: SparkSession, cores: int, job: tasks.Job, items: list[Work]
     ship.ship(spark)
     if sink is not None:
         job = dataclasses.replace(job, stream=True)
-    # A few tasks per core: enough for the progress bar to move in steps and for work to
-    # balance; each more costs Spark's per-task overhead (a Python worker round trip, ~0.1 s
-    # here). On an object store a task keeps several batches in flight itself: one a core.
-    slices = max(1, min(len(items), cores * (1 if keyed else 4)))
-    # Purges the ledger knows the files of go with the other items; on a local disk the others
-    # are split below the table (their folders listed and shared out over the cores, which pays
-    # where deleting is a system call a file). On an object store each is one item: one streamed
-    # listing of its location, pages of 1,000 keys deleted in batches as they arrive, and one
-    # listing that proves it empty (R20). Split below the table, the store answered a listing per
-    # folder and another to prove each empty: 421 listings for 20,000 objects in 200 folders,
-    # where 21 do.
-    purges = [] if job.run_id is None or keyed else [i for i in items if isinstance(i, Purge)]
+    # A few tasks per core where a task deletes alone (``Storage.tasks_per_core``); each more costs
+    # Spark's per-task overhead (a Python worker round trip, ~0.1 s here).
+    slices = max(1, min(len(items), cores * job.store.tasks_per_core))
+    # Purges are split below the table where the storage pays for it (``Storage.splits_below_table``:
+    # a local disk); elsewhere each is one item, one streamed listing of its location (R20).
+    purges = [i for i in items if isinstance(i, Purge)] if job.run_id is not None and job.store.splits_below_table \
+        else []
     purged = {i.key for i in purges}
     others = [i for i in items if i.key not in purged]
     # Known up front, except the second purge job's, which starts only if a big table is found.
@@ -366,6 +359,6 @@ def _share_out(jobs: Jobs, cores: int, job: tasks.Job, shares: dict[Purge, int])
     shares' few numbers summed per table here; then one task per table (at most one a core)
     purges what is left (files at the top, emptied folders, any late file) and removes the
     location."""
-    work = [(item, j, k) for item, k in sorted(shares.items(), key=lambda pair: pair[0].key) for j in range(k)]
+    work = [tasks.Share(item, j, k) for item, k in sorted(shares.items(), key=lambda pair: pair[0].key) for j in range(k)]
     done = tasks.per_table(jobs.run(functools.partial(tasks.share_out, job), work, len(work)))
     return jobs.run(functools.partial(tasks.finish_purges, job), done, budget.finishing_tasks(cores, shares))
