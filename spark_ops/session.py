@@ -10,6 +10,7 @@ traceback, so we look for it first and say in one line what is missing.
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import importlib.util
@@ -398,18 +399,18 @@ class Java:
     classes: Any
 
 
-class SessionKind:
+class SessionKind(abc.ABC):
     """What differs between the two kinds of session, asked of ``kind_of(spark)``."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
     @property
+    @abc.abstractmethod
     def id(self) -> str:
         """The session's one name, for what is remembered of it (its attachment, the executor code
         shipped to it, a pre-flight that passed): two client objects of one Connect session share it;
         a new session (a Connect server restarted under the old one answers only a new one) has another."""
-        raise NotImplementedError
 
     catalog_outlives_process = False
     """Whether the views a session puts in its catalog outlive this process (a Connect server's do)."""
@@ -418,24 +419,24 @@ class SessionKind:
     """Whether the session's driver is this process, so that a folder of this process's is one its
     catalog can be given (a database's, an empty one for a table to be made over)."""
 
+    @abc.abstractmethod
     def require_live(self) -> None:
         """``SparkUnavailable`` in one line, before anything is recorded, unless the session can take
         work now. Never remembered: what it proves is that the session is there now."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def ended(self, *, ask: bool = False) -> bool:
         """Whether the session has ended: without ``ask``, as far as this process knows already (no
         call); with it, a Connect server is asked (a session restarted under its client does not know
         it ended until a call finds out)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def unavailable(self, exc: BaseException, *, during: str | None = None, ended: str | None = None,
                     unreachable: str | None = None) -> SparkUnavailable | None:
         """What a Spark failure says if it is the session's, not the work's: the session ended, or
         its server does not answer. None for any other failure (the work's own, the caller says it).
         ``during``: what was under way (the session then ended "while the vacuum ran"); ``ended``
         and ``unreachable``: how the message ends in each case (by default, nothing was recorded)."""
-        raise NotImplementedError
 
     def shares_files(self) -> bool:
         """Whether the session's executors see exactly this process's files (the classic-only
@@ -452,10 +453,10 @@ class SessionKind:
         True, False (it says it has no such session), or None (it cannot tell)."""
         return None
 
+    @abc.abstractmethod
     def watch_tasks(self, report: Callable[[int], None], wanted: bool) -> ContextManager[None]:
         """While inside, the jobs this thread runs are counted, tasks done so far given to ``report``
         as they finish (if ``wanted``)."""
-        raise NotImplementedError
 
     def java(self) -> Java | None:
         """The session's JVM where it is this process's (None: Spark Connect's is the server's)."""
