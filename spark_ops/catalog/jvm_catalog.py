@@ -20,14 +20,14 @@ from typing import Any, Callable, Sequence
 from pyspark.sql import SparkSession
 
 from ..session import Java
-from .spark_catalog import DATABASE_NOTE, HOLDER, MARK, TEMPLATE, Scratch, View, ViewOwner
+from .spark_catalog import HOLDER, MARK, TEMPLATE, View, ViewOwner
 from .text import quote
 
 
 class JvmCatalog:
     """A classic session's catalog, through its JVM (``session.Classic.java``)."""
 
-    def __init__(self, spark: SparkSession, java: Java, mark: str, scratch: Scratch) -> None:
+    def __init__(self, spark: SparkSession, java: Java, mark: str) -> None:
         self.spark = spark
         self.mark = mark
         self._java = java
@@ -36,8 +36,6 @@ class JvmCatalog:
         self._wire = _Wire()
         self._schemas: dict[str, Any] = {}
         self._template: _Template | None = None
-        self._scratch = scratch
-        self._database_classes: tuple[Any, Any, Any] | None = None
         self._handles: dict[str, tuple[Any, ...]] = {}
         """The JVM objects of each view put here (its name, entry, text and properties), held while
         it is shown: py4j frees every handle it lets go of with a round trip to the JVM of its own,
@@ -46,19 +44,6 @@ class JvmCatalog:
 
     def databases_among(self, databases: list[str]) -> set[str]:
         return {d for d in databases if self._catalog.databaseExists(d)}
-
-    def create_databases(self, databases: list[str]) -> list[Exception | None]:
-        """Each in a scratch folder of the attachment's, not in the caller's (Spark makes one for
-        every database, ``./spark-warehouse/<name>.db`` unless told): a view holds no data. What
-        ``CREATE DATABASE`` does, without its 15 ms of parsing and planning."""
-        results: list[Exception | None] = []
-        for database in databases:
-            try:
-                self._catalog.createDatabase(self._database_entry(database, self._scratch.database(database)), True)
-                results.append(None)
-            except Exception as exc:  # noqa: BLE001 - py4j's error holding Spark's (a reserved name)
-                results.append(exc)
-        return results
 
     def drop_database_if_empty(self, database: str) -> None:
         if self._catalog.databaseExists(database) and not self._names(database):
@@ -110,18 +95,6 @@ class JvmCatalog:
             database, short = name.split(".", 1)
             self._wire.call(self._catalog.dropTable, self._ident(database, short), True, False)
             self._handles.pop(name, None)
-
-    def close(self) -> None:
-        """Nothing of its own to remove: the scratch folder is the attachment's (``SparkCatalog.close``)."""
-
-    def _database_entry(self, database: str, where: str) -> Any:
-        if self._database_classes is None:  # looked up once: each step of a JVM path is a round trip
-            classes = self._java.classes
-            self._database_classes = (classes.org.apache.spark.sql.catalyst.catalog.CatalogDatabase,
-                                      classes.java.net.URI,
-                                      classes.org.apache.spark.api.python.PythonUtils.toScalaMap({}))
-        make, uri, no_properties = self._database_classes
-        return make(database, DATABASE_NOTE, uri(where), no_properties)
 
     def _ident(self, database: str, name: str) -> Any:
         held = self._handles.get(f"{database}.{name}")

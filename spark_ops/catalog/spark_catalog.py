@@ -150,7 +150,7 @@ class SparkCatalog:
         self._kind = kind_of(spark)
         self._scratch = Scratch() if self._kind.driver_is_here else None
         self._sql = _Sql(spark, address, attachment, self._scratch)
-        self._entries = _entries(spark, self._kind, address, self._scratch)
+        self._entries = _entries(spark, self._kind, address)
         self._threshold: int | None = None
         self._backend: _Sql | JvmCatalog = self._entries or self._sql
         self._reserved: dict[str, str] = {}  # a database Spark refused -> why
@@ -233,7 +233,7 @@ class SparkCatalog:
         refused = {d: self._reserved[d] for d in wanted if d in self._reserved}
         missing = sorted(set(wanted) - set(refused) - self._backend.databases_among(wanted))
         created = set()
-        for database, error in zip(missing, self._backend.create_databases(missing)):
+        for database, error in zip(missing, self._sql.create_databases(missing)):  # few: SQL is quick enough
             if error is None:
                 created.add(database)
             elif RESERVED in str(error):
@@ -341,14 +341,14 @@ class SparkCatalog:
             self._scratch.close()
 
 
-def _entries(spark: SparkSession, kind: SessionKind, mark: str, scratch: Scratch | None) -> JvmCatalog | None:
+def _entries(spark: SparkSession, kind: SessionKind, mark: str) -> JvmCatalog | None:
     """The JVM-only speed-up (``jvm_catalog``), where the session has a JVM of this process's."""
     java = kind.java()
-    if java is None or scratch is None:
+    if java is None:
         return None
     from .jvm_catalog import JvmCatalog  # a classic session's alone: py4j's, never loaded on Connect
 
-    return JvmCatalog(spark, java, mark, scratch)
+    return JvmCatalog(spark, java, mark)
 
 
 class Scratch:
