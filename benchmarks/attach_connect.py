@@ -92,7 +92,7 @@ def classic_part(led: Ledger, scratch: Path, args: argparse.Namespace, parts: li
     """The classic attach's medians: ``classic`` (its JVM path) and ``classic-sql`` (SQL, as on
     Connect), of those asked for."""
     import spark_ops
-    from spark_ops.catalog import spark_catalog
+    from spark_ops import session
 
     spark = spark_ops.local_session("retention-ledger-bench", scratch=str(scratch / "spark-tmp"),
                                     conf={"spark.sql.warehouse.dir": str(scratch / "spark-warehouse")})
@@ -102,13 +102,13 @@ def classic_part(led: Ledger, scratch: Path, args: argparse.Namespace, parts: li
         if "classic" in parts:
             medians["classic"] = report("classic", cycles(spark, led, args), args.tables)
         if "classic-sql" in parts:
-            through_jvm = spark_catalog._Jvm.of
-            spark_catalog._Jvm.of = classmethod(lambda cls, spark, mark: None)  # type: ignore[method-assign,assignment]
+            through_jvm = session.Classic.java
+            session.Classic.java = lambda self: None  # type: ignore[assignment,method-assign,return-value]
             try:
                 medians["classic-sql"] = report("classic, views made with SQL as on Connect",
                                                 cycles(spark, led, args), args.tables)
             finally:
-                spark_catalog._Jvm.of = through_jvm  # type: ignore[method-assign]
+                session.Classic.java = through_jvm  # type: ignore[method-assign]
         return medians
     finally:
         spark.stop()

@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
@@ -56,7 +56,7 @@ from vacuum_work.where import NotUnderRoot, Root
 from . import schemas
 from .executor import fs
 from .heartbeat import Heartbeat
-from .session import SparkUnavailable, is_connect
+from .session import unavailable
 from .tables import (
     adopt_unversioned_files, check_filesystem, file_frames, new_write, partition_columns_of, read_unversioned,
     union_all,
@@ -342,8 +342,10 @@ def _check_said(spark: SparkSession, where: str, predicate: Column, columns: Str
     and a lambda may hold no subquery and no Python UDF."""
     empty = spark.createDataFrame([], columns)
     probe = spark.createDataFrame([], "`__retention_ledger_probe` int")
-    for plan in (lambda: empty.select(F.exists(F.array(F.lit(1)), lambda _: predicate)).schema,
-                 lambda: empty.join(probe, predicate, "left_semi").schema):
+    plans: tuple[Callable[[], object], ...] = (
+        lambda: empty.select(F.exists(F.array(F.lit(1)), lambda _: predicate)).schema,
+        lambda: empty.join(probe, predicate, "left_semi").schema)
+    for plan in plans:
         try:
             plan()
         except Exception as exc:
@@ -358,9 +360,9 @@ def _evaluated(rows: _Rows, spark: SparkSession, exc: Exception) -> LedgerError:
     Spark's own (a cast that fails under ANSI, ``raise_error``) is the predicate's; a session that
     ended is Spark's."""
     names = ", ".join(rows.names)
-    if is_connect(spark) and getattr(spark, "is_stopped", False):
-        return SparkUnavailable(f"the Spark Connect session ended while the erasure scanned {names} ({_said(exc)}): "
-                                "make a new one and erase again; nothing was recorded")
+    lost = unavailable(spark, exc, during=f"the erasure scanned {names}")
+    if lost is not None:
+        return lost
     what = f"the predicate {rows.where!r:.200}" if isinstance(rows, _Predicate) else "the keys"
     return InvalidArgument(f"Spark failed evaluating {what} on the files of {names} ({_said(exc)}); nothing was "
                            "recorded")

@@ -10,6 +10,7 @@ traceback, so we look for it first and say in one line what is missing.
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import importlib.util
@@ -22,9 +23,13 @@ import site
 import socket
 import subprocess
 import sys
+import threading
+import time
+import weakref
 from importlib import resources
-from typing import Any, Callable, Iterator, Mapping, cast
+from typing import Any, Callable, ContextManager, Iterator, Mapping, cast
 
+import attrs
 from pyspark.sql import SparkSession
 
 from ledger import LedgerError
@@ -205,7 +210,7 @@ def _answer(spark: SparkSession) -> None:
 
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    client = spark.client  # type: ignore[attr-defined]
+    client = spark.client
     policies = client.get_retry_policies()
     deadlines = getattr(client, "_rpc_deadlines", None)  # PySpark 4.1+: a deadline per kind of call
     client.set_retry_policies([DefaultPolicy(**FIRST_CONTACT_RETRIES)])  # type: ignore[arg-type]
@@ -288,7 +293,7 @@ def _brief_goodbye(spark: SparkSession) -> None:
 
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
     with contextlib.suppress(Exception):
-        spark.client.set_retry_policies([DefaultPolicy(**EXIT_RETRIES)])  # type: ignore[attr-defined,arg-type]
+        spark.client.set_retry_policies([DefaultPolicy(**EXIT_RETRIES)])  # type: ignore[arg-type]
 
 
 LOCAL_CONNECT_PORT = 15002
@@ -364,11 +369,15 @@ def _restore(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
-# --- what a call asks of the session it is given (R24) ----------------------------------------
-# Every spark_ops call that takes a session asks these, not the session's class: whether it can take
-# work now (``require_live``, before anything is recorded), what a failure of it means
-# (``unavailable``), what is remembered of it and for how long (``session_key``), and whether its
-# executors see this process's files (``shares_files``: the classic-only speed-ups).
+# --- the kind of session, in one place (R24) -----------------------------------------------------
+# A session is classic (a JVM of this process's, reached through py4j) or Spark Connect (a server's,
+# reached through gRPC). Every spark_ops call asks ``kind_of(spark)`` what differs between the two,
+# and no other module tells them apart: the session's one name (``id``), whether it can take work
+# now (``require_live``) or has ended (``ended``), what a failure of it means (``unavailable``),
+# whether its executors see this process's files (``shares_files``), where its driver makes
+# folders (``driver_is_here``), how its tasks are counted as they finish (``watch_tasks``), and the
+# JVM-only speed-up of the catalog (``java``). Shipping code needs no answer here: PySpark's
+# ``addArtifacts(..., pyfile=True)`` ships it to either kind.
 
 ENDED = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_NOT_FOUND", "INVALID_HANDLE.SESSION_CHANGED",
          "INVALID_HANDLE.SESSION_CLOSED", "incorrect server side session identifier")
@@ -381,50 +390,307 @@ UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 the code a call ended with, never by text (a task's own error may say "Connection refused")."""
 
 
-def require_live(spark: SparkSession) -> None:
-    """``SparkUnavailable`` in one line, before anything is recorded, unless ``spark`` can take work
-    now: a Connect session that ended (stopped; its server restarted under it or timed it out), a
-    Connect server that does not answer within about ten seconds (down: PySpark's own retries wait
-    ten minutes), a classic session that was stopped. One small call to a Connect server (a setting
-    read back, a millisecond or so on a server nearby), a flag read on a classic session: never
-    remembered, since what it proves is that the session is there now."""
-    if not is_connect(spark):
-        if _classic_stopped(spark):
+
+@attrs.frozen
+class Java:
+    """A classic session's JVM, for the one speed-up that needs it (``spark_ops.catalog.jvm_catalog``):
+    the session's JVM object and the gateway's view of the JVM's classes."""
+    session: Any
+    classes: Any
+
+
+class SessionKind(abc.ABC):
+    """What differs between the two kinds of session, asked of ``kind_of(spark)``."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    @property
+    @abc.abstractmethod
+    def id(self) -> str:
+        """The session's one name, for what is remembered of it (its attachment, the executor code
+        shipped to it, a pre-flight that passed): two client objects of one Connect session share it;
+        a new session (a Connect server restarted under the old one answers only a new one) has another."""
+
+    catalog_outlives_process = False
+    """Whether the views a session puts in its catalog outlive this process (a Connect server's do)."""
+
+    driver_is_here = False
+    """Whether the session's driver is this process, so that a folder of this process's is one its
+    catalog can be given (a database's, an empty one for a table to be made over)."""
+
+    @abc.abstractmethod
+    def require_live(self) -> None:
+        """``SparkUnavailable`` in one line, before anything is recorded, unless the session can take
+        work now. Never remembered: what it proves is that the session is there now."""
+
+    @abc.abstractmethod
+    def ended(self, *, ask: bool = False) -> bool:
+        """Whether the session has ended: without ``ask``, as far as this process knows already (no
+        call); with it, a Connect server is asked (a session restarted under its client does not know
+        it ended until a call finds out)."""
+
+    @abc.abstractmethod
+    def unavailable(self, exc: BaseException, *, during: str | None = None, ended: str | None = None,
+                    unreachable: str | None = None) -> SparkUnavailable | None:
+        """What a Spark failure says if it is the session's, not the work's: the session ended, or
+        its server does not answer. None for any other failure (the work's own, the caller says it).
+        ``during``: what was under way (the session then ended "while the vacuum ran"); ``ended``
+        and ``unreachable``: how the message ends in each case (by default, nothing was recorded)."""
+
+    def shares_files(self) -> bool:
+        """Whether the session's executors see exactly this process's files (the classic-only
+        speed-ups): what others see is asked, never assumed."""
+        return False
+
+    def on_server(self) -> tuple[str, str | None] | None:
+        """The session's id and user id on its server, for another client to ask about
+        (``has_session``); None where no other client can reach it (a classic session)."""
+        return None
+
+    def has_session(self, session_id: str) -> bool | None:
+        """Whether the session's server still has the session ``session_id`` of this client's user:
+        True, False (it says it has no such session), or None (it cannot tell)."""
+        return None
+
+    @abc.abstractmethod
+    def watch_tasks(self, report: Callable[[int], None], wanted: bool) -> ContextManager[None]:
+        """While inside, the jobs this thread runs are counted, tasks done so far given to ``report``
+        as they finish (if ``wanted``)."""
+
+    def java(self) -> Java | None:
+        """The session's JVM where it is this process's (None: Spark Connect's is the server's)."""
+        return None
+
+
+def kind_of(spark: SparkSession) -> SessionKind:
+    """What ``spark``'s kind answers: asked once per call, told by its class so that asking never
+    needs Connect's libraries on a classic session."""
+    return Connect(spark) if type(spark).__module__.startswith("pyspark.sql.connect") else Classic(spark)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (for the tests, which run on both kinds)."""
+    return isinstance(kind_of(spark), Connect)
+
+
+class Classic(SessionKind):
+    """A session of this process's own JVM: it ends only when stopped (its application with it)."""
+
+    driver_is_here = True
+
+    @property
+    def id(self) -> str:
+        """Its application's id and the session object's: the first answer is kept for as long as
+        the object lives, so a session asked again once stopped is still named as it was."""
+        known = _CLASSIC_NAMES.get(self.spark)
+        if known is None:
+            try:
+                application = self.spark.sparkContext.applicationId
+            except Exception:  # noqa: BLE001 - stopped before it was first named: its context is gone
+                application = "stopped"
+            known = _CLASSIC_NAMES[self.spark] = f"classic:{application}:{id(self.spark)}"
+        return known
+
+    def require_live(self) -> None:
+        if self.ended():
             raise SparkUnavailable("this SparkSession was stopped: make a new one (local_session()); "
                                    "nothing was recorded")
-        return
-    if getattr(spark, "is_stopped", False):
-        raise _ended_error(spark, "it was stopped, or its server restarted under it")
-    try:
-        _answer(spark)
-    except Exception as exc:  # PySpark's and gRPC's own types
-        raise unavailable(spark, exc) or SparkUnavailable(
-            f"the Spark Connect server at {address_of(spark)} does not answer as it should ({_first_line(exc)}): "
-            "nothing was recorded") from None
+
+    def ended(self, *, ask: bool = False) -> bool:
+        try:
+            return bool(self.spark.sparkContext._jsc.sc().isStopped())
+        except Exception:  # noqa: BLE001 - its gateway is gone too: stopped
+            return True
+
+    def unavailable(self, exc: BaseException, *, during: str | None = None, ended: str | None = None,
+                    unreachable: str | None = None) -> SparkUnavailable | None:
+        if not self.ended():
+            return None
+        return SparkUnavailable("this SparkSession was stopped: make a new one (local_session()); "
+                                + (ended or "nothing was recorded"))
+
+    def shares_files(self) -> bool:
+        """A ``local`` master's executors are threads of this process's JVM; a cluster's are not."""
+        master = self.spark.conf.get("spark.master") or ""
+        return master == "local" or master.startswith("local[")
+
+    def watch_tasks(self, report: Callable[[int], None], wanted: bool) -> ContextManager[None]:
+        return _Tracker(self.spark.sparkContext, report, wanted)
+
+    def java(self) -> Java:
+        return Java(self.spark._jsparkSession, self.spark._jvm)
+
+
+_CLASSIC_NAMES: weakref.WeakKeyDictionary[SparkSession, str] = weakref.WeakKeyDictionary()
+
+
+class Connect(SessionKind):
+    """A session of a Spark Connect server's: it ends when stopped, when the server restarts under
+    it or times it out, and it cannot take work while its server does not answer."""
+
+    catalog_outlives_process = True
+
+    @property
+    def id(self) -> str:
+        return f"connect:{self.spark.session_id}"  # type: ignore[attr-defined]
+
+    def require_live(self) -> None:
+        """One small call to the server (a setting read back, a millisecond or so on a server nearby)
+        within about ten seconds (PySpark's own retries wait ten minutes)."""
+        if self.ended():
+            raise _ended_error(self.spark, "it was stopped, or its server restarted under it")
+        try:
+            _answer(self.spark)
+        except Exception as exc:  # PySpark's and gRPC's own types
+            raise self.unavailable(exc) or SparkUnavailable(
+                f"the Spark Connect server at {address_of(self.spark)} does not answer as it should "
+                f"({_first_line(exc)}): nothing was recorded") from None
+
+    def ended(self, *, ask: bool = False) -> bool:
+        if getattr(self.spark, "is_stopped", False) or not ask:
+            return bool(getattr(self.spark, "is_stopped", False))
+        try:
+            self.require_live()
+        except SparkUnavailable:
+            return True
+        return False
+
+    def unavailable(self, exc: BaseException, *, during: str | None = None, ended: str | None = None,
+                    unreachable: str | None = None) -> SparkUnavailable | None:
+        why = _said_ended(self.spark, exc)
+        if why is not None:
+            _stop_retrying(self.spark)
+            return _ended_error(self.spark, why, ended, during)
+        if _unreachable(exc):
+            _stop_retrying(self.spark)
+            stopped = f"stopped answering while {during}" if during else "does not answer"
+            return SparkUnavailable(f"the Spark Connect server at {address_of(self.spark)} {stopped} "
+                                    f"({_first_line(exc)}): "
+                                    + (unreachable or "check that it runs, and its address; nothing was recorded"))
+        return None
+
+    def on_server(self) -> tuple[str, str | None]:
+        return str(self.spark.session_id), getattr(self.spark.client, "_user_id", None) or None  # type: ignore[attr-defined]
+
+    def has_session(self, session_id: str) -> bool | None:
+        """One call that changes nothing: a reattach to an operation no session has, which the server
+        answers with ``OPERATION_NOT_FOUND`` from a session it has and ``SESSION_NOT_FOUND`` or
+        ``SESSION_CLOSED`` otherwise (Spark 3.5 and later)."""
+        import uuid as uuids
+
+        import pyspark.sql.connect.proto as pb2
+
+        client = self.spark.client
+        request = pb2.ReattachExecuteRequest(session_id=session_id, operation_id=str(uuids.uuid4()))
+        user = getattr(client, "_user_id", None)
+        if user:
+            request.user_context.user_id = user
+        try:
+            for _ in client._stub.ReattachExecute(request, metadata=client._builder.metadata(), timeout=MASTER_TIMEOUT):
+                return True
+            return True
+        except Exception as exc:  # gRPC's own error: its details name the server's error class
+            said = _all_said(exc)
+            if "SESSION_NOT_FOUND" in said or "SESSION_CLOSED" in said:
+                return False
+            if "OPERATION_NOT_FOUND" in said or "OPERATION_ABANDONED" in said:
+                return True
+            return None
+
+    def watch_tasks(self, report: Callable[[int], None], wanted: bool) -> ContextManager[None]:
+        return _Handler(self.spark, report, wanted)
+
+
+class _Handler:
+    """A Connect session's progress handler (``registerProgressHandler``, which a classic session
+    refuses) while the jobs run: the tasks done in each of its operations, as the server reports
+    its stages (the handler is the session's, so calls from another thread's operations are not
+    counted)."""
+
+    def __init__(self, spark: SparkSession, report: Callable[[int], None], wanted: bool) -> None:
+        self._spark, self._report, self._wanted = spark, report, wanted
+        self._thread = threading.get_ident()
+        self._done: dict[str, int] = {}
+
+    def __enter__(self) -> None:
+        if self._wanted:
+            self._spark.registerProgressHandler(self)  # type: ignore[arg-type]
+
+    def __call__(self, stages: Any = None, inflight_tasks: int = 0, operation_id: str | None = None,
+                 done: bool = False, **_: Any) -> None:
+        if threading.get_ident() != self._thread or not stages:
+            return
+        self._done[operation_id or ""] = sum(stage.num_completed_tasks for stage in stages)
+        self._report(sum(self._done.values()))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._wanted:
+            self._spark.removeProgressHandler(self)  # type: ignore[arg-type]
+
+
+class _Tracker:
+    """A classic session's job group for the jobs run inside (set with ``interruptOnCancel``, so
+    that cancelling the group, as PySpark's own Ctrl-C handler cancels every job, stops the tasks'
+    threads, not only the scheduler), and, if progress is wanted, a thread that polls the status
+    tracker for the tasks its jobs finished."""
+
+    def __init__(self, context: Any, report: Callable[[int], None], wanted: bool, every: float = 0.2) -> None:
+        self._context, self._report, self._wanted, self._every = context, report, wanted, every
+        self._group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> None:
+        self._context.setJobGroup(self._group, "retention-ledger vacuum", interruptOnCancel=True)
+        if self._wanted:
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self._count()
+
+    def _count(self) -> None:
+        tracker = self._context.statusTracker()
+        done = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage:
+                    done += stage.numCompletedTasks
+        self._report(done)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._wanted:
+            self._thread.join()
+        self._context.setLocalProperty("spark.jobGroup.id", None)
+
+
+# What other modules import by name: each is the kind's answer.
+
+def require_live(spark: SparkSession) -> None:
+    """``SessionKind.require_live``: a Connect session that ended (stopped; its server restarted
+    under it or timed it out), a Connect server that does not answer within about ten seconds, a
+    classic session that was stopped."""
+    kind_of(spark).require_live()
 
 
 def unavailable(spark: SparkSession, exc: BaseException, *, during: str | None = None, ended: str | None = None,
                 unreachable: str | None = None) -> SparkUnavailable | None:
-    """What a Spark failure says if it is the session's, not the work's: the Connect session ended
-    (stopped, its server restarted or timed it out), or its server does not answer. None for any
-    other failure (the work's own, the caller says it). ``during``: what was under way (the session
-    then ended "while the vacuum ran"); ``ended`` and ``unreachable``: how the message ends in each
-    case (by default, nothing was recorded)."""
-    if not is_connect(spark):
-        if _classic_stopped(spark):
-            return SparkUnavailable("this SparkSession was stopped: make a new one (local_session()); "
-                                    + (ended or "nothing was recorded"))
-        return None
-    why = _said_ended(spark, exc)
-    if why is not None:
-        _stop_retrying(spark)
-        return _ended_error(spark, why, ended, during)
-    if _unreachable(exc):
-        _stop_retrying(spark)
-        stopped = f"stopped answering while {during}" if during else "does not answer"
-        return SparkUnavailable(f"the Spark Connect server at {address_of(spark)} {stopped} ({_first_line(exc)}): "
-                                + (unreachable or "check that it runs, and its address; nothing was recorded"))
-    return None
+    """``SessionKind.unavailable``."""
+    return kind_of(spark).unavailable(exc, during=during, ended=ended, unreachable=unreachable)
+
+
+def session_key(spark: SparkSession) -> str:
+    """``SessionKind.id``: what is remembered of a session is remembered by this."""
+    return kind_of(spark).id
+
+
+def shares_files(spark: SparkSession) -> bool:
+    """``SessionKind.shares_files``."""
+    return kind_of(spark).shares_files()
 
 
 def _stop_retrying(spark: SparkSession) -> None:
@@ -437,7 +703,7 @@ def _stop_retrying(spark: SparkSession) -> None:
     import copy
 
     with contextlib.suppress(Exception):
-        client = spark.client  # type: ignore[attr-defined]
+        client = spark.client
         policies = client.get_retry_policies()
         client.set_retry_policies([copy.copy(policy) for policy in policies])
         for policy in policies:
@@ -494,14 +760,6 @@ def _all_said(exc: BaseException) -> str:
     return " ".join(said)
 
 
-def _classic_stopped(spark: SparkSession) -> bool:
-    """Whether a classic session's application was stopped (its context stopped)."""
-    try:
-        return bool(spark.sparkContext._jsc.sc().isStopped())
-    except Exception:  # noqa: BLE001 - its gateway is gone too: stopped
-        return True
-
-
 def address_of(spark: SparkSession) -> str:
     """A Connect session's server as a message shows it: the address it was made for (without its
     token, R23), else its host and port."""
@@ -511,70 +769,6 @@ def address_of(spark: SparkSession) -> str:
     builder = getattr(getattr(spark, "client", None), "_builder", None)
     endpoint = getattr(builder, "endpoint", None)
     return f"sc://{endpoint}" if isinstance(endpoint, str) and endpoint else "its server"
-
-
-def session_key(spark: SparkSession) -> str:
-    """What is remembered of a session (the vacuum's executor code shipped to it, a pre-flight that
-    passed, the warehouse its executors were shown to see) is remembered by this: a Connect
-    session's own id and its server's id for it (a server restarted under the session gives it
-    another, so nothing remembered survives a restart), or a classic session's application."""
-    if is_connect(spark):
-        client = spark.client  # type: ignore[attr-defined]
-        return f"connect:{spark.session_id}:{getattr(client, '_server_session_id', None)}"  # type: ignore[attr-defined]
-    return f"classic:{spark.conf.get('spark.app.id')}"
-
-
-def session_of(spark: SparkSession) -> tuple[str, str | None] | None:
-    """A Connect session's id and user id (None: a classic session)."""
-    if not is_connect(spark):
-        return None
-    return str(spark.session_id), getattr(spark.client, "_user_id", None) or None  # type: ignore[attr-defined]
-
-
-def has_session(spark: SparkSession, session_id: str) -> bool | None:
-    """Whether ``spark``'s Connect server still has the session ``session_id`` of this client's user
-    (another client's): True, False (the server says it has no such session: released, timed out,
-    or gone with a restart), or None (it cannot tell: another answer, or none). One call that
-    changes nothing: a reattach to an operation no session has, which the server answers with
-    ``OPERATION_NOT_FOUND`` from a session it has and ``SESSION_NOT_FOUND`` or ``SESSION_CLOSED``
-    otherwise (Spark 3.5 and later)."""
-    import uuid as uuids
-
-    import pyspark.sql.connect.proto as pb2
-
-    client = spark.client  # type: ignore[attr-defined]
-    request = pb2.ReattachExecuteRequest(session_id=session_id, operation_id=str(uuids.uuid4()))
-    user = getattr(client, "_user_id", None)
-    if user:
-        request.user_context.user_id = user
-    try:
-        for _ in client._stub.ReattachExecute(request, metadata=client._builder.metadata(), timeout=MASTER_TIMEOUT):
-            return True
-        return True
-    except Exception as exc:  # gRPC's own error: its details name the server's error class
-        said = _all_said(exc)
-        if "SESSION_NOT_FOUND" in said or "SESSION_CLOSED" in said:
-            return False
-        if "OPERATION_NOT_FOUND" in said or "OPERATION_ABANDONED" in said:
-            return True
-        return None
-
-
-def shares_files(spark: SparkSession) -> bool:
-    """Whether ``spark``'s executors see exactly this process's files: a classic session on a
-    ``local`` master (they are threads of its JVM, started by this process). Nothing is known of a
-    Connect server's (it may run on this machine, in another mount namespace, or on another), nor
-    of a cluster's: what they see is asked, never assumed."""
-    if is_connect(spark):
-        return False
-    master = spark.conf.get("spark.master") or ""
-    return master == "local" or master.startswith("local[")
-
-
-def is_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``, no JVM of ours), told by
-    its class so that asking never needs Connect's libraries on a classic session."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 _IN_PROCESS = re.compile(r"local(-cluster)?(\[[^\]]*\])?")

@@ -41,7 +41,7 @@ from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
 from ..executor.storage import storage_for
-from ..session import SparkUnavailable, is_connect, require_live
+from ..session import kind_of, require_live
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog, View
@@ -374,7 +374,8 @@ class Attachment:
         outlive the process (they are in the server's catalog): they are dropped too, if the
         session still runs and the server answers within ``EXIT_TIMEOUT``."""
         self.let_go()
-        if is_connect(self.spark) and not _ended(self.spark):
+        kind = kind_of(self.spark)
+        if kind.catalog_outlives_process and not kind.ended():
             dropping = threading.Thread(target=self._drop_views, daemon=True)
             dropping.start()
             dropping.join(EXIT_TIMEOUT)
@@ -393,30 +394,6 @@ _attached: dict[str, Attachment] = {}
 functions meet in it."""
 
 
-def _session(spark: SparkSession) -> str:
-    """Which session ``spark`` is: Spark Connect's own id for it (two client objects of one session
-    share it); a classic session has none, and is known by its object (which its attachment holds,
-    so the number is not another's while attached)."""
-    return getattr(spark, "session_id", None) or f"classic-{id(spark)}"
-
-
-def _ended(spark: SparkSession, *, ask: bool = False) -> bool:
-    """Whether ``spark`` is a Spark Connect session that has ended (``stop()``, a server restarted
-    under it or that timed it out): it answers every request with PySpark's ``NO_ACTIVE_SESSION``.
-    Without ``ask`` only what the client knows already (a process's end: no call); with it, the
-    server is asked (``require_live``), as a session restarted under its client does not know it
-    ended until a call finds out. A classic session cannot end alone (its application stops with it)."""
-    if not is_connect(spark):
-        return False
-    if getattr(spark, "is_stopped", False) or not ask:
-        return bool(getattr(spark, "is_stopped", False))
-    try:
-        require_live(spark)
-    except SparkUnavailable:
-        return True
-    return False
-
-
 def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, lease: Any = None) -> list[str]:
     """Make every live table of ``ledger`` (of ``database``, if given) a name in ``spark``'s SQL:
     ``spark.sql("SELECT * FROM sales.orders")``, ``spark.table(...)``, ``SHOW TABLES IN sales``.
@@ -433,7 +410,7 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
     or dropped (``TableExists``); one of this ledger's that nothing holds any more (its session
     ended without ``detach``) is taken over."""
     require_live(spark)  # a session that ended (or whose server is down) pins nothing
-    key = _session(spark)
+    key = kind_of(spark).id  # its attachment holds the session, so its name is no other's while attached
     found = _attached.get(key)
     if found is not None and found.ledger is not ledger:
         raise InvalidArgument(f"another ledger ({found.ledger.path}) is attached to this Spark session: "
@@ -456,7 +433,7 @@ def refresh(spark: SparkSession, ledger: Ledger) -> list[str]:
     """Show what the ledger holds now, changes from other processes and hosts included, and renew
     the pins of what is shown. Returns the names attached. A Spark Connect session that has ended
     is ``SparkUnavailable``, nothing renewed."""
-    found = _attached.get(_session(spark))
+    found = _attached.get(kind_of(spark).id)
     if found is None or found.ledger is not ledger:
         raise TableNotFound("this ledger is not attached to this Spark session: attach(spark, ledger) first")
     require_live(spark)  # before any pin is renewed: a session its server no longer has shows nothing
@@ -467,15 +444,16 @@ def detach(spark: SparkSession, ledger: Ledger) -> list[str]:
     """Remove the ledger's names from ``spark`` and release their pins. Returns the names removed.
     Of a Spark Connect session that has ended, only the pins can go: its views stay on the server,
     unheld, until the next ``attach`` of this ledger there takes them over (a warning says so)."""
-    key = _session(spark)
-    found = _attached.get(key)
+    kind = kind_of(spark)
+    found = _attached.get(kind.id)
     if found is None or found.ledger is not ledger:
         return []
-    del _attached[key]
-    if _ended(spark, ask=True):
+    del _attached[kind.id]
+    if kind.ended(ask=True):  # asked of the server: a session restarted under its client does not know yet
         names = found.let_go()
-        log.warning("the Spark Connect session had ended: released the pins of %d name(s); their views stay on "
-                    "the server, unheld, until this ledger is attached there again", len(names))
+        log.warning("the Spark session had ended: released the pins of %d name(s); any views it left (a Spark "
+                    "Connect server's outlive it) stay there, unheld, until this ledger is attached there again",
+                    len(names))
         return names
     return found.detach()
 

@@ -5,35 +5,33 @@ Whose. A catalog is often shared: the sessions of one Spark application share th
 session of a Spark Connect server shares the server's (every user of a Databricks cluster, say).
 So every view an attachment makes carries two properties: ``MARK`` names the ledger (its
 address, without a password) for whoever reads ``SHOW TBLPROPERTIES``, and ``HOLDER`` says which
-attachment made it and which pin holds what it shows (``Holder``). A name is an attachment's to
+attachment made it and which pin holds what it shows (``ViewOwner``). A name is an attachment's to
 replace or drop only if ``HOLDER`` says so; another's is left alone (``TableExists``), unless it
 shows the same ledger and its pin has ended (the session that made it ended without ``detach``,
 or left its lease to run out): then nothing holds it, and it is taken over.
 
-Putting views there, two ways, because they cost tenfold apart:
+Putting views there: with SQL on every kind of session (``_Sql``, below). Where the session's JVM
+is this process's (a classic session: ``session.SessionKind.java``), views of a recorded schema go
+straight into its catalog instead (``jvm_catalog``), a speed-up that earns its lines: on a busy
+two-core machine here, an attach of 1,000 tables took 1.7-3.6 s there against 33-34 s with SQL, its
+detach 1.4 s against 18-24 s; of 200 tables, 0.6 s against 3.7 s (``python
+benchmarks/attach_connect.py --parts classic,classic-sql [--tables 200 --databases 4]``). A version
+of more than 32 files is the exception (``SparkCatalog._over_table``): its view reads a version
+table (as with SQL, below), which Spark lists once and keeps listed, where a glob is listed again,
+in a Spark job, at every query.
 
-* Straight into a classic session's catalog through the JVM (``_Jvm``): the view's schema is
-  known (the ledger recorded it), so a view's entry is a copy of a template view's with its
-  name, schema, text and properties changed, which Spark resolves at query time exactly as one
-  it made (the text parsed and analysed, each column up-cast to the recorded type). Five
-  calls into the JVM, sent without py4j's per-argument checks (``_Wire``: 0.11-0.18 ms of the
-  driver's CPU a view here, where py4j's own calls, and the frees, took 0.5-0.7), and no
-  Spark job. A version of more than 32 files is the exception (``SparkCatalog._over_table``):
-  its view reads a version table (as on Connect, below), which Spark lists once and keeps
-  listed, where a glob is listed again, in a Spark job, at every query.
-* With SQL, on every kind of session (``_Sql``), and the only way on Spark Connect, which has no
-  JVM of ours. ``CREATE VIEW`` analyses its query, and a query over Parquet files infers their
-  schema from a footer in a Spark job of its own; so does ``DROP VIEW`` (it looks the view's plan
-  up in the cache): ~35 ms a view each way on a busy two-core Connect server here, however the
-  statements are sent. SQL has one way to give Spark a schema instead: a table's. So each version
-  is an external table of its recorded columns over exactly its files, in a database of the
-  attachment's own (``retention_ledger_<attachment>``), and the view reads that table: ~9 ms a
-  view to make, ~4 ms to drop, and no inference at query time either. A table made with its
-  columns written out has Spark resolve its files as it makes it (and the view resolves them
-  again); one made ``LIKE`` a table of the same columns copies its schema and resolves nothing,
-  so only the first table of each set of columns is written out (``_make_tables``). The
-  statements go as scripts, several at a time (``statements``). These tables are the
-  attachment's plumbing, never to be written to; the database goes, whole, with ``detach``.
+SQL. ``CREATE VIEW`` analyses its query, and a query over Parquet files infers their schema from a
+footer in a Spark job of its own; so does ``DROP VIEW`` (it looks the view's plan up in the cache):
+~35 ms a view each way on a busy two-core Connect server here, however the statements are sent. SQL
+has one way to give Spark a schema instead: a table's. So each version is an external table of its
+recorded columns over exactly its files, in a database of the attachment's own
+(``retention_ledger_<attachment>``), and the view reads that table: ~9 ms a view to make, ~4 ms to
+drop, and no inference at query time either. A table made with its columns written out has Spark
+resolve its files as it makes it (and the view resolves them again); one made ``LIKE`` a table of
+the same columns copies its schema and resolves nothing, so only the first table of each set of
+columns is written out (``_make_tables``). The statements go as scripts, several at a time
+(``statements``). These tables are the attachment's plumbing, never to be written to; the database
+goes, whole, with ``detach``.
 
 Figures: ``benchmarks/attach_connect.py``.
 """
@@ -47,17 +45,20 @@ import re
 import shutil
 import tempfile
 import uuid
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import attrs
 from pyspark.sql import SparkSession
 
 from ledger import TableExists
 
-from ..session import has_session, is_connect, session_of
+from ..session import SessionKind, kind_of
 from ..tables import spark_uri
 from .statements import Statements
 from .text import VersionFiles, literal, quote
+
+if TYPE_CHECKING:
+    from .jvm_catalog import JvmCatalog
 
 log = logging.getLogger("spark_ops.attach")
 
@@ -82,7 +83,7 @@ SHOWN_PER_QUERY = 200
 
 
 @attrs.frozen
-class Holder:
+class ViewOwner:
     """Whose a view is: the ledger (a digest of its address), the attachment that made it (one
     per session, per ``attach``), the pin that holds what it shows (None: nothing pinned, a
     table written before versions), and, on Spark Connect, the session the attachment is in (its
@@ -100,7 +101,7 @@ class Holder:
         return f"{self.ledger}:{self.attachment}:{self.pin or '-'}{where}"
 
     @classmethod
-    def parse(cls, text: str | None) -> Holder | None:
+    def parse(cls, text: str | None) -> ViewOwner | None:
         found = _HOLDER.fullmatch(text or "")
         if found is None:
             return None
@@ -112,12 +113,12 @@ _HOLDER = re.compile(r"([0-9a-f]+):([0-9a-f]+):([0-9a-f]+|-)(?::([0-9a-f]{32}):(
 
 
 def user_digest(user: str | None) -> str | None:
-    """A Connect user id as ``Holder`` keeps it (a digest: safe in any SQL text); None for none."""
+    """A Connect user id as ``ViewOwner`` keeps it (a digest: safe in any SQL text); None for none."""
     return hashlib.sha256(user.encode()).hexdigest()[:16] if user else None
 
 
 def ledger_digest(address: str) -> str:
-    """A ledger's address as ``Holder`` keeps it: short, and safe in any SQL text."""
+    """A ledger's address as ``ViewOwner`` keeps it: short, and safe in any SQL text."""
     return hashlib.sha256(address.encode()).hexdigest()[:16]
 
 
@@ -146,22 +147,24 @@ class SparkCatalog:
         self.ledger = ledger_digest(address)
         self.attachment = attachment
         self._spark = spark
-        self._jvm = _Jvm.of(spark, address)
-        self._sql = _Sql(spark, address, attachment, self._jvm)
+        self._kind = kind_of(spark)
+        self._scratch = Scratch() if self._kind.driver_is_here else None
+        self._sql = _Sql(spark, address, attachment, self._scratch)
+        self._entries = _entries(spark, self._kind, address)
         self._threshold: int | None = None
-        self._backend: _Sql | _Jvm = self._jvm or self._sql
+        self._backend: _Sql | JvmCatalog = self._entries or self._sql
         self._reserved: dict[str, str] = {}  # a database Spark refused -> why
-        self._taken: dict[str, Holder] = {}  # a name ``claim`` found unheld -> whose view it was
-        connect = session_of(spark)
-        self.session: str | None = connect[0].replace("-", "") if connect else None
-        self.user: str | None = user_digest(connect[1]) if connect else None
+        self._taken: dict[str, ViewOwner] = {}  # a name ``claim`` found unheld -> whose view it was
+        on_server = self._kind.on_server()
+        self.session: str | None = on_server[0].replace("-", "") if on_server else None
+        self.user: str | None = user_digest(on_server[1]) if on_server else None
         self._gone: dict[str, bool] = {}  # a session another attachment is in -> the server no longer has it
         self.abandoned: list[str] = []
         """The pins of the views last taken over from a session the server no longer has: nothing
         holds them any more, and the attachment that took the views over lets them go."""
 
-    def holder(self, pin: str | None) -> Holder:
-        return Holder(self.ledger, self.attachment, pin, self.session, self.user)
+    def holder(self, pin: str | None) -> ViewOwner:
+        return ViewOwner(self.ledger, self.attachment, pin, self.session, self.user)
 
     # --- whose names are whose ------------------------------------------------------------------
 
@@ -194,7 +197,7 @@ class SparkCatalog:
             raise TableExists(_not_ours(name, holder, self.ledger))
         return free, lost
 
-    def gone(self, holder: Holder) -> bool:
+    def gone(self, holder: ViewOwner) -> bool:
         """Whether the Spark Connect server no longer has the session ``holder``'s attachment is in
         (released, timed out for idleness, or lost with a restart): a client killed while attached
         leaves its views held by pins for their whole lease, naming a session nothing can detach
@@ -204,10 +207,10 @@ class SparkCatalog:
         if holder.session is None or holder.user != self.user or self.session is None:
             return False
         if holder.session not in self._gone:
-            self._gone[holder.session] = has_session(self._spark, str(uuid.UUID(holder.session))) is False
+            self._gone[holder.session] = self._kind.has_session(str(uuid.UUID(holder.session))) is False
         return self._gone[holder.session]
 
-    def holders(self, names: Iterable[str]) -> dict[str, Holder | None]:
+    def holders(self, names: Iterable[str]) -> dict[str, ViewOwner | None]:
         """Whose each of ``names`` that the catalog holds is (None: no attachment's); the names it
         does not hold are left out."""
         by_database: dict[str, list[str]] = {}
@@ -215,7 +218,7 @@ class SparkCatalog:
             database, short = name.split(".", 1)
             by_database.setdefault(database, []).append(short)
         there = self._backend.databases_among(list(by_database))
-        found: dict[str, Holder | None] = {}
+        found: dict[str, ViewOwner | None] = {}
         for database in there:
             for short, holder in self._backend.holders(database, by_database[database]).items():
                 found[f"{database}.{short}"] = holder
@@ -230,7 +233,7 @@ class SparkCatalog:
         refused = {d: self._reserved[d] for d in wanted if d in self._reserved}
         missing = sorted(set(wanted) - set(refused) - self._backend.databases_among(wanted))
         created = set()
-        for database, error in zip(missing, self._backend.create_databases(missing)):
+        for database, error in zip(missing, self._sql.create_databases(missing)):  # few: SQL is quick enough
             if error is None:
                 created.add(database)
             elif RESERVED in str(error):
@@ -251,8 +254,8 @@ class SparkCatalog:
     def put(self, views: Sequence[View], free: set[str]) -> list[Exception | None]:
         """Create or replace each view (the caller ``claim``-ed their names; ``free``: nothing
         is there); for each, None or what Spark raised."""
-        by_entry = [v for v in views if self._jvm is not None and v.schema is not None]
-        by_sql = [v for v in views if self._jvm is None or v.schema is None]
+        by_entry = [v for v in views if self._entries is not None and v.schema is not None]
+        by_sql = [v for v in views if self._entries is None or v.schema is None]
         done: dict[str, Exception | None] = {}
         if by_entry:
             done.update(self._put_entries(by_entry, free))
@@ -271,12 +274,12 @@ class SparkCatalog:
     def _put_entries(self, views: Sequence[View], free: set[str]) -> dict[str, Exception | None]:
         """Put ``views`` straight into a classic session's catalog, those of many files over a
         version table (``_over_table``) made first; the tables they read before are dropped."""
-        assert self._jvm is not None
+        assert self._entries is not None
         tables, failed = self._sql.tables_for([v for v in views if self._over_table(v)])
         put = [v if tables.get(v.key) is None else attrs.evolve(v, text=files_of(v).text(source=tables[v.key]))
                for v in views if v.key not in failed]
         done: dict[str, Exception | None] = dict(failed)
-        done.update(zip((v.key for v in put), self._jvm.put(put, free, self.holder)))
+        done.update(zip((v.key for v in put), self._entries.put(put, free, self.holder)))
         self._sql.settle(views, {v.key: tables.get(v.key) for v in views}, done, failed)
         return done
 
@@ -323,7 +326,7 @@ class SparkCatalog:
 
     def _drop(self, names: list[str], *, whole: bool) -> None:
         self._backend.drop(names, whole=whole)
-        if self._jvm is not None:  # a classic session's views of many files read version tables too
+        if self._entries is not None:  # a classic session's views of many files read version tables too
             self._sql.forget(names, whole=whole)
 
     def _mine(self, names: Iterable[str]) -> list[str]:
@@ -332,13 +335,51 @@ class SparkCatalog:
 
     def close(self) -> None:
         """Remove what the attachment made besides its views (after they were dropped): its
-        version tables' database first, which a classic session keeps in the scratch folder."""
-        if self._jvm is not None:
-            self._sql.close()
-        self._backend.close()
+        version tables' database first, then the scratch folder its databases were in."""
+        self._sql.close()
+        if self._scratch is not None:
+            self._scratch.close()
 
 
-def _not_ours(name: str, holder: Holder | None, ledger: str) -> str:
+def _entries(spark: SparkSession, kind: SessionKind, mark: str) -> JvmCatalog | None:
+    """The JVM-only speed-up (``jvm_catalog``), where the session has a JVM of this process's."""
+    java = kind.java()
+    if java is None:
+        return None
+    from .jvm_catalog import JvmCatalog  # a classic session's alone: py4j's, never loaded on Connect
+
+    return JvmCatalog(spark, java, mark)
+
+
+class Scratch:
+    """Folders of this process's for the catalog of a session whose driver is this process: the
+    databases an attachment makes (Spark makes a folder for every database, in the caller's
+    ``./spark-warehouse`` unless told; a view holds no data), and an empty folder for a table to be
+    made over, listing nothing. Removed with the attachment, after its databases were dropped."""
+
+    def __init__(self) -> None:
+        self._root: str | None = None
+
+    def database(self, name: str) -> str:
+        return spark_uri(os.path.join(self._folder(), f"{name}.db"))
+
+    def empty(self) -> str:
+        where = os.path.join(self._folder(), "empty")
+        os.makedirs(where, exist_ok=True)
+        return spark_uri(where)
+
+    def _folder(self) -> str:
+        if self._root is None:
+            self._root = tempfile.mkdtemp(prefix="retention-ledger-spark-databases-")
+        return self._root
+
+    def close(self) -> None:
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+
+def _not_ours(name: str, holder: ViewOwner | None, ledger: str) -> str:
     if holder is not None and holder.ledger == ledger:
         return (f"cannot attach {name}: another Spark session shows this ledger's {name} and holds its pin (the "
                 "catalog is shared between the sessions of a Spark application or Connect server): detach it "
@@ -354,13 +395,13 @@ def _property(key: str, value: str) -> str:
 class _Sql:
     """The catalog through SQL statements: every kind of session."""
 
-    def __init__(self, spark: SparkSession, mark: str, attachment: str, jvm: _Jvm | None = None) -> None:
+    def __init__(self, spark: SparkSession, mark: str, attachment: str, scratch: Scratch | None = None) -> None:
         self.spark = spark
         self.mark = mark
-        self._jvm = jvm
-        """A classic session's catalog: it makes the database of version tables in its scratch
-        folder (not the caller's warehouse), and has an empty folder for a table to be made over
-        (``_create_tables``); None: Spark Connect, where the server puts any database."""
+        self._scratch = scratch
+        """Where a session whose driver is this process puts the databases made here (not in the
+        caller's warehouse), and an empty folder for a table to be made over (``_create_tables``);
+        None: a Spark Connect server's, which puts any database where it puts its own."""
         self.statements = Statements(spark)
         self.files_database = FILES_DATABASE + attachment
         self._tables: dict[str, str] = {}  # a view's name -> the version table it reads
@@ -373,11 +414,13 @@ class _Sql:
         listed = {str(row[0]).lower() for row in self.spark.sql("SHOW DATABASES").collect()}
         return {d for d in databases if d in listed}
 
-    def create_databases(self, databases: list[str]) -> list[Exception | None]:
-        """Where the server puts any database (its warehouse folder): a folder of this process's
-        would mean nothing to a server elsewhere. A view holds no data; the folder stays empty,
-        and goes with the database."""
-        return self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(d)} COMMENT {literal(DATABASE_NOTE)}"
+    def create_databases(self, databases: list[str], note: str = DATABASE_NOTE) -> list[Exception | None]:
+        """In the scratch folder where the session's driver is this process (a view holds no data,
+        and Spark would make a folder for each in the caller's ``./spark-warehouse``), else where
+        the server puts any database (its warehouse folder): a folder of this process's would mean
+        nothing to a server elsewhere. The folder stays empty, and goes with the database."""
+        return self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(d)} COMMENT {literal(note)}" +
+                                    (f" LOCATION {literal(self._scratch.database(d))}" if self._scratch else "")
                                     for d in databases])
 
     def drop_database_if_empty(self, database: str) -> None:
@@ -385,10 +428,10 @@ class _Sql:
                 not any(not t.isTemporary for t in self.spark.catalog.listTables(database)):
             self.statements.run([f"DROP DATABASE IF EXISTS {quote(database)}"])  # not empty by now: kept
 
-    def holders(self, database: str, names: list[str]) -> dict[str, Holder | None]:
+    def holders(self, database: str, names: list[str]) -> dict[str, ViewOwner | None]:
         """``SHOW TABLE EXTENDED``, ``SHOWN_PER_QUERY`` names at a time: one round trip for many
         names, where ``SHOW TBLPROPERTIES`` is one each."""
-        found: dict[str, Holder | None] = {}
+        found: dict[str, ViewOwner | None] = {}
         for start in range(0, len(names), SHOWN_PER_QUERY):
             pattern = "|".join(names[start:start + SHOWN_PER_QUERY])
             rows = self.spark.sql(f"SHOW TABLE EXTENDED IN {quote(database)} LIKE {literal(pattern)}").collect()
@@ -397,7 +440,7 @@ class _Sql:
                     found[str(row["tableName"]).lower()] = _holder_in(str(row["information"]))
         return found
 
-    def put(self, views: Sequence[View], holder: Callable[[str | None], Holder]) -> list[Exception | None]:
+    def put(self, views: Sequence[View], holder: Callable[[str | None], ViewOwner]) -> list[Exception | None]:
         """The version tables first (a view is analysed against its table), then the views; then
         the tables the views read before, which nothing reads any more."""
         tables, failed = self.tables_for(views)
@@ -410,7 +453,7 @@ class _Sql:
         self.settle(views, tables, done, failed)
         return [done[v.key] for v in views]
 
-    def clear_behind(self, holders: Sequence[Holder]) -> None:
+    def clear_behind(self, holders: Sequence[ViewOwner]) -> None:
         """Drop the version tables that views just taken over read (``holders``: whose those views
         were). Their attachment's session ended without ``detach`` (or let its pins lapse), so
         nothing else drops them: on a Connect server, whose catalog outlives every client, each
@@ -477,9 +520,8 @@ class _Sql:
         if not tables:
             return {}
         if not self._files_database_made:
-            error = self._jvm.create_databases([self.files_database])[0] if self._jvm is not None else \
-                self.statements.run([f"CREATE DATABASE IF NOT EXISTS {quote(self.files_database)} COMMENT "
-                                     f"{literal('views attach made read these: not to be written to')}"])[0]
+            error = self.create_databases([self.files_database],
+                                          "views attach made read these: not to be written to")[0]
             if error is not None:
                 return {key: error for key in tables}
             self._files_database_made = True
@@ -512,7 +554,7 @@ class _Sql:
         statements = []
         for table, view, template in tables.values():
             where = literal(files_of(view).glob())
-            if template is None and self._jvm is not None:
+            if template is None and self._scratch is not None:
                 template = self._template(view)
             statements.append(f"CREATE TABLE IF NOT EXISTS {table} LIKE {template} LOCATION {where}" if template else
                               f"CREATE TABLE IF NOT EXISTS {table} ({columns_of(view)}) USING parquet "
@@ -529,10 +571,10 @@ class _Sql:
         """A table of ``view``'s columns over an empty folder, to make version tables ``LIKE``
         (a classic session's: ``_create_tables``); None if Spark refused it."""
         columns = columns_of(view)
-        assert self._jvm is not None
+        assert self._scratch is not None
         table = f"{quote(self.files_database)}.{quote('columns_' + hashlib.sha256(columns.encode()).hexdigest()[:16])}"
         error = self.statements.run([f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING parquet "
-                                     f"OPTIONS ('path' = {literal(self._jvm.empty_folder())})"])[0]
+                                     f"OPTIONS ('path' = {literal(self._scratch.empty())})"])[0]
         return None if error is not None else table
 
     def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
@@ -586,252 +628,10 @@ def columns_of(view: View) -> str:
     return columns
 
 
-def _holder_in(information: str) -> Holder | None:
+def _holder_in(information: str) -> ViewOwner | None:
     """The holder in ``SHOW TABLE EXTENDED``'s ``Table Properties: [k=v, ...]`` line."""
     for line in information.splitlines():
         if line.startswith("Table Properties: ["):
             found = re.search(re.escape(HOLDER) + r"=([^,\]\s]*)", line)
-            return Holder.parse(found.group(1)) if found else None
+            return ViewOwner.parse(found.group(1)) if found else None
     return None
-
-
-class _Jvm:
-    """A classic session's catalog, through the JVM."""
-
-    @classmethod
-    def of(cls, spark: SparkSession, mark: str) -> _Jvm | None:
-        """None where there is no JVM of ours (Spark Connect): that session is never asked for one."""
-        if is_connect(spark):
-            return None
-        return cls(spark, spark._jsparkSession, mark)  # type: ignore[attr-defined]
-
-    def __init__(self, spark: SparkSession, session: Any, mark: str) -> None:
-        self.spark = spark
-        self.mark = mark
-        self._catalog = session.sessionState().catalog()
-        self._parser = session.sessionState().sqlParser()
-        self._wire = _Wire()
-        self._schemas: dict[str, Any] = {}
-        self._template: _Template | None = None
-        self._scratch: str | None = None
-        self._database_classes: tuple[Any, Any, Any] | None = None
-        self._handles: dict[str, tuple[Any, ...]] = {}
-        """The JVM objects of each view put here (its name, entry, text and properties), held while
-        it is shown: py4j frees every handle it lets go of with a round trip to the JVM of its own,
-        which doubled the cost of putting a view; held, they are let go with the view (at detach,
-        where they cost the same round trips: an attach is what a user waits on to query)."""
-
-    def databases_among(self, databases: list[str]) -> set[str]:
-        return {d for d in databases if self._catalog.databaseExists(d)}
-
-    def create_databases(self, databases: list[str]) -> list[Exception | None]:
-        """Each in a scratch folder of the attachment's, not in the caller's (Spark makes one for
-        every database, ``./spark-warehouse/<name>.db`` unless told): a view holds no data. What
-        ``CREATE DATABASE`` does, without its 15 ms of parsing and planning."""
-        results: list[Exception | None] = []
-        for database in databases:
-            if self._scratch is None:
-                self._scratch = tempfile.mkdtemp(prefix="retention-ledger-spark-databases-")
-            where = spark_uri(os.path.join(self._scratch, f"{database}.db"))
-            try:
-                self._catalog.createDatabase(self._jvm_database(database, where), True)
-                results.append(None)
-            except Exception as exc:  # noqa: BLE001 - py4j's error holding Spark's (a reserved name)
-                results.append(exc)
-        return results
-
-    def drop_database_if_empty(self, database: str) -> None:
-        if self._catalog.databaseExists(database) and not self._names(database):
-            self.spark.sql(f"DROP DATABASE IF EXISTS {quote(database)}")
-
-    def _names(self, database: str) -> set[str]:
-        tables = self._catalog.listTables(database)
-        listed = str(tables.mkString("\u0001"))
-        _let_go(tables)
-        # Spark lists the session's temporary views in every database, unqualified: not the database's.
-        return {ident.rsplit(".", 1)[-1].strip("`") for ident in listed.split("\u0001") if "." in ident}
-
-    def holders(self, database: str, names: list[str]) -> dict[str, Holder | None]:
-        """The database's names listed in one call (a call a name was the attach's most frequent)."""
-        found: dict[str, Holder | None] = {}
-        there = self._names(database)
-        for name in names:
-            if name not in there:
-                continue
-            metadata = self._wire.call(self._catalog.getTableMetadata, self._ident(database, name))
-            props = metadata.properties()
-            found[name] = Holder.parse(str(props.apply(HOLDER))) if props.contains(HOLDER) else None
-            _let_go(metadata, props)
-        return found
-
-    def put(self, views: Sequence[View], free: set[str], holder: Callable[[str | None], Holder]) -> list[Exception | None]:
-        results: list[Exception | None] = []
-        for view in views:
-            try:
-                self._put(view, view.key in free, holder(view.pin))
-                results.append(None)
-            except Exception as exc:  # noqa: BLE001 - the caller decides what each failure means
-                results.append(exc)
-        return results
-
-    def _put(self, view: View, new: bool, holder: Holder) -> None:
-        assert view.schema is not None
-        template = self._template or self._make_template(view.database)
-        ident = self._ident(view.database, view.name)
-        entry, made = self._entry(template, ident, view.text, view.schema, holder)
-        if new:
-            self._wire.call(self._catalog.createTable, entry, False, False)
-        else:  # in one step: a query in another thread never finds the name missing
-            self._wire.call(self._catalog.alterTable, entry)
-        self._handles[view.key] = (ident, entry, *made)
-
-    def drop(self, names: Sequence[str], *, whole: bool = False) -> None:
-        for name in names:
-            database, short = name.split(".", 1)
-            self._wire.call(self._catalog.dropTable, self._ident(database, short), True, False)
-            self._handles.pop(name, None)
-
-    def empty_folder(self) -> str:
-        """An empty folder (in the scratch folder) that a table can be made over, listing nothing."""
-        assert self._scratch is not None, "the database of version tables is made first"
-        where = os.path.join(self._scratch, "empty")
-        os.makedirs(where, exist_ok=True)
-        return spark_uri(where)
-
-    def close(self) -> None:
-        """Remove the scratch folder of the databases made here (after they were dropped)."""
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None
-
-    def _jvm_database(self, database: str, where: str) -> Any:
-        if self._database_classes is None:  # looked up once: each step of a JVM path is a round trip
-            jvm: Any = self.spark._jvm  # type: ignore[attr-defined]
-            self._database_classes = (jvm.org.apache.spark.sql.catalyst.catalog.CatalogDatabase, jvm.java.net.URI,
-                                      jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}))
-        make, uri, no_properties = self._database_classes
-        return make(database, DATABASE_NOTE, uri(where), no_properties)
-
-    def _ident(self, database: str, name: str) -> Any:
-        held = self._handles.get(f"{database}.{name}")
-        if held is not None:
-            return held[0]
-        if self._template is not None:
-            return self._template.identifier(database, name)
-        return self._parser.parseTableIdentifier(f"{quote(database)}.{quote(name)}")
-
-    def _entry(self, template: _Template, ident: Any, text: str, schema_json: str,
-               holder: Holder) -> tuple[Any, tuple[Any, Any]]:
-        """A view's catalog entry: the template's, with this name, schema, text and holder (and
-        the JVM handles of the text and the properties made for it)."""
-        schema = self._schemas.get(schema_json)
-        if schema is None:
-            schema = self._schemas[schema_json] = template.parse_type(schema_json)
-        properties = self._wire.call(template.properties.updated, HOLDER, holder.text())
-        wrapped = self._wire.call(template.some, text)
-        changed = {"identifier": ident, "schema": schema, "properties": properties, "viewText": wrapped,
-                   "viewOriginalText": wrapped}
-        return template.copy(changed), (wrapped, properties)
-
-    def _make_template(self, database: str) -> _Template:
-        self.spark.sql(f"CREATE OR REPLACE VIEW {quote(database)}.{TEMPLATE} AS SELECT 1 AS x")
-        ident = self._ident(database, TEMPLATE)
-        entry = self._catalog.getTableMetadata(ident)
-        self._catalog.dropTable(ident, True, False)
-        self._template = _Template(self.spark, entry, self.mark, self._wire)
-        return self._template
-
-
-def _let_go(*handles: Any) -> None:
-    """Free JVM handles now. py4j keeps each method called on a handle, and the method its handle:
-    a cycle, which only Python's cyclic collector frees, a round trip each, at whatever call it
-    happens to run in (after a detach of 1,000 views, about 1,000 of them landed in the next
-    attach or refresh here)."""
-    for handle in handles:
-        handle._detach()
-
-
-class _Template:
-    """A throw-away view's catalog entry, read field by field (by name, so a Spark release that
-    adds a field still works), its properties without the query's recorded column names (the
-    view's schema gives them), and the JVM functions each copy needs, looked up once.
-
-    This leans on Spark's internals (``SessionCatalog``, ``CatalogTable.copy``), stable across the
-    4.x releases it was tried on; the tests put and read views through it on every run, so a Spark
-    that changed them fails there, not in a user's session."""
-
-    def __init__(self, spark: SparkSession, entry: Any, mark: str, wire: _Wire) -> None:
-        jvm: Any = spark._jvm  # type: ignore[attr-defined]
-        self.entry = entry
-        self.fields = list(str(entry.productElementNames().toList().mkString("\u0001")).split("\u0001"))
-        self.values = [entry.productElement(i) for i in range(len(self.fields))]
-        multipart = self.fields.index("multipartIdentifier") if "multipartIdentifier" in self.fields else None
-        if multipart is not None:  # Spark 4.1+: the view's own full name, which a copy must not keep
-            self.values[multipart] = jvm.scala.Option.empty()
-        properties = entry.properties()
-        for key in list(str(properties.keys().mkString("\u0001")).split("\u0001")):
-            if key.startswith("view.query.out."):
-                properties = properties.removed(key)
-        self.properties = properties.updated(MARK, mark)
-        self.parse_type = jvm.org.apache.spark.sql.types.DataType.fromJson
-        self.some = jvm.scala.Option.apply  # Some(text), for a text never null
-        self.wire = wire
-        self._copy = entry.copy
-        self._values = [self.wire.part(value) for value in self.values]  # encoded once: most never change
-        self._name = entry.identifier()
-        self._catalog_name = self._name.catalog()
-        self._databases: dict[str, Any] = {}
-
-    def copy(self, changed: dict[str, Any]) -> Any:
-        """A copy of the template's entry with the ``changed`` fields (by name)."""
-        parts = [self.wire.part(changed[field]) if field in changed else value
-                 for field, value in zip(self.fields, self._values)]
-        return self.wire.send(self._copy, parts)
-
-    def identifier(self, database: str, name: str) -> Any:
-        """``database.name`` as the catalog's key (a copy of the template's: one call, where the
-        SQL parser takes three times as long)."""
-        db = self._databases.get(database)
-        if db is None:
-            db = self._databases[database] = self.wire.call(self.some, database)
-        return self.wire.call(self._name.copy, name, db, self._catalog_name)
-
-
-class _Wire:
-    """Calls into the JVM with py4j's own protocol, minus what py4j does for every argument of
-    every call: try it against each of PySpark's converters (lists, dicts, dates) and check
-    whether it is a Python object the JVM should call back, which it does for a JVM handle by
-    asking it for an attribute named ``Java``: the handle keeps that (as a method of its own,
-    which keeps the handle), so every handle ever passed to a call is left in a cycle that only
-    Python's cyclic collector frees, a round trip each, in whatever call it happens to run in
-    (about 1,000 of an attach's 6,300 round trips here; ``_let_go`` says the same of methods).
-    And the cost: copying a catalog entry passes 22 arguments, 220 us of CPU a copy through
-    py4j's call here against 31 us with its arguments encoded once (``_Template.copy``). The
-    arguments given here are JVM handles, strings, numbers and booleans, which no converter
-    takes, so what is sent is what py4j sends. py4j's wire protocol has been stable since 0.10
-    (PySpark 4 ships 0.10.9); the tests put and read views through this on every run, and count
-    what an attach sends."""
-
-    def __init__(self) -> None:
-        from py4j import protocol
-        from py4j.java_gateway import JavaObject, get_return_value
-        self._protocol = protocol
-        self._handle = JavaObject
-        self._answer = get_return_value
-
-    def part(self, value: Any) -> str:
-        """``value`` as py4j sends an argument."""
-        if isinstance(value, self._handle):
-            return self._protocol.REFERENCE_TYPE + value._get_object_id() + "\n"
-        return str(self._protocol.get_command_part(value))
-
-    def call(self, member: Any, *args: Any) -> Any:
-        """``member(*args)``, ``member`` a py4j method of a JVM object or class."""
-        return self.send(member, [self.part(arg) for arg in args])
-
-    def send(self, member: Any, parts: list[str]) -> Any:
-        """``member`` called with arguments already encoded (``part``)."""
-        command = self._protocol.CALL_COMMAND_NAME + member.command_header + "".join(parts) + \
-            self._protocol.END_COMMAND_PART
-        answer = member.gateway_client.send_command(command)
-        return self._answer(answer, member.gateway_client, member.target_id, member.name)

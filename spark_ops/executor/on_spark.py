@@ -1,6 +1,6 @@
 """How a vacuum's tasks run inside Spark, the same on a classic session and a Spark Connect one.
 
-A Connect session has no ``sparkContext``: no RDD, no broadcast, no status tracker (R24). What
+A Connect session has no SparkContext: no RDD, no broadcast, no status tracker (R24). What
 both kinds have is the DataFrame, so each of the vacuum's jobs is one: a row a task
 (``spark.range(0, n, numPartitions=n)``) mapped through ``run`` by ``mapInArrow``, given the
 function of ``tasks`` to run and the items cut in ``n`` slices. Task ``i`` runs the function on

@@ -1,5 +1,5 @@
 """The vacuum's Spark jobs, as DataFrame operations: the same on a classic session and a Spark
-Connect one (R24), which has no ``sparkContext``, so no RDD, broadcast or status tracker.
+Connect one (R24), which has no SparkContext, so no RDD, broadcast or status tracker.
 
 A job is the items cut in slices, a task a slice: ``spark.range(0, n, numPartitions=n)`` (one
 row a task, the slice's number) mapped through ``spark_ops.executor.on_spark.run`` by

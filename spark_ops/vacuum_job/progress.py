@@ -2,8 +2,8 @@
 
 The count comes from Spark, as tasks finish, not from the jobs' outputs: those arrive only when a
 job ends, and most vacuums are one job, so the CLI's bar would jump from 0 to 100%. Where it
-comes from depends on the kind of session, because PySpark 4.3 offers each kind one source and
-not the other's:
+comes from depends on the kind of session (``session.SessionKind.watch_tasks``), because PySpark
+4.3 offers each kind one source and not the other's:
 
 * a Spark Connect session: a progress handler (``SparkSession.registerProgressHandler``, which
   a classic session refuses with ``ONLY_SUPPORTED_WITH_SPARK_CONNECT``), called with the stages
@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from pyspark.sql import SparkSession
 
-from ..session import is_connect
+from ..session import kind_of
 
 Progress = Callable[[int, int], None]
 """Called with (tasks done, tasks in all) while the executors work."""
@@ -59,72 +58,6 @@ def watching(spark: SparkSession, progress: Progress | None, total: int) -> Iter
     they run, and (total, total) when every one has ended."""
     watch = Watch(progress, total)
     watch.report(0)
-    source = _Handler if is_connect(spark) else _Tracker
-    with source(spark, watch, progress is not None):
+    with kind_of(spark).watch_tasks(watch.report, progress is not None):
         yield watch
     watch.report(watch.total)
-
-
-class _Handler:
-    """A Connect session's progress handler while the vacuum's jobs run: the tasks done in each of
-    its operations (the handler is the session's, so calls from another thread's operations are
-    not counted)."""
-
-    def __init__(self, spark: SparkSession, watch: Watch, wanted: bool) -> None:
-        self._spark, self._watch, self._wanted = spark, watch, wanted
-        self._thread = threading.get_ident()
-        self._done: dict[str, int] = {}
-
-    def __enter__(self) -> _Handler:
-        if self._wanted:
-            self._spark.registerProgressHandler(self)  # type: ignore[arg-type]
-        return self
-
-    def __call__(self, stages: Any = None, inflight_tasks: int = 0, operation_id: str | None = None,
-                 done: bool = False, **_: Any) -> None:
-        if threading.get_ident() != self._thread or not stages:
-            return
-        self._done[operation_id or ""] = sum(stage.num_completed_tasks for stage in stages)
-        self._watch.report(sum(self._done.values()))
-
-    def __exit__(self, *exc: object) -> None:
-        if self._wanted:
-            self._spark.removeProgressHandler(self)  # type: ignore[arg-type]
-
-
-class _Tracker:
-    """A classic session's job group for the vacuum's jobs, and, if progress is wanted, a thread
-    that polls the status tracker for the tasks its jobs finished."""
-
-    def __init__(self, spark: SparkSession, watch: Watch, wanted: bool, every: float = 0.2) -> None:
-        self._context, self._watch, self._wanted, self._every = spark.sparkContext, watch, wanted, every
-        self._group = f"retention-ledger-vacuum-{time.monotonic_ns()}"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> _Tracker:
-        self._context.setJobGroup(self._group, "retention-ledger vacuum", interruptOnCancel=True)
-        if self._wanted:
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._every):
-            self._report()
-
-    def _report(self) -> None:
-        tracker = self._context.statusTracker()
-        done = 0
-        for job_id in tracker.getJobIdsForGroup(self._group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage:
-                    done += stage.numCompletedTasks
-        self._watch.report(done)
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._wanted:
-            self._thread.join()
-        self._context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
