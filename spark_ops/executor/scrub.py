@@ -46,9 +46,10 @@ def _stat_each(folder: str, paths: Iterable[str]) -> Mapping[str, int]:
     """The size of each regular file among ``paths`` (relative to ``folder``) that is there; a link,
     a folder or nothing at the name is not the file the ledger recorded."""
     found: dict[str, int] = {}
+    folder += "/"
     for path in paths:
         try:
-            st = os.stat(os.path.join(folder, path), follow_symlinks=False)
+            st = os.stat(folder + path, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             continue
         if stat.S_ISREG(st.st_mode):
