@@ -11,7 +11,7 @@ with a section for every kind of work there is (``vacuum_work.KINDS``).
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -71,6 +71,12 @@ class ItemReport:
         """For a dry run: each file that would be deleted (or, for a scan that deletes nothing, found), with its size."""
         return tuple(FileEntry(path, size) for path, size in self.result.listing or ())
 
+    @property
+    def mark(self) -> datetime | None:
+        """An expiry's new retention mark, as every time the report shows (None: none moved)."""
+        mark = getattr(self.item, "mark", None)
+        return None if mark is None else _EPOCH + timedelta(microseconds=mark)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
@@ -84,6 +90,9 @@ class ItemReport:
         status = f"FAILED {self.error}" if self.error else _files(self.files, self.bytes)
         return [f"  {self.id}  {self.name:<32} {self.item.said(self.root, self.result, status)}",
                 *(f"      {f.path}  {format_bytes(f.size)}" for f in self.would_delete)]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _files(count: int, size: int) -> str:
