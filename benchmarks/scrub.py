@@ -75,7 +75,7 @@ def plain_listing(spark, root: str, locations: list[str], cores: int) -> int:
     from spark_ops.vacuum_job.jobs import Jobs
 
     def listed(root: str, locs):  # nested: cloudpickle ships it by value
-        from spark_ops.executor.storage import storage_for
+        from spark_ops.executor.stores import storage_for
         store = storage_for(root)
         for loc in locs:
             where = f"{store.base}/{loc}" if store.base else loc

@@ -40,7 +40,8 @@ from ledger import TableInstance, TableVersion, WriteView
 
 from . import schemas
 from .executor import fs, probe
-from .executor.storage import StoreError, Unsafe, storage_for
+from .executor.storage import StoreError, Unsafe
+from .executor.stores import storage_for
 from .heartbeat import Heartbeat
 from .session import SparkUnavailable, require_live, session_key, shares_files, unavailable
 

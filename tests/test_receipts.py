@@ -511,7 +511,7 @@ def test_r20_a_receipt_part_is_sealed_in_a_fraction_of_what_its_leaves_take(tmp_
     level by level: 1.6 times the leaves' own memory more, at the driver's peak. Now it encodes a few
     hundred at a time and hashes as it goes: less than half; the part is the same part."""
     from spark_ops.executor import receipts
-    from spark_ops.executor.storage import storage_for
+    from spark_ops.executor.stores import storage_for
     root = str(tmp_path)
     receipt = receipts.DeletionLog(storage_for(root), "run-1")
     deleted = [(f"{root}/sales/t/_writes/{i % 97:032x}/part-{i:06d}.parquet", i % 7)

@@ -28,7 +28,8 @@ import pytest
 
 from ledger import Ledger, LedgerUnavailable, ManualClock
 from spark_ops.executor import fs
-from spark_ops.executor.storage import Deleter, StoredFile, Totals, Unsafe, storage_for
+from spark_ops.executor.storage import Deleter, StoredFile, Totals, Unsafe
+from spark_ops.executor.stores import storage_for
 from tests.connect import ConnectServer
 from tests.s3proxy import DELETES, LISTINGS, Fault, FaultProxy, scratch
 from tests.stores import FaultyStore

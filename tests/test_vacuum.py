@@ -436,7 +436,8 @@ def test_r10_a_vacuum_that_fails_on_the_way_releases_its_lease_for_the_next(spar
 # --- deletion split below the table, on a pool of I/O threads (issue 11) -----------------------
 
 def test_r9_every_path_is_checked_against_its_location_before_it_joins_a_batch(tmp_path: Path) -> None:
-    from spark_ops.executor.storage import Deleter, StoredFile, Totals, Unsafe, storage_for
+    from spark_ops.executor.storage import Deleter, StoredFile, Totals, Unsafe
+    from spark_ops.executor.stores import storage_for
     inside, outside = tmp_path / "loc", tmp_path / "elsewhere"
     inside.mkdir()
     outside.mkdir()
@@ -532,7 +533,8 @@ def test_r20_a_few_locations_the_ledger_knows_nothing_of_are_purged_from_the_dri
     ledger went to a Spark job that listed each as one chain of pages all the same, at a job's cost.
     More of them than the driver lists at once still go to the executors; a dry run writes its
     listing there, and on a local disk only trims are the driver's."""
-    from spark_ops.executor.storage import LISTERS, storage_for
+    from spark_ops.executor.storage import LISTERS
+    from spark_ops.executor.stores import storage_for
     from spark_ops.vacuum_job.driver import driver_items
     from vacuum_work import Purge, Trim
 

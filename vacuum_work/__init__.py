@@ -5,7 +5,7 @@ instances it purges, the old versions it expires, the files replaces removed tha
 names any more, the abandoned writes it sweeps, the committed folders it cleans of stragglers, each
 an item of work (``items``: one class a kind, each answering for itself) with what an executor
 re-checks before it touches a file. The Spark job hands the items to executors (split into parts
-where big), which answer each with a ``Result`` (``results``); the run handle (``ledger.VacuumRun``)
+where big), which answer each with a ``Result`` (``items``); the run handle (``ledger.VacuumRun``)
 records the results as they are, and the ledger decides from them what is purged, deleted and
 cleaned. Nothing changes shape on the way, so a field added here reaches every side at once.
 
@@ -17,10 +17,9 @@ the item's location) and made absolute with ``location``.
 
 from __future__ import annotations
 
-from .items import KINDS, Expiry, Folder, ForeignScan, Item, Purge, StragglerScan, Sweep, Trim, Work
+from .items import KINDS, Expiry, Folder, ForeignScan, Item, Part, Purge, Result, StragglerScan, Sweep, Trim, Work
 from .names import EXPIRE, FOREIGN, PURGE, STRAGGLERS, SWEEP, TRIM, iso, location, new_run_id
 from .plan import Held, Plan, Waiting
-from .results import Part, Result
 
 
 def split(item: Item, pieces: int) -> list[Item]:

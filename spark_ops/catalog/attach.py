@@ -40,7 +40,7 @@ from ledger import (
 from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
-from ..executor.storage import storage_for
+from ..executor.stores import storage_for
 from ..session import kind_of, require_live
 from ..tables import check_filesystem
 from . import functions

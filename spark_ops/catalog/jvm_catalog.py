@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from pyspark.sql import SparkSession
 
 from ..session import Java
-from .spark_catalog import HOLDER, MARK, TEMPLATE, View, ViewOwner
+from .views import HOLDER, MARK, TEMPLATE, View, ViewOwner
 from .text import quote
 
 

@@ -15,7 +15,7 @@ records (a package of the standard library only, shipped with this one):
   its docstring says how a new kind is added;
 * ``job``: what every task of a vacuum shares, with the warehouse's ``Storage`` built once;
 * ``fs``: what is done to one location's files, written once for every storage;
-* ``storage``: where the files are, chosen once from the root (``storage_for``): ``disk``'s
+* ``storage``: where the files are, chosen once from the root (``stores.storage_for``): ``disk``'s
   ``LocalDisk`` (never through a symbolic link) or ``objects``' ``ObjectStore`` (streamed listings,
   DeleteObjects batches), each answering the questions of policy where they differ; and the
   ``Deleter`` that deletes in batches on either;

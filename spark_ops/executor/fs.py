@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from vacuum_work import Result
 
-from .storage import BATCH, Deleter, Storage, StoredFile, StoreError, Totals, Unsafe, each, of
+from .storage import BATCH, Deleter, Storage, StoredFile, StoreError, Totals, Unsafe, each
+from .stores import of
 
 if TYPE_CHECKING:
     from .receipts import DeletionLog

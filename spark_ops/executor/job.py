@@ -11,7 +11,8 @@ from typing import Callable, Iterable, Iterator
 from vacuum_work import Item, location
 
 from .receipts import DeletionLog
-from .storage import Storage, storage_for
+from .storage import Storage
+from .stores import storage_for
 
 Files = Callable[[str], Iterable[tuple[str, int]]]
 """A file list the ledger keeps, by digest: ``(path, size)`` pairs relative to the table's location.

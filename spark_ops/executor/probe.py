@@ -21,7 +21,8 @@ from typing import Iterator
 
 from vacuum_work import location
 
-from .storage import Storage, StoreError, Unsafe, of
+from .storage import Storage, StoreError, Unsafe
+from .stores import of
 
 PROBES = ".retention-ledger/probes"
 

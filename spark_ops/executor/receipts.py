@@ -30,7 +30,8 @@ from typing import Iterable
 from vacuum_work import Part
 from vacuum_work.leaves import leaf_input, tree_root, unpack
 
-from .storage import Storage, of
+from .storage import Storage
+from .stores import of
 
 PART_LEAVES = 10_000
 """Objects per part at most: 0.2-0.5 MB compressed (random ids compress least), the most of a receipt

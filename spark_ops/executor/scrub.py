@@ -17,7 +17,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 from vacuum_work.scrub import Finding, Look, compare
 
-from .storage import Storage, StoreError, Unsafe, storage_for
+from .storage import Storage, StoreError, Unsafe
+from .stores import storage_for
 
 
 def look_at(root: str, looks: Sequence[Look]) -> Iterator[Finding]:

@@ -4,7 +4,7 @@ A vacuum asks the same few things of wherever its files are (``Storage``): confi
 the root (R9), list what lies under it a page at a time, delete entries in batches, list the
 folders right under one, and, where the store has folders, remove the emptied ones.
 ``disk.LocalDisk`` answers on a local (or shared) file system, ``objects.ObjectStore`` on S3, GCS
-or Azure; ``storage_for(root)`` picks one, and everything above it (``fs``, ``tasks``,
+or Azure; ``stores.storage_for(root)`` picks one, and everything above it (``fs``, ``tasks``,
 ``receipts``) is written once against the answers.
 
 Each storage names files its own way: a real absolute path on a disk, a key of the bucket on a
@@ -23,10 +23,14 @@ import threading
 from abc import ABC, abstractmethod
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .receipts import DeletionLog
+
+
+class Recorder(Protocol):
+    """What a ``Deleter`` tells of each file it deleted (``receipts.DeletionLog``: a receipt's leaves)."""
+
+    def add_many(self, entries: Iterable[tuple[str, int]], /) -> None: ...
 
 
 class Unsafe(Exception):
@@ -185,21 +189,6 @@ class Storage(ABC):
         a batch), and the folders they leave empty; what is not there is not an error."""
 
 
-def storage_for(root: str) -> Storage:
-    """The storage a warehouse root is on: a local disk for a path or ``file://``, else an object store."""
-    if "://" not in root or root.startswith("file://"):
-        from .disk import LocalDisk
-        return LocalDisk(root)
-    from .objects import ObjectStore
-    return ObjectStore(root)
-
-
-def of(where: Storage | str) -> Storage:
-    """``where`` if it is a storage already (a job's, built once), else the storage of that root (a
-    one-off call: a check of a version's files, a test)."""
-    return where if isinstance(where, Storage) else storage_for(where)
-
-
 class Totals:
     """What one location (or folder) had deleted: files, bytes, and the first error."""
 
@@ -225,7 +214,7 @@ class Deleter:
     ``with`` block waits for every batch: nothing of ours runs on after the call.
     """
 
-    def __init__(self, store: Storage, receipt: DeletionLog | None = None) -> None:
+    def __init__(self, store: Storage, receipt: Recorder | None = None) -> None:
         self._store, self._receipt = store, receipt
         self._pool = pool("delete", store.threads)
         self._entries: list[StoredFile] = []
