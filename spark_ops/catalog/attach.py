@@ -44,7 +44,8 @@ from ..executor.stores import storage_for
 from ..session import kind_of, require_live
 from ..tables import check_filesystem
 from . import functions
-from .spark_catalog import SparkCatalog, View
+from .spark_catalog import SparkCatalog
+from .views import View
 from .text import VersionFiles, check_globbable, files_relation, folder_relation
 
 ATTACH_PIN_LEASE = timedelta(hours=1)
