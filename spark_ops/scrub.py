@@ -4,11 +4,14 @@
     report = scrub(spark, ledger, database="sales")
     report.ok, report.missing, report.resurrected
 
-The ledger says what each location should hold and what must stay gone (``Ledger.plan_scrub``);
-the executors look, a batch of locations a Spark job (``vacuum_work.scrub.batches``: the driver holds
-one batch's looks, never the warehouse's file list), with the same DataFrame jobs as the vacuum, so
-the same on a classic session and a Spark Connect one (R24); the ledger asks itself again about what
-was missing and records one ``ScrubFinished``. Nothing in the warehouse is deleted or changed: the
+The ledger says what each location should hold and what must stay gone (``Ledger.plan_scrub``).
+The executors list every location in one Spark job and send back a digest of each (``glance_at``),
+while the driver makes the ledger's digests of the same locations; where they agree the location
+is checked. Only the locations that differ are looked at again with their files, a batch of
+locations a job (``vacuum_work.scrub.batches``: the driver holds one batch's looks, never the
+warehouse's file list). The jobs are the vacuum's DataFrame jobs, so the same on a classic session
+and a Spark Connect one (R24). Then the ledger asks itself again about what was missing and
+records one ``ScrubFinished``. Nothing in the warehouse is deleted or changed: the
 one file written is the pre-flight's probe, under the ledger's own scratch folder and removed at
 once, the first time a session scrubs or vacuums a root (R19: an executor that does not see the
 warehouse must not report every file missing). A scrub stopped before its end records nothing.
@@ -17,6 +20,7 @@ warehouse must not report every file missing). A scrub stopped before its end re
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
@@ -33,11 +37,10 @@ if TYPE_CHECKING:
     from ledger.audit.scrub import ScrubReport
 
 BATCH_FILES = 50_000
-"""Files a Spark job of the scrub looks at, about: the driver holds one job's looks (under 3 bytes a
-file, packed, and a pickled copy on its way to Spark) and the findings, so its memory stays flat from
-thousands of files to millions (2.02 MB at 20,000 files, 2.31 MB at 200,000: four jobs). Two jobs in
-flight (the next batch's looks made while one runs) took no less time on two cores and held two
-batches; 80,000 a job held 2.55 MB."""
+"""Files a Spark job of the second look ships, about: the driver holds one job's looks (under 3
+bytes a file, packed, and a pickled copy on its way to Spark) and the findings, so its memory stays
+flat from thousands of files to millions. Two jobs in flight took no less time on two cores and
+held two batches."""
 
 
 def scrub(spark: SparkSession, ledger: Ledger, *, database: str | None = None) -> ScrubReport:
@@ -49,9 +52,19 @@ def scrub(spark: SparkSession, ledger: Ledger, *, database: str | None = None) -
     cores = ship.preflight(spark, plan.root)
     jobs = Jobs(spark)
     findings: list[Finding] = []
-    work = functools.partial(on_executor.look_at, plan.root)
     try:
-        for batch in batches(plan.looks(), BATCH_FILES):
+        with ThreadPoolExecutor(1) as listing:  # the executors list while the driver reads the ledger
+            glanced = listing.submit(jobs.run, functools.partial(on_executor.glance_at, plan.root),
+                                     plan.locations(), cores)
+            expected = {e.location: e for e in plan.expectations()}
+            glances = glanced.result()
+        for glance in glances:
+            finding = expected[glance.location].confirmed(glance)
+            if finding is not None:
+                findings.append(finding)
+                del expected[glance.location]
+        work = functools.partial(on_executor.look_at, plan.root)
+        for batch in batches(plan.looks(expected), BATCH_FILES):  # those that differ: looked at again
             findings.extend(jobs.run(work, batch, cores))
     except Exception as exc:  # the session's end, or its server's, in one line
         lost = unavailable(spark, exc, during="the scrub ran", ended="nothing was recorded",

@@ -24,7 +24,8 @@ from ledger import Ledger, ManualClock
 from ledger.errors import InvalidArgument, InvalidName
 from tests.test_s3 import LISTINGS, objects_under, put
 from tests.test_s3 import connect_spark, lake, proxy, s3  # noqa: F401  (S3 on moto, and a Connect server that reaches it)
-from vacuum_work.scrub import GONE, Finding, Look, batches, compare, pack, scrub_root, unpack
+from vacuum_work.scrub import (GONE, Expected, Finding, Glance, Look, batches, compare, digest, pack, scrub_root,
+                                unpack)
 
 BOTH_SESSIONS = True
 DAY = timedelta(days=1)
@@ -83,6 +84,20 @@ def test_r27_a_look_names_the_missing_the_wrong_sized_and_the_resurrected() -> N
     assert compare(look, lambda _: {"a": 3, "b": 4, "c": 5}).root == found.root
     assert compare(Look("t1", pack([("a", 3), ("b", 4), ("c", 6)])), lambda _: {}).root != found.root
     assert list(unpack(look.present)) == [("a", 3), ("b", 4), ("c", 5)]
+
+
+def test_r27_a_listing_that_agrees_gives_the_finding_a_full_look_would_and_any_difference_looks_again() -> None:
+    present = [("a/x.parquet", 3), ("b/y.parquet", 4)]
+    expected = Expected.of("t1", present, absent=2)
+    full = compare(Look("t1", pack(present), pack([("gone", 7), ("old", 1)]), 4), lambda _paths: dict(present))
+    assert expected.confirmed(Glance("t1", digest(present))) == full and not full.missing
+    for listed in ([present[0]],                                  # a file missing
+                   [present[0], ("b/y.parquet", 5)],              # of another size
+                   [*present, ("gone", 7)],                       # one back after its receipt
+                   [*present, ("stray.parquet", 1)],              # one the ledger does not name
+                   [present[0], ("b/y.parquet", GONE)]):          # a link where the file was
+        assert expected.confirmed(Glance("t1", digest(sorted(listed)))) is None
+    assert expected.confirmed(Glance("t1", error="OSError: refused")) is None
 
 
 def test_r27_looks_are_batched_by_files_and_never_split() -> None:
@@ -146,6 +161,11 @@ def test_r27_a_clean_warehouse_is_checked_recorded_once_and_left_as_it_was(spark
     assert "scrubbed the warehouse" in entry.text and "all as recorded" in entry.text
     # the same warehouse, the same root: an auditor's recomputation agrees
     assert scrub(spark, led).root == report.root
+    # A file the ledger does not name (a stray, a write's before its commit) sends its location to a
+    # second look with its files, which finds nothing wrong and the same root.
+    (Path(led.warehouse) / keys[0].split("/")[0] / "_stray.tmp").write_bytes(b"?")
+    again = scrub(spark, led)
+    assert again.ok and (again.root, again.files) == (report.root, report.files)
 
 
 @pytest.mark.spark
@@ -162,21 +182,23 @@ def test_r27_files_deleted_truncated_or_replaced_by_hand_are_named_with_what_the
     (root / orders[1]).write_bytes(b"x" * 4)         # truncated
     (root / orders[2]).write_bytes(b"y" * 99)        # replaced by a file of another size
     (root / items[0]).unlink()                       # a dropped table's: breaks its undrop
+    (root / orders[3]).unlink()
+    os.symlink("0123456789", root / orders[3])       # a link of the recorded size (10) is not the file
     before = led.event_count()
 
     report = scrub(spark, led)
 
     assert not report.ok and led.event_count() == before + 1
     by_key = {m.key: m for m in report.missing}
-    assert set(by_key) == {orders[0], orders[1], orders[2], items[0]}
-    assert (by_key[orders[0]].found, by_key[orders[1]].found, by_key[orders[2]].found) == (GONE, 4, 99)
+    assert set(by_key) == {orders[0], orders[1], orders[2], orders[3], items[0]}
+    assert [by_key[k].found for k in orders] == [GONE, 4, 99, GONE]
     assert by_key[orders[0]].versions == (1, 2) and by_key[orders[0]].name == "sales.orders"
     assert not by_key[orders[0]].dropped
     assert by_key[items[0]].dropped and by_key[items[0]].versions == (1,)
     assert "MISSING" in report.summary() and "breaks dropped sales.items" in report.summary()
     entry = led.history(type="ScrubFinished")[-1]
-    assert entry.data["missing"] == 4 and entry.data["findings"] is not None
-    assert "4 missing" in entry.text
+    assert entry.data["missing"] == 5 and entry.data["findings"] is not None
+    assert "5 missing" in entry.text
 
 
 @pytest.mark.spark
@@ -228,6 +250,35 @@ def test_r27_a_scrub_racing_a_vacuum_never_reports_what_the_vacuum_deleted_by_th
     report = plan.finish(findings)  # ...but the ledger, asked again at the end, no longer expects them
 
     assert report.ok and report.gone_by_rule == 3 and not report.missing
+
+
+@pytest.mark.spark
+def test_r25_r27_a_scrub_racing_a_write_and_an_erase_reports_neither_as_missing(spark, led: Ledger, clock) -> None:
+    from spark_ops import erase, scrub, vacuum, write_table
+    from spark_ops.executor.scrub import glance_at, look_at
+    users = spark.createDataFrame([(42, "a", "d0"), (7, "b", "d1")], "user_id int, item string, day string")
+    write_table(users.coalesce(1), led, "crm.users", partition_by="day")
+    write_table(users.where("user_id = 7").coalesce(1), led, "crm.users", partition_by="day")
+    clock.advance(DAY)
+    plan = led.plan_scrub()  # the ledger's word at the start: both versions, user 42's file among them
+    expected = {e.location: e for e in plan.expectations()}
+    looks = list(plan.looks())
+    held = [k for k in _keys_of(led, "crm.users") if "day=d0" in k]
+    # While the scrub looks: a write lands, and an erasure rewrites user 42 away, expires every
+    # version that held the rows and has its vacuum delete their files.
+    write_table(users.where("user_id = 7").coalesce(1), led, "crm.users", partition_by="day")
+    erase(spark, led, "crm.users", "user_id = 42", reason="GDPR art. 17", expire_now=True)
+    vacuum(spark, led)
+    assert held and not any((Path(led.warehouse) / k).exists() for k in held)
+
+    [glance] = glance_at(plan.root, list(expected))
+    assert expected[glance.location].confirmed(glance) is None  # the location differs: looked at again
+    findings = list(look_at(plan.root, looks))
+    assert {m[0] for f in findings for m in f.missing} == set(held)  # missing at the look...
+    report = plan.finish(findings)  # ...and the ledger, asked again, no longer expects them
+
+    assert report.ok and report.gone_by_rule == len(held) and not report.missing
+    assert scrub(spark, led).ok  # and the next scrub, on the ledger's word after both, agrees
 
 
 def test_r27_a_scrub_killed_half_way_records_nothing_and_the_next_runs_whole(tmp_path: Path, clock) -> None:
@@ -290,10 +341,10 @@ def test_r27_a_scrub_of_one_database_looks_only_at_its_tables(spark, led: Ledger
 # --- on the S3 server ------------------------------------------------------------------------------
 
 @pytest.mark.spark
-def test_r20_r27_a_scrub_on_s3_lists_each_location_once_and_finds_what_was_deleted_and_put_back(
+def test_r20_r27_a_scrub_on_s3_lists_a_clean_location_once_and_finds_what_was_deleted_and_put_back(
         spark, lake: Ledger, clock, s3) -> None:
     from spark_ops import scrub, vacuum
-    names = ["sales.orders", "sales.items"]
+    names = ["sales.orders", "sales.items", "sales.clean"]
     keys: dict[str, list[str]] = {}
     for name in names:
         lake.create_table(name)
@@ -310,17 +361,24 @@ def test_r20_r27_a_scrub_on_s3_lists_each_location_once_and_finds_what_was_delet
     bucket_key = keys["sales.orders"][0]
     put(f"s3://lake/{bucket_key}", b"v" * 5)            # put back (a bucket's versioning restored it)
     from tests.test_s3 import client
-    client().delete_object(Bucket="lake", Key=keys["sales.items"][3])  # deleted by hand
+    items = keys["sales.items"]
+    client().delete_object(Bucket="lake", Key=items[3])  # deleted by hand
+    client().put_object(Bucket="lake", Key=items[4], Body=b"v" * 2)  # truncated
+    client().put_object(Bucket="lake", Key=items[5], Body=b"w" * 9)  # replaced by an object of another size
     s3.clear()
 
     report = scrub(spark, lake)
 
     listings = [r for r in s3.requests if LISTINGS(r.method, r.target)]
-    assert len(listings) == 2  # one a location, never a request a file
+    clean = lake.table("sales.clean").id
+    # The clean location is listed once; the two that differ a second time, with their files: never a request a file.
+    assert sorted(r.target.count(clean) for r in listings) == [0, 0, 0, 0, 1] and len(s3.requests) == 5
     assert all(r.method in ("GET",) for r in s3.requests)  # it only reads
-    [missing] = report.missing
-    assert missing.key.endswith(keys["sales.items"][3].rsplit("/", 3)[-3] + "/part-3.parquet") or \
-        keys["sales.items"][3].endswith(missing.key)
+    found = {m.key: (m.size, m.found, m.name, m.versions) for m in report.missing}
+    assert found == {key.split("/", 1)[1]: (5, size, "sales.items", (1,))
+                     for key, size in zip(items[3:6], (-1, 2, 9))}  # keys relative to the warehouse root
+    entry = lake.history(type="ScrubFinished")[-1]
+    assert entry.data["missing"] == 3 and entry.data["resurrected"] == 1 and entry.data["findings"] is not None
     [back] = report.resurrected
     assert bucket_key.endswith(back.key) and back.runs
-    assert report.files == 31 and report.absent_checked == 30
+    assert report.files == 61 and report.absent_checked == 30 and report.locations == 3

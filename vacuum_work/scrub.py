@@ -7,7 +7,15 @@ its state into one ``Look`` a location (a table instance's folder: its id), the 
 each with a ``Finding``, and the ledger records what they found (``ScrubFinished``). Nothing is
 deleted or changed: a scrub only looks.
 
-A location's files travel packed (``pack``: their sizes and names, compressed), a few bytes a file, so that the driver's memory holds the looks of one batch, never the warehouse's file list.
+A scrub looks twice only where it must, as anti-entropy repair compares Merkle trees before it
+sends anything: first each location is listed and answered with one digest of what lies there
+(a ``Glance``), which the ledger compares with the digest of what it expects (``Expected``); a
+location whose digests agree holds exactly the files the ledger names, at their sizes, and none
+it deleted, so nothing more is shipped for it. Only a location that differs (a file missing,
+of another size, back, or anything the ledger does not name, such as an expired version's files
+not yet vacuumed) is looked at again with its files (a ``Look``): its files travel packed
+(``pack``: their sizes and names, compressed), a few bytes a file, so that the driver's memory
+holds the looks of one batch, never the warehouse's file list.
 
 The checked files are committed to by a Merkle root, in two levels like a receipt (``ledger.chain``):
 a location's root is the RFC 6962 root over its files in pages (``PAGE`` files, sorted by key, a
@@ -23,6 +31,7 @@ The standard library only (R19): the ledger builds the looks, the executors answ
 from __future__ import annotations
 
 import array
+import hashlib
 import struct
 import sys
 import zlib
@@ -106,6 +115,52 @@ class Finding:
     error: str | None = None
     listed: bool = field(default=False, compare=False)
     """Whether the location was listed once (an object store) rather than each file looked at."""
+
+
+def digest(entries: Iterable[tuple[str, int]]) -> str:
+    """The digest of a location's files, ``(path relative to it, size)`` sorted by path (hex): the
+    same bytes from the ledger's list and from a listing, whichever made them. A listing's entry
+    that is not a regular file has size ``GONE``, so it never agrees with a recorded file."""
+    h = hashlib.sha256()
+    for path, size in entries:
+        h.update(f"{path}\0{size}\0".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What a first listing of a location found: the ``digest`` of every file under it (None with
+    ``error``: why it could not be listed)."""
+    location: str
+    digest: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the ledger expects of a location, in brief: its ``files``, ``bytes`` and Merkle ``root``
+    as a finding would give them, the ``digest`` of its files, and how many files receipts say
+    are deleted there (``absent``)."""
+    location: str
+    files: int
+    bytes: int
+    root: str
+    digest: str
+    absent: int
+
+    @classmethod
+    def of(cls, location: str, present: list[tuple[str, int]], absent: int) -> Expected:
+        """From the location's sorted ``(path, recorded size)`` pairs."""
+        prefix = location.rstrip("/") + "/"
+        return cls(location, len(present), sum(s for _, s in present), page_root(prefix, present).hex(),
+                   digest(present), absent)
+
+    def confirmed(self, glance: Glance) -> Finding | None:
+        """The finding, if ``glance`` saw exactly the files expected (then no receipted file is back
+        either, since none of them is expected); None if the location must be looked at again."""
+        if glance.error is not None or glance.digest != self.digest:
+            return None
+        return Finding(self.location, self.files, self.bytes, self.root, absent_checked=self.absent, listed=True)
 
 
 def compare(look: Look, sizes: Callable[[list[str]], Mapping[str, int]], *, listed: bool = False) -> Finding:

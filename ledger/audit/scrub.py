@@ -1,7 +1,8 @@
 """The integrity scrub, as the ledger sees it: what to look for, and what a look found (R20, R25, R27).
 
 ``ScrubPlan.looks()`` turns the ledger's state, taken once at the start, into one
-``vacuum_work.scrub.Look`` a location: the files its unexpired, unerased versions name (a live
+``vacuum_work.scrub.Look`` a location (and ``expectations()`` into the brief of each that a first
+listing's digest is compared with): the files its unexpired, unerased versions name (a live
 instance's and a dropped, restorable one's; a pin keeps the versions it holds unexpired, R21), each
 with its recorded size, and the files receipts say were deleted there (or found gone). The looks
 are made one location at a time, reading each file list once, so a caller that sends them on in
@@ -22,11 +23,11 @@ import re
 import uuid
 from collections import defaultdict
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 import attrs
 from vacuum_work.leaves import unpack as unpack_part
-from vacuum_work.scrub import Finding, Look, pack, scrub_root
+from vacuum_work.scrub import Expected, Finding, Look, pack, scrub_root
 
 from ..clock import Micros, iso_utc
 from ..core.model import State
@@ -184,6 +185,7 @@ class ScrubPlan:
         self.started_at = started_at
         self._runner, self._store, self._state, self._files_of = runner, store, state, files_of
         self._part = functools.lru_cache(maxsize=8)(self._read_part)
+        self._scoped: tuple[dict[str, Instance], dict[str, list[tuple[str, str]]]] | None = None
 
     def _read_part(self, digest: str) -> list[tuple[str, int]]:
         data = self._store.read_blob(digest)
@@ -208,14 +210,39 @@ class ScrubPlan:
                     where[loc].append((part.run_id, part.digest))
         return where
 
-    def looks(self) -> Iterator[Look]:
-        """One look a location in scope, sorted by location, made as it is asked for."""
+    def expectations(self) -> Iterator[Expected]:
+        """What each location in scope should hold, in brief (its digest, counts and root), sorted by
+        location, made as asked for: the first look compares a listing's digest with it."""
+        for loc, present, gone in self._wanted(None):
+            yield Expected.of(loc, present, len(gone))
+
+    def looks(self, locations: Collection[str] | None = None) -> Iterator[Look]:
+        """One look a location in scope (or each of ``locations``), with its files, sorted by
+        location, made as asked for."""
+        for loc, present, gone in self._wanted(locations):
+            yield Look(loc, pack(present), pack(gone), len(present) + len(gone))
+
+    def locations(self) -> list[str]:
+        """Every location in scope, sorted."""
+        instances, receipted = self._scope()
+        return sorted(set(instances) | set(receipted))
+
+    def _scope(self) -> tuple[dict[str, Instance], dict[str, list[tuple[str, str]]]]:
+        if self._scoped is None:
+            state = self._state
+            instances = {inst.path: inst for inst in state.tables.all_instances()
+                         if inst.purged_at is None and _in_scope(inst, self.database)}
+            self._scoped = instances, self._receipted(state)
+        return self._scoped
+
+    def _wanted(self, locations: Collection[str] | None
+                ) -> Iterator[tuple[str, list[tuple[str, int]], list[tuple[str, int]]]]:
+        """Each location's files expected there and those receipts say are gone, ``(path relative
+        to it, size)`` sorted, one location at a time (each file list read once)."""
         state = self._state
         files_of = self._files_of(state)
-        receipted = self._receipted(state)
-        instances = {inst.path: inst for inst in state.tables.all_instances()
-                     if inst.purged_at is None and _in_scope(inst, self.database)}
-        for loc in sorted(set(instances) | set(receipted)):
+        instances, receipted = self._scope()
+        for loc in self.locations() if locations is None else sorted(locations):
             inst = instances.get(loc)
             present = {} if inst is None else expected(state, inst, files_of)
             gone: dict[str, int] = {}
@@ -224,7 +251,7 @@ class ScrubPlan:
                 for key, size in self._part(digest):
                     if key.startswith(prefix) and key[len(prefix):] not in present:
                         gone.setdefault(key[len(prefix):], size)
-            yield Look(loc, pack(sorted(present.items())), pack(sorted(gone.items())), len(present) + len(gone))
+            yield loc, sorted(present.items()), sorted(gone.items())
 
     def finish(self, findings: Iterable[Finding]) -> ScrubReport:
         """Ask the ledger again about what was found missing, then record the scrub (see the module

@@ -1,6 +1,8 @@
 """The integrity scrub on an executor: each location looked at, nothing changed (R27).
 
-On an object store a location is listed once (a page of a thousand keys a request, never a request
+First each location is listed and answered with the digest of what lies there (``glance_at``):
+where it agrees with the ledger's, that is all. A location that differs is looked at again with
+its files (``look_at``). On an object store a location is listed (a page of a thousand keys a request, never a request
 a file); on a disk each file is ``stat``-ed, which costs no more than a listing and finds a file that
 was truncated or replaced just as well. Either way the sizes found go to ``vacuum_work.scrub.compare``,
 which says what is missing and what is back. A location that cannot be looked at (the store refuses,
@@ -15,10 +17,44 @@ import os
 import stat
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from vacuum_work.scrub import Finding, Look, compare
+from vacuum_work.scrub import GONE, Finding, Glance, Look, compare, digest
 
 from .storage import Storage, StoreError, Unsafe
 from .stores import storage_for
+
+
+def glance_at(root: str, locations: Sequence[str]) -> Iterator[Glance]:
+    """A task's locations, each answered with the digest of every file under it."""
+    store = storage_for(root)
+    for location in locations:
+        try:
+            yield Glance(location, digest(sorted(_listing(store, location))))
+        except (OSError, StoreError, Unsafe) as exc:
+            yield Glance(location, error=f"{type(exc).__name__}: {exc}")
+
+
+def _listing(store: Storage, location: str) -> Iterator[tuple[str, int]]:
+    """``(path relative to the location, size)`` of everything under it: a store's keys, a disk's
+    entries (one that is not a regular file or a folder with size ``GONE``, links not followed)."""
+    where = _where(store, location)
+    if store.keyed:
+        for page in store.pages(where):
+            yield from ((e.path[len(where) + 1:], e.size) for e in page)
+        return
+    _mounted(store)
+    pending = [where]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        yield entry.path[len(where) + 1:], st.st_size if stat.S_ISREG(st.st_mode) else GONE
+        except FileNotFoundError:
+            continue
 
 
 def look_at(root: str, looks: Sequence[Look]) -> Iterator[Finding]:
@@ -31,15 +67,23 @@ def look_at(root: str, looks: Sequence[Look]) -> Iterator[Finding]:
             yield Finding(look.location, error=f"{type(exc).__name__}: {exc}")
 
 
+def _where(store: Storage, location: str) -> str:
+    return f"{store.base}/{location}" if store.base else location
+
+
+def _mounted(store: Storage) -> None:
+    if not os.path.isdir(store.base):
+        raise FileNotFoundError(f"the warehouse {store.base} is not here (not mounted on this executor?)")
+
+
 def _look(store: Storage, look: Look) -> Finding:
-    where = f"{store.base}/{look.location}" if store.base else look.location
+    where = _where(store, look.location)
     if store.keyed:
         listed: dict[str, int] = {}
         for page in store.pages(where):
             listed.update((e.path[len(where) + 1:], e.size) for e in page)
         return compare(look, lambda _paths: listed, listed=True)
-    if not os.path.isdir(store.base):
-        raise FileNotFoundError(f"the warehouse {store.base} is not here (not mounted on this executor?)")
+    _mounted(store)
     return compare(look, lambda paths: _stat_each(where, paths))
 
 
