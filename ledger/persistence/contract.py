@@ -16,7 +16,8 @@ Two contracts, kept apart because they promise different things:
   Generations are kept (only ``delete_generations`` forgets them), so a reader holding one is
   never cut off.
 
-``tests/store_contract.py`` holds the tests every backend must pass; a backend's own test module
+``SQLStore`` is what the two SQL backends share, written once. ``tests/store_contract.py`` holds
+the tests every backend must pass; a backend's own test module
 subclasses them. The state cache (``cache``) and the command loop (``ledger.runner``) use
 only what is here.
 """
@@ -240,18 +241,21 @@ MANY = 500
 """Keys asked for in one statement by ``get_many`` (well inside every backend's limit on parameters)."""
 
 
-class SealedPart:
-    """What every backend's ``StoredPart`` shares: which part of which generation it reads, the
-    generations of its chain (chains interleave: a backend reads the entries of a range of
-    generations and keeps those of the chain), and the refusals (``SnapshotGone``) for a
+_S = TypeVar("_S", bound="SQLStore[Any]")
+
+
+class SealedPart(Generic[_S]):
+    """What every backend's ``StoredPart`` shares: its store, which part of which generation it
+    reads, the generations of its chain (chains interleave: a backend reads the entries of a range
+    of generations and keeps those of the chain), and the refusals (``SnapshotGone``) for a
     generation no longer stored or an entry whose seal (``seal``) does not match."""
 
-    __slots__ = ("_where", "_gen", "_base", "_part", "_chain")
+    __slots__ = ("_store", "_gen", "_base", "_part", "_chain")
 
-    def __init__(self, where: str, generation: Generation, part: str, chain: frozenset[int]) -> None:
-        self._where = where
+    def __init__(self, store: _S, generation: Generation, part: str) -> None:
+        self._store = store
         self._gen, self._base, self._part = generation.gen, generation.base, part
-        self._chain = chain
+        self._chain = store._chain(generation)
 
     @property
     def depth(self) -> int:
@@ -282,7 +286,7 @@ class SealedPart:
         return body
 
     def _gone(self, why: str) -> SnapshotGone:
-        return SnapshotGone(f"{self._where}: the stored snapshot (generation {self._gen}) {why}")
+        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
 
 
 class EventStore(ABC):
@@ -492,6 +496,8 @@ class Store(EventStore, SnapshotStore, ABC):
 
 _C = TypeVar("_C")
 _T = TypeVar("_T")
+COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
+"""An event's columns, as ``read`` gives them (then its hash, if asked)."""
 SELECT_GENERATIONS = "SELECT gen, base, seq, format, head, entries FROM snapshot_generations"
 
 
@@ -504,6 +510,8 @@ class SQLStore(Store, Generic[_C]):
     """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
     _STATEMENTS: str
     """The statements' table (``CREATE TABLE IF NOT EXISTS``), made when the first is kept."""
+    _CONTAINS: str
+    """The SQL function that finds a text in another (``instr``, ``strpos``)."""
 
     @abstractmethod
     def _run(self, work: Callable[[_C], _T]) -> _T:
@@ -561,10 +569,39 @@ class SQLStore(Store, Generic[_C]):
         def copy(db: _C) -> None:
             head = self._fetch(db, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
             check_copied(rows, head[0] if head else (0, None), self.path, after)
-            self._copy(db, "events", "seq, stream, version, type, schema_version, time, actor, payload, hash",
-                       [row[:9] for row in rows])
+            self._copy(db, "events", f"{COLUMNS}, hash", [row[:9] for row in rows])
             self._many(db, "INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", blobs.items())
         self._write(copy, lock=0)
+
+    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
+             actor: str | None = None, types: Sequence[str] | None = None,
+             containing: Sequence[str] | None = None) -> Iterator[Row]:
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, not {batch}")
+        if (types is not None and not types) or (containing is not None and not containing):
+            return
+        last = upto if upto is not None else 2 ** 63 - 1
+        where, params = "", list[Any]()
+        if actor is not None:
+            where, params = " AND actor = ?", [actor]
+        if types is not None:
+            where += f" AND type IN ({', '.join('?' * len(types))})"
+            params += types
+        if containing is not None:
+            where += " AND (" + " OR ".join(f"{self._CONTAINS}(payload, ?) > 0" for _ in containing) + ")"
+            params += containing
+        hashed = (", hash" if self.chained else ", NULL") if with_hash else ""
+        sql = f"SELECT {COLUMNS}{hashed} FROM events WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?"
+        while True:
+            rows = self._batch(sql, (after, last, *params, batch), after, last)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def _batch(self, sql: str, params: Sequence[Any], after: int, last: int) -> list[Any]:
+        """One batch of ``read``: events ``after < seq <= last``."""
+        return self._rows(sql, params)
 
     def head(self) -> tuple[int, Micros]:
         found = self._rows("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1")

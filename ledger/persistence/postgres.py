@@ -42,13 +42,12 @@ from ..clock import Micros, iso
 from ..errors import ClockSkew, Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable
 from . import pgaddress
 from .contract import (
-    FORMAT_VERSION, MANY, MAX_CLOCK_SKEW, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart, SQLStore,
+    COLUMNS, FORMAT_VERSION, MANY, MAX_CLOCK_SKEW, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart, SQLStore,
     chained_rows, check_append, check_redactable, moved,
 )
 
 _LOCK_CLASS = 0x524C4447
 """The first key of the ledger's advisory locks ("RLDG"); the second is the schema's hash."""
-_COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
@@ -489,7 +488,7 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
         try:
             landed, server = _one(
                 self._conn, "WITH locked AS (SELECT pg_advisory_xact_lock(%s, %s)), "
-                f"landed AS (INSERT INTO events ({_COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
+                f"landed AS (INSERT INTO events ({COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
                 f"WHERE (SELECT coalesce(max(seq), 0) FROM events) = %s AND abs(%s - {_SERVER_NOW}) <= %s "
                 "RETURNING seq), "
                 "noted AS (INSERT INTO attempts SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM landed)) "
@@ -530,7 +529,7 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
         found = self._conn.execute("SELECT first_seq, last_seq FROM attempts WHERE attempt = %s", (attempt,)).fetchone()
         if found is None:
             return None
-        return self._conn.execute(f"SELECT {_COLUMNS}, hash FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+        return self._conn.execute(f"SELECT {COLUMNS}, hash FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
                                   found).fetchall()
 
     def changed_elsewhere(self) -> bool:
@@ -546,36 +545,20 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
                                                 (stream,))[0])
         return version
 
+    _CONTAINS = "strpos"
+
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
              actor: str | None = None, types: Sequence[str] | None = None,
              containing: Sequence[str] | None = None) -> Iterator[Row]:
-        if batch < 1:
-            raise ValueError(f"batch must be at least 1, not {batch}")
-        last = upto if upto is not None else 2 ** 63 - 1
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == after and actor is None and types is None and containing is None:
+        if ahead is not None and ahead[0] == after and batch >= 1 and actor is None and types is None \
+                and containing is None:
             # Returned with the last append (``ledger_append_v2``): the log as it stood when that
             # append committed, a moment ago, as a read then would have found it.
-            yield from (row if with_hash else row[:8] for row in ahead[1] if row[0] <= last)
-            return
-        columns = _COLUMNS + (", hash" if with_hash else "")
-        where, params = "", list[Any]()
-        if actor is not None:
-            where, params = where + " AND actor = %s", [*params, actor]
-        if types is not None:
-            where, params = where + " AND type = ANY(%s)", [*params, list(types)]
-        if containing is not None:
-            if not containing:
-                return
-            where += " AND (" + " OR ".join("strpos(payload, %s) > 0" for _ in containing) + ")"
-            params += list(containing)
-        query = f"SELECT {columns} FROM events WHERE seq > %s AND seq <= %s{where} ORDER BY seq LIMIT %s"
-        while True:
-            rows = self._run(lambda c: c.execute(query, (after, last, *params, batch)).fetchall())
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+            yield from (row if with_hash else row[:8] for row in ahead[1] if upto is None or row[0] <= upto)
+        else:
+            yield from super().read(after, upto=upto, batch=batch, with_hash=with_hash, actor=actor, types=types,
+                                    containing=containing)
 
     def seq_at(self, time_: Micros) -> int:
         row = self._run(lambda c: c.execute("SELECT seq FROM events WHERE time <= %s ORDER BY time DESC LIMIT 1",
@@ -621,7 +604,7 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
         return [] if count == last else [f"the log holds {count} events but its last is #{last}: events are missing"]
 
     def generation_part(self, generation: Generation, part: str) -> PostgresPart:
-        return PostgresPart(self, generation, part, self._chain(generation))
+        return PostgresPart(self, generation, part)
 
     def check_clock(self, now: Micros) -> None:
         self._hold(now, self._run(lambda conn: _one(conn, f"SELECT {_SERVER_NOW}"))[0])
@@ -677,15 +660,11 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
         return LedgerUnavailable(f"{where}: PostgreSQL error: {what}")
 
 
-class PostgresPart(SealedPart):
+class PostgresPart(SealedPart[PostgresStore]):
     """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
     the generation's chain up to it."""
 
-    __slots__ = ("_store",)
-
-    def __init__(self, store: PostgresStore, generation: Generation, part: str, chain: frozenset[int]) -> None:
-        super().__init__(store.path, generation, part, chain)
-        self._store = store
+    __slots__ = ()
 
     def get(self, key: str) -> bytes | None:
         exists, value = self._store._run(lambda c: _one(

@@ -3,16 +3,9 @@ that imports ``sqlite3``. It knows streams, versions and bytes; not tables.
 
 How it keeps the contract (``contract``; tested by ``tests/test_store.py`` without any domain code):
 
-* ``append(events, conditions, now, actor)`` writes every event in one
-  ``BEGIN IMMEDIATE`` transaction (a single event on the tip: one statement, its own
-  transaction, that lands only if the head is still the row this connection last wrote),
-  if and only if every stream in ``conditions`` is still at its expected version (0: the
-  stream has no events).
-  Streams may be conditioned without being written. A refusal raises
-  ``Conflict`` naming the stream that moved, and writes nothing.
-* Each event gets the next global sequence number, the next version of its
-  stream, and a time strictly after the previous event's (the caller's ``now``
-  unless the log is already past it: clocks step back, the log does not).
+* ``append`` checks the conditioned streams and writes every event in one ``BEGIN IMMEDIATE``
+  transaction (a single event on the tip: one statement, its own transaction, that lands only
+  if the head is still the row this connection last wrote).
 * The file is in WAL mode with ``synchronous=FULL`` unless told otherwise, so
   an append is durable when it returns; a busy timeout lets several processes
   share it. Updates and deletes of events are refused by triggers.
@@ -39,7 +32,7 @@ from ..chain import GENESIS, chain
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
-    CHAIN_FORMAT, FORMAT_VERSION, MANY, SELECT_GENERATIONS, Appended, Generation, NewEvent, Row, SealedPart, SQLStore,
+    CHAIN_FORMAT, COLUMNS, FORMAT_VERSION, MANY, SELECT_GENERATIONS, Appended, Generation, NewEvent, Row, SealedPart, SQLStore,
     chained_rows, check_append, check_redactable, moved,
 )
 
@@ -54,8 +47,7 @@ _EVENT_LOG_VIEW = (
     "strftime('%Y-%m-%dT%H:%M:%S', time / 1000000, 'unixepoch') || '.' || printf('%06d', time % 1000000) "
     "|| 'Z' AS time_utc, actor, payload, hash FROM events ORDER BY seq")
 _EVENT_LOG_VIEW_V1 = _EVENT_LOG_VIEW.replace(", hash FROM", " FROM")
-_COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
-_HASHED = _COLUMNS + ", hash"
+_HASHED = COLUMNS + ", hash"
 _INSERT_EVENT = f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_ON_TIP = (f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
                   "CASE WHEN (SELECT hash FROM events ORDER BY seq DESC LIMIT 1) = ? THEN ? END)")
@@ -95,13 +87,13 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._lock = threading.RLock()
         self._data_version = -1
         self._tip: tuple[int, Micros, str] | None = None
+        """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
+        another connection wrote since (``_append_on_tip`` checks)."""
         self._refuses_null_hash = False
         """Whether the events' hash column refuses NULL, which ``_append_on_tip`` relies on to write
         nothing when the head is not the tip: so in a file made by this release, not in one upgraded
         from format 1, whose column ``upgrade_chain`` added (``ALTER TABLE`` adds it nullable). Read
         with the schema; a single event then always takes the transaction where it is false."""
-        """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
-        another connection wrote since (``_append_on_tip`` checks)."""
         self._exclusive = False
         self.format = 0
         """The file's format version (``FORMAT_VERSION``, or 1 for a file not yet upgraded)."""
@@ -231,7 +223,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             db.execute("DROP TRIGGER IF EXISTS events_no_update")
             previous, after = GENESIS, 0
             while True:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 20000",
+                rows = db.execute(f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 20000",
                                   (after,)).fetchall()
                 if not rows:
                     break
@@ -277,8 +269,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Hold the write lock across reads and appends: the way out for a writer that keeps
-        losing races. Appends made inside join this transaction instead of opening their own."""
         with self.transaction():
             self._exclusive = True
             try:
@@ -294,7 +284,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     @property
     def in_exclusive(self) -> bool:
-        """Whether this connection holds the write lock across reads and appends (``exclusive``)."""
         return self._exclusive
 
     def settings(self) -> dict[str, object]:
@@ -427,8 +416,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             db.executemany(_INSERT_EVENT, rows)
 
     def changed_elsewhere(self) -> bool:
-        """Whether another connection has committed since this one last asked (cheap:
-        no table is read). Our own commits do not count."""
+        """By ``PRAGMA data_version``: no table is read, and this connection's own commits do not count."""
         with self._lock:
             try:
                 version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -448,53 +436,23 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         with self._lock, translate_errors(self.path):
             return self._version(self._db, stream)
 
-    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000,
-             with_hash: bool = False, actor: str | None = None, types: Sequence[str] | None = None,
-             containing: Sequence[str] | None = None) -> Iterator[Row]:
-        """Rows with ``after < seq <= upto``, in sequence order, fetched in batches; with their
-        stored hash (hex, None in an un-upgraded file) as a ninth field if ``with_hash``.
+    _CONTAINS = "instr"
 
-        Optionally only rows by ``actor``, of one of ``types``, or whose payload text contains
-        one of the strings in ``containing`` (a coarse filter the caller refines: the store
-        does not read payloads). Each batch is its own short read, so a long replay never
-        pins the WAL.
-        """
-        if batch < 1:
-            raise ValueError(f"batch must be at least 1, not {batch}")
-        last = upto if upto is not None else 2 ** 63 - 1
-        columns = _COLUMNS if not with_hash else _HASHED if self.chained else _COLUMNS + ", NULL"
-        where, params = "", list[object]()
-        if actor is not None:
-            where, params = where + " AND actor = ?", [*params, actor]
-        if types is not None:
-            where += f" AND type IN ({', '.join('?' * len(types))})"
-            params += list(types)
-        if containing is not None:
-            if not containing:
-                return
-            where += " AND (" + " OR ".join("instr(payload, ?) > 0" for _ in containing) + ")"
-            params += list(containing)
-        while True:
-            with self._lock, translate_errors(self.path):
-                try:
-                    rows = self._db.execute(
-                        f"SELECT {columns} FROM events WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?",
-                        (after, last, *params, batch)).fetchall()
-                except sqlite3.OperationalError as exc:
-                    if "decode" not in str(exc).lower():
-                        raise
-                    raise self._undecodable(after, last) from None
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+    def _batch(self, sql: str, params: Sequence[Any], after: int, last: int) -> list[Any]:
+        with self._lock, translate_errors(self.path):
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc).lower():
+                    raise
+                raise self._undecodable(after, last) from None
 
     def _undecodable(self, after: int, last: int) -> LedgerCorrupt:
         """Find the row whose text is not UTF-8 (the error path only: one row at a time)."""
         for (seq,) in self._db.execute("SELECT seq FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
                                        (after, last)).fetchall():
             try:
-                self._db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchall()
+                self._db.execute(f"SELECT {COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchall()
             except sqlite3.OperationalError:
                 return LedgerCorrupt(f"{self.path}: event #{seq} holds bytes that are not UTF-8 text; "
                                      "restore the ledger file from a backup")
@@ -502,8 +460,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                              "restore the ledger file from a backup")
 
     def seq_at(self, time: Micros) -> int:
-        """The last sequence number whose event is timed at or before ``time`` (0: none). Event
-        times strictly increase with seq, so this is a binary search of point reads."""
+        """Event times strictly increase with seq, so this is a binary search of point reads."""
         with self._lock, translate_errors(self.path):
             head = self._db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
             if head is None or head[1] <= time:
@@ -525,35 +482,29 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
 
     def forget_statement(self, digest: str) -> bool:
-        """With ``secure_delete`` on for the delete (its pages, overflow ones included, zeroed), then
-        the WAL checkpointed and truncated, so neither file keeps the statement's bytes. A reader
-        that holds an old snapshot open keeps the WAL from being truncated: then it is on the next
-        forget (or the next open's checkpoint)."""
-        with self._lock, translate_errors(self.path):
-            if not self._has_statements():
-                return False
-            self._db.execute("PRAGMA secure_delete = ON")
-            try:
-                with self.transaction() as db:
-                    gone = db.execute("DELETE FROM statements WHERE digest = ?", (digest,)).rowcount > 0
-            finally:
-                self._db.execute("PRAGMA secure_delete = OFF")
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            return gone
+        if not self._has_statements():
+            return False
+        with self._zeroed(), self.transaction() as db:
+            return bool(db.execute("DELETE FROM statements WHERE digest = ?", (digest,)).rowcount > 0)
 
     def redact(self, seq: int, payload: str) -> None:
-        """The append-only trigger is lifted for the one update and restored before the commit; the
-        old payload's pages are zeroed and the WAL truncated, as a forgotten statement's are."""
+        """The append-only trigger is lifted for the one update and restored before the commit."""
+        with self._zeroed(), self.transaction() as db:
+            check_redactable(seq, db.execute("SELECT type, schema_version FROM events WHERE seq = ?", (seq,)).fetchone())
+            db.execute("DROP TRIGGER IF EXISTS events_no_update")
+            db.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
+            self._create_triggers()
+
+    @contextlib.contextmanager
+    def _zeroed(self) -> Iterator[None]:
+        """With ``secure_delete`` on for what is deleted or changed inside (its pages, overflow ones
+        included, zeroed), then the WAL checkpointed and truncated, so neither file keeps the old
+        bytes. A reader that holds an old snapshot open keeps the WAL from being truncated: then it
+        is on the next forget (or the next open's checkpoint)."""
         with self._lock, translate_errors(self.path):
             self._db.execute("PRAGMA secure_delete = ON")
             try:
-                with self.transaction() as db:
-                    check_redactable(seq, db.execute("SELECT type, schema_version FROM events WHERE seq = ?",
-                                                     (seq,)).fetchone())
-                    db.execute("DROP TRIGGER IF EXISTS events_no_update")
-                    db.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
-                    self._create_triggers()
+                yield
             finally:
                 self._db.execute("PRAGMA secure_delete = OFF")
             if self.path != ":memory:":
@@ -573,7 +524,7 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return [Generation(*row) for row in rows]
 
     def generation_part(self, generation: Generation, part: str) -> SQLitePart:
-        return SQLitePart(self, generation, part, self._chain(generation))
+        return SQLitePart(self, generation, part)
 
     # --- health ----------------------------------------------------------------------------
 
@@ -584,16 +535,12 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         return [] if rows == [("ok",)] else [r[0] for r in rows]
 
 
-class SQLitePart(SealedPart):
+class SQLitePart(SealedPart[SQLiteStore]):
     """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
     the generation's chain up to it. Each read also checks that the generation is still stored
     and each entry its CRC; either failing is ``SnapshotGone``."""
 
-    __slots__ = ("_store",)
-
-    def __init__(self, store: SQLiteStore, generation: Generation, part: str, chain: frozenset[int]) -> None:
-        super().__init__(store.path, generation, part, chain)
-        self._store = store
+    __slots__ = ()
 
     def get(self, key: str) -> bytes | None:
         value = self._newest(self._read(
