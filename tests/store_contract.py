@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ledger.errors import Conflict, LedgerError
-from ledger.persistence.contract import MANY, EventStore, Generation, NewEvent, Snapshot, SnapshotGone, Store, seal
+from ledger.persistence.contract import MANY, EventStore, Generation, NewEvent, SnapshotGone, Store, seal
 
 ACTOR = "tester"
 T = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds: an arbitrary "now"
@@ -255,28 +255,6 @@ class EventStoreContract:
 
     # --- snapshots ----------------------------------------------------------------------------
 
-    def test_snapshots_save_and_load_round_trip(self, store: EventStore) -> None:
-        assert store.load_snapshot("state") is None
-        data = bytes(range(256)) + b"\x00tail"
-
-        store.save_snapshot("state", Snapshot(seq=41, format=2, data=data))
-
-        loaded = store.load_snapshot("state")
-        assert loaded == Snapshot(41, 2, data)
-        assert isinstance(loaded.data, bytes)
-
-    def test_a_snapshot_is_replaced_by_name_and_names_are_independent(self, store: EventStore) -> None:
-        store.save_snapshot("a", Snapshot(1, 1, b"one"))
-        store.save_snapshot("b", Snapshot(2, 1, b"two"))
-        store.save_snapshot("a", Snapshot(3, 2, b"three"))
-
-        assert store.load_snapshot("a") == Snapshot(3, 2, b"three")
-        assert store.load_snapshot("b") == Snapshot(2, 1, b"two")
-
-    def test_snapshots_are_not_events(self, store: EventStore) -> None:
-        store.save_snapshot("a", Snapshot(0, 1, b"x"))
-        assert store.count() == 0 and rows_of(store) == []
-
     # --- generations of the keyed snapshot ---------------------------------------------------
 
     @staticmethod
@@ -368,10 +346,7 @@ class EventStoreContract:
     # --- meta ---------------------------------------------------------------------------------
 
     def test_meta_keeps_what_is_set_and_set_once_keeps_the_first(self, store: EventStore) -> None:
-        assert store.get_meta("colour") is None
-        store.set_meta("colour", "blue")
-        store.set_meta("colour", "green")
-        assert store.get_meta("colour") == "green"
+        assert store.get_meta("root") is None
         assert store.set_meta_once("root", "/a") == "/a" and store.set_meta_once("root", "/b") == "/a"
         assert store.get_meta("root") == "/a"
 

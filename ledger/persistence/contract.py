@@ -11,31 +11,37 @@ Two contracts, kept apart because they promise different things:
   or read-only store ``LedgerUnavailable``, damage ``LedgerCorrupt``.
 * ``SnapshotStore``: caches of folded state, never the truth: numbered *generations* of keyed
   entries, each the state at one event, read one key at a time (the newest is the stored state of
-  the present; every one is a point ``as_of`` starts from, R17), and a few named documents.
+  the present; every one is a point ``as_of`` starts from, R17), and the named documents of earlier
+  releases, only listed and deleted.
   Generations are kept (only ``delete_generations`` forgets them), so a reader holding one is
   never cut off.
 
-``tests/store_contract.py`` holds the tests every backend must pass; a backend's own test module
+``SQLStore`` is what the two SQL backends share, written once. ``tests/store_contract.py`` holds
+the tests every backend must pass; a backend's own test module
 subclasses them. The state cache (``cache``) and the command loop (``ledger.runner``) use
 only what is here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import time
 import zlib
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
-from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
 from ..chain import GENESIS, REDACTABLE, event_hash, redacted_row
 from ..clock import Micros
 from ..core import events
-from ..errors import InvalidArgument, LedgerCorrupt, LedgerNotFound
+from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerNotFound
 
 CHAIN_FORMAT = 2
 """The first log format whose rows carry the hash chain (format 1: a SQLite file of an early release)."""
+FORMAT_VERSION = 2
+"""The log format this release writes; a newer one is refused, never guessed."""
 
 Row = events.Row
 """A stored event, as ``read`` gives it and ``copy_in`` takes it (``core.events.Row``)."""
@@ -62,6 +68,21 @@ def check_redactable(seq: int, kind: Sequence[object] | None) -> None:
     if kind is None or tuple(kind) != REDACTABLE:
         raise InvalidArgument(f"event #{seq} is no 0.7 erasure request: only such a request's predicate is ever "
                               "redacted")
+
+
+def check_append(events: Sequence[NewEvent], blobs: Mapping[str, bytes] | None) -> None:
+    """What every ``append`` refuses before it writes anything."""
+    for digest, data in (blobs or {}).items():
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"attachment digest {digest} does not match its bytes")
+    if not events:
+        raise ValueError("append needs at least one event")
+
+
+def moved(stream: str, expected: int, actual: int) -> Conflict:
+    """The refusal of an append whose conditioned ``stream`` moved (R4)."""
+    return Conflict(f"stream {stream!r} moved: it was read at version {expected} and is now at {actual}",
+                    stream=stream, expected=expected, actual=actual)
 
 
 def check_copied(rows: Sequence[Row], head: tuple[int, str | None], where: str,
@@ -193,13 +214,6 @@ class Appended(NamedTuple):
     previous_head: int
 
 
-class Snapshot(NamedTuple):
-    """A named snapshot document."""
-    seq: int
-    format: int
-    data: bytes
-
-
 class Generation(NamedTuple):
     """One stored generation of the keyed snapshot: full (``base == gen``), or the entries
     changed since an earlier one of the chain that starts at full generation ``base``."""
@@ -227,18 +241,21 @@ MANY = 500
 """Keys asked for in one statement by ``get_many`` (well inside every backend's limit on parameters)."""
 
 
-class SealedPart:
-    """What every backend's ``StoredPart`` shares: which part of which generation it reads, the
-    generations of its chain (chains interleave: a backend reads the entries of a range of
-    generations and keeps those of the chain), and the refusals (``SnapshotGone``) for a
+_S = TypeVar("_S", bound="SQLStore[Any]")
+
+
+class SealedPart(Generic[_S]):
+    """What every backend's ``StoredPart`` shares: its store, which part of which generation it
+    reads, the generations of its chain (chains interleave: a backend reads the entries of a range
+    of generations and keeps those of the chain), and the refusals (``SnapshotGone``) for a
     generation no longer stored or an entry whose seal (``seal``) does not match."""
 
-    __slots__ = ("_where", "_gen", "_base", "_part", "_chain")
+    __slots__ = ("_store", "_gen", "_base", "_part", "_chain")
 
-    def __init__(self, where: str, generation: Generation, part: str, chain: frozenset[int]) -> None:
-        self._where = where
+    def __init__(self, store: _S, generation: Generation, part: str) -> None:
+        self._store = store
         self._gen, self._base, self._part = generation.gen, generation.base, part
-        self._chain = chain
+        self._chain = store._chain(generation)
 
     @property
     def depth(self) -> int:
@@ -251,6 +268,17 @@ class SealedPart:
         chain = self._chain
         return next((value for gen, value in rows if gen in chain), None)
 
+    def scan(self) -> Iterator[tuple[str, bytes]]:
+        unseal = self._unseal
+        return ((key, unseal(key, value)) for key, value in self.scan_sealed())
+
+    def scan_sealed(self) -> Iterator[tuple[str, object]]:
+        """Every entry of the part as stored, its check left to ``checked`` (``lazy.SealedSource``)."""
+        raise NotImplementedError
+
+    def checked(self, key: str, stored: object) -> bytes:
+        return self._unseal(key, stored)
+
     def _unseal(self, key: str, value: object) -> bytes:
         body = unseal(self._part, key, value)
         if body is None:
@@ -258,15 +286,7 @@ class SealedPart:
         return body
 
     def _gone(self, why: str) -> SnapshotGone:
-        return SnapshotGone(f"{self._where}: the stored snapshot (generation {self._gen}) {why}")
-
-
-def own_rows(where: str, generation: Generation, rows: list[tuple[str, str, bytes | None]],
-             stored: bool) -> list[tuple[str, str, bytes | None]]:
-    """``generation_entries``: a generation's own rows, if it is still stored."""
-    if not stored:
-        raise SnapshotGone(f"{where}: the stored snapshot (generation {generation.gen}) is no longer stored")
-    return rows
+        return SnapshotGone(f"{self._store.path}: the stored snapshot (generation {self._gen}) {why}")
 
 
 class EventStore(ABC):
@@ -385,9 +405,6 @@ class EventStore(ABC):
     def get_meta(self, key: str) -> str | None: ...
 
     @abstractmethod
-    def set_meta(self, key: str, value: str) -> None: ...
-
-    @abstractmethod
     def set_meta_once(self, key: str, value: str) -> str:
         """Set ``key`` unless it is set already; the value it has now (the warehouse root, R10)."""
 
@@ -417,14 +434,8 @@ class SnapshotStore(ABC):
     """Caches of folded state beside the log: never the truth, always checked against it."""
 
     @abstractmethod
-    def load_snapshot(self, name: str) -> Snapshot | None: ...
-
-    @abstractmethod
     def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
         """``(name, seq)`` of the named snapshots starting with ``prefix``, by seq."""
-
-    @abstractmethod
-    def save_snapshot(self, name: str, snapshot: Snapshot) -> None: ...
 
     @abstractmethod
     def delete_snapshot(self, name: str) -> None: ...
@@ -481,3 +492,265 @@ class SnapshotStore(ABC):
 
 class Store(EventStore, SnapshotStore, ABC):
     """A backend: the log and its snapshots, in one place (one file, one database)."""
+
+
+_C = TypeVar("_C")
+_T = TypeVar("_T")
+COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
+"""An event's columns, as ``read`` gives them (then its hash, if asked)."""
+SELECT_GENERATIONS = "SELECT gen, base, seq, format, head, entries FROM snapshot_generations"
+
+
+class SQLStore(Store, Generic[_C]):
+    """What the SQL backends share: each statement here is the same in SQLite and PostgreSQL but for
+    its placeholders (written ``?``: ``_fetch`` gives the backend's), so a backend keeps only the SQL
+    that differs (its hot paths among it) and how it runs statements on its connection ``_C``."""
+
+    _chains: dict[tuple[int, int], frozenset[int]]
+    """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
+    _STATEMENTS: str
+    """The statements' table (``CREATE TABLE IF NOT EXISTS``), made when the first is kept."""
+    _CONTAINS: str
+    """The SQL function that finds a text in another (``instr``, ``strpos``)."""
+
+    @abstractmethod
+    def _run(self, work: Callable[[_C], _T]) -> _T:
+        """``work`` on the connection, each statement its own transaction; errors typed."""
+
+    @abstractmethod
+    def _write(self, work: Callable[[_C], _T], lock: int | None = None) -> _T:
+        """``work`` in one write transaction; ``lock``: which of the ledger's locks a shared store also
+        takes (0: the log's, 1: the generations', 2: the leases'); errors typed."""
+
+    @abstractmethod
+    def _fetch(self, db: _C, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one statement (none for one that returns none)."""
+
+    @abstractmethod
+    def _many(self, db: _C, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    @abstractmethod
+    def _copy(self, db: _C, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Insert many rows, as the backend does that fastest."""
+
+    @abstractmethod
+    def _has_statements(self) -> bool: ...
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._run(lambda db: self._fetch(db, sql, params))
+
+    def _read_format(self, db: _C) -> int:
+        found = self._fetch(db, "SELECT value FROM meta WHERE key = 'format_version'")
+        if not found or not str(found[0][0]).isdigit():
+            raise LedgerCorrupt(f"{self.path}: the ledger's format version is missing or unreadable")
+        return int(found[0][0])
+
+    def _check_format(self, db: _C) -> None:
+        found = self.format = self._read_format(db)
+        if found > FORMAT_VERSION:
+            raise IncompatibleLedger(f"{self.path} was written in ledger format {found}; this release of "
+                                     f"retention-ledger reads format {FORMAT_VERSION} and older: upgrade it to open "
+                                     "this ledger")
+
+    # --- meta, the log, attachments and statements -------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        found = self._rows("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(found[0][0]) if found else None
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        def once(db: _C) -> str:
+            self._fetch(db, "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, value))
+            return str(self._fetch(db, "SELECT value FROM meta WHERE key = ?", (key,))[0][0])
+        return self._write(once)
+
+    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes], *,
+                after: tuple[int, str | None] = (0, None)) -> None:
+        def copy(db: _C) -> None:
+            head = self._fetch(db, "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")
+            check_copied(rows, head[0] if head else (0, None), self.path, after)
+            self._copy(db, "events", f"{COLUMNS}, hash", [row[:9] for row in rows])
+            self._many(db, "INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT DO NOTHING", blobs.items())
+        self._write(copy, lock=0)
+
+    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
+             actor: str | None = None, types: Sequence[str] | None = None,
+             containing: Sequence[str] | None = None) -> Iterator[Row]:
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, not {batch}")
+        if (types is not None and not types) or (containing is not None and not containing):
+            return
+        last = upto if upto is not None else 2 ** 63 - 1
+        where, params = "", list[Any]()
+        if actor is not None:
+            where, params = " AND actor = ?", [actor]
+        if types is not None:
+            where += f" AND type IN ({', '.join('?' * len(types))})"
+            params += types
+        if containing is not None:
+            where += " AND (" + " OR ".join(f"{self._CONTAINS}(payload, ?) > 0" for _ in containing) + ")"
+            params += containing
+        hashed = (", hash" if self.chained else ", NULL") if with_hash else ""
+        sql = f"SELECT {COLUMNS}{hashed} FROM events WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?"
+        while True:
+            rows = self._batch(sql, (after, last, *params, batch), after, last)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def _batch(self, sql: str, params: Sequence[Any], after: int, last: int) -> list[Any]:
+        """One batch of ``read``: events ``after < seq <= last``."""
+        return self._rows(sql, params)
+
+    def head(self) -> tuple[int, Micros]:
+        found = self._rows("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1")
+        return (found[0][0], found[0][1]) if found else (0, 0)
+
+    def hash_at(self, seq: int) -> str | None:
+        found = self._rows("SELECT hash FROM events WHERE seq = ?", (seq,)) if self.chained else []
+        return found[0][0] if found else None
+
+    def hashes(self, upto: int | None = None, *, batch: int = 100_000) -> Iterator[bytes]:
+        if not self.chained:
+            raise IncompatibleLedger(f"{self.path} predates the hash chain (format {self.format}); open it "
+                                     "writable with Ledger.open once to upgrade it")
+        last, after = upto if upto is not None else 2 ** 63 - 1, 0
+        while True:
+            rows = self._rows("SELECT seq, hash FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+                              (after, last, batch))
+            for seq, value in rows:
+                try:
+                    yield bytes.fromhex(value)
+                except (TypeError, ValueError):
+                    raise LedgerCorrupt(f"{self.path}: event #{seq} has no readable hash ({value!r}); run verify") \
+                        from None
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def count(self) -> int:
+        return int(self._rows("SELECT count(*) FROM events")[0][0])
+
+    def event_time(self, seq: int) -> Micros | None:
+        found = self._rows("SELECT time FROM events WHERE seq = ?", (seq,))
+        return found[0][0] if found else None
+
+    def read_blob(self, digest: str) -> bytes | None:
+        found = self._rows("SELECT data FROM blobs WHERE digest = ?", (digest,))
+        if not found:
+            return None
+        data = found[0][0]  # a hand edit with SQL's text functions may leave text where bytes were
+        return bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else str(data).encode()
+
+    def blob_digests(self) -> list[str]:
+        return [digest for (digest,) in self._rows("SELECT digest FROM blobs ORDER BY digest")]
+
+    def keep_statement(self, digest: str, data: bytes, at: Micros) -> None:
+        def keep(db: _C) -> None:
+            self._fetch(db, self._STATEMENTS)
+            self._fetch(db, "INSERT INTO statements (digest, data, kept_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                        (digest, data, at))
+        self._write(keep)
+
+    def read_statement(self, digest: str) -> bytes | None:
+        found = self._rows("SELECT data FROM statements WHERE digest = ?", (digest,)) if self._has_statements() else []
+        return bytes(found[0][0]) if found else None
+
+    def statement_digests(self) -> list[tuple[str, Micros]]:
+        if not self._has_statements():
+            return []
+        return [(digest, at) for digest, at in self._rows("SELECT digest, kept_at FROM statements ORDER BY digest")]
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
+        return [(name, seq) for name, seq in self._rows(
+            "SELECT name, seq FROM snapshots WHERE substr(name, 1, ?) = ? ORDER BY seq", (len(prefix), prefix))]
+
+    def delete_snapshot(self, name: str) -> None:
+        self._write(lambda db: self._fetch(db, "DELETE FROM snapshots WHERE name = ?", (name,)))
+
+    def latest_generation(self) -> Generation | None:
+        found = self._generations("seq DESC, gen DESC LIMIT 1")
+        return found[0] if found else None
+
+    def generations(self) -> list[Generation]:
+        return self._generations("seq, gen")
+
+    def _generations(self, order: str) -> list[Generation]:
+        return [Generation(gen, base, seq, format, bytes(head), entries)
+                for gen, base, seq, format, head, entries in self._rows(f"{SELECT_GENERATIONS} ORDER BY {order}")]
+
+    def chain_entries(self, generation: Generation) -> tuple[int, int]:
+        full, deltas = self._rows("SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
+                                  "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
+                                  "WHERE base = ? AND gen <= ?", (generation.base, generation.gen))[0]
+        return int(full), int(deltas)
+
+    def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
+                         *, extends: Generation | None, replace: bool = False) -> Generation | None:
+        def write(db: _C) -> Generation | None:
+            if extends is None:
+                if not replace and self._fetch(db, "SELECT 1 FROM snapshot_generations WHERE seq = ?", (seq,)):
+                    return None
+            elif self._fetch(db, "SELECT max(gen) FROM snapshot_generations WHERE base = ?",
+                             (extends.base,))[0][0] != extends.gen or seq <= extends.seq:
+                return None
+            # Written with base 0, which no generation has once its transaction commits: so it is found.
+            self._fetch(db, "INSERT INTO snapshot_generations (base, seq, format, head, entries, written) "
+                            "VALUES (0, ?, ?, ?, ?, ?)", (seq, format, head, len(entries), time.time_ns() // 1000))
+            (gen,) = self._fetch(db, "SELECT gen FROM snapshot_generations WHERE base = 0")[0]
+            base = gen if extends is None else extends.base
+            self._fetch(db, "UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
+            # In key order: appending to a B-tree is several times faster than inserting all over it.
+            self._copy(db, "snapshot_entries", "part, key, gen, value",
+                       [(part, key, gen, None if value is None else seal(part, key, value))
+                        for part, key, value in sorted(entries)])
+            return Generation(gen, base, seq, format, head, len(entries))
+        return self._write(write, lock=1)
+
+    def generation_entries(self, generation: Generation) -> list[tuple[str, str, bytes | None]]:
+        # The entries first: a generation deleted after them is still found gone.
+        rows = self._rows("SELECT part, key, value FROM snapshot_entries WHERE gen = ?", (generation.gen,))
+        if not self._rows("SELECT 1 FROM snapshot_generations WHERE gen = ?", (generation.gen,)):
+            raise SnapshotGone(f"{self.path}: the stored snapshot (generation {generation.gen}) is no longer stored")
+        return [(part, key, None if value is None else bytes(value)) for part, key, value in rows]
+
+    def delete_generations(self) -> None:
+        def delete(db: _C) -> None:
+            self._fetch(db, "DELETE FROM snapshot_entries")
+            self._fetch(db, "DELETE FROM snapshot_generations")
+        self._write(delete)
+        self._chains.clear()
+
+    def _chain(self, generation: Generation) -> frozenset[int]:
+        """The generations of ``generation``'s chain up to it: what its parts read from."""
+        key = (generation.base, generation.gen)
+        found = self._chains.get(key)
+        if found is None:
+            found = self._chains[key] = frozenset(gen for (gen,) in self._rows(
+                "SELECT gen FROM snapshot_generations WHERE base = ? AND gen <= ?", key))
+        return found
+
+    # --- leases -------------------------------------------------------------------------------
+
+    def take_lease(self, name: str, holder: str, until: Micros, now: Micros, *,
+                   gone: Gone | None = None) -> Lease | None:
+        self.check_clock(now)  # a lease taken on a refused clock would hold the others off on it
+        def take(db: _C) -> Lease | None:
+            found = self._fetch(db, "SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,))
+            held = lease_held(found[0][0] if found else None, holder, now, gone)
+            if held is None:
+                self._fetch(db, "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                                "value = excluded.value", (LEASE_PREFIX + name, lease_value(holder, until)))
+            return held
+        return self._write(take, lock=2)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        def release(db: _C) -> None:
+            found = self._fetch(db, "SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,))
+            lease = stored_lease(found[0][0] if found else None)
+            if lease is not None and lease.holder == holder:
+                self._fetch(db, "DELETE FROM meta WHERE key = ?", (LEASE_PREFIX + name,))
+        self._write(release, lock=2)

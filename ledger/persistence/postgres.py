@@ -28,33 +28,26 @@ A ledger is a database, or a schema of one (``?schema=tenant`` in the URL): one 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import re
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import psycopg
 from psycopg import errors as pg
 
 from ..clock import Micros, iso
-from ..errors import (
-    ClockSkew, Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound,
-    LedgerUnavailable,
-)
+from ..errors import ClockSkew, Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable
 from . import pgaddress
 from .contract import (
-    MANY, MAX_CLOCK_SKEW, Appended, Generation, Gone, Lease, NewEvent, NoLedgerYet, Row, SealedPart,
-    LEASE_PREFIX, Snapshot, Store, chained_rows, check_copied, check_redactable, lease_held, lease_value, seal,
-    stored_lease, own_rows,
+    COLUMNS, FORMAT_VERSION, MANY, MAX_CLOCK_SKEW, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart, SQLStore,
+    chained_rows, check_append, check_redactable, moved,
 )
 
-FORMAT_VERSION = 2
 _LOCK_CLASS = 0x524C4447
 """The first key of the ledger's advisory locks ("RLDG"); the second is the schema's hash."""
-_COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 _T = TypeVar("_T")
 
 log = logging.getLogger(__name__)
@@ -196,7 +189,7 @@ _TABLES = frozenset({"meta", "events", "attempts", "blobs", "snapshots", "snapsh
 """What a ledger's schema holds (``_DDL``): a schema holding anything less is not a ledger."""
 
 
-class PostgresStore(Store):
+class PostgresStore(SQLStore[psycopg.Connection[Any]]):
     """One ledger in a PostgreSQL database (or schema). Safe to share between threads; one
     connection per store, as a host would hold."""
 
@@ -209,8 +202,7 @@ class PostgresStore(Store):
         self.busy_timeout = busy_timeout
         self.connect_timeout = connect_timeout
         self.reconnect_for = reconnect_for
-        self._chains: dict[tuple[int, int], frozenset[int]] = {}
-        """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
+        self._chains = {}
         self.max_skew = max_skew
         """How far (microseconds) an append's ``now`` may be from the server's clock (None: any)."""
         self.format = 0
@@ -319,6 +311,27 @@ class PostgresStore(Store):
                         raise self._translate(exc) from None
                     self._reconnect(exc)
 
+    def _write(self, work: Callable[[psycopg.Connection[Any]], _T], lock: int | None = None) -> _T:
+        def transaction(conn: psycopg.Connection[Any]) -> _T:
+            with conn.transaction():
+                if lock is not None:  # appends, generations and leases each one at a time, under a lock of their own
+                    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + lock, self._lock_key))
+                return work(conn)
+        return self._run(transaction)
+
+    def _fetch(self, db: psycopg.Connection[Any], sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        cursor = db.execute(sql.replace("?", "%s"), params or None)
+        return cursor.fetchall() if cursor.description is not None else []
+
+    def _many(self, db: psycopg.Connection[Any], sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with db.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), list(rows))
+
+    def _copy(self, db: psycopg.Connection[Any], table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
+        with db.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
     def _ensure_schema(self, create: bool) -> None:
         conn = self._conn
         if self._holds_ledger():
@@ -337,7 +350,7 @@ class PostgresStore(Store):
                     conn.execute("INSERT INTO meta VALUES ('format_version', %s)", (str(FORMAT_VERSION),))
         except psycopg.Error as exc:
             raise self._translate(exc) from None
-        self._check_format()
+        self._check_format(conn)
 
     def _holds_ledger(self) -> bool:
         """Whether the ledger's schema holds a ledger (False: it holds nothing). One that holds
@@ -354,7 +367,7 @@ class PostgresStore(Store):
         if not found:
             return False
         if _TABLES <= found:
-            self._check_format()
+            self._check_format(self._conn)
             if not appends or not by_gen:  # made by 0.3 (whose appends were made by the client) or 0.4
                 with self._conn.transaction():
                     self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
@@ -366,15 +379,6 @@ class PostgresStore(Store):
         raise InvalidArgument(f"{self.path} holds tables that are not a ledger's ({shown}): a ledger needs a database "
                               "or a schema of its own; give another database, or ?schema=name for a new schema; "
                               "nothing was written")
-
-    def _check_format(self) -> None:
-        found = self._conn.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
-        if found is None or not str(found[0]).isdigit():
-            raise LedgerCorrupt(f"{self.path}: the ledger's format version is missing or unreadable")
-        self.format = int(found[0])
-        if self.format > FORMAT_VERSION:
-            raise IncompatibleLedger(f"{self.path} was written in ledger format {self.format}; this release reads "
-                                     f"format {FORMAT_VERSION} and older: upgrade retention-ledger to open it")
 
     def close(self) -> None:
         with self._lock:
@@ -403,32 +407,11 @@ class PostgresStore(Store):
     def in_exclusive(self) -> bool:
         return self._exclusive
 
-    # --- meta -------------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        row = self._run(lambda c: c.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone())
-        return None if row is None else row[0]
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._run(lambda c: c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
-                                      "excluded.value", (key, value)))
-
-    def set_meta_once(self, key: str, value: str) -> str:
-        def once(c: psycopg.Connection[Any]) -> str:
-            c.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, value))
-            now: str = _one(c, "SELECT value FROM meta WHERE key = %s", (key,))[0]
-            return now
-        return self._run(once)
-
     # --- the log ----------------------------------------------------------------------------
 
     def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str, *,
                expected_head: int | None = None, blobs: Mapping[str, bytes] | None = None) -> Appended:
-        for digest, data in (blobs or {}).items():
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise ValueError(f"attachment digest {digest} does not match its bytes")
-        if not events:
-            raise ValueError("append needs at least one event")
+        check_append(events, blobs)
         attempt = uuid.uuid4().hex
         streams = sorted(conditions)
         arguments = (self._lock_key, expected_head, streams, [conditions[s] for s in streams],
@@ -505,7 +488,7 @@ class PostgresStore(Store):
         try:
             landed, server = _one(
                 self._conn, "WITH locked AS (SELECT pg_advisory_xact_lock(%s, %s)), "
-                f"landed AS (INSERT INTO events ({_COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
+                f"landed AS (INSERT INTO events ({COLUMNS}, hash) SELECT v.* FROM (VALUES {values}) AS v, locked "
                 f"WHERE (SELECT coalesce(max(seq), 0) FROM events) = %s AND abs(%s - {_SERVER_NOW}) <= %s "
                 "RETURNING seq), "
                 "noted AS (INSERT INTO attempts SELECT %s, %s, %s WHERE EXISTS (SELECT 1 FROM landed)) "
@@ -524,10 +507,7 @@ class PostgresStore(Store):
         """The append function's own refusals: a stream that moved (R4), a clock too far (R18)."""
         diag = exc.diag
         if exc.sqlstate == _MOVED:
-            stream, actual, expected = diag.message_primary or "", int(diag.message_detail or 0), \
-                int(diag.message_hint or 0)
-            return Conflict(f"stream {stream!r} moved: it was read at version {expected} and is now at {actual}",
-                            stream=stream, expected=expected, actual=actual)
+            return moved(diag.message_primary or "", int(diag.message_hint or 0), int(diag.message_detail or 0))
         return self._skew(now, int(diag.message_primary or 0))
 
     def _skew(self, now: Micros, server: Micros) -> ClockSkew:
@@ -544,26 +524,12 @@ class PostgresStore(Store):
             + "; nothing was recorded. Set this host's clock (NTP), or, for a test that drives its own clock, "
               "open the ledger with max_clock_skew=None")
 
-    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes], *,
-                after: tuple[int, str | None] = (0, None)) -> None:
-        def copy(conn: psycopg.Connection[Any]) -> None:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS, self._lock_key))
-                head = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-                check_copied(rows, head or (0, None), self.path, after)
-                with conn.cursor().copy(f"COPY events ({_COLUMNS}, hash) FROM STDIN") as out:
-                    for row in rows:
-                        out.write_row(row[:9])
-                with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO blobs VALUES (%s, %s) ON CONFLICT DO NOTHING", list(blobs.items()))
-        self._run(copy)
-
     def _attempt(self, attempt: str) -> list[Row] | None:
         """The rows an append with this id committed, or None if it never was."""
         found = self._conn.execute("SELECT first_seq, last_seq FROM attempts WHERE attempt = %s", (attempt,)).fetchone()
         if found is None:
             return None
-        return self._conn.execute(f"SELECT {_COLUMNS}, hash FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
+        return self._conn.execute(f"SELECT {COLUMNS}, hash FROM events WHERE seq BETWEEN %s AND %s ORDER BY seq",
                                   found).fetchall()
 
     def changed_elsewhere(self) -> bool:
@@ -579,96 +545,29 @@ class PostgresStore(Store):
                                                 (stream,))[0])
         return version
 
+    _CONTAINS = "strpos"
+
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
              actor: str | None = None, types: Sequence[str] | None = None,
              containing: Sequence[str] | None = None) -> Iterator[Row]:
-        if batch < 1:
-            raise ValueError(f"batch must be at least 1, not {batch}")
-        last = upto if upto is not None else 2 ** 63 - 1
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == after and actor is None and types is None and containing is None:
+        if ahead is not None and ahead[0] == after and batch >= 1 and actor is None and types is None \
+                and containing is None:
             # Returned with the last append (``ledger_append_v2``): the log as it stood when that
             # append committed, a moment ago, as a read then would have found it.
-            yield from (row if with_hash else row[:8] for row in ahead[1] if row[0] <= last)
-            return
-        columns = _COLUMNS + (", hash" if with_hash else "")
-        where, params = "", list[Any]()
-        if actor is not None:
-            where, params = where + " AND actor = %s", [*params, actor]
-        if types is not None:
-            where, params = where + " AND type = ANY(%s)", [*params, list(types)]
-        if containing is not None:
-            if not containing:
-                return
-            where += " AND (" + " OR ".join("strpos(payload, %s) > 0" for _ in containing) + ")"
-            params += list(containing)
-        query = f"SELECT {columns} FROM events WHERE seq > %s AND seq <= %s{where} ORDER BY seq LIMIT %s"
-        while True:
-            rows = self._run(lambda c: c.execute(query, (after, last, *params, batch)).fetchall())
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
-
-    def head(self) -> tuple[int, Micros]:
-        row = self._run(lambda c: c.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone())
-        return (row[0], row[1]) if row else (0, 0)
-
-    def hash_at(self, seq: int) -> str | None:
-        row = self._run(lambda c: c.execute("SELECT hash FROM events WHERE seq = %s", (seq,)).fetchone())
-        return None if row is None else row[0]
-
-    def hashes(self, upto: int | None = None, *, batch: int = 100_000) -> Iterator[bytes]:
-        last = upto if upto is not None else 2 ** 63 - 1
-        after = 0
-        while True:
-            rows = self._run(lambda c: c.execute("SELECT seq, hash FROM events WHERE seq > %s AND seq <= %s "
-                                                 "ORDER BY seq LIMIT %s", (after, last, batch)).fetchall())
-            for seq, value in rows:
-                try:
-                    yield bytes.fromhex(value)
-                except (TypeError, ValueError):
-                    raise LedgerCorrupt(f"{self.path}: event #{seq} has no readable hash ({value!r}); run verify") \
-                        from None
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+            yield from (row if with_hash else row[:8] for row in ahead[1] if upto is None or row[0] <= upto)
+        else:
+            yield from super().read(after, upto=upto, batch=batch, with_hash=with_hash, actor=actor, types=types,
+                                    containing=containing)
 
     def seq_at(self, time_: Micros) -> int:
         row = self._run(lambda c: c.execute("SELECT seq FROM events WHERE time <= %s ORDER BY time DESC LIMIT 1",
                                             (time_,)).fetchone())
         return 0 if row is None else row[0]
 
-    def count(self) -> int:
-        count: int = self._run(lambda c: _one(c, "SELECT count(*) FROM events")[0])
-        return count
-
-    def event_time(self, seq: int) -> Micros | None:
-        row = self._run(lambda c: c.execute("SELECT time FROM events WHERE seq = %s", (seq,)).fetchone())
-        return None if row is None else row[0]
-
-    def read_blob(self, digest: str) -> bytes | None:
-        row = self._run(lambda c: c.execute("SELECT data FROM blobs WHERE digest = %s", (digest,)).fetchone())
-        return None if row is None else bytes(row[0])
-
-    def blob_digests(self) -> list[str]:
-        return [r[0] for r in self._run(lambda c: c.execute("SELECT digest FROM blobs ORDER BY digest").fetchall())]
-
     _STATEMENTS = "CREATE TABLE IF NOT EXISTS statements (digest TEXT PRIMARY KEY, data BYTEA NOT NULL, " \
                   "kept_at BIGINT NOT NULL)"
 
-    def keep_statement(self, digest: str, data: bytes, at: Micros) -> None:
-        def keep(c: psycopg.Connection[Any]) -> None:
-            with c.transaction():
-                c.execute(self._STATEMENTS)
-                c.execute("INSERT INTO statements VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", (digest, data, at))
-        self._run(keep)
-
-    def read_statement(self, digest: str) -> bytes | None:
-        if not self._has_statements():
-            return None
-        row = self._run(lambda c: c.execute("SELECT data FROM statements WHERE digest = %s", (digest,)).fetchone())
-        return None if row is None else bytes(row[0])
 
     def forget_statement(self, digest: str) -> bool:
         """Deleted, then the table vacuumed, so its dead row is gone from its pages too (best effort:
@@ -679,12 +578,6 @@ class PostgresStore(Store):
         with contextlib.suppress(LedgerError):
             self._run(lambda c: c.execute("VACUUM statements"))
         return bool(gone)
-
-    def statement_digests(self) -> list[tuple[str, Micros]]:
-        if not self._has_statements():
-            return []
-        rows = self._run(lambda c: c.execute("SELECT digest, kept_at FROM statements ORDER BY digest").fetchall())
-        return [(d, t) for d, t in rows]
 
     def redact(self, seq: int, payload: str) -> None:
         """The append-only trigger is disabled for the one update, in its transaction (the ledger's
@@ -710,124 +603,8 @@ class PostgresStore(Store):
         count, last = self._run(lambda c: _one(c, "SELECT count(*), coalesce(max(seq), 0) FROM events"))
         return [] if count == last else [f"the log holds {count} events but its last is #{last}: events are missing"]
 
-    # --- snapshots ---------------------------------------------------------------------------
-
-    def load_snapshot(self, name: str) -> Snapshot | None:
-        row = self._run(lambda c: c.execute("SELECT seq, format, data FROM snapshots WHERE name = %s",
-                                            (name,)).fetchone())
-        return None if row is None else Snapshot(row[0], row[1], bytes(row[2]))
-
-    def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
-        return [tuple(r) for r in self._run(lambda c: c.execute(
-            "SELECT name, seq FROM snapshots WHERE left(name, %s) = %s ORDER BY seq", (len(prefix), prefix)).fetchall())]
-
-    def save_snapshot(self, name: str, snapshot: Snapshot) -> None:
-        self._run(lambda c: c.execute(
-            "INSERT INTO snapshots VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, "
-            "format = excluded.format, data = excluded.data", (name, snapshot.seq, snapshot.format, snapshot.data)))
-
-    def delete_snapshot(self, name: str) -> None:
-        self._run(lambda c: c.execute("DELETE FROM snapshots WHERE name = %s", (name,)))
-
-    def latest_generation(self) -> Generation | None:
-        row = self._run(lambda c: c.execute(f"SELECT {_GENERATION} FROM snapshot_generations "
-                                            "ORDER BY seq DESC, gen DESC LIMIT 1").fetchone())
-        return None if row is None else _generation(row)
-
-    def generations(self) -> list[Generation]:
-        rows = self._run(lambda c: c.execute(f"SELECT {_GENERATION} FROM snapshot_generations ORDER BY seq, gen")
-                         .fetchall())
-        return [_generation(row) for row in rows]
-
-    def chain_entries(self, generation: Generation) -> tuple[int, int]:
-        row = self._run(lambda c: _one(
-            c, "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
-            "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
-            "WHERE base = %s AND gen <= %s", (generation.base, generation.gen)))
-        return int(row[0]), int(row[1])
-
-    def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
-                         *, extends: Generation | None, replace: bool = False) -> Generation | None:
-        def write(conn: psycopg.Connection[Any]) -> Generation | None:
-            with conn.transaction():
-                # Generations are written one at a time, like appends (a lock of their own).
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 1, self._lock_key))
-                if extends is None:
-                    if not replace and conn.execute("SELECT 1 FROM snapshot_generations WHERE seq = %s",
-                                                    (seq,)).fetchone():
-                        return None
-                else:
-                    newest = _one(conn, "SELECT max(gen) FROM snapshot_generations WHERE base = %s", (extends.base,))[0]
-                    if newest != extends.gen or seq <= extends.seq:
-                        return None
-                gen = _one(conn, "INSERT INTO snapshot_generations (base, seq, format, head, entries, written) "
-                                   "VALUES (0, %s, %s, %s, %s, %s) RETURNING gen",
-                                   (seq, format, head, len(entries), time.time_ns() // 1000))[0]
-                base = gen if extends is None else extends.base
-                conn.execute("UPDATE snapshot_generations SET base = %s WHERE gen = %s", (base, gen))
-                with conn.cursor().copy("COPY snapshot_entries (part, key, gen, value) FROM STDIN") as copy:
-                    for part, key, value in entries:
-                        copy.write_row((part, key, gen, None if value is None else seal(part, key, value)))
-                return Generation(gen, base, seq, format, head, len(entries))
-        return self._run(write)
-
-    def generation_entries(self, generation: Generation) -> list[tuple[str, str, bytes | None]]:
-        def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, str, Any]]]:
-            with c.transaction():  # one snapshot for both
-                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
-                              (generation.gen,))[0]
-                found = c.execute("SELECT part, key, value FROM snapshot_entries WHERE gen = %s",
-                                  (generation.gen,)).fetchall()
-            return exists, found
-        exists, found = self._run(rows)
-        return own_rows(self.path, generation, [(p, k, None if v is None else bytes(v)) for p, k, v in found],
-                           exists)
-
-    def delete_generations(self) -> None:
-        def delete(conn: psycopg.Connection[Any]) -> None:
-            with conn.transaction():
-                conn.execute("DELETE FROM snapshot_entries")
-                conn.execute("DELETE FROM snapshot_generations")
-        self._run(delete)
-        self._chains.clear()
-
     def generation_part(self, generation: Generation, part: str) -> PostgresPart:
-        return PostgresPart(self, generation, part, self._chain(generation))
-
-    def _chain(self, generation: Generation) -> frozenset[int]:
-        """The generations of ``generation``'s chain up to it: what its parts read from."""
-        key = (generation.base, generation.gen)
-        found = self._chains.get(key)
-        if found is None:
-            found = frozenset(g for (g,) in self._run(lambda c: c.execute(
-                "SELECT gen FROM snapshot_generations WHERE base = %s AND gen <= %s", key).fetchall()))
-            self._chains[key] = found
-        return found
-
-    def take_lease(self, name: str, holder: str, until: Micros, now: Micros, *,
-                   gone: Gone | None = None) -> Lease | None:
-        def take(conn: psycopg.Connection[Any]) -> Lease | None:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 2, self._lock_key))
-                server, found = _one(conn, f"SELECT {_SERVER_NOW}, (SELECT value FROM meta WHERE key = %s)",
-                                     (LEASE_PREFIX + name,))
-                self._hold(now, server)  # a lease taken on a refused clock would hold the others off on it
-                held = lease_held(found, holder, now, gone)
-                if held is None:
-                    conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = "
-                                 "excluded.value", (LEASE_PREFIX + name, lease_value(holder, until)))
-                return held
-        return self._run(take)
-
-    def release_lease(self, name: str, holder: str) -> None:
-        def release(conn: psycopg.Connection[Any]) -> None:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_CLASS + 2, self._lock_key))
-                row = conn.execute("SELECT value FROM meta WHERE key = %s", (LEASE_PREFIX + name,)).fetchone()
-                lease = stored_lease(None if row is None else row[0])
-                if lease is not None and lease.holder == holder:
-                    conn.execute("DELETE FROM meta WHERE key = %s", (LEASE_PREFIX + name,))
-        self._run(release)
+        return PostgresPart(self, generation, part)
 
     def check_clock(self, now: Micros) -> None:
         self._hold(now, self._run(lambda conn: _one(conn, f"SELECT {_SERVER_NOW}"))[0])
@@ -883,15 +660,11 @@ class PostgresStore(Store):
         return LedgerUnavailable(f"{where}: PostgreSQL error: {what}")
 
 
-class PostgresPart(SealedPart):
+class PostgresPart(SealedPart[PostgresStore]):
     """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
     the generation's chain up to it."""
 
-    __slots__ = ("_store",)
-
-    def __init__(self, store: PostgresStore, generation: Generation, part: str, chain: frozenset[int]) -> None:
-        super().__init__(store.path, generation, part, chain)
-        self._store = store
+    __slots__ = ()
 
     def get(self, key: str) -> bytes | None:
         exists, value = self._store._run(lambda c: _one(
@@ -904,51 +677,30 @@ class PostgresPart(SealedPart):
         return None if value is None else self._unseal(key, value)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        def rows(c: psycopg.Connection[Any], chunk: Sequence[str]) -> tuple[bool, list[tuple[str, Any]]]:
-            with c.transaction():  # one snapshot for both
-                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
-                              (self._gen,))[0]
-                found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
-                                  "key = ANY(%s) AND gen = ANY(%s) ORDER BY key, gen DESC",
-                                  (self._part, list(chunk), sorted(self._chain))).fetchall()
-            return exists, found
         found: dict[str, bytes] = {}
         for start in range(0, len(keys), MANY):
-            chunk = keys[start:start + MANY]
-            exists, got = self._store._run(lambda c: rows(c, chunk))
-            if not exists:
-                raise self._gone("is no longer stored")
-            found.update((key, self._unseal(key, value)) for key, value in got if value is not None)
+            rows = self._read("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
+                              "key = ANY(%s) AND gen = ANY(%s) ORDER BY key, gen DESC",
+                              (self._part, list(keys[start:start + MANY]), sorted(self._chain)))
+            found.update((key, self._unseal(key, value)) for key, value in rows if value is not None)
         return found
 
-    def scan(self) -> Iterator[tuple[str, bytes]]:
-        unseal = self._unseal
-        return ((key, unseal(key, value)) for key, value in self.scan_sealed())
-
-    def checked(self, key: str, stored: object) -> bytes:
-        return self._unseal(key, stored)
-
     def scan_sealed(self) -> Iterator[tuple[str, object]]:
-        """Every entry of the part as stored, its check left to ``checked`` (``lazy.SealedSource``)."""
+        return ((key, value) for key, value in self._read(
+            "SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND gen = ANY(%s) "
+            "ORDER BY key, gen DESC", (self._part, sorted(self._chain))) if value is not None)
+
+    def _read(self, query: str, params: Sequence[Any]) -> list[tuple[str, Any]]:
+        """The rows of ``query``, in one snapshot with the check that the generation is still stored
+        (``SnapshotGone`` if not)."""
         def rows(c: psycopg.Connection[Any]) -> tuple[bool, list[tuple[str, Any]]]:
             with c.transaction():  # one snapshot for both
-                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)",
-                              (self._gen,))[0]
-                found = c.execute("SELECT DISTINCT ON (key) key, value FROM snapshot_entries WHERE part = %s AND "
-                                  "gen = ANY(%s) ORDER BY key, gen DESC",
-                                  (self._part, sorted(self._chain))).fetchall()
-            return exists, found
+                exists = _one(c, "SELECT EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = %s)", (self._gen,))[0]
+                return exists, c.execute(query, params).fetchall()
         exists, found = self._store._run(rows)
         if not exists:
             raise self._gone("is no longer stored")
-        return ((key, value) for key, value in found if value is not None)
-
-
-_GENERATION = "gen, base, seq, format, head, entries"
-
-
-def _generation(row: Any) -> Generation:
-    return Generation(row[0], row[1], row[2], row[3], bytes(row[4]), row[5])
+        return found
 
 
 def _one(conn: psycopg.Connection[Any], query: str, params: Any = ()) -> tuple[Any, ...]:

@@ -3,16 +3,9 @@ that imports ``sqlite3``. It knows streams, versions and bytes; not tables.
 
 How it keeps the contract (``contract``; tested by ``tests/test_store.py`` without any domain code):
 
-* ``append(events, conditions, now, actor)`` writes every event in one
-  ``BEGIN IMMEDIATE`` transaction (a single event on the tip: one statement, its own
-  transaction, that lands only if the head is still the row this connection last wrote),
-  if and only if every stream in ``conditions`` is still at its expected version (0: the
-  stream has no events).
-  Streams may be conditioned without being written. A refusal raises
-  ``Conflict`` naming the stream that moved, and writes nothing.
-* Each event gets the next global sequence number, the next version of its
-  stream, and a time strictly after the previous event's (the caller's ``now``
-  unless the log is already past it: clocks step back, the log does not).
+* ``append`` checks the conditioned streams and writes every event in one ``BEGIN IMMEDIATE``
+  transaction (a single event on the tip: one statement, its own transaction, that lands only
+  if the head is still the row this connection last wrote).
 * The file is in WAL mode with ``synchronous=FULL`` unless told otherwise, so
   an append is durable when it returns; a busy timeout lets several processes
   share it. Updates and deletes of events are refused by triggers.
@@ -29,22 +22,21 @@ How it keeps the contract (``contract``; tested by ``tests/test_store.py`` witho
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 import threading
 import time
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from ..chain import GENESIS, chain
 from ..clock import Micros
 from ..errors import Conflict, IncompatibleLedger, InvalidArgument, LedgerCorrupt, LedgerError, LedgerUnavailable
 from .contract import (
-    CHAIN_FORMAT, MANY, Appended, Generation, Gone, Lease, NewEvent, Row, Snapshot, SealedPart, Store,
-    LEASE_PREFIX, chained_rows, check_copied, check_redactable, lease_held, lease_value, seal, stored_lease, own_rows,
+    CHAIN_FORMAT, COLUMNS, FORMAT_VERSION, MANY, SELECT_GENERATIONS, Appended, Generation, NewEvent, Row, SealedPart, SQLStore,
+    chained_rows, check_append, check_redactable, moved,
 )
 
-FORMAT_VERSION = 2
+_T = TypeVar("_T")
 APPLICATION_ID = 0x524C4447  # "RLDG": marks the file as a ledger for `file` and for us
 SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -55,8 +47,7 @@ _EVENT_LOG_VIEW = (
     "strftime('%Y-%m-%dT%H:%M:%S', time / 1000000, 'unixepoch') || '.' || printf('%06d', time % 1000000) "
     "|| 'Z' AS time_utc, actor, payload, hash FROM events ORDER BY seq")
 _EVENT_LOG_VIEW_V1 = _EVENT_LOG_VIEW.replace(", hash FROM", " FROM")
-_COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
-_HASHED = _COLUMNS + ", hash"
+_HASHED = COLUMNS + ", hash"
 _INSERT_EVENT = f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_ON_TIP = (f"INSERT INTO events({_HASHED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
                   "CASE WHEN (SELECT hash FROM events ORDER BY seq DESC LIMIT 1) = ? THEN ? END)")
@@ -81,7 +72,7 @@ _GENERATIONS = (
 )
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLStore[sqlite3.Connection]):
     """One ledger file. Safe to share between threads; open one per process."""
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout: float = 10.0) -> None:
@@ -92,18 +83,17 @@ class SQLiteStore(Store):
         self.path = path
         self.location = None if path == ":memory:" else os.path.abspath(path)
         self.synchronous = level
-        self._chains: dict[tuple[int, int], frozenset[int]] = {}
-        """The generations of each chain up to one (``_chain``): a chain only grows, so they are kept."""
+        self._chains = {}
         self._lock = threading.RLock()
         self._data_version = -1
         self._tip: tuple[int, Micros, str] | None = None
+        """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
+        another connection wrote since (``_append_on_tip`` checks)."""
         self._refuses_null_hash = False
         """Whether the events' hash column refuses NULL, which ``_append_on_tip`` relies on to write
         nothing when the head is not the tip: so in a file made by this release, not in one upgraded
         from format 1, whose column ``upgrade_chain`` added (``ALTER TABLE`` adds it nullable). Read
         with the schema; a single event then always takes the transaction where it is false."""
-        """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
-        another connection wrote since (``_append_on_tip`` checks)."""
         self._exclusive = False
         self.format = 0
         """The file's format version (``FORMAT_VERSION``, or 1 for a file not yet upgraded)."""
@@ -143,7 +133,7 @@ class SQLiteStore(Store):
 
     def _ensure_schema_once(self) -> None:
         if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
-            self._check_format()
+            self._check_format(self._db)
             self._upgrade()
             return
         with self.transaction():
@@ -151,7 +141,7 @@ class SQLiteStore(Store):
             if self._db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID:
                 return
             self._create_schema()
-        self._check_format()
+        self._check_format(self._db)
 
     def _create_schema(self) -> None:
         import sqlite_utils  # only a new file needs it, and importing it (numpy and all) costs more than an open
@@ -226,14 +216,14 @@ class SQLiteStore(Store):
         crash anywhere leaves the file exactly as it was.
         """
         with self.transaction() as db:
-            self.format = self._read_format()
+            self.format = self._read_format(db)
             if self.chained:
                 return False
             db.execute("ALTER TABLE events ADD COLUMN hash TEXT")
             db.execute("DROP TRIGGER IF EXISTS events_no_update")
             previous, after = GENESIS, 0
             while True:
-                rows = db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 20000",
+                rows = db.execute(f"SELECT {COLUMNS} FROM events WHERE seq > ? ORDER BY seq LIMIT 20000",
                                   (after,)).fetchall()
                 if not rows:
                     break
@@ -252,20 +242,6 @@ class SQLiteStore(Store):
                 self.format = 1
                 raise
         return True
-
-    def _read_format(self) -> int:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'format_version'").fetchone()
-        if row is None or not str(row[0]).isdigit():
-            raise LedgerCorrupt(f"{self.path}: the ledger's format version is missing or unreadable")
-        return int(row[0])
-
-    def _check_format(self) -> None:
-        found = self.format = self._read_format()
-        if found > FORMAT_VERSION:
-            raise IncompatibleLedger(
-                f"{self.path} was written in ledger format {found}; this release of "
-                f"retention-ledger reads format {FORMAT_VERSION} and older: upgrade it to open this ledger"
-            )
 
     def close(self) -> None:
         with self._lock:
@@ -293,8 +269,6 @@ class SQLiteStore(Store):
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Hold the write lock across reads and appends: the way out for a writer that keeps
-        losing races. Appends made inside join this transaction instead of opening their own."""
         with self.transaction():
             self._exclusive = True
             try:
@@ -310,7 +284,6 @@ class SQLiteStore(Store):
 
     @property
     def in_exclusive(self) -> bool:
-        """Whether this connection holds the write lock across reads and appends (``exclusive``)."""
         return self._exclusive
 
     def settings(self) -> dict[str, object]:
@@ -325,41 +298,29 @@ class SQLiteStore(Store):
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
 
-    # --- meta ------------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
+    def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         with self._lock, translate_errors(self.path):
-            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
+            return work(self._db)
 
-    def set_meta(self, key: str, value: str) -> None:
+    def _write(self, work: Callable[[sqlite3.Connection], _T], lock: int | None = None) -> _T:
         with self.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+            return work(db)
 
-    def set_meta_once(self, key: str, value: str) -> str:
-        """Set ``key`` unless it is set already; returns the value it has now."""
-        with self.transaction() as db:
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
-            now: str = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0]
-            return now
+    def _fetch(self, db: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return db.execute(sql, params).fetchall()
+
+    def _many(self, db: sqlite3.Connection, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        db.executemany(sql, rows)
+
+    def _copy(self, db: sqlite3.Connection, table: str, columns: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._many(db, f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * (columns.count(',') + 1))})", rows)
 
     # --- the log ---------------------------------------------------------------------------
 
     def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int],
                now: Micros, actor: str, *, expected_head: int | None = None,
                blobs: Mapping[str, bytes] | None = None) -> Appended:
-        """Append atomically if every conditioned stream is at its expected version.
-
-        ``expected_head`` is the last sequence number the caller had seen when it
-        read those versions: if the log has not grown since, no stream can have
-        moved, and the per-stream checks are skipped. ``blobs`` (digest -> bytes, the
-        digest being the SHA-256 of the bytes in hex) are stored in the same transaction.
-        """
-        for digest, data in (blobs or {}).items():
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise ValueError(f"attachment digest {digest} does not match its bytes")
-        if not events:
-            raise ValueError("append needs at least one event")
+        check_append(events, blobs)
         with self._lock:  # the hot path: try/except here, not the transaction() helper
             db = self._db
             if self._exclusive:  # inside exclusive(): its transaction is ours (and may yet roll back)
@@ -437,25 +398,13 @@ class SQLiteStore(Store):
             for stream, expected in conditions.items():
                 actual = self._version(db, stream)
                 if actual != expected:
-                    raise Conflict(
-                        f"stream {stream!r} moved: it was read at version {expected} "
-                        f"and is now at {actual}",
-                        stream=stream, expected=expected, actual=actual,
-                    )
+                    raise moved(stream, expected, actual)
         rows = chained_rows(events, versions, last_seq, max(now, last_time + 1), actor, previous,
                             lambda stream: self._version(db, stream))
         self.insert_rows(db, rows)
         if blobs:
             db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
         return rows
-
-    def copy_in(self, rows: Sequence[Row], blobs: Mapping[str, bytes], *,
-                after: tuple[int, str | None] = (0, None)) -> None:
-        with self.transaction() as db:
-            head = db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            check_copied(rows, head or (0, None), self.path, after)
-            self.insert_rows(db, [tuple(r[:9]) for r in rows])
-            db.executemany("INSERT OR IGNORE INTO blobs(digest, data) VALUES (?, ?)", blobs.items())
 
     def insert_rows(self, db: sqlite3.Connection, rows: list[Row]) -> None:
         """The one statement that writes events inside the append's transaction (a single event on
@@ -467,8 +416,7 @@ class SQLiteStore(Store):
             db.executemany(_INSERT_EVENT, rows)
 
     def changed_elsewhere(self) -> bool:
-        """Whether another connection has committed since this one last asked (cheap:
-        no table is read). Our own commits do not count."""
+        """By ``PRAGMA data_version``: no table is read, and this connection's own commits do not count."""
         with self._lock:
             try:
                 version: int = self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -488,98 +436,31 @@ class SQLiteStore(Store):
         with self._lock, translate_errors(self.path):
             return self._version(self._db, stream)
 
-    def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000,
-             with_hash: bool = False, actor: str | None = None, types: Sequence[str] | None = None,
-             containing: Sequence[str] | None = None) -> Iterator[Row]:
-        """Rows with ``after < seq <= upto``, in sequence order, fetched in batches; with their
-        stored hash (hex, None in an un-upgraded file) as a ninth field if ``with_hash``.
+    _CONTAINS = "instr"
 
-        Optionally only rows by ``actor``, of one of ``types``, or whose payload text contains
-        one of the strings in ``containing`` (a coarse filter the caller refines: the store
-        does not read payloads). Each batch is its own short read, so a long replay never
-        pins the WAL.
-        """
-        if batch < 1:
-            raise ValueError(f"batch must be at least 1, not {batch}")
-        last = upto if upto is not None else 2 ** 63 - 1
-        columns = _COLUMNS if not with_hash else _HASHED if self.chained else _COLUMNS + ", NULL"
-        where, params = "", list[object]()
-        if actor is not None:
-            where, params = where + " AND actor = ?", [*params, actor]
-        if types is not None:
-            where += f" AND type IN ({', '.join('?' * len(types))})"
-            params += list(types)
-        if containing is not None:
-            if not containing:
-                return
-            where += " AND (" + " OR ".join("instr(payload, ?) > 0" for _ in containing) + ")"
-            params += list(containing)
-        while True:
-            with self._lock, translate_errors(self.path):
-                try:
-                    rows = self._db.execute(
-                        f"SELECT {columns} FROM events WHERE seq > ? AND seq <= ?{where} ORDER BY seq LIMIT ?",
-                        (after, last, *params, batch)).fetchall()
-                except sqlite3.OperationalError as exc:
-                    if "decode" not in str(exc).lower():
-                        raise
-                    raise self._undecodable(after, last) from None
-            yield from rows
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+    def _batch(self, sql: str, params: Sequence[Any], after: int, last: int) -> list[Any]:
+        with self._lock, translate_errors(self.path):
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc).lower():
+                    raise
+                raise self._undecodable(after, last) from None
 
     def _undecodable(self, after: int, last: int) -> LedgerCorrupt:
         """Find the row whose text is not UTF-8 (the error path only: one row at a time)."""
         for (seq,) in self._db.execute("SELECT seq FROM events WHERE seq > ? AND seq <= ? ORDER BY seq",
                                        (after, last)).fetchall():
             try:
-                self._db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchall()
+                self._db.execute(f"SELECT {COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchall()
             except sqlite3.OperationalError:
                 return LedgerCorrupt(f"{self.path}: event #{seq} holds bytes that are not UTF-8 text; "
                                      "restore the ledger file from a backup")
         return LedgerCorrupt(f"{self.path}: an event after #{after} holds bytes that are not UTF-8 text; "
                              "restore the ledger file from a backup")
 
-    def head(self) -> tuple[int, Micros]:
-        """The last sequence number and its time; (0, 0) for an empty log."""
-        with self._lock, translate_errors(self.path):
-            row = self._db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        return (row[0], row[1]) if row else (0, 0)
-
-    def hash_at(self, seq: int) -> str | None:
-        """The stored hash of event ``seq`` (None: no such event, or a file without the chain)."""
-        if not self.chained:
-            return None
-        with self._lock, translate_errors(self.path):
-            row = self._db.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else row[0]
-
-    def hashes(self, upto: int | None = None, *, batch: int = 100_000) -> Iterator[bytes]:
-        """The stored hashes of events ``1..upto`` in order, as bytes (a Merkle tree's leaves).
-        A row whose hash is missing or not hex is ``LedgerCorrupt``, naming it."""
-        if not self.chained:
-            raise IncompatibleLedger(f"{self.path} predates the hash chain (format {self.format}); open it "
-                                     "writable with Ledger.open once to upgrade it")
-        last = upto if upto is not None else 2 ** 63 - 1
-        after = 0
-        while True:
-            with self._lock, translate_errors(self.path):
-                rows = self._db.execute("SELECT seq, hash FROM events WHERE seq > ? AND seq <= ? ORDER BY seq "
-                                        "LIMIT ?", (after, last, batch)).fetchall()
-            for seq, value in rows:
-                try:
-                    yield bytes.fromhex(value)
-                except (TypeError, ValueError):
-                    raise LedgerCorrupt(f"{self.path}: event #{seq} has no readable hash ({value!r}); "
-                                        "run verify") from None
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
-
     def seq_at(self, time: Micros) -> int:
-        """The last sequence number whose event is timed at or before ``time`` (0: none). Event
-        times strictly increase with seq, so this is a binary search of point reads."""
+        """Event times strictly increase with seq, so this is a binary search of point reads."""
         with self._lock, translate_errors(self.path):
             head = self._db.execute("SELECT seq, time FROM events ORDER BY seq DESC LIMIT 1").fetchone()
             if head is None or head[1] <= time:
@@ -596,207 +477,54 @@ class SQLiteStore(Store):
                     high = middle
             return low
 
-    def count(self) -> int:
-        with self._lock, translate_errors(self.path):
-            count: int = self._db.execute("SELECT count(*) FROM events").fetchone()[0]
-            return count
-
-    def event_time(self, seq: int) -> Micros | None:
-        with self._lock, translate_errors(self.path):
-            row = self._db.execute("SELECT time FROM events WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else row[0]
-
-    # --- attachments ---------------------------------------------------------------------
-
-    def read_blob(self, digest: str) -> bytes | None:
-        with self._lock, translate_errors(self.path):
-            row = self._db.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
-        if row is None:
-            return None
-        data = row[0]  # a hand edit with SQL's text functions may leave text where bytes were
-        return data if isinstance(data, bytes) else str(data).encode()
-
-    def blob_digests(self) -> list[str]:
-        with self._lock, translate_errors(self.path):
-            return [r[0] for r in self._db.execute("SELECT digest FROM blobs ORDER BY digest")]
-
     _STATEMENTS = "CREATE TABLE IF NOT EXISTS statements (digest TEXT PRIMARY KEY, data BLOB NOT NULL, " \
                   "kept_at INTEGER NOT NULL)"
 
-    def keep_statement(self, digest: str, data: bytes, at: Micros) -> None:
-        with self.transaction() as db:
-            db.execute(self._STATEMENTS)
-            db.execute("INSERT OR IGNORE INTO statements(digest, data, kept_at) VALUES (?, ?, ?)", (digest, data, at))
-
-    def read_statement(self, digest: str) -> bytes | None:
-        with self._lock, translate_errors(self.path):
-            if not self._has_statements():
-                return None
-            row = self._db.execute("SELECT data FROM statements WHERE digest = ?", (digest,)).fetchone()
-        return None if row is None else bytes(row[0])
 
     def forget_statement(self, digest: str) -> bool:
-        """With ``secure_delete`` on for the delete (its pages, overflow ones included, zeroed), then
-        the WAL checkpointed and truncated, so neither file keeps the statement's bytes. A reader
-        that holds an old snapshot open keeps the WAL from being truncated: then it is on the next
-        forget (or the next open's checkpoint)."""
-        with self._lock, translate_errors(self.path):
-            if not self._has_statements():
-                return False
-            self._db.execute("PRAGMA secure_delete = ON")
-            try:
-                with self.transaction() as db:
-                    gone = db.execute("DELETE FROM statements WHERE digest = ?", (digest,)).rowcount > 0
-            finally:
-                self._db.execute("PRAGMA secure_delete = OFF")
-            if self.path != ":memory:":
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            return gone
-
-    def statement_digests(self) -> list[tuple[str, Micros]]:
-        with self._lock, translate_errors(self.path):
-            if not self._has_statements():
-                return []
-            return [(d, t) for d, t in self._db.execute("SELECT digest, kept_at FROM statements ORDER BY digest")]
+        if not self._has_statements():
+            return False
+        with self._zeroed(), self.transaction() as db:
+            return bool(db.execute("DELETE FROM statements WHERE digest = ?", (digest,)).rowcount > 0)
 
     def redact(self, seq: int, payload: str) -> None:
-        """The append-only trigger is lifted for the one update and restored before the commit; the
-        old payload's pages are zeroed and the WAL truncated, as a forgotten statement's are."""
+        """The append-only trigger is lifted for the one update and restored before the commit."""
+        with self._zeroed(), self.transaction() as db:
+            check_redactable(seq, db.execute("SELECT type, schema_version FROM events WHERE seq = ?", (seq,)).fetchone())
+            db.execute("DROP TRIGGER IF EXISTS events_no_update")
+            db.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
+            self._create_triggers()
+
+    @contextlib.contextmanager
+    def _zeroed(self) -> Iterator[None]:
+        """With ``secure_delete`` on for what is deleted or changed inside (its pages, overflow ones
+        included, zeroed), then the WAL checkpointed and truncated, so neither file keeps the old
+        bytes. A reader that holds an old snapshot open keeps the WAL from being truncated: then it
+        is on the next forget (or the next open's checkpoint)."""
         with self._lock, translate_errors(self.path):
             self._db.execute("PRAGMA secure_delete = ON")
             try:
-                with self.transaction() as db:
-                    check_redactable(seq, db.execute("SELECT type, schema_version FROM events WHERE seq = ?",
-                                                     (seq,)).fetchone())
-                    db.execute("DROP TRIGGER IF EXISTS events_no_update")
-                    db.execute("UPDATE events SET payload = ? WHERE seq = ?", (payload, seq))
-                    self._create_triggers()
+                yield
             finally:
                 self._db.execute("PRAGMA secure_delete = OFF")
             if self.path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def _has_statements(self) -> bool:
-        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'statements'"
-                                ).fetchone() is not None
+        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'statements'"))
 
     # --- snapshots: a cache of folded state, never the truth -------------------------------
 
-    def load_snapshot(self, name: str) -> Snapshot | None:
-        with self._lock, translate_errors(self.path):
-            row = self._db.execute("SELECT seq, format, data FROM snapshots WHERE name = ?",
-                                   (name,)).fetchone()
-        return None if row is None else Snapshot(*row)
-
-    def snapshots(self, prefix: str = "") -> list[tuple[str, int]]:
-        """``(name, seq)`` of the stored snapshots whose name starts with ``prefix``, by seq."""
-        with self._lock, translate_errors(self.path):
-            return self._db.execute("SELECT name, seq FROM snapshots WHERE substr(name, 1, ?) = ? ORDER BY seq",
-                                    (len(prefix), prefix)).fetchall()
-
-    def save_snapshot(self, name: str, snapshot: Snapshot) -> None:
-        with self.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO snapshots(name, seq, format, data) VALUES (?, ?, ?, ?)",
-                       (name, snapshot.seq, snapshot.format, snapshot.data))
-
-    def delete_snapshot(self, name: str) -> None:
-        with self.transaction() as db:
-            db.execute("DELETE FROM snapshots WHERE name = ?", (name,))
-
-    # --- the keyed snapshot: generations of entries, read one key at a time ----------------
-
-    def latest_generation(self) -> Generation | None:
+    def _generations(self, order: str) -> list[Generation]:
         with self._lock, translate_errors(self.path):
             try:
-                return _latest(self._db)
-            except sqlite3.OperationalError:  # a read-only file from before generations
-                return None
-
-    def generations(self) -> list[Generation]:
-        with self._lock, translate_errors(self.path):
-            try:
-                rows = self._db.execute(f"SELECT {_GENERATION} FROM snapshot_generations ORDER BY seq, gen").fetchall()
+                rows = self._db.execute(f"{SELECT_GENERATIONS} ORDER BY {order}").fetchall()
             except sqlite3.OperationalError:  # a read-only file from before generations
                 return []
         return [Generation(*row) for row in rows]
 
-    def chain_entries(self, generation: Generation) -> tuple[int, int]:
-        """Entries written by the full generation that ``generation``'s chain starts at, and by
-        the deltas after it up to ``generation``."""
-        with self._lock, translate_errors(self.path):
-            full, deltas = self._db.execute(
-                "SELECT coalesce(sum(CASE WHEN gen = base THEN entries END), 0), "
-                "coalesce(sum(CASE WHEN gen > base THEN entries END), 0) FROM snapshot_generations "
-                "WHERE base = ? AND gen <= ?", (generation.base, generation.gen)).fetchone()
-        return full, deltas
-
-    def write_generation(self, seq: int, format: int, head: bytes, entries: Sequence[tuple[str, str, bytes | None]],
-                         *, extends: Generation | None, replace: bool = False) -> Generation | None:
-        with self.transaction() as db:
-            if extends is None:
-                if not replace and db.execute("SELECT 1 FROM snapshot_generations WHERE seq = ?", (seq,)).fetchone():
-                    return None
-            else:
-                (newest,) = db.execute("SELECT max(gen) FROM snapshot_generations WHERE base = ?",
-                                       (extends.base,)).fetchone()
-                if newest != extends.gen or seq <= extends.seq:
-                    return None
-            gen = db.execute("INSERT INTO snapshot_generations(base, seq, format, head, entries, written) "
-                             "VALUES (0, ?, ?, ?, ?, ?)",
-                             (seq, format, head, len(entries), time.time_ns() // 1000)).lastrowid
-            assert gen is not None  # an insert's rowid
-            base = gen if extends is None else extends.base
-            db.execute("UPDATE snapshot_generations SET base = ? WHERE gen = ?", (base, gen))
-            # In key order: appending to the B-tree is several times faster than inserting all over it.
-            db.executemany("INSERT INTO snapshot_entries(gen, part, key, value) VALUES (?, ?, ?, ?)",
-                           [(gen, part, key, None if value is None else seal(part, key, value))
-                            for part, key, value in sorted(entries)])
-            return Generation(gen, base, seq, format, head, len(entries))
-
-    def generation_entries(self, generation: Generation) -> list[tuple[str, str, bytes | None]]:
-        with self._lock, translate_errors(self.path):
-            rows = self._db.execute("SELECT part, key, value FROM snapshot_entries WHERE gen = ?",
-                                    (generation.gen,)).fetchall()
-            stored = self._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?", (generation.gen,)).fetchone()
-        return own_rows(self.path, generation, rows, stored is not None)
-
-    def delete_generations(self) -> None:
-        """Forget every stored generation (``verify`` found one that disagrees with the log)."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM snapshot_entries")
-            db.execute("DELETE FROM snapshot_generations")
-        self._chains.clear()
-
     def generation_part(self, generation: Generation, part: str) -> SQLitePart:
-        return SQLitePart(self, generation, part, self._chain(generation))
-
-    def _chain(self, generation: Generation) -> frozenset[int]:
-        """The generations of ``generation``'s chain up to it: what its parts read from."""
-        key = (generation.base, generation.gen)
-        found = self._chains.get(key)
-        if found is None:
-            with self._lock, translate_errors(self.path):
-                found = frozenset(g for (g,) in self._db.execute(
-                    "SELECT gen FROM snapshot_generations WHERE base = ? AND gen <= ?", key).fetchall())
-            self._chains[key] = found
-        return found
-
-    def take_lease(self, name: str, holder: str, until: Micros, now: Micros, *,
-                   gone: Gone | None = None) -> Lease | None:
-        with self.transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,)).fetchone()
-            held = lease_held(None if row is None else row[0], holder, now, gone)
-            if held is None:
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                           (LEASE_PREFIX + name, lease_value(holder, until)))
-            return held
-
-    def release_lease(self, name: str, holder: str) -> None:
-        with self.transaction() as db:
-            row = db.execute("SELECT value FROM meta WHERE key = ?", (LEASE_PREFIX + name,)).fetchone()
-            lease = stored_lease(None if row is None else row[0])
-            if lease is not None and lease.holder == holder:
-                db.execute("DELETE FROM meta WHERE key = ?", (LEASE_PREFIX + name,))
+        return SQLitePart(self, generation, part)
 
     # --- health ----------------------------------------------------------------------------
 
@@ -807,77 +535,50 @@ class SQLiteStore(Store):
         return [] if rows == [("ok",)] else [r[0] for r in rows]
 
 
-class SQLitePart(SealedPart):
+class SQLitePart(SealedPart[SQLiteStore]):
     """One part of one generation (``contract.StoredPart``): an entry is the newest of its key in
     the generation's chain up to it. Each read also checks that the generation is still stored
     and each entry its CRC; either failing is ``SnapshotGone``."""
 
-    __slots__ = ("_store",)
-
-    def __init__(self, store: SQLiteStore, generation: Generation, part: str, chain: frozenset[int]) -> None:
-        super().__init__(store.path, generation, part, chain)
-        self._store = store
+    __slots__ = ()
 
     def get(self, key: str) -> bytes | None:
-        store = self._store
-        with store._lock, translate_errors(store.path):
-            rows = store._db.execute(
-                "SELECT gen, value FROM snapshot_entries WHERE part = :part AND key = :key "
-                "AND gen BETWEEN :base AND :gen AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen) "
-                "ORDER BY gen DESC",
-                {"gen": self._gen, "base": self._base, "part": self._part, "key": key}).fetchall()
-            if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
-                                              (self._gen,)).fetchone() is None:
-                raise self._gone("is no longer stored")
-        value = self._newest(rows)
+        value = self._newest(self._read(
+            "SELECT gen, value FROM snapshot_entries WHERE part = :part AND key = :key "
+            "AND gen BETWEEN :base AND :gen AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = :gen) "
+            "ORDER BY gen DESC", {"gen": self._gen, "base": self._base, "part": self._part, "key": key}))
         return None if value is None else self._unseal(key, value)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, bytes]:
-        store, found = self._store, dict[str, object]()
-        chain = self._chain
+        found, chain = dict[str, object](), self._chain
         for start in range(0, len(keys), MANY):
             chunk = keys[start:start + MANY]
-            with store._lock, translate_errors(store.path):
-                rows = store._db.execute(
-                    "SELECT key, gen, value FROM snapshot_entries WHERE part = ? AND gen BETWEEN ? AND ? AND key IN "
-                    f"({', '.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) "
-                    "ORDER BY key, gen", (self._part, self._base, self._gen, *chunk, self._gen)).fetchall()
-                if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
-                                                  (self._gen,)).fetchone() is None:
-                    raise self._gone("is no longer stored")
+            rows = self._read(
+                "SELECT key, gen, value FROM snapshot_entries WHERE part = ? AND gen BETWEEN ? AND ? AND key IN "
+                f"({', '.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) "
+                "ORDER BY key, gen", (self._part, self._base, self._gen, *chunk, self._gen))
             # by key, then generation: the newest of each key in the chain is the one kept
             found.update((key, value) for key, gen, value in rows if gen in chain)
         return {key: self._unseal(key, value) for key, value in found.items() if value is not None}
 
-    def scan(self) -> Iterator[tuple[str, bytes]]:
-        unseal = self._unseal
-        return ((key, unseal(key, value)) for key, value in self.scan_sealed())
-
     def scan_sealed(self) -> Iterator[tuple[str, bytes]]:
-        """Every entry of the part as stored, its check left to ``checked`` (``lazy.SealedSource``)."""
-        store, gens = self._store, sorted(self._chain)
+        gens = sorted(self._chain)
+        # In the order written: a later generation's entry replaces an earlier one's.
+        rows = self._read(
+            f"SELECT key, value FROM snapshot_entries WHERE gen IN ({', '.join('?' * len(gens))}) AND part = ? "
+            "AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) ORDER BY gen",
+            (*gens, self._part, self._gen))
+        return ((key, value) for key, value in dict(rows).items() if value is not None)
+
+    def _read(self, sql: str, params: Any) -> list[Any]:
+        """The rows of ``sql``, which finds none once the generation is gone: then ``SnapshotGone``."""
+        store = self._store
         with store._lock, translate_errors(store.path):
-            # In the order written: a later generation's entry replaces an earlier one's.
-            rows = store._db.execute(
-                f"SELECT key, value FROM snapshot_entries WHERE gen IN ({', '.join('?' * len(gens))}) AND part = ? "
-                "AND EXISTS (SELECT 1 FROM snapshot_generations WHERE gen = ?) ORDER BY gen",
-                (*gens, self._part, self._gen)).fetchall()
+            rows = store._db.execute(sql, params).fetchall()
             if not rows and store._db.execute("SELECT 1 FROM snapshot_generations WHERE gen = ?",
                                               (self._gen,)).fetchone() is None:
                 raise self._gone("is no longer stored")
-        return ((key, value) for key, value in dict(rows).items() if value is not None)
-
-    def checked(self, key: str, stored: object) -> bytes:
-        return self._unseal(key, stored)
-
-
-_GENERATION = "gen, base, seq, format, head, entries"
-
-
-def _latest(db: sqlite3.Connection) -> Generation | None:
-    row = db.execute(f"SELECT {_GENERATION} FROM snapshot_generations ORDER BY seq DESC, gen DESC LIMIT 1").fetchone()
-    return None if row is None else Generation(*row)
-
+        return rows
 
 _UNAVAILABLE = ("readonly", "read-only", "disk is full", "disk i/o error", "unable to open",
                 "out of memory", "no such file", "permission")
