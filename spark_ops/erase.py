@@ -233,8 +233,7 @@ class _Predicate(_Rows):
         return frame.where(~F.coalesce(self.column, F.lit(False)))
 
     def failed(self, name: str, exc: BaseException) -> InvalidArgument:
-        return InvalidArgument(f"Spark cannot use the predicate {self.where!r:.200} on the files of {name} "
-                               f"({_said(exc)}); nothing was recorded")
+        return _unplannable(self.where, exc, f" on the files of {name}")
 
 
 class _Keys(_Rows):

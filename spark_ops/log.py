@@ -34,9 +34,7 @@ _FLATTENED: tuple[tuple[str, str], ...] = (
     ("table_id", "string"), ("name", "string"), ("run_id", "string"), ("write_id", "string"),
     ("scope", "string"), ("number", "bigint"), ("mode", "string"), ("files", "bigint"), ("bytes", "bigint"),
 )
-"""Payload fields several event types carry, as columns (null where an event has none, or has one
-of that name that is not of that kind: an erasure request's ``files`` is its set's digest, not a
-count)."""
+"""Payload fields several event types carry, as columns (null where one is not of that kind)."""
 
 
 def _field(name: str) -> Column:

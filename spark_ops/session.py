@@ -75,7 +75,10 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     _workers_python()
     try:
         with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext(), _classic_build():
-            spark = _build(app_name, master, shuffle_partitions, scratch, dict(conf or {}))
+            builder = SparkSession.builder.master(master).appName(app_name)
+            for key, value in _jvm_settings(shuffle_partitions, scratch, dict(conf or {})).items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
     except Exception as exc:  # py4j and PySpark raise their own types; the caller needs one line
         where = f"; the JVM's output is in {jvm_log}" if jvm_log else ""
         first = _cause_in(jvm_log) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -86,8 +89,6 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
 
 
 def _remote(remote: str | None) -> str | None:
-    """The Connect address ``local_session`` takes: ``remote``, else PySpark's SPARK_REMOTE; None
-    (or ``""``) for a classic session."""
     return (remote if remote is not None else os.environ.get("SPARK_REMOTE")) or None
 
 
@@ -156,7 +157,10 @@ def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: d
                                        f"{key}={value} ({_first_line(exc)}): leave it out, or set it where the "
                                        "server is started") from None
     except BaseException:
-        _restore(CONNECT_MARK, mark)
+        if mark is None:
+            os.environ.pop(CONNECT_MARK, None)
+        else:
+            os.environ[CONNECT_MARK] = mark
         raise
     _quiet_query_context_logs()
     return spark
@@ -370,13 +374,6 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _restore(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
 # --- the kind of session, in one place (R24) -----------------------------------------------------
 # A session is classic (a JVM of this process's, reached through py4j) or Spark Connect (a server's,
 # reached through gRPC). Every spark_ops call asks ``kind_of(spark)`` (``SessionKind``) what differs
@@ -540,8 +537,6 @@ class Connect(SessionKind):
         return f"connect:{self.spark.session_id}"  # type: ignore[attr-defined]
 
     def require_live(self) -> None:
-        """One small call to the server (a setting read back, a millisecond or so on a server nearby)
-        within about ten seconds (PySpark's own retries wait ten minutes)."""
         if self.ended():
             raise _ended_error(self.spark, "it was stopped, or its server restarted under it")
         try:
@@ -816,14 +811,6 @@ def _quiet_query_context_logs() -> None:
         logger = PySparkLogger.getLogger(name)
         if logger.level == logging.WARNING:  # PySpark's own default: nobody chose it
             logger.setLevel(logging.CRITICAL)
-
-
-def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | None,
-           conf: dict[str, str]) -> SparkSession:
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in _jvm_settings(shuffle_partitions, scratch, conf).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 def _workers_python() -> None:

@@ -229,7 +229,6 @@ def _check_one_layout(current: TableVersion, found: tuple[str, ...], doing: Doin
 
 
 def _layout_text(columns: Sequence[str]) -> str:
-    """A layout in words: ``partitioned by day, hour``, or ``not partitioned``."""
     return f"partitioned by {', '.join(columns)}" if columns else "not partitioned"
 
 
@@ -507,7 +506,6 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
-    """One DataFrame of these (at least one), by column name."""
     result = frames[0]
     for more in frames[1:]:
         result = result.unionByName(more)
