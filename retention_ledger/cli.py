@@ -24,6 +24,7 @@ import signal
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -33,8 +34,8 @@ import rich.console
 
 from ledger import (
     Catalog, Checkpoint, DeletionProof, ErasureStatus, HistoryEntry, InvalidArgument, Ledger, LedgerError, Scope,
-    TableInstance, TableVersion,
-    VacuumRun, copy_ledger, format_bytes, format_duration, generate_key, iso_utc, ledger_files, output_target, parse_time,
+    TableVersion, VacuumRun, copy_ledger, format_bytes, format_duration, generate_key, iso_utc, ledger_files,
+    output_target, parse_time,
 )
 from vacuum_work import new_run_id
 
@@ -77,10 +78,6 @@ class Context:
             click.echo(json.dumps(data, indent=2))
         else:
             click.echo(text() if callable(text) else text)
-
-
-class Interrupted(Exception):
-    """Ctrl-C: reported in one line, with exit code 130."""
 
 
 def command(group: click.Group, name: str, *, short_help: str, creates: bool = False, as_of: bool = False,
@@ -308,21 +305,16 @@ def show_dropped(ctx: Context, database: str | None, name: str | None) -> None:
     """List dropped, unpurged tables, newest drop first, with their files and size (on disk now)
     and when each stops being restorable; 'blocked' ones are behind a watermark and can never
     be undropped."""
-    reader = ctx.reader
-    found = reader.dropped_tables(database=database, name=name)
-    sizes = {t.id: _usage(ctx.ledger.warehouse, t) for t in found}
+    from spark_ops.executor.fs import usage  # the confined lister; no Spark needed
+
+    found = ctx.reader.dropped_tables(database=database, name=name)
+    sizes = {t.id: usage(ctx.ledger.warehouse, t.location) for t in found}
     ctx.emit([{**t.to_dict(), "files": sizes[t.id][0], "bytes": sizes[t.id][1]} for t in found],
              lambda: _text_table(
                  ("ID", "NAME", "STATE", "DROPPED_AT", "RESTORABLE_UNTIL", "FILES", "SIZE", "LOCATION"),
                  [(t.id, t.name, t.state, iso_utc(t.dropped_at), iso_utc(t.restorable_until),
                    sizes[t.id][0], format_bytes(sizes[t.id][1]), t.location) for t in found])
              if found else "no dropped tables")
-
-
-def _usage(root: str, table: TableInstance) -> tuple[int, int]:
-    from spark_ops.executor.fs import usage  # the confined lister; no Spark needed
-
-    return usage(root, table.location)
 
 
 # --- versions -----------------------------------------------------------------------------------
@@ -393,15 +385,17 @@ def mark(ctx: Context, name: str, to: str | None) -> None:
         return
     ctx.no_as_of("--advance")
     led = ctx.ledger
-    target = led.now() if to.strip().lower() == "now" else parse_time(to)
-    previous = led.advance_retention_mark(name, target)
-    current = led.retention_mark(name)
-    data = {"table": name, "previous": iso_utc(previous), "retention_mark": iso_utc(current)}
-    if previous == current:
-        ctx.emit(data, f"{name}: unchanged at {iso_utc(current) or 'not set'}: a mark never moves back and only "
-                       "lands on the commit time of a version older than the current one")
-    else:
-        ctx.emit(data, f"{name}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}")
+    previous = led.advance_retention_mark(name, led.now() if to.strip().lower() == "now" else parse_time(to))
+    _moved(ctx, {"table": name}, "retention_mark", name, previous, led.retention_mark(name),
+           "a mark never moves back and only lands on the commit time of a version older than the current one")
+
+
+def _moved(ctx: Context, data: dict[str, Any], field: str, what: object, previous: datetime | None,
+           current: datetime | None, unchanged: str) -> None:
+    """What an advance of a watermark or a retention mark did: moved, or why not."""
+    text = (f"{what}: unchanged at {iso_utc(current) or 'not set'}: {unchanged}" if previous == current else
+            f"{what}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}")
+    ctx.emit({**data, "previous": iso_utc(previous), field: iso_utc(current)}, text)
 
 
 @command(cli, "writes", short_help="List open writes and their leases.", as_of=True)
@@ -446,14 +440,8 @@ def watermark(ctx: Context, scope: str, to: str | None) -> None:
     target = None if to.strip().lower() == "now" else parse_time(to)
     led = ctx.ledger
     previous = led.advance_watermark(target or led.now(), scope=where)
-    current = led.watermark(where)
-    data = {"scope": str(where), "previous": iso_utc(previous), "watermark": iso_utc(current)}
-    if previous == current:
-        text = (f"{where}: unchanged at {iso_utc(current)}: watermarks never move back, and "
-                f"{iso_utc(target) if target else 'now'} is not after it")
-    else:
-        text = f"{where}: {iso_utc(previous) or 'not set'} -> {iso_utc(current)}"
-    ctx.emit(data, text)
+    _moved(ctx, {"scope": str(where)}, "watermark", where, previous, led.watermark(where),
+           f"watermarks never move back, and {iso_utc(target) if target else 'now'} is not after it")
 
 
 @command(cli, "retention", short_help="Show, set or clear a retention.", as_of=True,
@@ -833,7 +821,8 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
     if plan.idle(dry_run):
         from spark_ops.vacuum_job.report import build_report
         nothing = build_report(plan, dry_run, {}, time.monotonic(), {})
-        ctx.emit(attrs.evolve(nothing, duration=0.0).to_dict(), lambda: _nothing_text(nothing))
+        ctx.emit(attrs.evolve(nothing, duration=0.0).to_dict(),
+                 lambda: "\n".join(["nothing to vacuum", *_left_alone(nothing)]))
         return
     from spark_ops import vacuum  # Spark is heavy: only for the commands that need it
 
@@ -844,7 +833,7 @@ def vacuum_command(ctx: Context, retention: str | None, database: str | None, li
         with _progress_bar("deleting" if not dry_run else "listing", quiet=ctx.as_json) as progress:
             report = vacuum(spark, led, dry_run=dry_run, progress=progress, run_id=guard.run, listing_dir=listing_dir,
                             **options)
-    ctx.emit(report.to_dict(), lambda: _vacuum_text(report))
+    ctx.emit(report.to_dict(), lambda: "\n".join([report.text(), *_left_alone(report)]))
     if report.failures:
         first = report.failures[0]
         raise VacuumIncomplete(
@@ -867,10 +856,6 @@ class VacuumIncomplete(LedgerError):
     """Some planned tables could not be purged; they stay blocked for the next vacuum."""
 
 
-def _nothing_text(report: Any) -> str:
-    return "\n".join(["nothing to vacuum", *_left_alone(report)])
-
-
 def _left_alone(report: Any) -> list[str]:
     """What a vacuum left and why: other runs' work, what pins hold, what is not yet due."""
     from spark_ops.vacuum_job.report import held_line
@@ -886,11 +871,6 @@ def _left_alone(report: Any) -> list[str]:
 def _files(count: int, size: int) -> str:
     """A count of files and their size, in the one unit system every size is shown in."""
     return f"{count} file{'' if count == 1 else 's'}, {format_bytes(size)}"
-
-
-def _vacuum_text(report: Any) -> str:
-    """The report's own text (one renderer with its summary and its JSON), then what it left alone."""
-    return "\n".join([report.text(), *_left_alone(report)])
 
 
 @contextlib.contextmanager

@@ -56,7 +56,7 @@ from vacuum_work.where import NotUnderRoot, Root
 from . import schemas
 from .executor import fs
 from .heartbeat import Heartbeat
-from .session import unavailable
+from .session import kind_of
 from .tables import (
     adopt_unversioned_files, check_filesystem, file_frames, new_write, partition_columns_of, read_unversioned,
     union_all,
@@ -233,8 +233,7 @@ class _Predicate(_Rows):
         return frame.where(~F.coalesce(self.column, F.lit(False)))
 
     def failed(self, name: str, exc: BaseException) -> InvalidArgument:
-        return InvalidArgument(f"Spark cannot use the predicate {self.where!r:.200} on the files of {name} "
-                               f"({_said(exc)}); nothing was recorded")
+        return _unplannable(self.where, exc, f" on the files of {name}")
 
 
 class _Keys(_Rows):
@@ -360,7 +359,7 @@ def _evaluated(rows: _Rows, spark: SparkSession, exc: Exception) -> LedgerError:
     Spark's own (a cast that fails under ANSI, ``raise_error``) is the predicate's; a session that
     ended is Spark's."""
     names = ", ".join(rows.names)
-    lost = unavailable(spark, exc, during=f"the erasure scanned {names}")
+    lost = kind_of(spark).unavailable(exc, during=f"the erasure scanned {names}")
     if lost is not None:
         return lost
     what = f"the predicate {rows.where!r:.200}" if isinstance(rows, _Predicate) else "the keys"

@@ -28,15 +28,13 @@ from pyspark.sql import functions as F
 
 from ledger import Ledger
 
-from .session import require_live, shares_files, unavailable
+from .session import kind_of
 
 _FLATTENED: tuple[tuple[str, str], ...] = (
     ("table_id", "string"), ("name", "string"), ("run_id", "string"), ("write_id", "string"),
     ("scope", "string"), ("number", "bigint"), ("mode", "string"), ("files", "bigint"), ("bytes", "bigint"),
 )
-"""Payload fields several event types carry, as columns (null where an event has none, or has one
-of that name that is not of that kind: an erasure request's ``files`` is its set's digest, not a
-count)."""
+"""Payload fields several event types carry, as columns (null where one is not of that kind)."""
 
 
 def _field(name: str) -> Column:
@@ -55,11 +53,11 @@ def read_log(spark: SparkSession, ledger: Ledger, *, path: str | os.PathLike[str
     ``to`` is where a watermark or retention mark was moved to; ``table_ids`` lists the tables
     a database drop or a vacuum run concerned.
     """
-    require_live(spark)
+    kind_of(spark).require_live()
     keep = path is not None
     folder = None if keep else Path(tempfile.mkdtemp(prefix="retention-ledger-log-"))
     target = Path(path) if path is not None else folder / "log.parquet"  # type: ignore[operator]
-    local = shares_files(spark)
+    local = kind_of(spark).shares_files()
     try:
         ledger.export(target, format="parquet")
         try:
@@ -78,7 +76,7 @@ def read_log(spark: SparkSession, ledger: Ledger, *, path: str | os.PathLike[str
             ).orderBy("seq")
             return log.localCheckpoint(eager=True) if local and not keep else log
         except Exception as exc:  # the session's end (or its server's) in one line
-            lost = unavailable(spark, exc)
+            lost = kind_of(spark).unavailable(exc)
             if lost is None:
                 raise
             raise lost from None

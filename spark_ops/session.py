@@ -75,7 +75,10 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
     _workers_python()
     try:
         with _stderr_to(jvm_log) if jvm_log and active is None else contextlib.nullcontext(), _classic_build():
-            spark = _build(app_name, master, shuffle_partitions, scratch, dict(conf or {}))
+            builder = SparkSession.builder.master(master).appName(app_name)
+            for key, value in _jvm_settings(shuffle_partitions, scratch, dict(conf or {})).items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
     except Exception as exc:  # py4j and PySpark raise their own types; the caller needs one line
         where = f"; the JVM's output is in {jvm_log}" if jvm_log else ""
         first = _cause_in(jvm_log) or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -86,8 +89,6 @@ def local_session(app_name: str = "retention-ledger", *, master: str = "local[2]
 
 
 def _remote(remote: str | None) -> str | None:
-    """The Connect address ``local_session`` takes: ``remote``, else PySpark's SPARK_REMOTE; None
-    (or ``""``) for a classic session."""
     return (remote if remote is not None else os.environ.get("SPARK_REMOTE")) or None
 
 
@@ -156,7 +157,10 @@ def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: d
                                        f"{key}={value} ({_first_line(exc)}): leave it out, or set it where the "
                                        "server is started") from None
     except BaseException:
-        _restore(CONNECT_MARK, mark)
+        if mark is None:
+            os.environ.pop(CONNECT_MARK, None)
+        else:
+            os.environ[CONNECT_MARK] = mark
         raise
     _quiet_query_context_logs()
     return spark
@@ -350,34 +354,31 @@ def _require(check: Callable[[], None], needs: str, install: str) -> None:
 def _first_line(exc: BaseException) -> str:
     """What an error says, in one line: gRPC's own detail where there is one, in it or in what
     caused it (a gRPC error's text is a page that starts "<_InactiveRpcError of RPC ...")."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         details = getattr(seen, "details", None)
         if callable(details):
             with contextlib.suppress(Exception):
                 said = details()
                 if said:
                     return " ".join(str(said).split())
-        seen = seen.__cause__ or seen.__context__
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _restore(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every error behind it (PySpark wraps gRPC's, and its own), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 # --- the kind of session, in one place (R24) -----------------------------------------------------
 # A session is classic (a JVM of this process's, reached through py4j) or Spark Connect (a server's,
-# reached through gRPC). Every spark_ops call asks ``kind_of(spark)`` what differs between the two,
-# and no other module tells them apart: the session's one name (``id``), whether it can take work
-# now (``require_live``) or has ended (``ended``), what a failure of it means (``unavailable``),
-# whether its executors see this process's files (``shares_files``), where its driver makes
-# folders (``driver_is_here``), how its tasks are counted as they finish (``watch_tasks``), and the
-# JVM-only speed-up of the catalog (``java``). Shipping code needs no answer here: PySpark's
-# ``addArtifacts(..., pyfile=True)`` ships it to either kind.
+# reached through gRPC). Every spark_ops call asks ``kind_of(spark)`` (``SessionKind``) what differs
+# between the two, and no other module tells them apart. Shipping code needs no answer here:
+# PySpark's ``addArtifacts(..., pyfile=True)`` ships it to either kind.
 
 ENDED = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_NOT_FOUND", "INVALID_HANDLE.SESSION_CHANGED",
          "INVALID_HANDLE.SESSION_CLOSED", "incorrect server side session identifier")
@@ -536,8 +537,6 @@ class Connect(SessionKind):
         return f"connect:{self.spark.session_id}"  # type: ignore[attr-defined]
 
     def require_live(self) -> None:
-        """One small call to the server (a setting read back, a millisecond or so on a server nearby)
-        within about ten seconds (PySpark's own retries wait ten minutes)."""
         if self.ended():
             raise _ended_error(self.spark, "it was stopped, or its server restarted under it")
         try:
@@ -668,28 +667,22 @@ class _Tracker:
         self._context.setLocalProperty("spark.jobGroup.id", None)
 
 
-# What other modules import by name: each is the kind's answer.
+# Forwarders kept only for spark_ops.vacuum_job and spark_ops.scrub, until they too ask ``kind_of(spark)``.
 
 def require_live(spark: SparkSession) -> None:
-    """``SessionKind.require_live``: a Connect session that ended (stopped; its server restarted
-    under it or timed it out), a Connect server that does not answer within about ten seconds, a
-    classic session that was stopped."""
     kind_of(spark).require_live()
 
 
 def unavailable(spark: SparkSession, exc: BaseException, *, during: str | None = None, ended: str | None = None,
                 unreachable: str | None = None) -> SparkUnavailable | None:
-    """``SessionKind.unavailable``."""
     return kind_of(spark).unavailable(exc, during=during, ended=ended, unreachable=unreachable)
 
 
 def session_key(spark: SparkSession) -> str:
-    """``SessionKind.id``: what is remembered of a session is remembered by this."""
     return kind_of(spark).id
 
 
 def shares_files(spark: SparkSession) -> bool:
-    """``SessionKind.shares_files``."""
     return kind_of(spark).shares_files()
 
 
@@ -731,32 +724,25 @@ def _said_ended(spark: SparkSession, exc: BaseException) -> str | None:
 def _unreachable(exc: BaseException) -> bool:
     """Whether a call ended because its server did not answer: gRPC's own error (or PySpark's
     wrapping of it) with a status code of ``UNAVAILABLE`` (down, refused) or ``DEADLINE_EXCEEDED``."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _causes(exc):
         code: object = getattr(current, "_grpc_status_code", None)
         if code is None and callable(getattr(current, "code", None)):
             with contextlib.suppress(Exception):
                 code = current.code()  # type: ignore[attr-defined]
         if getattr(code, "name", None) in UNREACHABLE:
             return True
-        current = current.__cause__ or current.__context__
     return False
 
 
 def _all_said(exc: BaseException) -> str:
-    """The text of an error and of every error behind it (PySpark wraps gRPC's, and its own)."""
-    said, seen = [], set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    """The text of an error and of every error behind it."""
+    said = []
+    for current in _causes(exc):
         said.append(f"{type(current).__name__} {current}")
         details = getattr(current, "details", None)
         if callable(details):
             with contextlib.suppress(Exception):
                 said.append(str(details()))
-        current = current.__cause__ or current.__context__
     return " ".join(said)
 
 
@@ -825,14 +811,6 @@ def _quiet_query_context_logs() -> None:
         logger = PySparkLogger.getLogger(name)
         if logger.level == logging.WARNING:  # PySpark's own default: nobody chose it
             logger.setLevel(logging.CRITICAL)
-
-
-def _build(app_name: str, master: str, shuffle_partitions: int, scratch: str | None,
-           conf: dict[str, str]) -> SparkSession:
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in _jvm_settings(shuffle_partitions, scratch, conf).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 def _workers_python() -> None:

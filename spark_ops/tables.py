@@ -43,7 +43,7 @@ from .executor import fs, probe
 from .executor.storage import StoreError, Unsafe
 from .executor.stores import storage_for
 from .heartbeat import Heartbeat
-from .session import SparkUnavailable, require_live, session_key, shares_files, unavailable
+from .session import SparkUnavailable, kind_of
 
 WRITE_MODES = ("append", "overwrite")
 
@@ -229,7 +229,6 @@ def _check_one_layout(current: TableVersion, found: tuple[str, ...], doing: Doin
 
 
 def _layout_text(columns: Sequence[str]) -> str:
-    """A layout in words: ``partitioned by day, hour``, or ``not partitioned``."""
     return f"partitioned by {', '.join(columns)}" if columns else "not partitioned"
 
 
@@ -307,14 +306,14 @@ def new_write(ledger: Ledger, table: TableInstance,
                 try:
                     writer.parquet(spark_uri(write.folder))
                 except Exception as exc:  # the session's end in one line; the work's own failure as it is
-                    lost = unavailable(df.sparkSession, exc, during=f"it wrote {table.name}",
-                                       ended="nothing was committed (the write is aborted)",
-                                       unreachable="nothing was committed (the write is aborted)")
+                    aborted = "nothing was committed (the write is aborted)"
+                    lost = kind_of(df.sparkSession).unavailable(exc, during=f"it wrote {table.name}", ended=aborted,
+                                                                unreachable=aborted)
                     if lost is None:
                         raise
                     raise lost from None
         written = fs.committed_files(ledger.warehouse, write.folder)
-        if frames and not shares_files(frames[0][0].sparkSession):
+        if frames and not kind_of(frames[0][0].sparkSession).shares_files():
             _check_written(frames[0][0].sparkSession, table.name, write, [entry.path for entry in written])
         yield write, [(f"{write.relative_folder}/{entry.path}", entry.size) for entry in written]
     except BaseException:
@@ -333,7 +332,7 @@ def _check_written(spark: SparkSession, name: str, write: WriteView, listed: lis
     try:
         seen = spark.read.format("text").load(glob_escape(spark_uri(write.folder))).inputFiles()
     except Exception as exc:  # PATH_NOT_FOUND: Spark sees no such folder (it wrote elsewhere)
-        lost = unavailable(spark, exc, ended="nothing was committed (the write is aborted)")
+        lost = kind_of(spark).unavailable(exc, ended="nothing was committed (the write is aborted)")
         if lost is not None:
             raise lost from None
         seen = []
@@ -507,7 +506,6 @@ def _read_files(spark: SparkSession, location: str, paths: list[str], schema: St
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
-    """One DataFrame of these (at least one), by column name."""
     result = frames[0]
     for more in frames[1:]:
         result = result.unionByName(more)
@@ -578,7 +576,7 @@ def _partition_columns(partition_by: Sequence[str] | str | None) -> list[str] | 
 
 def check_filesystem(spark: SparkSession, root: str) -> None:
     """That Spark can take work under the warehouse ``root`` now, each said in one line before
-    anything is recorded: the session answers (``require_live``: a Spark Connect session whose
+    anything is recorded: the session answers (``SessionKind.require_live``: a Spark Connect session whose
     server restarted under it, or that is down, is ``SparkUnavailable``); Spark has a file system
     for the root's scheme (``s3a://`` without the hadoop-aws connector is said here, not as a Java
     error after the table was created); and Spark's executors see the warehouse this process and
@@ -590,10 +588,10 @@ def check_filesystem(spark: SparkSession, root: str) -> None:
     classic session could ask its JVM's Hadoop directly, which a Connect client cannot reach; the
     probe costs one planning round trip, so its answer is kept per session and scheme (a session
     gets no new file systems while it runs), and one code path serves both. The local disk needs none."""
-    require_live(spark)
+    kind_of(spark).require_live()
     if not Root.parse(root).on_disk:
         _check_scheme(spark, root, root.partition("://")[0].lower())
-    if not shares_files(spark):
+    if not kind_of(spark).shares_files():
         _check_seen(spark, root)
 
 
@@ -610,19 +608,19 @@ def _check_scheme(spark: SparkSession, root: str, scheme: str) -> None:
         if "PATH_NOT_FOUND" not in str(exc):
             raise _no_file_system(root, scheme, exc) from None
     except Exception as exc:  # py4j's, or Connect's, wrapping of Hadoop's own error
-        raise unavailable(spark, exc) or _no_file_system(root, scheme, exc) from None
+        raise kind_of(spark).unavailable(exc) or _no_file_system(root, scheme, exc) from None
     known.add(scheme)
 
 
 def _check_seen(spark: SparkSession, root: str) -> None:
     """That Spark's executors see the warehouse this process sees: a probe written under the root
-    here is read back by Spark (one small job, once per session and root: ``session_key``, which a
+    here is read back by Spark (one small job, once per session and root: ``SessionKind.id``, which a
     server restart changes). A folder at the root's path proves nothing: a Spark Connect server on
     another machine, or in another mount, sees an empty one there, writes into it, and the write
     committed a version of no files. Where this process cannot write under the root (a reader's
     credentials), nothing is probed: Spark's own errors say the rest, and a write is checked again
     against what Spark wrote (``new_write``)."""
-    key = (session_key(spark), root)
+    key = (kind_of(spark).id, root)
     if key in _SEEN:
         return
     said = "it reads nothing there"
@@ -631,7 +629,7 @@ def _check_seen(spark: SparkSession, root: str) -> None:
             try:
                 found = [row[0] for row in spark.read.text(glob_escape(spark_uri(left.uri))).collect()]
             except Exception as exc:  # PATH_NOT_FOUND where Spark's driver looked; a task's file-not-found
-                lost = unavailable(spark, exc)
+                lost = kind_of(spark).unavailable(exc)
                 if lost is not None:
                     raise lost from None
                 found, said = [], _java_cause(exc)

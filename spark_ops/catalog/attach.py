@@ -41,7 +41,7 @@ from ledger import Change, TableInstance, TableVersion
 
 from ..executor import fs
 from ..executor.stores import storage_for
-from ..session import kind_of, require_live
+from ..session import kind_of
 from ..tables import check_filesystem
 from . import functions
 from .spark_catalog import SparkCatalog
@@ -410,7 +410,7 @@ def attach(spark: SparkSession, ledger: Ledger, *, database: str | None = None, 
     holds that is not this ledger's, or that another session shows and holds, is never replaced
     or dropped (``TableExists``); one of this ledger's that nothing holds any more (its session
     ended without ``detach``) is taken over."""
-    require_live(spark)  # a session that ended (or whose server is down) pins nothing
+    kind_of(spark).require_live()  # a session that ended (or whose server is down) pins nothing
     key = kind_of(spark).id  # its attachment holds the session, so its name is no other's while attached
     found = _attached.get(key)
     if found is not None and found.ledger is not ledger:
@@ -437,7 +437,7 @@ def refresh(spark: SparkSession, ledger: Ledger) -> list[str]:
     found = _attached.get(kind_of(spark).id)
     if found is None or found.ledger is not ledger:
         raise TableNotFound("this ledger is not attached to this Spark session: attach(spark, ledger) first")
-    require_live(spark)  # before any pin is renewed: a session its server no longer has shows nothing
+    kind_of(spark).require_live()  # before any pin is renewed: a session its server no longer has shows nothing
     return found.refresh()
 
 

@@ -185,11 +185,8 @@ class _Wire:
     """Calls into the JVM with py4j's own protocol, minus what py4j does for every argument of
     every call: try it against each of PySpark's converters (lists, dicts, dates) and check
     whether it is a Python object the JVM should call back, which it does for a JVM handle by
-    asking it for an attribute named ``Java``: the handle keeps that (as a method of its own,
-    which keeps the handle), so every handle ever passed to a call is left in a cycle that only
-    Python's cyclic collector frees, a round trip each, in whatever call it happens to run in
-    (about 1,000 of an attach's 6,300 round trips here; ``_let_go`` says the same of methods).
-    And the cost: copying a catalog entry passes 22 arguments, 220 us of CPU a copy through
+    asking it for an attribute named ``Java``: kept as a method, it leaves the handle in the cycle
+    ``_let_go`` describes (about 1,000 of an attach's 6,300 round trips here). And the cost: copying a catalog entry passes 22 arguments, 220 us of CPU a copy through
     py4j's call here against 31 us with its arguments encoded once (``_Template.copy``). The
     arguments given here are JVM handles, strings, numbers and booleans, which no converter
     takes, so what is sent is what py4j sends. py4j's wire protocol has been stable since 0.10

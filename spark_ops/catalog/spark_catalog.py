@@ -182,12 +182,6 @@ class SparkCatalog:
                 raise error
         return created, refused
 
-    def drop_databases_if_empty(self, databases: Iterable[str]) -> None:
-        """Drop those of ``databases`` that hold nothing (another session may have put its own
-        views there since: those are kept, and their database)."""
-        for database in sorted(databases):
-            self._backend.drop_database_if_empty(database)
-
     # --- views --------------------------------------------------------------------------------
 
     def put(self, views: Sequence[View], free: set[str]) -> list[Exception | None]:
@@ -235,13 +229,12 @@ class SparkCatalog:
         TABLE ... LIKE``, which lists nothing); at or below the threshold Spark lists on the
         driver, and the view reads its glob as before (an attach of 1,000 one-file tables stays
         under a second)."""
-        return view.files is not None and len(view.files.files) > self._listing_threshold()
-
-    def _listing_threshold(self) -> int:
+        if view.files is None:
+            return False
         if self._threshold is None:
             self._threshold = int(self._spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold",
                                                        "32") or 32)
-        return self._threshold
+        return len(view.files.files) > self._threshold
 
     def drop(self, names: Iterable[str]) -> None:
         """Drop those of ``names`` that are still this attachment's views."""
@@ -254,7 +247,8 @@ class SparkCatalog:
         mine = self._mine(names)
         self._drop(mine, whole=True)
         held = {name.split(".", 1)[0] for name in mine} - set(databases)
-        self.drop_databases_if_empty([*databases, *(d for d in held if self._made_by_attach(d))])
+        for database in sorted([*databases, *(d for d in held if self._made_by_attach(d))]):
+            self._backend.drop_database_if_empty(database)  # one another session put views in since is kept
         self.close()
 
     def _made_by_attach(self, database: str) -> bool:
@@ -555,13 +549,11 @@ class _Sql:
 
 
 def files_of(view: View) -> VersionFiles:
-    """The files of a view that reads a version table (``_Sql._table`` gave it one)."""
     assert view.files is not None
     return view.files
 
 
 def columns_of(view: View) -> str:
-    """The columns of the version table ``view`` reads."""
     columns = files_of(view).columns()
     assert columns is not None
     return columns
