@@ -333,14 +333,10 @@ class Ledger(Catalog):
             raise InvalidArgument(f"base is the number of the version a replace's removes (or an overwrite) were "
                                   f"chosen from, for mode='replace' or 'overwrite', not {base!r} with mode={mode!r}; "
                                   "nothing was recorded")
-        if mode != "replace":
-            number = _past_fences(lambda: self.runner.run(lambda now: CommitWrite(
-                write_id, pairs, mode, schema, merge_schema, merged_from, removed, base, partition_by=columns, now=now,
-                fence=fence)))
-            return self._version(self._write_view(write_id).table_id, number)
-        number = _past_fences(lambda: self._replace(
-            write_id, CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed, base,
-                                  partition_by=columns, fence=fence)))
+        wanted = CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed, base,
+                             partition_by=columns, fence=fence)
+        number = _past_fences(lambda: self._replace(write_id, wanted) if mode == "replace" else
+                              self.runner.run(lambda now: attrs.evolve(wanted, now=now)))
         return self._version(self._write_view(write_id).table_id, number)
 
     def _replace(self, write_id: str, wanted: CommitWrite) -> int:
@@ -447,14 +443,16 @@ class Ledger(Catalog):
     def renew_pins(self, pin_ids: Iterable[str]) -> list[PinView]:
         """Renew several pins in one append; one that ended is not renewed (its view says
         ``live=False``) and does not stop the others: the caller takes a new one in its place."""
-        wanted = list(dict.fromkeys(pin_ids))
-        self.runner.run(lambda now: PinBatch(tuple(RenewPin(p, now) for p in wanted)))
-        return [self._pin_view(p) for p in wanted]
+        return self._pin_batch(pin_ids, RenewPin)
 
     def release_pins(self, pin_ids: Iterable[str]) -> list[PinView]:
         """End several pins now, in one append (those that ended already are left as they are)."""
+        return self._pin_batch(pin_ids, ReleasePin)
+
+    def _pin_batch(self, pin_ids: Iterable[str],
+                   make: Callable[[str, Micros], RenewPin | ReleasePin]) -> list[PinView]:
         wanted = list(dict.fromkeys(pin_ids))
-        self.runner.run(lambda now: PinBatch(tuple(ReleasePin(p, now) for p in wanted)))
+        self.runner.run(lambda now: PinBatch(tuple(make(p, now) for p in wanted)))
         return [self._pin_view(p) for p in wanted]
 
     def watch(self, callback: Callable[[Change], None]) -> Callable[[], None]:

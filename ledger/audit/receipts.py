@@ -137,7 +137,8 @@ class DeletionProof:
 
     @classmethod
     def from_json(cls, text: str) -> DeletionProof:
-        return cls.from_dict(read_json(text, "a deletion proof (retention-ledger prove-deleted KEY --out FILE writes one)"))
+        return cls.from_dict(read_json(text, "a deletion proof (retention-ledger prove-deleted KEY --out FILE "
+                                             "writes one)"))
 
     @classmethod
     def from_dict(cls, data: Any) -> DeletionProof:
