@@ -183,9 +183,6 @@ class Ledger(Catalog):
         """The warehouse root: the one recorded at creation, or the latest recorded move."""
         return self._root(self.runner.held)
 
-    def _root(self, state: State) -> str:
-        return state.warehouse.root or self._recorded_root
-
     def _current(self) -> State:
         return self.runner.state
 

@@ -28,14 +28,16 @@ class Catalog(ABC):
     """Queries over ``_current()``, the state they answer from (subclasses say which)."""
 
     store: EventStore
+    _recorded_root: str
+    """The root recorded when the ledger was created: the warehouse until a move is recorded."""
 
     @abstractmethod
     def _current(self) -> State:
         """The folded state the queries answer from."""
 
-    @abstractmethod
     def _root(self, state: State) -> str:
         """The warehouse root that state's locations are under."""
+        return state.warehouse.root or self._recorded_root
 
     # --- tables ---------------------------------------------------------------------------
 
@@ -231,9 +233,6 @@ class AsOf(Catalog):
 
     def _current(self) -> State:
         return self._state
-
-    def _root(self, state: State) -> str:
-        return state.warehouse.root or self._recorded_root
 
     def __repr__(self) -> str:
         return f"<AsOf seq={self.seq} time={self.time.isoformat() if self.time else None}>"
