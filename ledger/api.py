@@ -26,9 +26,9 @@ from vacuum_work import Plan, new_run_id
 from vacuum_work.where import NotUnderRoot, Root, is_uri
 
 from .audit import (
-    copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
+    copy as copies, erasures as erasure_reader, export as exports, history as histories, outputs, proofs,
+    receipts as receipt_reader, verify as verifier,
 )
-from .audit import erasures as erasure_reader
 from .audit.erasures import ErasureProof, ErasureStatus
 from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
@@ -46,9 +46,8 @@ from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
 from .core.model import State
-from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
+from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, require_live
 from .core.vacuums import DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, StartVacuum
-from .core.tables import require_live
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
     RenewWrite, RestoreVersion, version_key,
