@@ -26,9 +26,9 @@ from vacuum_work import Plan, new_run_id
 from vacuum_work.where import NotUnderRoot, Root, is_uri
 
 from .audit import (
-    copy as copies, export as exports, history as histories, outputs, proofs, receipts as receipt_reader, verify as verifier,
+    copy as copies, erasures as erasure_reader, export as exports, history as histories, outputs, proofs,
+    receipts as receipt_reader, verify as verifier,
 )
-from .audit import erasures as erasure_reader
 from .audit.erasures import ErasureProof, ErasureStatus
 from .audit.receipts import DeletionProof, DeletionProofs, Receipt
 from .audit.copy import CopyReport
@@ -46,9 +46,8 @@ from .core.guard import AdvanceWatermark, SetRetention
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
 from .core.model import State
-from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable
+from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, require_live
 from .core.vacuums import DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, StartVacuum
-from .core.tables import require_live
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
     RenewWrite, RestoreVersion, version_key,
@@ -182,9 +181,6 @@ class Ledger(Catalog):
     def warehouse(self) -> str:
         """The warehouse root: the one recorded at creation, or the latest recorded move."""
         return self._root(self.runner.held)
-
-    def _root(self, state: State) -> str:
-        return state.warehouse.root or self._recorded_root
 
     def _current(self) -> State:
         return self.runner.state
@@ -333,14 +329,10 @@ class Ledger(Catalog):
             raise InvalidArgument(f"base is the number of the version a replace's removes (or an overwrite) were "
                                   f"chosen from, for mode='replace' or 'overwrite', not {base!r} with mode={mode!r}; "
                                   "nothing was recorded")
-        if mode != "replace":
-            number = _past_fences(lambda: self.runner.run(lambda now: CommitWrite(
-                write_id, pairs, mode, schema, merge_schema, merged_from, removed, base, partition_by=columns, now=now,
-                fence=fence)))
-            return self._version(self._write_view(write_id).table_id, number)
-        number = _past_fences(lambda: self._replace(
-            write_id, CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed, base,
-                                  partition_by=columns, fence=fence)))
+        wanted = CommitWrite(write_id, pairs, mode, schema, merge_schema, merged_from, removed, base,
+                             partition_by=columns, fence=fence)
+        number = _past_fences(lambda: self._replace(write_id, wanted) if mode == "replace" else
+                              self.runner.run(lambda now: attrs.evolve(wanted, now=now)))
         return self._version(self._write_view(write_id).table_id, number)
 
     def _replace(self, write_id: str, wanted: CommitWrite) -> int:
@@ -447,14 +439,16 @@ class Ledger(Catalog):
     def renew_pins(self, pin_ids: Iterable[str]) -> list[PinView]:
         """Renew several pins in one append; one that ended is not renewed (its view says
         ``live=False``) and does not stop the others: the caller takes a new one in its place."""
-        wanted = list(dict.fromkeys(pin_ids))
-        self.runner.run(lambda now: PinBatch(tuple(RenewPin(p, now) for p in wanted)))
-        return [self._pin_view(p) for p in wanted]
+        return self._pin_batch(pin_ids, RenewPin)
 
     def release_pins(self, pin_ids: Iterable[str]) -> list[PinView]:
         """End several pins now, in one append (those that ended already are left as they are)."""
+        return self._pin_batch(pin_ids, ReleasePin)
+
+    def _pin_batch(self, pin_ids: Iterable[str],
+                   make: Callable[[str, Micros], RenewPin | ReleasePin]) -> list[PinView]:
         wanted = list(dict.fromkeys(pin_ids))
-        self.runner.run(lambda now: PinBatch(tuple(ReleasePin(p, now) for p in wanted)))
+        self.runner.run(lambda now: PinBatch(tuple(make(p, now) for p in wanted)))
         return [self._pin_view(p) for p in wanted]
 
     def watch(self, callback: Callable[[Change], None]) -> Callable[[], None]:

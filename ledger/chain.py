@@ -165,10 +165,6 @@ def _split(n: int) -> int:
     return k
 
 
-def _subtree(leaves: Sequence[bytes], start: int, end: int) -> bytes:
-    return root_of_leaves(leaves[start:end])
-
-
 def inclusion_proof(index: int, entries: Sequence[bytes], *, leaves: Sequence[bytes] | None = None) -> list[bytes]:
     """RFC 6962 PATH(m, D[n]): the audit path of entry ``index`` (0-based) in the tree of ``entries``
     (``leaves``: their leaf hashes, if the caller has them already)."""
@@ -180,10 +176,10 @@ def inclusion_proof(index: int, entries: Sequence[bytes], *, leaves: Sequence[by
     while end - start > 1:
         k = _split(end - start)
         if index - start < k:
-            proof.append(_subtree(leaves, start + k, end))
+            proof.append(root_of_leaves(leaves[start + k:end]))
             end = start + k
         else:
-            proof.append(_subtree(leaves, start, start + k))
+            proof.append(root_of_leaves(leaves[start:start + k]))
             start = start + k
     return list(reversed(proof))
 
@@ -224,15 +220,15 @@ def consistency_proof(old_size: int, entries: Sequence[bytes], *,
         size = end - start
         if m == size:
             if not whole:
-                proof.append(_subtree(leaves, start, end))
+                proof.append(root_of_leaves(leaves[start:end]))
             return
         k = _split(size)
         if m <= k:
             subproof(m, start, start + k, whole)
-            proof.append(_subtree(leaves, start + k, end))
+            proof.append(root_of_leaves(leaves[start + k:end]))
         else:
             subproof(m - k, start + k, end, False)
-            proof.append(_subtree(leaves, start, start + k))
+            proof.append(root_of_leaves(leaves[start:start + k]))
 
     subproof(old_size, 0, n, True)
     return proof

@@ -22,7 +22,7 @@ from .clock import Micros, format_duration, from_micros, iso, iso_utc
 from .core.events import Recorded, type_of
 from .core.model import State
 from .core.pins import PinRecord
-from .core.tables import Instance
+from .core.tables import Instance, name_of
 from .core.versions import Version, Write
 from .errors import InvalidArgument
 
@@ -153,9 +153,8 @@ class TableVersion:
 
     @classmethod
     def of(cls, state: State, v: Version, load: Callable[[Version], tuple[FileEntry, ...]]) -> TableVersion:
-        inst = state.tables.instance(v.table_id)
         return cls(
-            table=inst.name if inst else v.table_id, table_id=v.table_id, number=v.number,
+            table=name_of(state, v.table_id), table_id=v.table_id, number=v.number,
             committed_at=from_micros(v.committed_at), mode=v.mode, file_count=v.files, bytes=v.bytes,
             expired=state.data.is_expired(v), current=state.data.heads.get(v.table_id) == v.number,
             write_id=v.write_id, restored_from=v.base if v.mode == "restore" else None,

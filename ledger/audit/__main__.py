@@ -28,25 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ledger.audit",
                                      description="Check a ledger export against a checkpoint, offline.")
     commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("verify", help="Check an export (JSON lines or Parquet) against a checkpoint.")
-    check.add_argument("export", help="the export file (retention-ledger export)")
-    check.add_argument("checkpoint", help="the checkpoint file (JSON)")
-    check.add_argument("--public-key", default=None,
-                       help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    check = _checked(commands.add_parser("verify", help="Check an export (JSON lines or Parquet) against a "
+                                                        "checkpoint."), "the checkpoint file (JSON)")
     deleted = commands.add_parser("prove-deleted", help="Check a deletion proof against an export and a checkpoint.")
     deleted.add_argument("proof", help="the proof file (retention-ledger prove-deleted KEY --out FILE), or a bundle "
                                        "(prove-deleted --keys-from KEYS --out FILE)")
-    deleted.add_argument("export", help="the export file (retention-ledger export)")
-    deleted.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the receipt")
-    deleted.add_argument("--public-key", default=None,
-                         help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    _checked(deleted, "the checkpoint file (JSON), taken after the receipt")
     erased = commands.add_parser("prove-erasure", help="Check an erasure request's bundle against an export and a "
                                                         "checkpoint: the request recorded, every file of it deleted.")
     erased.add_argument("bundle", help="the bundle (Ledger.prove_erasure(ID).write(FILE))")
-    erased.add_argument("export", help="the export file (retention-ledger export)")
-    erased.add_argument("checkpoint", help="the checkpoint file (JSON), taken after the last deletion")
-    erased.add_argument("--public-key", default=None,
-                        help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    _checked(erased, "the checkpoint file (JSON), taken after the last deletion")
     erased.add_argument("--keys", default=None, metavar="STATEMENT",
                         help="the request's statement (retention-ledger erasure ID --statement FILE, kept while the "
                              "request was open): checked against the commitment the log records, and said")
@@ -79,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ok: {report.events} events, chain intact; checkpoint #{cp.seq} ({iso_utc(cp.time)}) matches: "
           f"head {cp.head[:16]}..., root {cp.root[:16]}...; {_signed(report.signature_checked, cp)}")
     return 0
+
+
+def _checked(command: argparse.ArgumentParser, checkpoint: str) -> argparse.ArgumentParser:
+    """A command's export, checkpoint and signer's key: what each checks against."""
+    command.add_argument("export", help="the export file (retention-ledger export)")
+    command.add_argument("checkpoint", help=checkpoint)
+    command.add_argument("--public-key", default=None,
+                         help="the signer's Ed25519 public key (PEM): the checkpoint's signature must verify")
+    return command
 
 
 def _deleted(proofs: tuple[DeletionProof, ...]) -> str:

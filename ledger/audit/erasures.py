@@ -40,7 +40,7 @@ from . import outputs
 from .checkpoints import InclusionProof
 from .receipts import (
     AbsenceProof, DeletionProof, DeletionProofs, NotDeletedKey, answer_from, check_absence_against, check_against,
-    read_time, settle_many, well_typed,
+    read_json, read_text, read_time, settle_many, well_typed,
 )
 
 BUNDLE_KIND = "retention-ledger erasure proof"
@@ -80,9 +80,8 @@ class ErasureFile:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "size": self.size, "deleted": self.deleted, "found_absent": self.found_absent,
-                "run_id": self.run_id, "deleted_at": None if self.deleted_at is None else iso_utc(self.deleted_at),
-                "found_absent_at": None if self.found_absent_at is None else iso_utc(self.found_absent_at),
-                "why": self.why, "until": None if self.until is None else iso_utc(self.until)}
+                "run_id": self.run_id, "deleted_at": iso_utc(self.deleted_at),
+                "found_absent_at": iso_utc(self.found_absent_at), "why": self.why, "until": iso_utc(self.until)}
 
 
 @attrs.frozen
@@ -343,11 +342,7 @@ class ErasureProof:
         missing or of the wrong type); ``LedgerCorrupt`` for one whose fields disagree with each other
         (a field no bundle has, ``requested_at`` not its request's time): those are edits, and
         ``check`` binds the rest to the log."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InvalidArgument(f"not an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one): {exc}") \
-                from None
+        data = read_json(text, "an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one)")
         if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
             raise InvalidArgument("not an erasure proof (Ledger.prove_erasure(...).write(FILE) writes one)")
         if set(data) != _FIELDS:
@@ -374,11 +369,7 @@ class ErasureProof:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ErasureProof:
-        try:
-            with open(path, encoding="utf-8") as source:
-                return cls.from_json(source.read())
-        except OSError as exc:
-            raise InvalidArgument(f"cannot read the erasure proof {os.fspath(path)}: {exc.strerror or exc}") from None
+        return cls.from_json(read_text(path, "erasure proof"))
 
 
 def _recorded(r: Request) -> dict[str, Any]:

@@ -20,9 +20,8 @@ from ..core.events import Row
 from ..core.erasures import commitment, read_statement
 from ..core.model import State, fold_rows
 from ..errors import CheckpointInvalid, InvalidArgument, LedgerCorrupt, NotDeleted
-from . import export
+from . import erasures, export
 from .checkpoints import Checkpoint, KeyLike, blame_edited_seq
-from . import erasures
 from .erasures import ErasureProof
 from .receipts import DeletionProof, DeletionProofs, check_against
 from .verify import confirm_redactions

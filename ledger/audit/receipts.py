@@ -33,7 +33,7 @@ import os
 import types
 import typing
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Protocol, TypeVar, Union
+from typing import Any, Callable, Iterable, Iterator, TypeVar, Union
 
 import attrs
 from attrs import AttrsInstance
@@ -137,7 +137,8 @@ class DeletionProof:
 
     @classmethod
     def from_json(cls, text: str) -> DeletionProof:
-        return cls.from_dict(_json(text, "a deletion proof (retention-ledger prove-deleted KEY --out FILE writes one)"))
+        return cls.from_dict(read_json(text, "a deletion proof (retention-ledger prove-deleted KEY --out FILE "
+                                             "writes one)"))
 
     @classmethod
     def from_dict(cls, data: Any) -> DeletionProof:
@@ -153,7 +154,7 @@ class DeletionProof:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> DeletionProof:
-        return cls.from_json(_read_text(path, "deletion proof"))
+        return cls.from_json(read_text(path, "deletion proof"))
 
 
 def _leaf_holds(proof: _Stated) -> bool:
@@ -300,7 +301,7 @@ class DeletionProofs:
     @classmethod
     def from_json(cls, text: str) -> DeletionProofs:
         """A bundle, or a single proof (``prove-deleted KEY --out``) as a bundle of one."""
-        data = _json(text, "a deletion proof or a bundle of them (retention-ledger prove-deleted --out FILE "
+        data = read_json(text, "a deletion proof or a bundle of them (retention-ledger prove-deleted --out FILE "
                            "writes one)")
         if not isinstance(data, dict) or data.get("kind") != BUNDLE_KIND:
             return cls((DeletionProof.from_dict(data),))
@@ -320,7 +321,7 @@ class DeletionProofs:
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> DeletionProofs:
         """A bundle, or a single proof as a bundle of one."""
-        return cls.from_json(_read_text(path, "deletion proofs"))
+        return cls.from_json(read_text(path, "deletion proofs"))
 
 
 def answer_from(data: Any) -> Answer:
@@ -333,7 +334,7 @@ def answer_from(data: Any) -> Answer:
     return DeletionProof.from_dict(data)
 
 
-def _read_text(path: str | os.PathLike[str], what: str) -> str:
+def read_text(path: str | os.PathLike[str], what: str) -> str:
     try:
         with open(path, encoding="utf-8") as source:
             return source.read()
@@ -341,7 +342,7 @@ def _read_text(path: str | os.PathLike[str], what: str) -> str:
         raise InvalidArgument(f"cannot read the {what} {os.fspath(path)}: {exc.strerror or exc}") from None
 
 
-def _json(text: str, what: str) -> Any:
+def read_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -362,11 +363,6 @@ def receipt(state: State, run_id: str) -> Receipt:
                        absent)
     return Receipt(run_id, from_micros(closed.time), closed.files, closed.bytes, closed.root, views, closed.seq,
                    absent)
-
-
-def leaves_of(store: EventStore, part: PartInfo) -> list[tuple[str, int]]:
-    """A part's leaves as stored, checked against the digest and the root its event carries."""
-    return read_part(store, part)[0]
 
 
 def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]], list[list[bytes]]]:
@@ -418,9 +414,9 @@ def check_receipts(store: EventStore, state: State) -> int:
     each receipt's root against its parts). Returns how many objects the receipts hold."""
     total = 0
     for part in state.receipts.parts.values():
-        total += len(leaves_of(store, part))
+        total += len(read_part(store, part)[0])
     for part in state.receipts.absent.values():  # not deletions, not counted; edited all the same if changed
-        leaves_of(store, part)
+        read_part(store, part)
     return total
 
 
@@ -592,27 +588,9 @@ def check_absence_against(proof: AbsenceProof, state: State, upto: int) -> None:
                             "it, so that it covers it")
 
 
-class _Stated(Protocol):
-    """What a proof (of a deletion, or of an object found absent) says of its leaf and of the part
-    that holds it."""
-    @property
-    def key(self) -> str: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def leaf_index(self) -> int: ...
-    @property
-    def leaf_path(self) -> tuple[str, ...]: ...
-    @property
-    def part_first(self) -> str: ...
-    @property
-    def part_last(self) -> str: ...
-    @property
-    def part_count(self) -> int: ...
-    @property
-    def part_bytes(self) -> int: ...
-    @property
-    def part_root(self) -> str: ...
+_Stated = Union[DeletionProof, AbsenceProof]
+"""A proof (of a deletion, or of an object found absent): what it says of its leaf and of the part
+that holds it."""
 
 
 def check_part(said: str, proof: _Stated, part: PartInfo | None, run_id: str) -> None:

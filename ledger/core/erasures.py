@@ -60,7 +60,7 @@ from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .pins import overridden
 from .streams import CATALOG_STREAM, catalog_stream, catalog_streams, data_stream
-from .tables import require_live
+from .tables import name_of, require_live
 from .versions import MAX_BYTES, is_plain_id, manifest, version_key
 
 if TYPE_CHECKING:
@@ -467,7 +467,7 @@ def _request(state: State, cmd: RequestErasure) -> Decision:
                 raise InvalidArgument(f"{key} is said to be held by version {held}, which is no kept version of "
                                       f"{', '.join(names)}; nothing was recorded")
             if table_id in live_ids and v.number == heads[table_id]:
-                raise InvalidArgument(f"{key} is a file of {_name(state, table_id)}'s current version {v.number}: "
+                raise InvalidArgument(f"{key} is a file of {name_of(state, table_id)}'s current version {v.number}: "
                                       "commit a version without it first (a replace, as spark_ops.erase does), then "
                                       "record the request; nothing was recorded")
             erased.add(held)
@@ -490,11 +490,6 @@ def _request(state: State, cmd: RequestErasure) -> Decision:
     reads = frozenset({*catalog_streams(*databases), *(data_stream(i) for i, _ in instances)})
     ended = overridden(state, frozenset(erased), cmd.request_id, cmd.now)  # R25 wins over R21
     return Decision(((stream, requested), *ended), reads, cmd.request_id, ((digest, data),))
-
-
-def _name(state: State, table_id: str) -> str:
-    inst = state.tables.instance(table_id)
-    return inst.name if inst is not None else table_id
 
 
 def redaction(payload: str) -> str:

@@ -45,7 +45,7 @@ from ..names import table_id as valid_table_id, table_name
 from .concern import Concern, Decision, corrupt, mapping
 from .events import event
 from .streams import data_stream
-from .tables import Instance, check_not_erased, guard_streams, require_live
+from .tables import Instance, check_not_erased, guard_streams, name_of, require_live
 from .versions import choose, version_key
 
 if TYPE_CHECKING:
@@ -261,12 +261,12 @@ def erased_under(state: State, pin: PinRecord) -> str | None:
     or None. Asked of every renewal: a pin taken before requests ended pins (0.7) is caught here."""
     if pin.version is None:
         return None
-    inst = state.tables.instance(pin.table_id)
-    erased = state.erasures.version_refusal(inst.name if inst else pin.table_id, pin.table_id, pin.version)
+    name = name_of(state, pin.table_id)
+    erased = state.erasures.version_refusal(name, pin.table_id, pin.version)
     if erased is None:
         return None
     return (f"cannot renew pin {pin.id}: erasure request {erased[1]} erased the version it holds ({pin.version} of "
-            f"{inst.name if inst else pin.table_id}), and an erasure beats a reader's pin (R25 over R21): it holds "
+            f"{name}), and an erasure beats a reader's pin (R25 over R21): it holds "
             "nothing since; read the current version, with a new pin")
 
 

@@ -144,11 +144,6 @@ class Receipts:
         """The parts of objects a run found already gone, in the order recorded."""
         return sorted((p for p in self.absent.values() if p.run_id == run_id), key=lambda p: p.seq)
 
-    def covering(self, key: str) -> list[PartInfo]:
-        """The parts whose key range holds ``key``, newest first (one of them may hold it)."""
-        found = (p for p in self.parts.values() if p.first <= key <= p.last)
-        return sorted(found, key=lambda p: p.seq, reverse=True)
-
 
 def receipt_root(parts: list[PartInfo]) -> str:
     return merkle_root([p.entry() for p in parts]).hex()

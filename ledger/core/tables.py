@@ -297,6 +297,12 @@ def require_live(state: State, name: str, doing: str | None = None) -> Instance:
     return inst
 
 
+def name_of(state: State, table_id: str) -> str:
+    """An instance's name, for a message (its id if the state holds no such instance)."""
+    inst = state.tables.instance(table_id)
+    return inst.name if inst is not None else table_id
+
+
 def _require_unbound(state: State, name: str, doing: str) -> None:
     live = state.tables.live(name)
     if live is not None:

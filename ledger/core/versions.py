@@ -49,7 +49,7 @@ from ..errors import (
 from .concern import Concern, Decision, corrupt, mapping
 from .events import UPCASTERS, as_ids, event
 from .streams import WAREHOUSE_STREAM, catalog_streams, data_stream
-from .tables import Instance, require_live
+from .tables import Instance, name_of, require_live
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -80,8 +80,6 @@ def is_plain_id(write_id: object) -> bool:
     """A write id usable as one folder name: no separator, no ``.``/``..``, nothing hidden."""
     return isinstance(write_id, str) and bool(write_id) and "/" not in write_id and "\\" not in write_id \
         and "\x00" not in write_id and not write_id.startswith((".", "_"))
-
-
 
 
 def manifest(files: Iterable[tuple[str, int]]) -> tuple[str, bytes]:
@@ -624,7 +622,7 @@ def _write(state: State, write_id: object) -> Write:
 
 def check_open(state: State, w: Write, doing: str) -> None:
     """Refuse to act on a write that has ended, saying what ended it and what to do (R14)."""
-    name = _name(state, w.table_id)
+    name = name_of(state, w.table_id)
     if w.status == "swept":
         why = f"it had been aborted at {iso(w.aborted_at)}" if w.aborted_at is not None \
             else f"its lease ran out at {iso(w.expires_at)}"
@@ -636,11 +634,6 @@ def check_open(state: State, w: Write, doing: str) -> None:
     if w.status == "committed":
         raise WriteClosed(f"cannot {doing} write {w.id} to {name}: it was committed as version {w.version} at "
                           f"{iso(w.ended_at)}; a committed write's folder is never written again: begin a new write")
-
-
-def _name(state: State, table_id: str) -> str:
-    inst = state.tables.instance(table_id)
-    return inst.name if inst is not None else table_id
 
 
 def _check_lease(seconds: object) -> int:
@@ -732,7 +725,7 @@ def check_not_moved(state: State, w: Write, doing: str) -> None:
     looks: it is never committed (R10). Its job must write again, under the new root."""
     moved = state.warehouse.moved_at
     if moved is not None and w.began_at < moved:
-        raise WriteExpired(f"cannot {doing} write {w.id} to {_name(state, w.table_id)}: the warehouse moved to "
+        raise WriteExpired(f"cannot {doing} write {w.id} to {name_of(state, w.table_id)}: the warehouse moved to "
                            f"{state.warehouse.root} at {iso(moved)}, after the write began, so its files are under "
                            "the old root; the job must write again")
 
@@ -745,7 +738,7 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
         raise InvalidArgument(f"write mode must be one of {', '.join(WRITE_MODES)}, not {cmd.mode!r}")
     inst = state.tables.instance(w.table_id)
     if inst is None or not inst.is_live:
-        raise TableNotFound(f"cannot commit write {w.id}: its table {_name(state, w.table_id)} is no longer live "
+        raise TableNotFound(f"cannot commit write {w.id}: its table {name_of(state, w.table_id)} is no longer live "
                             "(dropped since the write began); undrop it and write again")
     check_unfenced(state, inst, cmd.now, cmd.fence)
     what = f"commit of write {w.id}"
@@ -758,7 +751,7 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
     attachments = [(digest, data)]
     removes, removed_files, removed_bytes = None, 0, 0
     if cmd.mode == "replace":
-        removed = _removed(state, current, cmd, files, f"{what} (replace) to {_name(state, w.table_id)}")
+        removed = _removed(state, current, cmd, files, f"{what} (replace) to {name_of(state, w.table_id)}")
         removes, removes_data = manifest(removed)
         removed_files, removed_bytes = len(removed), sum(s for _, s in removed)
         assert current is not None  # _removed refused a table without a version
@@ -775,8 +768,8 @@ def _commit(state: State, cmd: CommitWrite) -> Decision:
                        f"{0 if current is None else current.number} is current now; decide again on it",
                        stream=data_stream(w.table_id))
     number = state.data.heads.get(w.table_id, 0) + 1
-    schema = _check_schema(state, current, cmd, f"{_name(state, w.table_id)} (write {w.id})")
-    partition_by = _partitioning(current, cmd, bool(files), f"{what} to {_name(state, w.table_id)}")
+    schema = _check_schema(state, current, cmd, f"{name_of(state, w.table_id)} (write {w.id})")
+    partition_by = _partitioning(current, cmd, bool(files), f"{what} to {name_of(state, w.table_id)}")
     committed = VersionCommitted(w.table_id, number, cmd.mode, w.id, digest, len(files), size, schema, removes,
                                  removed_files, removed_bytes, partition_by)
     stream = data_stream(w.table_id)

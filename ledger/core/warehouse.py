@@ -19,6 +19,7 @@ from ..errors import InvalidArgument, WarehouseMismatch
 from .concern import Concern, Decision, Json, mapping
 from .events import event
 from .streams import VACUUM_STREAM, WAREHOUSE_STREAM
+from .tables import name_of
 
 if TYPE_CHECKING:
     from .fold import Builder
@@ -70,7 +71,7 @@ def _move(state: State, cmd: MoveWarehouse) -> Decision:
                               "their plans name the old locations; let them finish (run vacuum again) first")
     writing = state.data.open_writes()
     if writing:
-        listed = ", ".join(f"{w.id} ({_name(state, w.table_id)})" for w in writing[:5])
+        listed = ", ".join(f"{w.id} ({name_of(state, w.table_id)})" for w in writing[:5])
         more = f" and {len(writing) - 5} more" if len(writing) > 5 else ""
         raise InvalidArgument(f"cannot move the warehouse while {len(writing)} write(s) are open: {listed}{more}; "
                               "their jobs write under the old root. Let them commit or abort them "
@@ -84,11 +85,6 @@ def _on_moved(b: Builder, e: WarehouseMoved, seq: int, time: int) -> None:
         raise TypeError(f"warehouse root {e.to_root!r}")
     b.warehouse.moves["root"] = e.to_root
     b.warehouse.moves["moved_at"] = time
-
-
-def _name(state: State, table_id: str) -> str:
-    inst = state.tables.instance(table_id)
-    return inst.name if inst is not None else table_id
 
 
 CONCERN = Concern(initial=Warehouse(), evolve={WarehouseMoved: _on_moved}, decide={MoveWarehouse: _move})
