@@ -479,19 +479,14 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
         reads |= guard_streams(state, state.tables.instances[item.table_id])
     purged = len(events)
     for kind, record, pending in ((EXPIRE, folders_deleted, _not_deleted), (SWEEP, folders_deleted, _not_deleted),
-                                  (STRAGGLERS, stragglers_deleted, _not_cleaned)):
+                                  (STRAGGLERS, stragglers_deleted, _not_cleaned),
+                                  (TRIM, removals_deleted, _not_trimmed)):
         for table_id, group in _by_table(done[kind]).items():
-            writes = tuple(w for item, _ in group for w in _write_ids(item) if pending(state, w))
-            if writes:  # a run that took this one over may have recorded them first
-                events.append(record(state, table_id, cmd.run_id, writes, sum(r.files for _, r in group),
+            ids = tuple(i for item, _ in group for i in item.recorded() if pending(state, table_id, i))
+            if ids:  # a run that took this one over may have recorded them first
+                events.append(record(state, table_id, cmd.run_id, ids, sum(r.files for _, r in group),
                                      sum(r.bytes for _, r in group)))
                 reads.add(data_stream(table_id))
-    for table_id, group in _by_table(done[TRIM]).items():
-        trimmed = tuple(item.version for item, _ in group if isinstance(item, Trim) and _not_trimmed(state, item))
-        if trimmed:  # a run that took this one over may have recorded them first
-            events.append(removals_deleted(state, table_id, cmd.run_id, trimmed, sum(r.files for _, r in group),
-                                           sum(r.bytes for _, r in group)))
-            reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append(close_receipt(state, cmd.run_id))
     reads.add(receipt_stream(cmd.run_id))
@@ -531,7 +526,14 @@ def _done(run: OpenRun, results: object) -> dict[str, Done]:
         if item.kind not in by_kind:
             raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
                                   "nothing of it to record")
-        for claim in _claims(run, item):
+        # Its watermarks and marks, recorded at its start, cover exactly the tables, write folders
+        # and replaces its start names: anything else is not its to record.
+        started = {PURGE: run.table_ids, TRIM: run.trims}.get(item.kind, run.write_folders)
+        unplanned = next((planned for key, planned, _ in item.claims() if key not in started), None)
+        if unplanned is not None:
+            raise InvalidArgument(f"vacuum {run_id} did not plan {unplanned}: a run records only what it set out to "
+                                  "do, as its start recorded it; nothing was recorded")
+        for _, _, claim in item.claims():
             if claim in named:
                 raise InvalidArgument(f"vacuum {run_id}: two results name {claim}: one result an item (or a part) "
                                       "of the plan, the shares of one purge added up first; nothing was recorded")
@@ -541,33 +543,6 @@ def _done(run: OpenRun, results: object) -> dict[str, Done]:
     return by_kind
 
 
-def _claims(run: OpenRun, item: Work) -> list[str]:
-    """What a result of ``item`` records, each named as a message names it: the purge of its table,
-    the straggler scan of its write's folder, or the deletion of each of its folders. Refused if
-    the run did not set out to do it: its watermarks and marks, recorded at its start, cover
-    exactly the tables and write folders its start names; anything else is not its to record."""
-    after = "a run records only what it set out to do, as its start recorded it; nothing was recorded"
-    if isinstance(item, Purge):
-        if item.table_id not in run.table_ids:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
-        return [f"the purge of table id {item.table_id}"]
-    if isinstance(item, StragglerScan):
-        if item.folder.write_id not in run.write_folders:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
-                                  f"{item.folder.write_id}: {after}")
-        return [f"the straggler scan of write {item.folder.write_id}"]
-    if isinstance(item, Trim):
-        if version_key(item.table_id, item.version) not in run.trims:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete the files version {item.version} of "
-                                  f"table id {item.table_id} removed: {after}")
-        return [f"the files version {item.version} of table id {item.table_id} removed"]
-    for write_id in _write_ids(item):
-        if write_id not in run.write_folders:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
-                                  f"{'an expiry' if item.kind == EXPIRE else 'a sweep'}'s result names it): {after}")
-    return [f"write folder {write_id}" for write_id in _write_ids(item)]
-
-
 def _by_table(done: Done) -> dict[str, Done]:
     grouped: dict[str, Done] = defaultdict(list)
     for item, result in done:
@@ -575,23 +550,17 @@ def _by_table(done: Done) -> dict[str, Done]:
     return dict(sorted(grouped.items()))
 
 
-def _write_ids(item: Work) -> tuple[str, ...]:
-    if isinstance(item, StragglerScan):
-        return (item.folder.write_id,)
-    return tuple(f.write_id for f in item.folders) if isinstance(item, (Expiry, Sweep)) else ()
-
-
-def _not_deleted(state: State, write_id: str) -> bool:
+def _not_deleted(state: State, table_id: str, write_id: str) -> bool:
     w = state.data.writes.get(write_id)
     return w is None or w.deleted_at is None  # an unknown write is refused by the record, by name
 
 
-def _not_trimmed(state: State, item: Trim) -> bool:
-    v = state.data.versions.get(version_key(item.table_id, item.version))
+def _not_trimmed(state: State, table_id: str, number: int) -> bool:
+    v = state.data.versions.get(version_key(table_id, number))
     return v is None or v.trimmed_at is None  # an unknown version is refused by the record, by number
 
 
-def _not_cleaned(state: State, write_id: str) -> bool:
+def _not_cleaned(state: State, table_id: str, write_id: str) -> bool:
     w = state.data.writes.get(write_id)
     return w is None or w.cleaned_at is None
 
