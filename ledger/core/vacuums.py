@@ -235,26 +235,24 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
               () if i.id in resumed_ids else state.data.known_manifests(i.id))
         for i in chosen)
     waiting.sort(key=lambda w: (w.due_at, w.table_id))
-    chosen_ids = {i.id for i in chosen}
+    stopped_runs = [run for run in state.vacuums.unfinished() if not run.is_live(cmd.now)]
     held_folders = {w for run in busy_runs for w in run.write_folders}
-    stopped_folders = {w for run in state.vacuums.unfinished() if not run.is_live(cmd.now)
-                       for w in run.write_folders}
-    written = _versioned(state, database, chosen_ids)
+    stopped_folders = {w for run in stopped_runs for w in run.write_folders}
+    written = _versioned(state, database, {i.id for i in chosen})
     versioned = [] if cmd.only_uncommitted else [i for i in written if i.id in state.data.heads]
     expiries = tuple(e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned) for i in versioned)
                      if e is not None)
     marked = {e.table_id: e.mark for e in expiries if e.mark is not None}
     held_trims = {t for run in busy_runs for t in run.trims}
-    stopped_trims = {t for run in state.vacuums.unfinished() if not run.is_live(cmd.now) for t in run.trims}
+    stopped_trims = {t for run in stopped_runs for t in run.trims}
     trims = tuple(t for i in versioned
                   for t in _trims(state, i, marked.get(i.id, state.data.mark(i.id)), held_trims, stopped_trims))
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
-    going = {f.write_id for e in expiries for f in e.folders}
+    going = {w for e in expiries for w in e.recorded()}
     sweeps, stragglers = _uncommitted(state, written, cmd, held_folders | going) if cmd.uncommitted else ((), ())
-    planned_folders = going | {f.write_id for sw in sweeps for f in sw.folders} | \
-        {sc.folder.write_id for sc in stragglers}
+    planned_folders = set(_write_folders(expiries, sweeps, stragglers))
     planned_trims = {version_key(t.table_id, t.version) for t in trims}
-    resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
+    resumes = tuple(sorted(run.run_id for run in stopped_runs if (
         resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
         or planned_trims.intersection(run.trims) or not _work_left(state, run))))
     return Plan(
@@ -290,6 +288,10 @@ def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
                 scans.append(StragglerScan(inst.id, inst.name, inst.path, Folder(w.id, w.folder, version.manifest),
                                            cutoff))
     return tuple(sweeps), tuple(scans)
+
+
+def _write_folders(*kinds: tuple[Expiry, ...] | tuple[Sweep, ...] | tuple[StragglerScan, ...]) -> tuple[str, ...]:
+    return tuple(w for items in kinds for item in items for w in item.recorded())
 
 
 def _work_left(state: State, run: OpenRun) -> bool:
@@ -419,23 +421,17 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         cmd.run_id, tuple(p.table_id for p in plan.purges), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
         plan.lease_until, {e.table_id: e.mark for e in plan.expiries if e.mark is not None},
-        tuple(f.write_id for e in plan.expiries for f in e.folders) + tuple(f.write_id for sw in plan.sweeps
-                                                                            for f in sw.folders)
-        + tuple(sc.folder.write_id for sc in plan.stragglers),
+        _write_folders(plan.expiries, plan.sweeps, plan.stragglers),
         tuple(version_key(t.table_id, t.version) for t in plan.trims))))
     reads = {VACUUM_STREAM}
     # A commit or renewal racing the sweep lands first or is refused (R4, R15).
     reads |= {data_stream(item.table_id) for item in (*plan.sweeps, *plan.stragglers)}
-    for table_id in sorted({e.table_id for e in plan.expiries} | {t.table_id for t in plan.trims}):
-        inst = state.tables.instances[table_id]
-        # A commit, restore or mark of the table since the plan was made must stop it (R4).
-        reads |= {data_stream(inst.id)} | catalog_streams(inst.database)
-        reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
-    for planned in plan.purges:
-        inst = state.tables.instances[planned.table_id]
-        reads |= guard_streams(state, inst) | {data_stream(inst.id)}  # a pin taken meanwhile stops it (R21)
-        # Its retention decided that it is due: a longer one set meanwhile must stop the plan.
-        reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
+    for item in (*plan.expiries, *plan.trims, *plan.purges):
+        inst = state.tables.instances[item.table_id]
+        # A commit, restore, mark or pin of the table since the plan was made must stop it (R4,
+        # R21); so must a longer retention than the one that decided it was due.
+        reads |= {data_stream(inst.id)} | {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
+        reads |= guard_streams(state, inst) if isinstance(item, Purge) else catalog_streams(inst.database)
     reads |= {watermark_stream(scope) for scope, _ in plan.watermarks}
     return Decision(tuple(events), frozenset(reads), plan)
 
