@@ -15,7 +15,8 @@ deleting nothing):
    has its section), answering ``busy``/``split``/``deletes``/``on_driver`` and, for the report,
    ``section``/``facts``/``record``/``shown``/``said``/``tally``; and one field of ``Plan``
    (``vacuum_work/plan.py``) holding its items, marked ``WORK``;
-2. its runner in ``spark_ops/executor``, its own module: a function decorated ``@runs(Scrub)``;
+2. its runner in ``spark_ops/executor``, its own module: a function decorated ``@runs(Scrub)``
+   (and ``@each`` if it takes one item at a time);
    then one import line in ``runners.py``, which imports every runner so that each registers;
 3. what the ledger plans and records of it (``ledger.core``): the plan's items, and what its
    results record at a run's end.
@@ -29,7 +30,7 @@ Standard library only (R19).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from vacuum_work import Item, Result
@@ -63,6 +64,11 @@ def runs(*kinds: type[Item]) -> Callable[[R], R]:
             RUNNERS[kind.kind] = runner
         return runner
     return register
+
+
+def each(one: Callable[[Task, Any], Result]) -> Runner:
+    """The runner of a kind whose items are carried out one at a time, each result naming its item."""
+    return lambda task, items: (replace(one(task, item), item=item) for item in items)
 
 
 def run(task: Task, items: Iterable[Item]) -> Iterator[Result]:

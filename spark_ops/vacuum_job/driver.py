@@ -360,5 +360,5 @@ def _share_out(jobs: Jobs, cores: int, job: tasks.Job, shares: dict[Purge, int])
     purges what is left (files at the top, emptied folders, any late file) and removes the
     location."""
     work = [tasks.Share(item, j, k) for item, k in sorted(shares.items(), key=lambda pair: pair[0].key) for j in range(k)]
-    done = tasks.per_table(jobs.run(functools.partial(tasks.share_out, job), work, len(work)))
-    return jobs.run(functools.partial(tasks.finish_purges, job), done, budget.finishing_tasks(cores, shares))
+    done = tasks.per_table(jobs.run(functools.partial(tasks.each, tasks.share_task, job), work, len(work)))
+    return jobs.run(functools.partial(tasks.each, tasks.finish_purge, job), done, budget.finishing_tasks(cores, shares))
