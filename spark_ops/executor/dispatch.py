@@ -11,10 +11,8 @@ Adding a kind of work (an integrity scrub, say, that lists files and reports wha
 deleting nothing):
 
 1. its record in ``vacuum_work``, its own module beside ``items.py``: a subclass of
-   ``vacuum_work.Item`` with a ``kind`` (which registers it in ``vacuum_work.KINDS``, so the report
-   has its section), answering ``busy``/``split``/``deletes``/``on_driver`` and, for the report,
-   ``section``/``facts``/``record``/``shown``/``said``/``tally``; and one field of ``Plan``
-   (``vacuum_work/plan.py``) holding its items, marked ``WORK``;
+   ``vacuum_work.Item`` with a ``kind``, answering for itself what ``items``' docstring lists; and
+   one field of ``Plan`` (``vacuum_work/plan.py``) holding its items, marked ``WORK``;
 2. its runner in ``spark_ops/executor``, its own module: a function decorated ``@runs(Scrub)``
    (and ``@each`` if it takes one item at a time);
    then one import line in ``runners.py``, which imports every runner so that each registers;

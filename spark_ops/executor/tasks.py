@@ -3,10 +3,7 @@
 Every function here is handed to Spark by reference (``functools.partial`` of a function of
 this module, never a lambda of the driver's), so an executor needs this package and
 ``vacuum_work`` and nothing of the ledger (R19). What each kind of item does is its runner's
-(``dispatch``: one table by kind, each runner in its own module); every runner re-checks what it is
-given (a purge runs only if its table was dropped at or before its watermark, R2; every folder
-must lie in its table's ``_writes`` folder, and every path inside its location, R9) and touches
-files through the job's ``Storage``, built once (``Job.store``).
+(``dispatch``, which says what every runner re-checks).
 
 Three shapes of work, each answering with ``vacuum_work.Result``:
 
