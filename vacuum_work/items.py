@@ -9,7 +9,9 @@ Every kind is a frozen dataclass under ``Item`` with a ``kind`` name, and answer
   spread over every core);
 * ``section`` (the report's name for items of its kind, a key of its JSON), ``facts`` (what names
   it in a report), ``record`` (what its result says there), ``shown`` (whether a result is worth
-  a line), ``said`` (its line of text) and ``tally`` (its line of the summary).
+  a line), ``said`` (its line of text) and ``tallied`` (its line of the summary);
+* ``claims`` (what a result of it records, which the ledger checks its run planned) and
+  ``recorded`` (the write ids, or version, the ledger records done).
 
 Defining a subclass with a ``kind`` registers it in ``KINDS`` (in the order defined): the report
 has a section for every kind, and the executors dispatch on ``kind`` (``spark_ops.executor.dispatch``).
@@ -26,10 +28,6 @@ from .leaves import Summary
 
 KINDS: dict[str, type[Item]] = {}
 """Every kind of work, by its name, in the order the report shows them."""
-
-
-def _said(dry_run: bool, would: str, did: str) -> str:
-    return would if dry_run else did
 
 
 @dataclass(frozen=True)
@@ -64,6 +62,9 @@ class Item:
     """Only a dry run carries it out (it lists what a vacuum never deletes)."""
     on_driver: ClassVar[bool] = False
     """It runs where the ledger's file lists are read (the driver), never on an executor."""
+    tallied: ClassVar[tuple[str, str, str] | None] = None
+    """Its kind's line of a report's summary: what a dry run would do, what a run did, and what of
+    (``{n}``: the sum of ``counted``, ``{items}``: how many items), or None for no line."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -115,10 +116,30 @@ class Item:
         counts in words (or ``FAILED`` and why)."""
         return files
 
+    def counted(self, result: Result) -> int:
+        """What it adds to its kind's ``{n}`` in the summary's line (``tallied``)."""
+        return 1
+
     @classmethod
-    def tally(cls, done: Sequence[tuple[Any, Result]], dry_run: bool) -> str | None:
+    def tally(cls, done: Sequence[tuple[Item, Result]], dry_run: bool) -> str | None:
         """Its kind's line of a report's summary, from the items that went well (None: no line)."""
-        return None
+        if not done or cls.tallied is None:
+            return None
+        would, did, what = cls.tallied
+        return f"{would if dry_run else did} " + what.format(n=sum(i.counted(r) for i, r in done), items=len(done))
+
+    # --- what its result records --------------------------------------------------------------
+
+    def claims(self) -> tuple[tuple[str, str, str], ...]:
+        """What a result of it records, each as its run's start names it (a table id, a write id,
+        ``<table id>/<version>``), as a refusal says the run did not plan it, and by name: the ledger
+        records a result only of what its run set out to do, and none that two results name."""
+        return ()
+
+    def recorded(self) -> tuple[Any, ...]:
+        """What the ledger records done when a result of it went well, besides a purge: write ids,
+        or a trim's version number."""
+        return ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +169,9 @@ class Purge(Item):
     def facts(self, root: str) -> dict[str, Any]:
         return {**super().facts(root), "resumed": self.resumed}
 
+    def claims(self) -> tuple[tuple[str, str, str], ...]:
+        return ((self.table_id, f"a purge of table id {self.table_id}", f"the purge of table id {self.table_id}"),)
+
     def said(self, root: str, result: Result, files: str) -> str:
         return files + ("  (resumed)" if self.resumed else "")
 
@@ -156,9 +180,18 @@ class _Folders(Item):
     """A kind that deletes whole write folders of one instance, split by folder (each kind declares
     ``folders`` where its fields put it)."""
     folders: tuple[Folder, ...]
+    whose: ClassVar[str]
+    """How a refusal names an item of the kind (``an expiry``)."""
 
     def busy(self) -> bool:
         return bool(self.folders)
+
+    def recorded(self) -> tuple[str, ...]:
+        return tuple(f.write_id for f in self.folders)
+
+    def claims(self) -> tuple[tuple[str, str, str], ...]:
+        return tuple((w, f"to delete write folder {w} ({self.whose}'s result names it)", f"write folder {w}")
+                     for w in self.recorded())
 
     def split(self, pieces: int) -> Sequence[Item]:
         size = max(1, -(-len(self.folders) // max(1, pieces)))
@@ -177,6 +210,8 @@ class Expiry(_Folders):
 
     kind: ClassVar[str] = EXPIRE
     section: ClassVar[str] = "expired"
+    whose: ClassVar[str] = "an expiry"
+    tallied = ("would expire", "expired", "{n} old version(s) of {items} table(s)")
 
     def facts(self, root: str) -> dict[str, Any]:
         here = location(root, self.path)
@@ -188,12 +223,8 @@ class Expiry(_Folders):
             if self.mark is not None else ""
         return f"{mark}{len(self.folders)} write folder(s): {files}"
 
-    @classmethod
-    def tally(cls, done: Sequence[tuple[Any, Result]], dry_run: bool) -> str | None:
-        if not done:
-            return None
-        return (f"{_said(dry_run, 'would expire', 'expired')} {sum(len(e.versions) for e, _ in done)} old "
-                f"version(s) of {len(done)} table(s)")
+    def counted(self, result: Result) -> int:
+        return len(self.versions)
 
 
 @dataclass(frozen=True)
@@ -217,6 +248,7 @@ class Trim(Item):
     kind: ClassVar[str] = TRIM
     section: ClassVar[str] = "trimmed"
     on_driver: ClassVar[bool] = True
+    tallied = ("would delete", "deleted", "{n} file(s) that {items} replace(s) removed, by key")
 
     @property
     def _id(self) -> str:
@@ -238,12 +270,15 @@ class Trim(Item):
     def said(self, root: str, result: Result, files: str) -> str:
         return f"files version {self.version} removed: {files}"
 
-    @classmethod
-    def tally(cls, done: Sequence[tuple[Any, Result]], dry_run: bool) -> str | None:
-        if not done:
-            return None
-        return (f"{_said(dry_run, 'would delete', 'deleted')} {sum(r.files for _, r in done)} file(s) that "
-                f"{len(done)} replace(s) removed, by key")
+    def counted(self, result: Result) -> int:
+        return result.files
+
+    def claims(self) -> tuple[tuple[str, str, str], ...]:
+        removed = f"the files version {self.version} of table id {self.table_id} removed"
+        return ((self._id, f"to delete {removed}", removed),)
+
+    def recorded(self) -> tuple[int, ...]:
+        return (self.version,)
 
 
 @dataclass(frozen=True)
@@ -253,6 +288,8 @@ class Sweep(_Folders):
 
     kind: ClassVar[str] = SWEEP
     section: ClassVar[str] = "swept"
+    whose: ClassVar[str] = "a sweep"
+    tallied = ("would sweep", "swept", "{n} abandoned write(s)")
 
     @property
     def writes(self) -> tuple[tuple[str, str], ...]:
@@ -265,11 +302,8 @@ class Sweep(_Folders):
     def said(self, root: str, result: Result, files: str) -> str:
         return f"swept write(s) {', '.join(f'{w} ({why})' for w, why in self.writes)}: {files}"
 
-    @classmethod
-    def tally(cls, done: Sequence[tuple[Any, Result]], dry_run: bool) -> str | None:
-        if not done:
-            return None
-        return f"{_said(dry_run, 'would sweep', 'swept')} {sum(len(s.folders) for s, _ in done)} abandoned write(s)"
+    def counted(self, result: Result) -> int:
+        return len(self.folders)
 
 
 @dataclass(frozen=True)
@@ -286,6 +320,7 @@ class StragglerScan(Item):
 
     kind: ClassVar[str] = STRAGGLERS
     section: ClassVar[str] = "stragglers"
+    tallied = ("would clean", "cleaned", "{items} write folder(s) of stragglers")
 
     @property
     def _id(self) -> str:
@@ -306,11 +341,12 @@ class StragglerScan(Item):
         left = f", {result.left} younger than the grace period left" if result.left else ""
         return f"stragglers of write {self.folder.write_id}: {files}{left}"
 
-    @classmethod
-    def tally(cls, done: Sequence[tuple[Any, Result]], dry_run: bool) -> str | None:
-        if not done:
-            return None
-        return f"{_said(dry_run, 'would clean', 'cleaned')} {len(done)} write folder(s) of stragglers"
+    def claims(self) -> tuple[tuple[str, str, str], ...]:
+        scan = f"straggler scan of write {self.folder.write_id}"
+        return ((self.folder.write_id, f"a {scan}", f"the {scan}"),)
+
+    def recorded(self) -> tuple[str, ...]:
+        return (self.folder.write_id,)
 
 
 @dataclass(frozen=True)

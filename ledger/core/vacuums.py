@@ -235,26 +235,24 @@ def plan_vacuum(state: State, cmd: StartVacuum) -> Plan:
               () if i.id in resumed_ids else state.data.known_manifests(i.id))
         for i in chosen)
     waiting.sort(key=lambda w: (w.due_at, w.table_id))
-    chosen_ids = {i.id for i in chosen}
+    stopped_runs = [run for run in state.vacuums.unfinished() if not run.is_live(cmd.now)]
     held_folders = {w for run in busy_runs for w in run.write_folders}
-    stopped_folders = {w for run in state.vacuums.unfinished() if not run.is_live(cmd.now)
-                       for w in run.write_folders}
-    written = _versioned(state, database, chosen_ids)
+    stopped_folders = {w for run in stopped_runs for w in run.write_folders}
+    written = _versioned(state, database, {i.id for i in chosen})
     versioned = [] if cmd.only_uncommitted else [i for i in written if i.id in state.data.heads]
     expiries = tuple(e for e in (_expiry(state, i, cmd, held_folders, stopped_folders, pinned) for i in versioned)
                      if e is not None)
     marked = {e.table_id: e.mark for e in expiries if e.mark is not None}
     held_trims = {t for run in busy_runs for t in run.trims}
-    stopped_trims = {t for run in state.vacuums.unfinished() if not run.is_live(cmd.now) for t in run.trims}
+    stopped_trims = {t for run in stopped_runs for t in run.trims}
     trims = tuple(t for i in versioned
                   for t in _trims(state, i, marked.get(i.id, state.data.mark(i.id)), held_trims, stopped_trims))
     # A folder this run deletes whole is not also scanned for stragglers (the two would race over it).
-    going = {f.write_id for e in expiries for f in e.folders}
+    going = {w for e in expiries for w in e.recorded()}
     sweeps, stragglers = _uncommitted(state, written, cmd, held_folders | going) if cmd.uncommitted else ((), ())
-    planned_folders = going | {f.write_id for sw in sweeps for f in sw.folders} | \
-        {sc.folder.write_id for sc in stragglers}
+    planned_folders = set(_write_folders(expiries, sweeps, stragglers))
     planned_trims = {version_key(t.table_id, t.version) for t in trims}
-    resumes = tuple(sorted(run.run_id for run in state.vacuums.unfinished() if not run.is_live(cmd.now) and (
+    resumes = tuple(sorted(run.run_id for run in stopped_runs if (
         resumed_ids.intersection(run.table_ids) or planned_folders.intersection(run.write_folders)
         or planned_trims.intersection(run.trims) or not _work_left(state, run))))
     return Plan(
@@ -290,6 +288,10 @@ def _uncommitted(state: State, instances: list[Instance], cmd: StartVacuum,
                 scans.append(StragglerScan(inst.id, inst.name, inst.path, Folder(w.id, w.folder, version.manifest),
                                            cutoff))
     return tuple(sweeps), tuple(scans)
+
+
+def _write_folders(*kinds: tuple[Expiry, ...] | tuple[Sweep, ...] | tuple[StragglerScan, ...]) -> tuple[str, ...]:
+    return tuple(w for items in kinds for item in items for w in item.recorded())
 
 
 def _work_left(state: State, run: OpenRun) -> bool:
@@ -419,23 +421,17 @@ def _start(state: State, cmd: StartVacuum) -> Decision:
         cmd.run_id, tuple(p.table_id for p in plan.purges), dict(plan.watermarks),
         None if cmd.database is None else database_name(cmd.database), cmd.limit, plan.resumes,
         plan.lease_until, {e.table_id: e.mark for e in plan.expiries if e.mark is not None},
-        tuple(f.write_id for e in plan.expiries for f in e.folders) + tuple(f.write_id for sw in plan.sweeps
-                                                                            for f in sw.folders)
-        + tuple(sc.folder.write_id for sc in plan.stragglers),
+        _write_folders(plan.expiries, plan.sweeps, plan.stragglers),
         tuple(version_key(t.table_id, t.version) for t in plan.trims))))
     reads = {VACUUM_STREAM}
     # A commit or renewal racing the sweep lands first or is refused (R4, R15).
     reads |= {data_stream(item.table_id) for item in (*plan.sweeps, *plan.stragglers)}
-    for table_id in sorted({e.table_id for e in plan.expiries} | {t.table_id for t in plan.trims}):
-        inst = state.tables.instances[table_id]
-        # A commit, restore or mark of the table since the plan was made must stop it (R4).
-        reads |= {data_stream(inst.id)} | catalog_streams(inst.database)
-        reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
-    for planned in plan.purges:
-        inst = state.tables.instances[planned.table_id]
-        reads |= guard_streams(state, inst) | {data_stream(inst.id)}  # a pin taken meanwhile stops it (R21)
-        # Its retention decided that it is due: a longer one set meanwhile must stop the plan.
-        reads |= {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
+    for item in (*plan.expiries, *plan.trims, *plan.purges):
+        inst = state.tables.instances[item.table_id]
+        # A commit, restore, mark or pin of the table since the plan was made must stop it (R4,
+        # R21); so must a longer retention than the one that decided it was due.
+        reads |= {data_stream(inst.id)} | {retention_stream(scope) for scope in state.guard.covering_scopes(inst)}
+        reads |= guard_streams(state, inst) if isinstance(item, Purge) else catalog_streams(inst.database)
     reads |= {watermark_stream(scope) for scope, _ in plan.watermarks}
     return Decision(tuple(events), frozenset(reads), plan)
 
@@ -479,19 +475,14 @@ def _finish(state: State, cmd: FinishVacuum) -> Decision:
         reads |= guard_streams(state, state.tables.instances[item.table_id])
     purged = len(events)
     for kind, record, pending in ((EXPIRE, folders_deleted, _not_deleted), (SWEEP, folders_deleted, _not_deleted),
-                                  (STRAGGLERS, stragglers_deleted, _not_cleaned)):
+                                  (STRAGGLERS, stragglers_deleted, _not_cleaned),
+                                  (TRIM, removals_deleted, _not_trimmed)):
         for table_id, group in _by_table(done[kind]).items():
-            writes = tuple(w for item, _ in group for w in _write_ids(item) if pending(state, w))
-            if writes:  # a run that took this one over may have recorded them first
-                events.append(record(state, table_id, cmd.run_id, writes, sum(r.files for _, r in group),
+            ids = tuple(i for item, _ in group for i in item.recorded() if pending(state, table_id, i))
+            if ids:  # a run that took this one over may have recorded them first
+                events.append(record(state, table_id, cmd.run_id, ids, sum(r.files for _, r in group),
                                      sum(r.bytes for _, r in group)))
                 reads.add(data_stream(table_id))
-    for table_id, group in _by_table(done[TRIM]).items():
-        trimmed = tuple(item.version for item, _ in group if isinstance(item, Trim) and _not_trimmed(state, item))
-        if trimmed:  # a run that took this one over may have recorded them first
-            events.append(removals_deleted(state, table_id, cmd.run_id, trimmed, sum(r.files for _, r in group),
-                                           sum(r.bytes for _, r in group)))
-            reads.add(data_stream(table_id))
     # A run another vacuum took over may still finish: its purges are facts, and so is what it deleted.
     events.append(close_receipt(state, cmd.run_id))
     reads.add(receipt_stream(cmd.run_id))
@@ -531,7 +522,14 @@ def _done(run: OpenRun, results: object) -> dict[str, Done]:
         if item.kind not in by_kind:
             raise InvalidArgument(f"vacuum {run_id}: a {item.kind} item lists files, it deletes none: there is "
                                   "nothing of it to record")
-        for claim in _claims(run, item):
+        # Its watermarks and marks, recorded at its start, cover exactly the tables, write folders
+        # and replaces its start names: anything else is not its to record.
+        started = {PURGE: run.table_ids, TRIM: run.trims}.get(item.kind, run.write_folders)
+        unplanned = next((planned for key, planned, _ in item.claims() if key not in started), None)
+        if unplanned is not None:
+            raise InvalidArgument(f"vacuum {run_id} did not plan {unplanned}: a run records only what it set out to "
+                                  "do, as its start recorded it; nothing was recorded")
+        for _, _, claim in item.claims():
             if claim in named:
                 raise InvalidArgument(f"vacuum {run_id}: two results name {claim}: one result an item (or a part) "
                                       "of the plan, the shares of one purge added up first; nothing was recorded")
@@ -541,33 +539,6 @@ def _done(run: OpenRun, results: object) -> dict[str, Done]:
     return by_kind
 
 
-def _claims(run: OpenRun, item: Work) -> list[str]:
-    """What a result of ``item`` records, each named as a message names it: the purge of its table,
-    the straggler scan of its write's folder, or the deletion of each of its folders. Refused if
-    the run did not set out to do it: its watermarks and marks, recorded at its start, cover
-    exactly the tables and write folders its start names; anything else is not its to record."""
-    after = "a run records only what it set out to do, as its start recorded it; nothing was recorded"
-    if isinstance(item, Purge):
-        if item.table_id not in run.table_ids:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan a purge of table id {item.table_id}: {after}")
-        return [f"the purge of table id {item.table_id}"]
-    if isinstance(item, StragglerScan):
-        if item.folder.write_id not in run.write_folders:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan a straggler scan of write "
-                                  f"{item.folder.write_id}: {after}")
-        return [f"the straggler scan of write {item.folder.write_id}"]
-    if isinstance(item, Trim):
-        if version_key(item.table_id, item.version) not in run.trims:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete the files version {item.version} of "
-                                  f"table id {item.table_id} removed: {after}")
-        return [f"the files version {item.version} of table id {item.table_id} removed"]
-    for write_id in _write_ids(item):
-        if write_id not in run.write_folders:
-            raise InvalidArgument(f"vacuum {run.run_id} did not plan to delete write folder {write_id} ("
-                                  f"{'an expiry' if item.kind == EXPIRE else 'a sweep'}'s result names it): {after}")
-    return [f"write folder {write_id}" for write_id in _write_ids(item)]
-
-
 def _by_table(done: Done) -> dict[str, Done]:
     grouped: dict[str, Done] = defaultdict(list)
     for item, result in done:
@@ -575,23 +546,17 @@ def _by_table(done: Done) -> dict[str, Done]:
     return dict(sorted(grouped.items()))
 
 
-def _write_ids(item: Work) -> tuple[str, ...]:
-    if isinstance(item, StragglerScan):
-        return (item.folder.write_id,)
-    return tuple(f.write_id for f in item.folders) if isinstance(item, (Expiry, Sweep)) else ()
-
-
-def _not_deleted(state: State, write_id: str) -> bool:
+def _not_deleted(state: State, table_id: str, write_id: str) -> bool:
     w = state.data.writes.get(write_id)
     return w is None or w.deleted_at is None  # an unknown write is refused by the record, by name
 
 
-def _not_trimmed(state: State, item: Trim) -> bool:
-    v = state.data.versions.get(version_key(item.table_id, item.version))
+def _not_trimmed(state: State, table_id: str, number: int) -> bool:
+    v = state.data.versions.get(version_key(table_id, number))
     return v is None or v.trimmed_at is None  # an unknown version is refused by the record, by number
 
 
-def _not_cleaned(state: State, write_id: str) -> bool:
+def _not_cleaned(state: State, table_id: str, write_id: str) -> bool:
     w = state.data.writes.get(write_id)
     return w is None or w.cleaned_at is None
 

@@ -11,11 +11,10 @@ Adding a kind of work (an integrity scrub, say, that lists files and reports wha
 deleting nothing):
 
 1. its record in ``vacuum_work``, its own module beside ``items.py``: a subclass of
-   ``vacuum_work.Item`` with a ``kind`` (which registers it in ``vacuum_work.KINDS``, so the report
-   has its section), answering ``busy``/``split``/``deletes``/``on_driver`` and, for the report,
-   ``section``/``facts``/``record``/``shown``/``said``/``tally``; and one field of ``Plan``
-   (``vacuum_work/plan.py``) holding its items, marked ``WORK``;
-2. its runner in ``spark_ops/executor``, its own module: a function decorated ``@runs(Scrub)``;
+   ``vacuum_work.Item`` with a ``kind``, answering for itself what ``items``' docstring lists; and
+   one field of ``Plan`` (``vacuum_work/plan.py``) holding its items, marked ``WORK``;
+2. its runner in ``spark_ops/executor``, its own module: a function decorated ``@runs(Scrub)``
+   (and ``@each`` if it takes one item at a time);
    then one import line in ``runners.py``, which imports every runner so that each registers;
 3. what the ledger plans and records of it (``ledger.core``): the plan's items, and what its
    results record at a run's end.
@@ -29,7 +28,7 @@ Standard library only (R19).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from vacuum_work import Item, Result
@@ -63,6 +62,11 @@ def runs(*kinds: type[Item]) -> Callable[[R], R]:
             RUNNERS[kind.kind] = runner
         return runner
     return register
+
+
+def each(one: Callable[[Task, Any], Result]) -> Runner:
+    """The runner of a kind whose items are carried out one at a time, each result naming its item."""
+    return lambda task, items: (replace(one(task, item), item=item) for item in items)
 
 
 def run(task: Task, items: Iterable[Item]) -> Iterator[Result]:

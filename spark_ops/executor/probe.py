@@ -46,9 +46,8 @@ def leave(where: Storage | str) -> Iterator[Probe]:
     it, whatever happens). Raises ``OSError``, ``StoreError`` or ``Unsafe`` if this process cannot
     write it there."""
     token = uuid.uuid4().hex
-    store = of(where)
-    relative = f"{PROBES}/{token}"
-    name = f"{store.base}/{relative}" if store.base else relative
+    store, relative = of(where), f"{PROBES}/{token}"
+    name = store.name(relative)
     store.put(name, token.encode())
     try:
         yield Probe(store.root, relative, token)
@@ -61,8 +60,7 @@ def sees(where: Storage | str, relative: str, token: str) -> bool:
     """Whether the probe ``relative`` (under the warehouse: its storage, or its root) is here and
     holds ``token``."""
     store = of(where)
-    name = f"{store.base}/{relative}" if store.base else relative
     try:
-        return store.get(name) == token.encode()
+        return store.get(store.name(relative)) == token.encode()
     except (OSError, StoreError):
         return False

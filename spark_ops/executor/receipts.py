@@ -57,7 +57,7 @@ class DeletionLog:
     def __init__(self, store: Storage, run_id: str) -> None:
         self._store = store
         self._strip = f"{self._store.base}/" if self._store.base else ""
-        self._folder = _scratch(self._store, run_id)
+        self._folder = store.name(f"{SCRATCH}/{run_id}")
         self._leaves: dict[bool, list[tuple[str, int]]] = {False: [], True: []}
         self._parts: list[Part] = []
         self._lock = threading.Lock()
@@ -102,9 +102,7 @@ class DeletionLog:
         data = b"".join(pieces)
         where = f"{self._folder}/{uuid.uuid4().hex}{ABSENT if absent else '.part'}"
         self._store.put(where, data)
-        self._parts.append(Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
-                                tree_root(leaf_input(key, size) for key, size in leaves).hex(),
-                                hashlib.sha256(data).hexdigest(), where, absent))
+        self._parts.append(_part(leaves, data, where))
 
 
 def summarize(data: bytes, where: str) -> Part:
@@ -114,21 +112,22 @@ def summarize(data: bytes, where: str) -> Part:
     leaves = unpack(data)
     if not leaves or any(a[0] > b[0] for a, b in zip(leaves, leaves[1:])):
         raise ValueError("no leaves, or not sorted by key")
+    return _part(leaves, data, where)
+
+
+def _part(leaves: list[tuple[str, int]], data: bytes, where: str) -> Part:
+    """The summary of a part of ``leaves`` (sorted by key), kept as ``data`` at ``where`` (whose name
+    says whether it holds deletions or objects found absent)."""
     return Part(leaves[0][0], leaves[-1][0], len(leaves), sum(s for _, s in leaves),
                 tree_root(leaf_input(k, s) for k, s in leaves).hex(), hashlib.sha256(data).hexdigest(), where,
                 where.endswith(ABSENT))
-
-
-def _scratch(store: Storage, run_id: str) -> str:
-    """The name of a run's scratch folder, under the warehouse root."""
-    return f"{store.base}/{SCRATCH}/{run_id}" if store.base else f"{SCRATCH}/{run_id}"
 
 
 def stranded(where: Storage | str, run_id: str) -> list[str]:
     """The parts a run's tasks left in its scratch folder (a run that died before its driver
     recorded them): where each is. ``where``: the warehouse's storage (or its root)."""
     store = of(where)
-    return sorted(entry.path for page in store.pages(_scratch(store, run_id), sizes=False) for entry in page)
+    return sorted(entry.path for page in store.pages(store.name(f"{SCRATCH}/{run_id}"), sizes=False) for entry in page)
 
 
 def read_part(store: Storage | str, where: str) -> bytes:

@@ -3,23 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Iterator
-
 from vacuum_work import Expiry, Result, Sweep, location
 
 from . import fs
-from .dispatch import Task, runs
+from .dispatch import Task, each, runs
 from .job import LedgerList
 
 
 @runs(Expiry, Sweep)
-def run_folders(task: Task, items: list[Expiry | Sweep]) -> Iterator[Result]:
-    for item in items:
-        yield delete_folders(task, item)
-
-
-def delete_folders(task: Task, item: Expiry | Sweep) -> Result:
+@each
+def run_folders(task: Task, item: Expiry | Sweep) -> Result:
     """A table's old (or swept) write folders, several at once: each must lie in the table's own
     ``_writes`` folder (R9), and one that does not refuses them all before any is touched. What the
     ledger's lists name is deleted by key where the storage does so (``Storage.deletes_by_key``)."""
@@ -33,6 +26,5 @@ def delete_folders(task: Task, item: Expiry | Sweep) -> Result:
     files = task.files
     known = [LedgerList(files, f.listed) if f.listed else None for f in item.folders] \
         if files is not None and job.store.deletes_by_key else []
-    done = fs.delete_folders(job.store, here, [location(here, f.path) for f in item.folders], known,
+    return fs.delete_folders(job.store, here, [location(here, f.path) for f in item.folders], known,
                              dry_run=job.dry_run, receipt=task.receipt)
-    return replace(done, item=item)

@@ -3,16 +3,14 @@ version names. Listed, never deleted (R15). Standard library only (R19)."""
 
 from __future__ import annotations
 
-from typing import Iterator
-
 from vacuum_work import ForeignScan, Result
 
 from . import fs
-from .dispatch import Task, runs
+from .dispatch import Task, each, runs
 
 
 @runs(ForeignScan)
-def run_foreign(task: Task, items: list[ForeignScan]) -> Iterator[Result]:
-    for item in items:
-        found = fs.foreign_files(task.job.store, task.job.at(item), set(item.named))
-        yield Result(item, len(found), sum(f.size for f in found), listing=tuple((f.path, f.size) for f in found))
+@each
+def run_foreign(task: Task, item: ForeignScan) -> Result:
+    found = fs.foreign_files(task.job.store, task.job.at(item), set(item.named))
+    return Result(item, len(found), sum(f.size for f in found), listing=tuple((f.path, f.size) for f in found))

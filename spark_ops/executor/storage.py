@@ -146,6 +146,10 @@ class Storage(ABC):
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.root,)
 
+    def name(self, relative: str) -> str:
+        """The name here of ``relative``, a path under the root."""
+        return f"{self.base}/{relative}" if self.base else relative
+
     @abstractmethod
     def looks_again(self, found: int, *, known: bool, verify: bool) -> bool:
         """Whether a folder just emptied needs a fresh look (``settle``): it was listed and ``found``

@@ -3,16 +3,13 @@
 Every function here is handed to Spark by reference (``functools.partial`` of a function of
 this module, never a lambda of the driver's), so an executor needs this package and
 ``vacuum_work`` and nothing of the ledger (R19). What each kind of item does is its runner's
-(``dispatch``: one table by kind, each runner in its own module); every runner re-checks what it is
-given (a purge runs only if its table was dropped at or before its watermark, R2; every folder
-must lie in its table's ``_writes`` folder, and every path inside its location, R9) and touches
-files through the job's ``Storage``, built once (``Job.store``).
+(``dispatch``, which says what every runner re-checks).
 
 Three shapes of work, each answering with ``vacuum_work.Result``:
 
 * ``run_items``: whole items, several a task, of any kind (on the driver too, with the ledger's
   lists at hand: trims, and on an object store what the ledger knows);
-* ``look_or_purge``, then ``share_out`` and ``finish_purges``: dropped tables split below
+* ``look_or_purge``, then ``share_task`` and ``finish_purge`` of each: dropped tables split below
   the table, their sub-folders shared out over several tasks (``Share``: which share of which
   table), each share's result naming its part, the results summed per table on the driver between;
 * ``preflight``: can this executor run the rest at all.
@@ -27,7 +24,7 @@ import hashlib
 import os
 import sys
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from vacuum_work import Item, Part, Purge, Result
 
@@ -38,8 +35,10 @@ from .receipts import DeletionLog
 from .run_purge import purge_location
 from .storage import StoreError, Unsafe
 
-__all__ = ["Files", "Job", "Listed", "Share", "finish_purge", "finish_purges", "look_or_purge", "per_table",
-           "preflight", "run_items", "share_out", "share_task"]
+__all__ = ["Files", "Job", "Listed", "Share", "each", "finish_purge", "look_or_purge", "per_table", "preflight",
+           "run_items", "share_task"]
+
+T = TypeVar("T")
 
 LISTING_SAMPLE = 20
 """Files of each item sent back to the driver when a dry run's listing goes to its dataset."""
@@ -48,7 +47,7 @@ LISTING_SAMPLE = 20
 def _closing(receipt: DeletionLog | None) -> Iterator[Result]:
     """The result a task ends with to hand over its receipt's parts (it names no item)."""
     if receipt is not None:
-        yield Result(None, parts=receipt.close())
+        yield Result(None, parts=_parts(receipt))
 
 
 # --- whole items ---------------------------------------------------------------------------
@@ -139,10 +138,9 @@ def look_or_purge(job: Job, items: Iterable[Purge]) -> Iterator[Result | tuple[P
     yield from _closing(receipt)
 
 
-def share_out(job: Job, shares: Iterable[Share]) -> Iterator[Result]:
-    """A task's shares of tables split below the table (``share_task`` each)."""
-    for share in shares:
-        yield share_task(job, share)
+def each(one: Callable[[Job, T], Result], job: Job, items: Iterable[T]) -> Iterator[Result]:
+    """A task's ``one`` of each of its items (``share_task`` of shares, ``finish_purge`` of tables)."""
+    return (one(job, item) for item in items)
 
 
 def share_task(job: Job, share: Share) -> Result:
@@ -189,12 +187,6 @@ def per_table(shares: Iterable[Result]) -> list[Result]:
             whole = share if share.item.part is None else summed[key]
             summed[key] = replace(summed[key] + share, item=whole.item)
     return list(summed.values())
-
-
-def finish_purges(job: Job, tables: Iterable[Result]) -> Iterator[Result]:
-    """A task's tables after their shares (``finish_purge`` each)."""
-    for done in tables:
-        yield finish_purge(job, done)
 
 
 def finish_purge(job: Job, done: Result) -> Result:

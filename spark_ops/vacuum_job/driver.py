@@ -255,12 +255,8 @@ def _carry_out(spark: SparkSession, cores: int, job: tasks.Job, plan: Plan, run:
     same code and checks as on an executor, a few DeleteObjects batches in flight: the store does
     the work, and a Spark job would cost more than the deletes themselves (0.1-0.3 s against
     0.55 s for 20,000 objects here), as Iceberg's Spark actions and delta-rs delete from one
-    process. What the ledger does not know (a dropped location written outside it) is listed once
-    per location: from the driver too when there are few such locations, else on the executors
-    (``driver_items``). A dry run, and everything on a local disk, runs on the
-    executors, but trims: the files a replace removed from folders that stay are found only in the
-    ledger's lists (``lists``), so they are deleted (or, for a dry run, listed) by key from the
-    driver on a disk too (a few unlinks, where a Spark job costs a tenth of a second or more)."""
+    process. Which items run here: ``driver_items``. Trims run here on a disk too: the files a
+    replace removed are found only in the ledger's lists (``lists``)."""
     items = work_of(plan, run is None, cores * 2)
     if not items:
         return [], False
@@ -360,5 +356,5 @@ def _share_out(jobs: Jobs, cores: int, job: tasks.Job, shares: dict[Purge, int])
     purges what is left (files at the top, emptied folders, any late file) and removes the
     location."""
     work = [tasks.Share(item, j, k) for item, k in sorted(shares.items(), key=lambda pair: pair[0].key) for j in range(k)]
-    done = tasks.per_table(jobs.run(functools.partial(tasks.share_out, job), work, len(work)))
-    return jobs.run(functools.partial(tasks.finish_purges, job), done, budget.finishing_tasks(cores, shares))
+    done = tasks.per_table(jobs.run(functools.partial(tasks.each, tasks.share_task, job), work, len(work)))
+    return jobs.run(functools.partial(tasks.each, tasks.finish_purge, job), done, budget.finishing_tasks(cores, shares))

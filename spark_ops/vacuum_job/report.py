@@ -11,7 +11,7 @@ with a section for every kind of work there is (``vacuum_work.KINDS``).
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -31,40 +31,12 @@ class ItemReport:
     root: str
 
     @property
-    def kind(self) -> str:
-        return self.item.kind
-
-    @property
     def id(self) -> str:
         return self.item.table_id
 
     @property
-    def name(self) -> str:
-        return self.item.name
-
-    @property
     def location(self) -> str:
         return location(self.root, self.item.path)
-
-    @property
-    def files(self) -> int:
-        return self.result.files
-
-    @property
-    def bytes(self) -> int:
-        return self.result.bytes
-
-    @property
-    def error(self) -> str | None:
-        return self.result.error
-
-    @property
-    def left(self) -> int:
-        return self.result.left
-
-    @property
-    def ok(self) -> bool:
-        return self.result.ok
 
     @property
     def would_delete(self) -> tuple[FileEntry, ...]:
@@ -75,24 +47,26 @@ class ItemReport:
     def mark(self) -> datetime | None:
         """An expiry's new retention mark, as every time the report shows (None: none moved)."""
         mark = getattr(self.item, "mark", None)
-        return None if mark is None else _EPOCH + timedelta(microseconds=mark)
+        return None if mark is None else from_micros(mark)
 
     def __getattr__(self, name: str) -> Any:
+        """Its result's ``files``, ``bytes``, ``error``, ``left`` and ``ok``; any other name, the item's."""
         if name.startswith("__"):
             raise AttributeError(name)
-        return getattr(self.item, name)
+        return getattr(self.result if name in _OF_RESULT else self.item, name)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.item.facts(self.root), **self.item.record(self.result)}
 
     def line(self) -> list[str]:
         """Its line of the report's text, and a line for each file listed."""
-        status = f"FAILED {self.error}" if self.error else _files(self.files, self.bytes)
-        return [f"  {self.id}  {self.name:<32} {self.item.said(self.root, self.result, status)}",
+        done = self.result
+        status = f"FAILED {done.error}" if done.error else _files(done.files, done.bytes)
+        return [f"  {self.id}  {self.item.name:<32} {self.item.said(self.root, done, status)}",
                 *(f"      {f.path}  {format_bytes(f.size)}" for f in self.would_delete)]
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_OF_RESULT = ("files", "bytes", "error", "left", "ok")
 
 
 def _files(count: int, size: int) -> str:
@@ -125,7 +99,7 @@ class VacuumReport:
 
     def section(self, kind: type[Item]) -> tuple[ItemReport, ...]:
         """The entries of one kind of work."""
-        return tuple(e for e in self.entries if e.kind == kind.kind)
+        return tuple(e for e in self.entries if e.item.kind == kind.kind)
 
     def __getattr__(self, name: str) -> tuple[ItemReport, ...]:
         """A kind's entries by its section's name (``report.instances``, ``report.expired``,
@@ -137,19 +111,19 @@ class VacuumReport:
 
     @property
     def purged(self) -> list[ItemReport]:
-        return [] if self.dry_run else [e for e in self.section(Purge) if e.ok]
+        return [] if self.dry_run else [e for e in self.section(Purge) if e.result.ok]
 
     @property
     def failures(self) -> list[ItemReport]:
-        return [e for e in self.entries if not e.ok]
+        return [e for e in self.entries if not e.result.ok]
 
     @property
     def files(self) -> int:
-        return sum(e.files for e in self.entries if e.ok and e.item.deletes)
+        return sum(e.result.files for e in self.entries if e.result.ok and e.item.deletes)
 
     @property
     def bytes(self) -> int:
-        return sum(e.bytes for e in self.entries if e.ok and e.item.deletes)
+        return sum(e.result.bytes for e in self.entries if e.result.ok and e.item.deletes)
 
     def headline(self) -> str:
         """What the run did (or would do), in one line."""
@@ -158,7 +132,7 @@ class VacuumReport:
                     "and no write is due to be swept")
         head = "dry run" if self.dry_run else f"vacuum {self.run_id}"
         would = self.dry_run
-        return (f"{head}: {'would purge' if would else 'purged'} {sum(e.ok for e in self.section(Purge))} "
+        return (f"{head}: {'would purge' if would else 'purged'} {sum(e.result.ok for e in self.section(Purge))} "
                 f"table(s), {'would delete' if would else 'deleted'} {self.files} file(s) ({format_bytes(self.bytes)}) in "
                 f"{self.duration:.1f}s")
 
@@ -166,9 +140,9 @@ class VacuumReport:
         """What the run did (or, for a dry run, would do), in a few lines a person reads."""
         lines = [self.headline()]
         for kind in KINDS.values():
-            said = kind.tally([(e.item, e.result) for e in self.section(kind) if e.ok], self.dry_run)
+            said = kind.tally([(e.item, e.result) for e in self.section(kind) if e.result.ok], self.dry_run)
             lines += [] if said is None else [f"  {said}"]
-        lines += [f"  failed: {e.name}: {e.error}" for e in self.failures]
+        lines += [f"  failed: {e.item.name}: {e.result.error}" for e in self.failures]
         if self.waiting:
             lines.append(f"  {len(self.waiting)} dropped table(s) not yet due (the first: {self.waiting[0]['name']}, "
                          f"due {self.waiting[0]['due_at']})")
