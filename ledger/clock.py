@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Annotated, Callable
 
 import msgspec
+from vacuum_work.names import iso as iso  # the one format users see, shared with the vacuum's reports
 
 from .errors import InvalidRetention, InvalidTime, LedgerError
 
@@ -66,13 +67,6 @@ def from_micros(us: Micros) -> datetime:
     """The aware UTC datetime of ``us``. The microseconds are passed by position: by keyword,
     ``timedelta`` cost 30% more (every command that returns a time makes one)."""
     return _EPOCH + timedelta(0, 0, us)
-
-
-def iso(us: Micros | None) -> str | None:
-    """ISO 8601 UTC with a Z, microsecond precision: the one format users see."""
-    if us is None:
-        return None
-    return from_micros(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def iso_utc(value: datetime | None) -> str | None:

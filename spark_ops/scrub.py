@@ -29,7 +29,7 @@ from vacuum_work.scrub import Finding, batches
 from ledger import Ledger
 
 from .executor import scrub as on_executor
-from .session import unavailable
+from .session import kind_of
 from .vacuum_job import ship
 from .vacuum_job.jobs import Jobs
 
@@ -67,7 +67,7 @@ def scrub(spark: SparkSession, ledger: Ledger, *, database: str | None = None) -
         for batch in batches(plan.looks(expected), BATCH_FILES):  # those that differ: looked at again
             findings.extend(jobs.run(work, batch, cores))
     except Exception as exc:  # the session's end, or its server's, in one line
-        lost = unavailable(spark, exc, during="the scrub ran", ended="nothing was recorded",
+        lost = kind_of(spark).unavailable(exc, during="the scrub ran", ended="nothing was recorded",
                            unreachable="check that it runs; nothing was recorded")
         if lost is None:
             raise

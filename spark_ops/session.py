@@ -667,25 +667,6 @@ class _Tracker:
         self._context.setLocalProperty("spark.jobGroup.id", None)
 
 
-# Forwarders kept only for spark_ops.vacuum_job and spark_ops.scrub, until they too ask ``kind_of(spark)``.
-
-def require_live(spark: SparkSession) -> None:
-    kind_of(spark).require_live()
-
-
-def unavailable(spark: SparkSession, exc: BaseException, *, during: str | None = None, ended: str | None = None,
-                unreachable: str | None = None) -> SparkUnavailable | None:
-    return kind_of(spark).unavailable(exc, during=during, ended=ended, unreachable=unreachable)
-
-
-def session_key(spark: SparkSession) -> str:
-    return kind_of(spark).id
-
-
-def shares_files(spark: SparkSession) -> bool:
-    return kind_of(spark).shares_files()
-
-
 def _stop_retrying(spark: SparkSession) -> None:
     """Stop the calls PySpark is still retrying in the background for a session whose server has
     gone (its release of each finished query's results, ten minutes of retries each): once the

@@ -24,7 +24,7 @@ def location(root: str, path: str) -> str:
 
 def iso(us: int | None) -> str | None:
     """Microseconds since the epoch as a report shows a time: ISO 8601 UTC with a Z, microsecond
-    precision (the ledger's ``clock.iso``, which this package cannot import)."""
+    precision: the one format users see (the ledger's ``clock.iso`` is this)."""
     if us is None:
         return None
     return datetime.fromtimestamp(us // 1_000_000, timezone.utc).replace(microsecond=us % 1_000_000) \

@@ -46,7 +46,7 @@ from ledger import Ledger, LedgerError, VacuumRun
 from ..executor import receipts, tasks
 from ..executor.storage import LISTERS, Storage, StoreError, Unsafe
 from ..heartbeat import Heartbeat
-from ..session import SparkUnavailable, shares_files, unavailable
+from ..session import SparkUnavailable, kind_of
 from . import budget, listing as listings, progress as progress_of, ship
 from .jobs import Jobs
 from .progress import Progress, Watch
@@ -169,7 +169,7 @@ def _session_lost(spark: SparkSession, exc: BaseException, run: VacuumRun | None
     work's own failure."""
     after = "nothing was recorded" if run is None else \
         f"vacuum run {run.run_id} is on record, its lease released: the next vacuum takes its work over"
-    return unavailable(spark, exc, during="the vacuum ran", ended=after, unreachable=f"check that it runs; {after}")
+    return kind_of(spark).unavailable(exc, during="the vacuum ran", ended=after, unreachable=f"check that it runs; {after}")
 
 
 def sweep(spark: SparkSession, ledger: Ledger, **options: Any) -> VacuumReport:
@@ -265,7 +265,7 @@ def _carry_out(spark: SparkSession, cores: int, job: tasks.Job, plan: Plan, run:
     there = [i for i in items if i.key not in mine]
     # A dry run's executors write its listing into this process's folder only where they see it (a
     # classic local session's); elsewhere it comes back through Spark and is written here.
-    sink = None if job.listing is None or shares_files(spark) else listings.Sink(job.listing)
+    sink = None if job.listing is None or kind_of(spark).shares_files() else listings.Sink(job.listing)
     on_driver = _DRIVER.submit(lambda: [r for r in tasks.run_items(job, here, files=lists) if isinstance(r, Result)]) \
         if here else None
     try:

@@ -10,14 +10,14 @@ path of that session's Python workers). The functions given to Spark are that pa
 reference, so an executor imports exactly that.
 
 Before the ledger records anything, the session is asked whether it still answers as itself
-(``session.require_live``: every vacuum, since a server restarted under a session, or down, takes
+(``SessionKind.require_live``: every vacuum, since a server restarted under a session, or down, takes
 no work), and a small job asks every executor whether it can do the work: import what it needs,
 and see the warehouse the ledger's files are in, by reading back a file this process wrote under
 the root (``executor.probe``: a folder of the root's name is not enough, as a server in another
 mount sees an empty one). A vacuum whose session or executors cannot run it says so in one line
 (``SparkUnavailable``) with nothing recorded, instead of failing in the middle with a hundred-line
 traceback after its watermarks are in the log. The executors are asked once per session and
-warehouse root (``session.session_key``: a restarted server's sessions are new ones). The same
+warehouse root (``SessionKind.id``: a restarted server's sessions are new ones). The same
 job says how many tasks Spark runs at once (its tasks are as many as a default DataFrame has
 partitions), which the vacuum sizes its jobs by.
 """
@@ -42,7 +42,7 @@ from pyspark.sql import SparkSession
 from ..executor import tasks
 from ..executor import probe
 from ..executor.storage import StoreError, Unsafe
-from ..session import SparkUnavailable, check_arrow_jobs, require_live, session_key, shares_files, unavailable
+from ..session import SparkUnavailable, check_arrow_jobs, kind_of
 from . import jobs
 
 _SHIPPED: set[str] = set()
@@ -59,14 +59,14 @@ classic session's file server serves it from there for as long as the session li
 
 def ship(spark: SparkSession) -> None:
     """Put ``spark_ops.executor`` on every executor's path, once per session."""
-    key = session_key(spark)
+    key = kind_of(spark).id
     with _LOCK:
         if key in _SHIPPED:
             return
         try:
             spark.addArtifacts(_archive(), pyfile=True)
         except Exception as exc:  # a server that takes no Python artifacts
-            raise unavailable(spark, exc) or SparkUnavailable(f"Spark did not take the vacuum's executor code: {_python_error(exc)}; nothing "
+            raise kind_of(spark).unavailable(exc) or SparkUnavailable(f"Spark did not take the vacuum's executor code: {_python_error(exc)}; nothing "
                                    "was recorded (the server must accept Python artifacts: "
                                    "SparkSession.addArtifacts(..., pyfile=True))") from None
         _SHIPPED.add(key)
@@ -95,11 +95,12 @@ def preflight(spark: SparkSession, root: str) -> int:
     ``root``; else how many tasks Spark runs at once. Asks the executors once per session and root
     (one small task a core, each reading back a probe this process wrote under the root), and the
     session every time: what is remembered is remembered by the session's own id and its server's
-    (``session_key``), so it never outlives a server restart, and a session that ended is refused
+    (``SessionKind.id``), so it never outlives a server restart, and a session that ended is refused
     here, before anything is recorded, however often it vacuumed before."""
     check_arrow_jobs()  # the driver's side of the jobs: PySpark's own libraries for mapInArrow
-    require_live(spark)
-    key = session_key(spark)
+    kind = kind_of(spark)
+    kind.require_live()
+    key = kind.id
     ship(spark)
     if (key, root) in _CHECKED:
         return _CORES[key]
@@ -115,7 +116,7 @@ def preflight(spark: SparkSession, root: str) -> int:
                                "see the warehouse by a file this process writes there and they read back; nothing "
                                "was recorded") from None
     except Exception as exc:  # the executor's Python error, wrapped in pages of Java (or of gRPC)
-        raise unavailable(spark, exc) or SparkUnavailable(
+        raise kind_of(spark).unavailable(exc) or SparkUnavailable(
             f"the executors cannot run the vacuum: {_python_error(exc)}; nothing was recorded (README, "
             "\"Running on a cluster\": what executors need)") from None
     problems = sorted(set(answers))
@@ -134,7 +135,7 @@ def _own_python_here(spark: SparkSession) -> bool:
     Connect session's executors nothing is known here (its server may run on this machine, with
     another Python): they are asked."""
     python = os.environ.get("PYSPARK_PYTHON") or sys.executable
-    return shares_files(spark) and os.path.realpath(python) == os.path.realpath(sys.executable)
+    return kind_of(spark).shares_files() and os.path.realpath(python) == os.path.realpath(sys.executable)
 
 
 def _local_cores(spark: SparkSession) -> int:
