@@ -1,6 +1,7 @@
 """The integrity scrub against a plain listing of the same locations, and its driver's memory.
 
     python benchmarks/scrub.py [--sizes 20000,200000] [--per-table 2000] [--rounds 3] [--stores disk,s3]
+                               [--cases 'as recorded,each differs']
 
 For each store (a local disk; the S3 API of ``moto``'s server on 127.0.0.1, started here) and each
 size, a ledger knows that many files (``--per-table`` files a table, one committed write each),
@@ -142,6 +143,7 @@ def main() -> None:
     parser.add_argument("--per-table", type=int, default=2_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stores", default="disk,s3")
+    parser.add_argument("--cases", default="as recorded,each differs")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     stores = args.stores.split(",")
@@ -159,7 +161,7 @@ def main() -> None:
             for n in sizes:
                 with scratch_dir() as base:
                     led = build(store, base, max(1, n // args.per_table), args.per_table)
-                    for case in ("as recorded", "each differs"):
+                    for case in args.cases.split(","):
                         if case == "each differs":
                             add_strays(store, led)
                         floor, ours, floors, scrubs = measure(spark, led, args.rounds)
