@@ -120,11 +120,8 @@ def casts(table: str, new: str, *, case_sensitive: bool = False) -> dict[str, Da
     """The columns of ``new`` to cast to the table's type before writing (those ``widens`` takes),
     by the name ``new`` spells them: so the files hold the table's types."""
     ours = _columns(table, case_sensitive)
-    found = {}
-    for key, (spelled, kind) in _columns(new, case_sensitive).items():
-        if key in ours and ours[key][1] != kind:
-            found[spelled] = data_type(ours[key][1])
-    return found
+    return {spelled: data_type(ours[key][1]) for key, (spelled, kind) in _columns(new, case_sensitive).items()
+            if key in ours and ours[key][1] != kind}
 
 
 def type_clash(table: str, new: str, *, case_sensitive: bool = False) -> str | None:
