@@ -60,11 +60,14 @@ def simple(text: str) -> str:
     return struct(text).simpleString()
 
 
+def _key(name: str, case_sensitive: bool) -> str:
+    """A column's name as Spark resolves it: lowercased unless ``spark.sql.caseSensitive``."""
+    return name if case_sensitive else name.lower()
+
+
 def _columns(text: str, case_sensitive: bool) -> dict[str, tuple[str, Any]]:
-    """Each top-level column by the name Spark resolves it by (lowercased unless
-    ``spark.sql.caseSensitive``): its spelling and its type."""
-    return {(field["name"] if case_sensitive else field["name"].lower()): (field["name"], field["type"])
-            for field in json.loads(text)["fields"]}
+    """Each top-level column by its ``_key``: its spelling and its type."""
+    return {_key(field["name"], case_sensitive): (field["name"], field["type"]) for field in json.loads(text)["fields"]}
 
 
 def same_columns(table: str, new: str, *, case_sensitive: bool = False) -> bool:
@@ -117,11 +120,8 @@ def casts(table: str, new: str, *, case_sensitive: bool = False) -> dict[str, Da
     """The columns of ``new`` to cast to the table's type before writing (those ``widens`` takes),
     by the name ``new`` spells them: so the files hold the table's types."""
     ours = _columns(table, case_sensitive)
-    found = {}
-    for key, (spelled, kind) in _columns(new, case_sensitive).items():
-        if key in ours and ours[key][1] != kind:
-            found[spelled] = data_type(ours[key][1])
-    return found
+    return {spelled: data_type(ours[key][1]) for key, (spelled, kind) in _columns(new, case_sensitive).items()
+            if key in ours and ours[key][1] != kind}
 
 
 def type_clash(table: str, new: str, *, case_sensitive: bool = False) -> str | None:
@@ -151,8 +151,7 @@ def merge(table: str, new: str, name: str, *, case_sensitive: bool = False) -> s
     fields = json.loads(table)["fields"]
     known = _columns(table, case_sensitive)
     for field in json.loads(new)["fields"]:
-        key = field["name"] if case_sensitive else field["name"].lower()
-        if key not in known:
+        if (key := _key(field["name"], case_sensitive)) not in known:
             fields.append(field)
             known[key] = (field["name"], field["type"])
     return json.dumps({"type": "struct", "fields": fields}, separators=(",", ":"))
@@ -189,14 +188,13 @@ def check_writable(text: str, partition_by: list[str], name: str, *, case_sensit
         _refuse(name, "the DataFrame has no columns, and Parquet files need at least one")
     spelled: dict[str, str] = {}
     for field in fields:
-        key = field["name"] if case_sensitive else field["name"].lower()
-        if key in spelled:
+        if (key := _key(field["name"], case_sensitive)) in spelled:
             _refuse(name, f"the DataFrame has two columns named {spelled[key]} ({spelled[key]}, {field['name']}), "
                           f"which Spark takes for one{'' if case_sensitive else ' (spark.sql.caseSensitive is off)'}:"
                           " rename one")
         spelled[key] = field["name"]
         _check_holdable(field["name"], field["type"], name)
-    _check_partition_columns(fields, spelled, partition_by, name, case_sensitive)
+    _check_partition_columns(_columns(text, case_sensitive), partition_by, name, case_sensitive)
 
 
 def _check_holdable(column: str, node: Any, name: str) -> None:
@@ -216,23 +214,23 @@ def _check_holdable(column: str, node: Any, name: str) -> None:
             _check_holdable(column, node[inner], name)
 
 
-def _check_partition_columns(fields: list[dict[str, Any]], spelled: dict[str, str], partition_by: list[str],
-                             name: str, case_sensitive: bool) -> None:
-    types = {(f["name"] if case_sensitive else f["name"].lower()): f["type"] for f in fields}
+def _check_partition_columns(columns: dict[str, tuple[str, Any]], partition_by: list[str], name: str,
+                             case_sensitive: bool) -> None:
+    """``columns``: the DataFrame's (``_columns``), no two of one ``_key``."""
     seen: set[str] = set()
     for column in partition_by:
-        key = column if case_sensitive else column.lower()
-        if key not in types:
+        key = _key(column, case_sensitive)
+        if key not in columns:
             _refuse(name, f"partition_by names {column}, which is not a column of the DataFrame "
-                          f"({', '.join(spelled.values())})")
+                          f"({', '.join(spelled for spelled, _ in columns.values())})")
         if key in seen:
-            _refuse(name, f"partition_by names {spelled[key]} twice")
+            _refuse(name, f"partition_by names {columns[key][0]} twice")
         seen.add(key)
-        kind = types[key]
+        kind = columns[key][1]
         if isinstance(kind, dict) or kind in NOT_ATOMIC:
             _refuse(name, f"cannot partition by {column}: it is {_type_text(kind)}, and a partition column must be "
                           "a plain value (a number, a string, a date...), since it becomes a folder name")
-    if partition_by and len(seen) == len(fields):
+    if partition_by and len(seen) == len(columns):
         _refuse(name, f"partition_by names every column ({', '.join(partition_by)}), and at least one column must "
                       "stay in the files")
 

@@ -23,8 +23,7 @@ from .plan import Held, Plan, Waiting
 
 
 def split(item: Item, pieces: int) -> list[Item]:
-    """An item in up to ``pieces`` parts (``Item.split``: an expiry's or a sweep's folders; other
-    kinds are one piece)."""
+    """``Item.split``, as a list."""
     return list(item.split(pieces))
 
 

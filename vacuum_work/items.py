@@ -1,21 +1,11 @@
 """The kinds of vacuum work, each one thing: what it is, how it is split, what its result records,
 and how it is reported.
 
-Every kind is a frozen dataclass under ``Item`` with a ``kind`` name, and answers for itself:
-
-* ``busy`` (whether it has anything to do), ``dry_run_only`` (listed by a dry run, never run by a
-  vacuum: ``ForeignScan``), ``deletes`` (whether its files count as deleted), ``on_driver`` (it
-  runs where the ledger's file lists are: ``Trim``) and ``split`` (its parts, for one big item
-  spread over every core);
-* ``section`` (the report's name for items of its kind, a key of its JSON), ``facts`` (what names
-  it in a report), ``record`` (what its result says there), ``shown`` (whether a result is worth
-  a line), ``said`` (its line of text) and ``tallied`` (its line of the summary);
-* ``claims`` (what a result of it records, which the ledger checks its run planned) and
-  ``recorded`` (the write ids, or version, the ledger records done).
-
-Defining a subclass with a ``kind`` registers it in ``KINDS`` (in the order defined): the report
-has a section for every kind, and the executors dispatch on ``kind`` (``spark_ops.executor.dispatch``).
-Standard library only (R19).
+Every kind is a frozen dataclass under ``Item`` with a ``kind`` name, and answers for itself what
+``Item`` asks (its class attributes and methods: what it is and how it runs, how it is reported,
+what its result records). Defining a subclass with a ``kind`` registers it in ``KINDS`` (in the
+order defined): the report has a section for every kind, and the executors dispatch on ``kind``
+(``spark_ops.executor.dispatch``). Standard library only (R19).
 """
 
 from __future__ import annotations
@@ -374,7 +364,6 @@ class ForeignScan(Item):
 
 
 Work = Item
-"""An item of any kind."""
 
 
 # --- what comes back: each item's result, and the receipt parts it wrote ----------------------

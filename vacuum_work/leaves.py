@@ -72,14 +72,10 @@ def read_leaves(data: bytes) -> Iterator[tuple[str, int]]:
     ``ValueError`` if the data is not a whole number of leaves."""
     at, end = 0, len(data)
     while at < end:
-        if at + 4 > end:
-            raise ValueError(f"a leaf is cut short at byte {at}")
-        (n,) = struct.unpack_from(">I", data, at)
+        n = int.from_bytes(data[at:at + 4], "big")  # the slice may be short: then so is the leaf
         if at + 4 + n + 8 > end:
             raise ValueError(f"a leaf is cut short at byte {at}")
-        key = data[at + 4:at + 4 + n].decode("utf-8")
-        (size,) = struct.unpack_from(">Q", data, at + 4 + n)
-        yield key, size
+        yield data[at + 4:at + 4 + n].decode("utf-8"), int.from_bytes(data[at + 4 + n:at + 12 + n], "big")
         at += 12 + n
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+from contextlib import suppress
 from typing import Iterable, Iterator
 
 from .storage import UNSIZED, StoredFile, Storage, Unsafe
@@ -153,10 +154,8 @@ class LocalDisk(Storage):
     def remove(self, names: Iterable[str]) -> None:
         folders = set()
         for name in names:
-            try:
+            with suppress(FileNotFoundError):
                 os.unlink(name)
-            except FileNotFoundError:
-                pass
             folders.add(os.path.dirname(name))
         for folder in folders:
             while folder.startswith(self.base + os.sep):

@@ -11,7 +11,7 @@ Adding a kind of work (an integrity scrub, say, that lists files and reports wha
 deleting nothing):
 
 1. its record in ``vacuum_work``, its own module beside ``items.py``: a subclass of
-   ``vacuum_work.Item`` with a ``kind``, answering for itself what ``items``' docstring lists; and
+   ``vacuum_work.Item`` with a ``kind``, answering for itself what ``Item`` asks; and
    one field of ``Plan`` (``vacuum_work/plan.py``) holding its items, marked ``WORK``;
 2. its runner in ``spark_ops/executor``, its own module: a function decorated ``@runs(Scrub)``
    (and ``@each`` if it takes one item at a time);

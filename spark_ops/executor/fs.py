@@ -14,6 +14,7 @@ comes back in the ``Result``.
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from vacuum_work import Result
@@ -110,24 +111,17 @@ def _delete(store: Storage, jobs: list[tuple[str, Totals, Iterator[StoredFile] |
 def _empty(store: Storage, deleter: Deleter, where: str, found: Totals) -> int:
     """List ``where`` a page at a time, each page to the deleter; how many files it found."""
     seen = 0
-    try:
+    with _failing(found):
         for page in store.pages(where, sizes=False):  # a disk: no stat while listing (the deleting thread takes it)
             deleter.add(page, found, where)
             seen += len(page)
-    except (Unsafe, StoreError, OSError) as exc:
-        found.failed(_why(exc))
     return seen
 
 
 def _settle(store: Storage, where: str, found: Totals, *, keep: bool) -> None:
-    if found.error is not None:
-        return
-    try:
-        error = store.settle(where, keep=keep)
-    except (Unsafe, StoreError, OSError) as exc:
-        error = _why(exc)
-    if error is not None:
-        found.failed(error)
+    if found.error is None:
+        with _failing(found):
+            found.failed(store.settle(where, keep=keep))
 
 
 def _named(home: str, lists: Iterable[Iterable[tuple[str, int]] | None]) -> Iterator[StoredFile] | None:
@@ -141,11 +135,9 @@ def _named(home: str, lists: Iterable[Iterable[tuple[str, int]] | None]) -> Iter
 
 def _add(deleter: Deleter, entries: Iterator[StoredFile], found: Totals, within: str) -> None:
     """Known files to the deleter a batch at a time, as they are read."""
-    try:
+    with _failing(found, Unsafe):  # the ledger checked them when they were committed: never expected
         while page := list(itertools.islice(entries, BATCH)):
             deleter.add(page, found, within)
-    except Unsafe as exc:  # the ledger checked them when they were committed: never expected
-        found.failed(_why(exc))
 
 
 def delete_files(store: Storage | str, location: str, files: Iterable[tuple[str, int]], *, dry_run: bool, look: bool,
@@ -161,7 +153,7 @@ def delete_files(store: Storage | str, location: str, files: Iterable[tuple[str,
     for deleted that was never seen."""
     found = Totals()
     listing: list[tuple[str, int]] = []
-    try:
+    with _failing(found):
         store = of(store)
         home = store.confine(location)
         if store.absent(home):
@@ -176,8 +168,6 @@ def delete_files(store: Storage | str, location: str, files: Iterable[tuple[str,
                         receipt.add_absent((e.path, e.size) for e in page if e.path not in there)
                     page = [e for e in page if e.path in there]
                 _going(store, deleter, page, found, home, listing if dry_run else None)
-    except (Unsafe, StoreError, OSError) as exc:
-        found.failed(_why(exc))
     return _result(found, listing if dry_run else None)
 
 
@@ -189,7 +179,7 @@ def delete_unnamed(store: Storage | str, location: str, folder: str, named: set[
     unnamed files younger than that, left for a later vacuum."""
     found, left = Totals(), 0
     listing: list[tuple[str, int]] = []
-    try:
+    with _failing(found):
         store = of(store)
         home = store.confine(location)
         where = store.confine(folder, within=f"{home}/_writes")
@@ -199,8 +189,6 @@ def delete_unnamed(store: Storage | str, location: str, folder: str, named: set[
                 old = [e for e in unnamed if e.modified is not None and e.modified <= cutoff]
                 left += len(unnamed) - len(old)
                 _going(store, deleter, old, found, where, listing if dry_run else None)
-    except (Unsafe, StoreError, OSError) as exc:
-        found.failed(_why(exc))
     return _result(found, listing if dry_run else None, left=left)
 
 
@@ -281,13 +269,11 @@ def _list(store: Storage, where: str | None, found: Totals) -> list[tuple[str, i
     listed: list[tuple[str, int]] = []
     if where is None:  # refused: the reason is in ``found``
         return listed
-    try:
+    with _failing(found):
         for page in store.pages(where):
             for entry in page:
                 store.inside(entry.path, where)
                 listed.append((store.uri(entry.path), entry.size))
-    except (Unsafe, StoreError, OSError) as exc:
-        found.failed(_why(exc))
     return listed
 
 
@@ -300,10 +286,16 @@ def _result(found: Totals, listing: list[tuple[str, int]] | None = None, *, left
 
 def total(results: list[Result]) -> Result:
     """Several folders' results as one: counts added, the first error kept."""
-    summed = Result(None)
-    for result in results:
-        summed = summed + result
-    return summed
+    return sum(results, Result(None))
+
+
+@contextmanager
+def _failing(found: Totals, *errors: type[Exception]) -> Iterator[None]:
+    """An error inside (of ``errors``; by default the storage's or the disk's) is ``found``'s, as ``_why`` says it."""
+    try:
+        yield
+    except errors or (Unsafe, StoreError, OSError) as exc:
+        found.failed(_why(exc))
 
 
 def _why(exc: Exception) -> str:

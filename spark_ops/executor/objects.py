@@ -31,8 +31,9 @@ import re
 import threading
 import time
 import zlib
+from contextlib import contextmanager, suppress
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 from urllib.parse import urlsplit
 
 from .storage import StoredFile, Storage, StoreError, Unsafe, hidden, pool
@@ -125,26 +126,19 @@ class ObjectStore(Storage):
     def pages(self, where: str, *, sizes: bool = True, visible: bool = False) -> Iterator[list[StoredFile]]:
         import obstore
         check_key(where)
-        try:
+        with _failing(f"listing {self.uri(where)}/"), suppress(FileNotFoundError):
             for page in obstore.list(self.client, where + "/", chunk_size=PAGE):
                 found = [StoredFile(o["path"], o["size"], o["last_modified"].timestamp()) for o in page]
                 yield [e for e in found if not hidden(e.path[len(where) + 1:])] if visible else found
-        except FileNotFoundError:
-            return
-        except Exception as exc:  # noqa: BLE001 - obstore's errors have no common base worth naming
-            raise StoreError(f"listing {self.uri(where)}/ failed: {_one_line(exc)}") from None
 
     def folders(self, where: str) -> list[str]:
         import obstore
         if where:
             check_key(where)
-        try:
-            result = obstore.list_with_delimiter(self.client, where + "/" if where else None)
-        except FileNotFoundError:
-            return []
-        except Exception as exc:  # noqa: BLE001
-            raise StoreError(f"listing {self.uri(where)}/ failed: {_one_line(exc)}") from None
-        return [inside(folder.rstrip("/"), where) for folder in result["common_prefixes"]]
+        found: Sequence[str] = ()
+        with _failing(f"listing {self.uri(where)}/"), suppress(FileNotFoundError):
+            found = obstore.list_with_delimiter(self.client, where + "/" if where else None)["common_prefixes"]
+        return [inside(folder.rstrip("/"), where) for folder in found]
 
     def delete(self, batch: list[StoredFile]) -> tuple[list[int | None], str | None]:
         keys = [entry.path for entry in batch]
@@ -236,29 +230,30 @@ class ObjectStore(Storage):
     def put(self, name: str, data: bytes) -> None:
         import obstore
         check_key(name)
-        try:
+        with _failing(f"writing {self.uri(name)}"):
             obstore.put(self.client, name, data)
-        except Exception as exc:  # noqa: BLE001
-            raise StoreError(f"writing {self.uri(name)} failed: {_one_line(exc)}") from None
 
     def get(self, name: str) -> bytes:
         import obstore
         check_key(name)
-        try:
+        with _failing(f"reading {self.uri(name)}"):
             return bytes(obstore.get(self.client, name).bytes())
-        except Exception as exc:  # noqa: BLE001
-            raise StoreError(f"reading {self.uri(name)} failed: {_one_line(exc)}") from None
 
     def remove(self, names: Iterable[str]) -> None:
         import obstore
         for name in names:
             check_key(name)
-            try:
+            with _failing(f"deleting {self.uri(name)}"), suppress(FileNotFoundError):
                 obstore.delete(self.client, name)
-            except FileNotFoundError:
-                continue
-            except Exception as exc:  # noqa: BLE001
-                raise StoreError(f"deleting {self.uri(name)} failed: {_one_line(exc)}") from None
+
+
+@contextmanager
+def _failing(what: str) -> Iterator[None]:
+    """The store's error in what is inside, as ``StoreError``: ``{what} failed: ...``."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - obstore's errors have no common base worth naming
+        raise StoreError(f"{what} failed: {_one_line(exc)}") from None
 
 
 def _one_line(exc: BaseException) -> str:

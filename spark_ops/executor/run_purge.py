@@ -10,43 +10,28 @@ from vacuum_work import Purge, Result
 
 from . import fs
 from .dispatch import Task, runs
-from .job import Files, Job, LedgerList
+from .job import Job, LedgerList
 from .receipts import DeletionLog
 
 
 @runs(Purge)
 def run_purges(task: Task, items: list[Purge]) -> Iterator[Result]:
-    """On the driver (``files``), in a run that deletes, the purges go together, several locations
-    listed at once: those the ledger knows files of, then those it knows nothing of, apart, as when
-    those ran on the executors (a batch that fails fails every location with a key in it). Elsewhere
-    one at a time."""
+    """On the driver (``files``), in a run that deletes, the purges go together, each re-checked, several
+    locations listed at once and sharing DeleteObjects batches (the keys the ledger knows first): those the
+    ledger knows files of, then those it knows nothing of, apart, as when those ran on the executors (a batch
+    that fails fails every location with a key in it). Elsewhere one at a time."""
     job, files = task.job, task.files
     if files is None or job.dry_run:
-        for item in items:
-            yield purge_location(job, item, task.receipt)
+        yield from (purge_location(job, item, task.receipt) for item in items)
         return
     for together in ([i for i in items if i.listed], [i for i in items if not i.listed]):
-        if together:
-            yield from _purge_together(job, together, task.receipt, files)
-
-
-def _purge_together(job: Job, items: list[Purge], receipt: DeletionLog | None, files: Files) -> Iterator[Result]:
-    """Dropped tables on an object store, from the driver: each re-checked, then purged together
-    (the keys the ledger knows, if any, then what a listing of each location finds, several
-    locations listed at once, sharing DeleteObjects batches)."""
-    allowed = []
-    for item in items:
-        refused = item.refusal()
-        if refused is not None:
-            yield Result(item, error=refused)
-        else:
-            allowed.append(item)
-    if allowed:
-        done = fs.purge_each(job.store, [job.at(i) for i in allowed],
-                             known=[[LedgerList(files, d) for d in i.listed] for i in allowed],
-                             siblings=job.siblings, receipt=receipt)
-        for item, result in zip(allowed, done):
-            yield replace(result, item=item)
+        yield from (Result(i, error=i.refusal()) for i in together if i.refusal() is not None)
+        allowed = [i for i in together if i.refusal() is None]
+        if allowed:
+            done = fs.purge_each(job.store, [job.at(i) for i in allowed],
+                                 known=[[LedgerList(files, d) for d in i.listed] for i in allowed],
+                                 siblings=job.siblings, receipt=task.receipt)
+            yield from (replace(result, item=item) for item, result in zip(allowed, done))
 
 
 def purge_location(job: Job, item: Purge, receipt: DeletionLog | None) -> Result:

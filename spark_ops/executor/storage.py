@@ -202,7 +202,7 @@ class Totals:
         self.files = self.bytes = 0
         self.error: str | None = None
 
-    def failed(self, error: str) -> None:
+    def failed(self, error: str | None) -> None:
         self.error = self.error or error
 
 

@@ -122,12 +122,10 @@ def look_or_purge(job: Job, items: Iterable[Purge]) -> Iterator[Result | tuple[P
     (``fs.purge_each``), the refused ones reported (each a ``Result``); the bigger ones only counted
     (``(item, pieces)``), for a second job to share out."""
     receipt = job.receipt()
+    items = list(items)
+    yield from (Result(i, error=i.refusal()) for i in items if i.refusal() is not None)
     whole: list[Purge] = []
-    for item in items:
-        refused = item.refusal()
-        if refused is not None:
-            yield Result(item, error=refused)
-            continue
+    for item in (i for i in items if i.refusal() is None):
         pieces = len(fs.pieces(job.store, job.at(item)))
         if pieces < 2:
             whole.append(item)

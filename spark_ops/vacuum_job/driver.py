@@ -235,9 +235,7 @@ def _lease_keeper(run: VacuumRun) -> Heartbeat:
 # --- the plan as work ---------------------------------------------------------------------------
 
 def work_of(plan: Plan, dry_run: bool, pieces: int) -> list[Item]:
-    """The items to carry out, each as it splits itself (``Item.split``: a table's many write
-    folders in parts, so that one big table is spread over every core). A dry run also lists
-    what only a dry run lists (foreign files)."""
+    """The items to carry out (``Plan.work``), each in the parts it splits itself into (``Item.split``)."""
     return [part for item in plan.work(dry_run=dry_run) for part in item.split(pieces)]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from ledger import FileEntry, format_bytes, format_duration, from_micros, iso_utc
-from vacuum_work import KINDS, Held, Item, Plan, Purge, Result, Waiting, location
+from vacuum_work import KINDS, Item, Plan, Purge, Result, location
 
 
 @attrs.frozen
@@ -190,17 +190,6 @@ def held_line(h: dict[str, Any]) -> str:
     return f"  held by pin {h['pin']} until {h['until']}: {h['name']} (id {h['id']}) {what}"
 
 
-def _waiting(w: Waiting) -> dict[str, Any]:
-    return {"id": w.table_id, "name": w.name, "dropped_at": iso_utc(from_micros(w.dropped_at)),
-            "due_at": iso_utc(from_micros(w.due_at)), "retention": format_duration(w.retention_seconds),
-            "retention_from": w.retention_from}
-
-
-def _held(h: Held) -> dict[str, Any]:
-    return {"name": h.name, "id": h.table_id, "what": h.what, "version": h.version, "pin": h.pin_id,
-            "until": iso_utc(from_micros(h.until))}
-
-
 def build_report(plan: Plan, dry_run: bool, results: dict[str, Result], started: float,
                  timings: dict[str, float]) -> VacuumReport:
     """The plan plus its results: every item's, a split item's parts added up (``results`` holds each
@@ -219,6 +208,9 @@ def build_report(plan: Plan, dry_run: bool, results: dict[str, Result], started:
         duration=time.monotonic() - started,
         timings=timings,
         busy_runs=plan.busy,
-        waiting=tuple(_waiting(w) for w in plan.waiting),
-        held=tuple(_held(h) for h in plan.held),
+        waiting=tuple({"id": w.table_id, "name": w.name, "dropped_at": iso_utc(from_micros(w.dropped_at)),
+                       "due_at": iso_utc(from_micros(w.due_at)), "retention": format_duration(w.retention_seconds),
+                       "retention_from": w.retention_from} for w in plan.waiting),
+        held=tuple({"name": h.name, "id": h.table_id, "what": h.what, "version": h.version, "pin": h.pin_id,
+                    "until": iso_utc(from_micros(h.until))} for h in plan.held),
     )

@@ -102,12 +102,14 @@ def preflight(spark: SparkSession, root: str) -> int:
     kind.require_live()
     key = kind.id
     ship(spark)
-    if (key, root) in _CHECKED:
-        return _CORES[key]
-    if _own_python_here(spark):
-        _CORES[key] = _local_cores(spark)
+    if (key, root) not in _CHECKED:
+        _CORES[key] = _local_cores(spark) if _own_python_here(spark) else _ask_executors(spark, root)
         _CHECKED.add((key, root))
-        return _CORES[key]
+    return _CORES[key]
+
+
+def _ask_executors(spark: SparkSession, root: str) -> int:
+    """How many tasks Spark runs at once, once every executor said it can run the vacuum."""
     try:
         with probe.leave(root) as left:
             answers, cores = jobs.ask(spark, functools.partial(tasks.preflight, root, left.relative, left.token))
@@ -123,8 +125,6 @@ def preflight(spark: SparkSession, root: str) -> int:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise SparkUnavailable(f"the executors cannot run the vacuum: {problems[0]}{more}; nothing was recorded")
-    _CORES[key] = cores
-    _CHECKED.add((key, root))
     return cores
 
 
@@ -146,9 +146,7 @@ def _local_cores(spark: SparkSession) -> int:
     found = re.match(r"local\[(\d+|\*)", spark.conf.get("spark.master") or "")
     if found is None:
         return 1
-    if found.group(1) == "*":
-        return os.cpu_count() or 1
-    return max(1, int(found.group(1)))
+    return (os.cpu_count() or 1) if found.group(1) == "*" else max(1, int(found.group(1)))
 
 
 def _python_error(exc: BaseException) -> str:
