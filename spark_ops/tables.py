@@ -427,12 +427,12 @@ def _widened(df: DataFrame, recorded: str, schema: str, case_sensitive: bool) ->
     found = schemas.casts(recorded, schema, case_sensitive=case_sensitive)
     if not found:
         return df
-    return df.withColumns({column: F.col(_quoted(column)).cast(kind) for column, kind in found.items()})
+    return df.withColumns({column: F.col(quote(column)).cast(kind) for column, kind in found.items()})
 
 
-def _quoted(column: str) -> str:
-    """A column name as ``F.col`` takes it literally (a dot would otherwise name a struct's field)."""
-    return "`" + column.replace("`", "``") + "`"
+def quote(name: str) -> str:
+    """A name in backticks (a backtick doubled), as SQL and ``F.col`` take it literally (a dot too)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 READ_PIN_LEASE = timedelta(hours=1)

@@ -53,9 +53,9 @@ from pyspark.sql import SparkSession
 from ledger import TableExists
 
 from ..session import SessionKind, kind_of
-from ..tables import spark_uri
+from ..tables import quote, spark_uri
 from .statements import Statements
-from .text import VersionFiles, literal, quote
+from .text import VersionFiles, literal
 from .views import HOLDER, MARK, View, ViewOwner, ledger_digest, user_digest
 
 if TYPE_CHECKING:
