@@ -737,10 +737,15 @@ remote_option = click.option(
          "your own; env SPARK_REMOTE, as PySpark reads it). Not with --master: the server has its own.")
 
 
-conf_option = click.option(
-    "--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=lambda c, p, v: _spark_conf(v),
-    help="A Spark setting, as spark-submit takes it (e.g. spark.executorEnv.AWS_REGION=eu-west-1); "
-         "repeat for several. spark-defaults.conf in SPARK_CONF_DIR is read as Spark reads it.")
+def spark_options(ships: str = "") -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--master (its help ending with ``ships``), --remote and --conf: where a command's Spark runs."""
+    master = click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
+                          help=f"The Spark master to run on (a cluster's, e.g. spark://host:7077){ships}.")
+    conf = click.option(
+        "--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", callback=lambda c, p, v: _spark_conf(v),
+        help="A Spark setting, as spark-submit takes it (e.g. spark.executorEnv.AWS_REGION=eu-west-1); "
+             "repeat for several. spark-defaults.conf in SPARK_CONF_DIR is read as Spark reads it.")
+    return lambda fn: master(remote_option(conf(fn)))
 
 
 def _session(guard: _SparkGuard, master: str, remote: str | None, spark_conf: dict[str, str]) -> Any:
@@ -795,11 +800,7 @@ def _one_spark(remote: str | None) -> str | None:
 @click.option("--only-uncommitted", is_flag=True, help="Only sweep abandoned writes and stragglers.")
 @click.option("--grace", default=None, metavar="DURATION",
               help="Delete a straggler only once older than this (default 6h).")
-@click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
-              help="The Spark master to run on (a cluster's, e.g. spark://host:7077); the executors need "
-                   "PySpark's Python and pyarrow only: the vacuum ships the rest.")
-@remote_option
-@conf_option
+@spark_options("; the executors need PySpark's Python and pyarrow only: the vacuum ships the rest")
 def vacuum_command(ctx: Context, retention: str | None, database: str | None, limit: int | None,
                    dry_run: bool, listing_dir: str | None, override_floor: bool, uncommitted: bool,
                    only_uncommitted: bool, grace: str | None, master: str, remote: str | None,
@@ -888,10 +889,7 @@ def _progress_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int], N
 
 @command(cli, "scrub", short_help="Check that every file the ledger names is there, and every deleted one gone.")
 @click.option("--database", default=None, help="Only this database's tables (default: the whole warehouse).")
-@click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
-              help="The Spark master to run on (a cluster's, e.g. spark://host:7077).")
-@remote_option
-@conf_option
+@spark_options()
 def scrub_command(ctx: Context, database: str | None, master: str, remote: str | None,
                   spark_conf: dict[str, str]) -> None:
     """Check the warehouse against the ledger and record what was found (R27): every file a readable,
@@ -931,10 +929,7 @@ class ScrubFound(LedgerError):
               help="Expire every version holding the rows at once, not at retention (a pin on one of them ends "
                    "with the request; one on an older version holding none refuses it), and make a dropped table "
                    "whose current version held them due to be purged.")
-@click.option("--master", envvar="RETENTION_LEDGER_SPARK_MASTER", default="local[2]", show_default=True,
-              help="The Spark master to run on (a cluster's, e.g. spark://host:7077).")
-@remote_option
-@conf_option
+@spark_options()
 def erase_command(ctx: Context, tables: tuple[str, ...], predicate: str | None, keys_from: str | None, reason: str,
                   statement_out: str | None, expire_now: bool, master: str, remote: str | None,
                   spark_conf: dict[str, str]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import atexit
 import contextlib
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -25,11 +26,13 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 import weakref
 from importlib import resources
 from typing import Any, Callable, ContextManager, Iterator, Mapping, cast
 
 import attrs
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ledger import LedgerError
@@ -131,7 +134,9 @@ def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: d
     traces, Spark probing each version's glob of files as a streaming sink's folder) and its
     progress bars, and its Python workers went without what keeps the caller's folders off their
     path (R22)."""
-    _check_connect_libraries()
+    _require(lambda: importlib.import_module("pyspark.sql.connect.utils").check_dependencies(),
+             "Spark Connect needs PySpark's connect extras",
+             "pip install 'retention-ledger[connect]' (or 'pyspark[connect]')")
     jvm: dict[str, str] | None = None
     if in_process(remote):
         check_java()  # PySpark starts the Connect server in this process's own JVM
@@ -144,7 +149,8 @@ def connect_session(app_name: str, remote: str, shuffle_partitions: int, conf: d
                 "spark.sql.sources.partitionOverwriteMode": "static", **conf}
     mark = os.environ.get(CONNECT_MARK)
     try:
-        log = jvm_log if jvm is not None and not _jvm_running() else None  # where the JVM it starts writes
+        # Where the JVM it starts writes (one already running writes where it did at its start).
+        log = jvm_log if jvm is not None and SparkContext._active_spark_context is None else None
         with _stderr_to(log) if log else contextlib.nullcontext():
             spark = _first_contact(app_name, remote, jvm or {})
         if jvm is not None:
@@ -209,9 +215,6 @@ def _answer(spark: SparkSession) -> None:
     ``FIRST_CONTACT_RETRIES`` and ``MASTER_TIMEOUT`` a try, instead of PySpark's ten minutes of
     retries and its hour's deadline: raises what PySpark raises if it does not answer as this
     session's server (restarted under it, or gone)."""
-    import dataclasses
-    import warnings
-
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     client = spark.client
@@ -253,8 +256,6 @@ def _connect(app_name: str, remote: str, jvm: Mapping[str, str]) -> SparkSession
     server's address got the first server's session), so an address's own session is kept here;
     and a server's application is the server's own, so ``app_name`` names only an in-process one."""
     if in_process(remote):  # PySpark starts the server, with these settings, and connects to it
-        import warnings
-
         builder = SparkSession.builder.remote(remote).appName(app_name)
         for key, value in jvm.items():
             builder = builder.config(key, value)
@@ -291,8 +292,6 @@ cache, release the session): a server that answers does so at once, and one that
 def _brief_goodbye(spark: SparkSession) -> None:
     """Shorten PySpark's calls to the server as Python exits; if it has gone, they fail quietly
     (PySpark would warn RETRIES_EXCEEDED on stderr after the command's last line)."""
-    import warnings
-
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]", category=UserWarning)
@@ -317,14 +316,6 @@ def _check_local_port(remote: str) -> None:
     raise SparkUnavailable(f"a Spark Connect server in this process ({remote}) needs port {LOCAL_CONNECT_PORT}, "
                            f"which is in use: connect to the server there with sc://localhost:{LOCAL_CONNECT_PORT} "
                            "if it is one, or free the port")
-
-
-def _check_connect_libraries() -> None:
-    def check() -> None:
-        from pyspark.sql.connect.utils import check_dependencies
-        check_dependencies()
-    _require(check, "Spark Connect needs PySpark's connect extras",
-             "pip install 'retention-ledger[connect]' (or 'pyspark[connect]')")
 
 
 def check_arrow_jobs() -> None:
@@ -375,10 +366,6 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 # --- the kind of session, in one place (R24) -----------------------------------------------------
-# A session is classic (a JVM of this process's, reached through py4j) or Spark Connect (a server's,
-# reached through gRPC). Every spark_ops call asks ``kind_of(spark)`` (``SessionKind``) what differs
-# between the two, and no other module tells them apart. Shipping code needs no answer here:
-# PySpark's ``addArtifacts(..., pyfile=True)`` ships it to either kind.
 
 ENDED = ("NO_ACTIVE_SESSION", "INVALID_HANDLE.SESSION_NOT_FOUND", "INVALID_HANDLE.SESSION_CHANGED",
          "INVALID_HANDLE.SESSION_CLOSED", "incorrect server side session identifier")
@@ -391,7 +378,6 @@ UNREACHABLE = ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 the code a call ended with, never by text (a task's own error may say "Connection refused")."""
 
 
-
 @attrs.frozen
 class Java:
     """A classic session's JVM, for the one speed-up that needs it (``spark_ops.catalog.jvm_catalog``):
@@ -401,7 +387,10 @@ class Java:
 
 
 class SessionKind(abc.ABC):
-    """What differs between the two kinds of session, asked of ``kind_of(spark)``."""
+    """What differs between a classic session (a JVM of this process's, reached through py4j) and a Spark
+    Connect one (a server's, reached through gRPC): every spark_ops call asks ``kind_of(spark)``, and no
+    other module tells them apart. Shipping code needs no answer: ``addArtifacts(..., pyfile=True)``
+    ships it to either kind."""
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
@@ -586,8 +575,8 @@ class Connect(SessionKind):
         if user:
             request.user_context.user_id = user
         try:
-            for _ in client._stub.ReattachExecute(request, metadata=client._builder.metadata(), timeout=MASTER_TIMEOUT):
-                return True
+            next(iter(client._stub.ReattachExecute(request, metadata=client._builder.metadata(),
+                                                   timeout=MASTER_TIMEOUT)), None)
             return True
         except Exception as exc:  # gRPC's own error: its details name the server's error class
             said = _all_said(exc)
@@ -647,18 +636,15 @@ class _Tracker:
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
-            self._count()
-
-    def _count(self) -> None:
-        tracker = self._context.statusTracker()
-        done = 0
-        for job_id in tracker.getJobIdsForGroup(self._group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job else ():
-                stage = tracker.getStageInfo(stage_id)
-                if stage:
-                    done += stage.numCompletedTasks
-        self._report(done)
+            tracker = self._context.statusTracker()
+            done = 0
+            for job_id in tracker.getJobIdsForGroup(self._group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in job.stageIds if job else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage:
+                        done += stage.numCompletedTasks
+            self._report(done)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -801,13 +787,6 @@ def _workers_python() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def _jvm_running() -> bool:
-    """Whether this process already runs a Spark JVM (whose output is where it went at its start)."""
-    from pyspark import SparkContext
-
-    return SparkContext._active_spark_context is not None
-
-
 def _jvm_settings(shuffle_partitions: int, scratch: str | None, conf: Mapping[str, str]) -> dict[str, str]:
     """The settings of a Spark this process starts, a classic session's or an in-process Spark
     Connect server's: no UI and no progress bars, UTC, static partition overwrite, our quiet logs,
@@ -945,8 +924,6 @@ def check_java() -> str:
 def stop_local_spark() -> None:
     """Stop this process's SparkContext and make sure its JVM is gone, even if it was still
     starting (an interrupted start leaves a JVM that Python has no handle on yet)."""
-    from pyspark import SparkContext
-
     context = SparkContext._active_spark_context
     if context is not None:
         with contextlib.suppress(Exception):
@@ -955,25 +932,17 @@ def stop_local_spark() -> None:
 
 
 def kill_local_jvms() -> None:
-    """Kill the JVMs this process started, without talking to them (for an interrupt that must
-    not wait on py4j). Their Python workers exit when their JVM does."""
-    for pid in _child_jvms():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _child_jvms() -> list[int]:
-    """Java processes whose parent is this process (Linux: read from /proc)."""
-    me, found = os.getpid(), []
+    """Kill the JVMs this process started (its children named java, Linux: read from /proc), without
+    talking to them (for an interrupt that must not wait on py4j). Their Python workers exit when
+    their JVM does."""
+    me = os.getpid()
     with contextlib.suppress(OSError):
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # gone meanwhile (ProcessLookupError), or not ours to kill
                 with open(f"/proc/{entry}/stat", "rb") as handle:
                     stat = handle.read().decode(errors="replace")
                 name = stat[stat.index("(") + 1: stat.rindex(")")]
-                parent = int(stat[stat.rindex(")") + 2:].split()[1])
-                if parent == me and name == "java":
-                    found.append(int(entry))
-    return found
+                if int(stat[stat.rindex(")") + 2:].split()[1]) == me and name == "java":
+                    os.kill(int(entry), signal.SIGKILL)

@@ -202,7 +202,11 @@ def _layout(current: TableVersion | None, given: list[str] | None, doing: Doing,
             raise InvalidArgument(f"cannot {doing}: it is not partitioned (version {current.number}), and "
                                   f"partitions='dynamic' replaces partitions; write with {doing.to_replace} instead; "
                                   "nothing was recorded")
-        _check_one_layout(current, found, doing, case_sensitive)
+        # It replaces files by their partition folders: every current file must sit in the table's layout.
+        layouts = {_keys(partition_columns_of(f.path), case_sensitive) for f in current.files}
+        if layouts - {_keys(found, case_sensitive)}:
+            raise InvalidArgument(f"cannot {doing}: version {current.number} has files of several partition layouts; "
+                                  f"write with {doing.to_replace} instead; nothing was recorded")
     return list(found)
 
 
@@ -217,15 +221,6 @@ def _unknown_layout(current: TableVersion, given: list[str] | None, doing: Doing
                               f"{'give partition_by, or ' if not current.file_count else ''}write with "
                               f"{doing.to_replace} instead; nothing was recorded")
     return given or []
-
-
-def _check_one_layout(current: TableVersion, found: tuple[str, ...], doing: Doing, case_sensitive: bool) -> None:
-    """A partition overwrite replaces files by their partition folders, so every current file must
-    sit in the table's layout (only files committed through the ledger's own API could not)."""
-    layouts = {_keys(partition_columns_of(f.path), case_sensitive) for f in current.files}
-    if layouts - {_keys(found, case_sensitive)}:
-        raise InvalidArgument(f"cannot {doing}: version {current.number} has files of several partition layouts; "
-                              f"write with {doing.to_replace} instead; nothing was recorded")
 
 
 def _layout_text(columns: Sequence[str]) -> str:
@@ -427,12 +422,12 @@ def _widened(df: DataFrame, recorded: str, schema: str, case_sensitive: bool) ->
     found = schemas.casts(recorded, schema, case_sensitive=case_sensitive)
     if not found:
         return df
-    return df.withColumns({column: F.col(_quoted(column)).cast(kind) for column, kind in found.items()})
+    return df.withColumns({column: F.col(quote(column)).cast(kind) for column, kind in found.items()})
 
 
-def _quoted(column: str) -> str:
-    """A column name as ``F.col`` takes it literally (a dot would otherwise name a struct's field)."""
-    return "`" + column.replace("`", "``") + "`"
+def quote(name: str) -> str:
+    """A name in backticks (a backtick doubled), as SQL and ``F.col`` take it literally (a dot too)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 READ_PIN_LEASE = timedelta(hours=1)
@@ -489,20 +484,14 @@ def _read(spark: SparkSession, ledger: Ledger, name: str, version: int | None, a
         recorded = None if chosen.schema is None else schemas.struct(chosen.schema)
         if not paths:
             return spark.createDataFrame([], recorded or StructType([])), held
-        return _read_files(spark, table.location, [entry.path for entry in chosen.files], recorded), held
+        # The frames of ``file_frames`` read with the recorded schema (a partition value written as "007" reads
+        # back as "007", a column a merge added as null in older files), in its order (Spark puts partitions last).
+        result = union_all(file_frames(spark, table.location, [entry.path for entry in chosen.files], recorded))
+        return (result if recorded is None else result.select(*recorded.fieldNames())), held
     except BaseException:
         if held is not None:
             held.release()
         raise
-
-
-def _read_files(spark: SparkSession, location: str, paths: list[str], schema: StructType | None) -> DataFrame:
-    """Exactly these files, with the version's recorded schema (so a partition value written as
-    ``"007"`` reads back as ``"007"``, not 7, and columns a merge added read as null in older
-    files), the frames of ``file_frames`` unioned."""
-    result = union_all(file_frames(spark, location, paths, schema))
-    # Spark puts partition columns last; the table's order is the recorded one.
-    return result if schema is None else result.select(*schema.fieldNames())
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:

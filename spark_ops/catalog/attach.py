@@ -130,7 +130,9 @@ class Attachment:
         replaced: list[Named] = []
         try:
             self._put(moved, live, replaced)
-            replaced += self._remove(gone)
+            if gone:
+                self.catalog.drop(gone)
+            replaced += [self.named.pop(name) for name in gone]
         finally:
             self._release([old.pin_id for old in replaced if old.pin_id is not None])
         self.functions.update(self.ledger, self.named, None if names is None else wanted)
@@ -195,7 +197,9 @@ class Attachment:
         unnamed: dict[str, str] = {}
         for name, plan in plans.items():
             error = errors.get(name) if isinstance(plan, Plan) else None
-            if isinstance(plan, str) or (error is not None and plan.folder and _nothing_there(error)):
+            # A folder's view Spark refused because there is nothing in the folder to read yet: no name yet.
+            if isinstance(plan, str) or (error is not None and plan.folder and (
+                    "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error))):
                 unnamed[name] = plan if isinstance(plan, str) else NOTHING_YET
                 if name in self.named:
                     replaced.append(self.named.pop(name))
@@ -273,11 +277,6 @@ class Attachment:
                 log.warning("%s has no name in Spark SQL: %s (read_table says more)", name, reason)
             self.unnamed[name] = reason
 
-    def _remove(self, names: list[str]) -> list[Named]:
-        if names:
-            self.catalog.drop(names)
-        return [self.named.pop(name) for name in names]
-
     def _live_pins(self) -> set[str]:
         """The ids of the ledger's live pins (another session's view is taken over only if its pin
         is not among them)."""
@@ -299,7 +298,9 @@ class Attachment:
                 names = None if change.everything else self._touched(change)
                 if names is None or names:
                     self.sync(names)
-                self._renew_if_due()
+                if self.renewed_at is not None and \
+                        (self.ledger.now() - self.renewed_at).total_seconds() > self.lease_seconds / 3:
+                    self.renew()  # once a third of the pins' lease has passed (``refresh`` always renews)
             except Exception as exc:  # the change landed; only the names lag behind it
                 log.warning("Spark's names did not follow a change to the ledger (%s): refresh(spark, ledger) "
                             "makes them show it", exc)
@@ -315,12 +316,6 @@ class Attachment:
             if table.is_live and self.database in (None, table.database):
                 names.add(table.name)
         return names
-
-    def _renew_if_due(self) -> None:
-        """Renew the pins once a third of their lease has passed (``refresh`` always does)."""
-        if self.renewed_at is not None and \
-                (self.ledger.now() - self.renewed_at).total_seconds() > self.lease_seconds / 3:
-            self.renew()
 
     # --- refresh and detach --------------------------------------------------------------------
 
@@ -383,11 +378,6 @@ class Attachment:
 
     def _drop_views(self) -> None:
         self.catalog.drop_all(sorted(self.named), self.created_databases)
-
-
-def _nothing_there(error: Exception) -> bool:
-    """Whether Spark refused a folder's view because there is nothing in the folder to read yet."""
-    return "PATH_NOT_FOUND" in str(error) or "UNABLE_TO_INFER_SCHEMA" in str(error)
 
 
 _attached: dict[str, Attachment] = {}

@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 from pyspark.sql import SparkSession
 
 from ..session import Java
+from ..tables import quote
 from .views import HOLDER, MARK, TEMPLATE, View, ViewOwner
-from .text import quote
 
 
 class JvmCatalog:

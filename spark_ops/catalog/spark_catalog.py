@@ -53,9 +53,9 @@ from pyspark.sql import SparkSession
 from ledger import TableExists
 
 from ..session import SessionKind, kind_of
-from ..tables import spark_uri
+from ..tables import quote, spark_uri
 from .statements import Statements
-from .text import VersionFiles, literal, quote
+from .text import VersionFiles, literal
 from .views import HOLDER, MARK, View, ViewOwner, ledger_digest, user_digest
 
 if TYPE_CHECKING:
@@ -321,10 +321,6 @@ def _not_ours(name: str, holder: ViewOwner | None, ledger: str) -> str:
             "attach with database= to leave that database out)")
 
 
-def _property(key: str, value: str) -> str:
-    return f"{literal(key)} = {literal(value)}"
-
-
 class _Sql:
     """The catalog through SQL statements: every kind of session."""
 
@@ -381,7 +377,8 @@ class _Sql:
         done: dict[str, Exception | None] = dict(failed)
         done.update(zip((v.key for v in made), self.statements.run([
             f"CREATE OR REPLACE VIEW {quote(v.database)}.{quote(v.name)} TBLPROPERTIES "
-            f"({_property(MARK, self.mark)}, {_property(HOLDER, holder(v.pin).text())}) AS {self._text(v, tables[v.key])}"
+            f"({literal(MARK)} = {literal(self.mark)}, {literal(HOLDER)} = {literal(holder(v.pin).text())}) "
+            f"AS {self._text(v, tables[v.key])}"
             for v in made])))
         self.settle(views, tables, done, failed)
         return [done[v.key] for v in views]

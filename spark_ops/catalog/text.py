@@ -20,7 +20,7 @@ import attrs
 
 from ledger.errors import InvalidArgument
 
-from ..tables import glob_escape, spark_uri
+from ..tables import glob_escape, quote, spark_uri
 
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -159,11 +159,6 @@ def partition_value(depth: int) -> str:
 
 def _url_decode(expr: str) -> str:
     return f"url_decode(replace({expr}, '+', '%2B'))"
-
-
-def quote(name: str) -> str:
-    """A SQL identifier in backticks (a backtick in it doubled)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def literal(text: str) -> str:
