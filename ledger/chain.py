@@ -195,10 +195,9 @@ def root_from_inclusion(index: int, size: int, entry: bytes, proof: Sequence[byt
             return None
         if fn % 2 == 1 or fn == sn:
             r = node(p, r)
-            if fn % 2 == 0:
-                while fn % 2 == 0 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while fn % 2 == 0 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             r = node(r, p)
         fn >>= 1
@@ -259,10 +258,9 @@ def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: 
         if fn % 2 == 1 or fn == sn:
             fr = node(c, fr)
             sr = node(c, sr)
-            if fn % 2 == 0:
-                while fn % 2 == 0 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while fn % 2 == 0 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             sr = node(sr, c)
         fn >>= 1

@@ -524,7 +524,7 @@ def _fence(state: State, cmd: FenceErasure) -> Decision:
     if isinstance(cmd.seconds, bool) or not isinstance(cmd.seconds, int) or not 1 <= cmd.seconds <= 3600:
         raise InvalidArgument(f"a fence lasts 1 to 3600 seconds (renewed while its engine works), not {cmd.seconds!r}")
     inst = require_live(state, cmd.name, "hold commits off for an erasure of")
-    at = max(cmd.now, state.last_time + 1)
+    at = state.landing(cmd.now)
     held = state.erasures.fence_refusal(inst.name, inst.id, at, cmd.request_id)
     if held is not None:
         raise held

@@ -882,7 +882,7 @@ def check_unfenced(state: State, inst: Instance, now: Micros, holder: str | None
     (its engine is recording the request: ``ErasureInProgress``), but the request's own rewrite. The
     erasures concern says whether one holds (it is asked here); the fence is on the data stream every
     commit and restore reads (R4), so the two have one order."""
-    held = state.erasures.fence_refusal(inst.name, inst.id, max(now, state.last_time + 1), holder)
+    held = state.erasures.fence_refusal(inst.name, inst.id, state.landing(now), holder)
     if held is not None:
         raise held
 
