@@ -298,9 +298,8 @@ def _release(state: State, cmd: ReleasePin) -> Decision:
     """Releasing a pin that ended already changes nothing (result False)."""
     pin = _pin(state, cmd.pin_id)
     stream = data_stream(pin.table_id)
-    if not pin.holds(state.landing(cmd.now)):
-        return Decision((), frozenset({stream}), False)
-    return Decision(((stream, PinReleased(pin.id, pin.table_id)),), frozenset({stream}), True)
+    holds = pin.holds(state.landing(cmd.now))
+    return Decision(((stream, PinReleased(pin.id, pin.table_id)),) if holds else (), frozenset({stream}), holds)
 
 
 def _batch(state: State, cmd: PinBatch) -> Decision:
