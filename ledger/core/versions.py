@@ -21,8 +21,7 @@ committed at or before it is expired: never read or restored again.
 A version also records its **partition columns** (the ``col=value`` folders its writer put its
 files in), because they are the table's, not only its files': a version of no files (an erasure
 that matched every row) has none to read them from, and the next partition overwrite or append
-must still write the table's layout. An append or a replace keeps the table's; an overwrite may
-set others (it replaces the table); one that names none keeps them when it has no files.
+must still write the table's layout (which a new version keeps: ``_partitioning``).
 
 Why one concern and one stream per instance for all of this (DESIGN.md lists
 "versions and marks" and "writes and sweeps" apart): a commit is one fact that both
@@ -557,8 +556,7 @@ class CommitWrite:
     """A replace: every file of version ``base``, read from its stored lists by the caller (the core
     holds only digests and counts; the counts are checked against these)."""
     partition_by: tuple[str, ...] | None = None
-    """The partition columns the files were written by (``()``: none); None: not said, so the
-    table's are kept by an append, a replace, or an overwrite with no files (see ``_partitioning``)."""
+    """The partition columns the files were written by (``()``: none; None: not said, see ``_partitioning``)."""
     now: Micros = 0
     """When the committer decided (the ledger's clock): what an erasure's fence is measured against."""
     fence: str | None = None
