@@ -224,8 +224,9 @@ def _on_part(b: Builder, e: ReceiptPart, seq: int, time: Micros) -> None:
     info = _part_info(b, e, seq, time, "deleted")
     receipts = b.receipts
     keys = receipts.by_run.get(e.run_id, ())
-    receipts.parts[f"{e.run_id}#{len(keys)}"] = info
-    receipts.by_run[e.run_id] = (*keys, f"{e.run_id}#{len(keys)}")
+    key = f"{e.run_id}#{len(keys)}"
+    receipts.parts[key] = info
+    receipts.by_run[e.run_id] = (*keys, key)
 
 
 def _on_absent(b: Builder, e: FoundAbsent, seq: int, time: Micros) -> None:

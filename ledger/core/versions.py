@@ -418,7 +418,7 @@ class Data:
     def parts(self, v: Version) -> list[tuple[str | None, str]]:
         """The (write id, manifest digest) pairs whose files make up a version, newest first. A version
         with a replace in its chain names these files minus those its ``removals`` list."""
-        return [(c.write_id, c.manifest) for c in self.chain(v) if c.manifest is not None]  # (a restore's is None)
+        return [(c.write_id, c.manifest) for c in self.chain(v) if c.manifest is not None]  # no restore in a chain
 
     def removals(self, v: Version) -> list[str]:
         """The digests of the lists of files the replaces in a version's chain removed: the version's
@@ -972,8 +972,9 @@ def _pin_over(data: Data, pin: PinRecord | None, table_id: str, mark: Micros) ->
     """``pin`` (the one on the instance's oldest pinned version) and that version's number, if a
     retention mark at ``mark`` would expire it, measured as the pins concern says: by version number (R21)."""
     reached = data.as_of(table_id, mark)  # the newest version the mark covers
+    # (``Pins.holding_versions`` never gives a pin without a version: that test is for the type checker)
     if pin is None or pin.version is None or reached is None or reached.number < pin.version:
-        return None  # (``Pins.holding_versions`` never gives a pin without a version)
+        return None
     return pin, pin.version
 
 
