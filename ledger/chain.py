@@ -68,15 +68,10 @@ _LENGTH = struct.Struct(">I").pack
 _sha256 = hashlib.sha256
 
 
-def _text(value: str) -> bytes:
-    data = value.encode("utf-8")
-    return struct.pack(">I", len(data)) + data
-
-
 def event_hash(previous: bytes, seq: int, stream: str, version: int, type_: str, schema_version: int,
                time: int, actor: str, payload: str) -> bytes:
     """The hash of one event row, chained to the one before it (see the module docstring)."""
-    # As ``_text`` four times, written out: this runs once an event in every chain walk.
+    # ``text(s)`` (the module docstring's) four times, inline: this runs once an event in every chain walk.
     s, t, a, p = stream.encode(), type_.encode(), actor.encode(), payload.encode()
     return _sha256(b"".join((previous, _HEAD.pack(seq, version, schema_version, time), _LENGTH(len(s)), s,
                              _LENGTH(len(t)), t, _LENGTH(len(a)), a, _LENGTH(len(p)), p))).digest()
@@ -159,10 +154,7 @@ def redacted_row(row: Row) -> bool:
 
 def _split(n: int) -> int:
     """The largest power of two smaller than ``n`` (n > 1)."""
-    k = 1
-    while k * 2 < n:
-        k *= 2
-    return k
+    return 1 << ((n - 1).bit_length() - 1)
 
 
 def inclusion_proof(index: int, entries: Sequence[bytes], *, leaves: Sequence[bytes] | None = None) -> list[bytes]:
@@ -195,10 +187,9 @@ def root_from_inclusion(index: int, size: int, entry: bytes, proof: Sequence[byt
             return None
         if fn % 2 == 1 or fn == sn:
             r = node(p, r)
-            if fn % 2 == 0:
-                while fn % 2 == 0 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while fn % 2 == 0 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             r = node(r, p)
         fn >>= 1
@@ -259,10 +250,9 @@ def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: 
         if fn % 2 == 1 or fn == sn:
             fr = node(c, fr)
             sr = node(c, sr)
-            if fn % 2 == 0:
-                while fn % 2 == 0 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
+            while fn % 2 == 0 and fn != 0:
+                fn >>= 1
+                sn >>= 1
         else:
             sr = node(sr, c)
         fn >>= 1

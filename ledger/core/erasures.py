@@ -352,12 +352,9 @@ def statement_bytes(salt: str, tables: Mapping[str, str | None], *, predicate: s
     of what it names, salted. Its SHA-256 is what the chain records (``ErasureRequested.statement``);
     the offline check recomputes it from a statement file (``python -m ledger.audit prove-erasure
     --keys``)."""
-    body: dict[str, Any] = {"kind": STATEMENT_KIND, "salt": salt, "tables": dict(sorted(tables.items()))}
-    if predicate is not None:
-        body["predicate"] = predicate
-    else:
-        body["keys"] = list(keys or ())
-    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    named = {"predicate": predicate} if predicate is not None else {"keys": list(keys or ())}
+    return orjson.dumps({"kind": STATEMENT_KIND, "salt": salt, "tables": dict(sorted(tables.items())), **named},
+                        option=orjson.OPT_SORT_KEYS)
 
 
 def read_statement(data: bytes) -> dict[str, Any]:
@@ -524,7 +521,7 @@ def _fence(state: State, cmd: FenceErasure) -> Decision:
     if isinstance(cmd.seconds, bool) or not isinstance(cmd.seconds, int) or not 1 <= cmd.seconds <= 3600:
         raise InvalidArgument(f"a fence lasts 1 to 3600 seconds (renewed while its engine works), not {cmd.seconds!r}")
     inst = require_live(state, cmd.name, "hold commits off for an erasure of")
-    at = max(cmd.now, state.last_time + 1)
+    at = state.landing(cmd.now)
     held = state.erasures.fence_refusal(inst.name, inst.id, at, cmd.request_id)
     if held is not None:
         raise held
@@ -538,9 +535,9 @@ def _lift(state: State, cmd: LiftErasureFence) -> Decision:
     inst = require_live(state, cmd.name, "lift an erasure's fence on")
     stream = data_stream(inst.id)
     fence = state.erasures.fences.get(inst.id)
-    if fence is None or fence.request_id != cmd.request_id:
-        return Decision((), frozenset({stream}), False)
-    return Decision(((stream, ErasureFenceLifted(cmd.request_id, inst.id)),), frozenset({stream}), True)
+    holds = fence is not None and fence.request_id == cmd.request_id
+    return Decision(((stream, ErasureFenceLifted(cmd.request_id, inst.id)),) if holds else (), frozenset({stream}),
+                    holds)
 
 
 # --- fold ----------------------------------------------------------------------------------

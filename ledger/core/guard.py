@@ -36,8 +36,6 @@ DEFAULT_RETENTION_SECONDS = 7 * 86_400
 RETENTION_FLOOR_SECONDS = 86_400
 
 
-
-
 # --- events --------------------------------------------------------------------------------
 
 @event("WatermarkAdvanced", version=2)
@@ -229,9 +227,7 @@ def _advance(state: State, cmd: AdvanceWatermark) -> Decision:
     scope = str(cmd.scope)  # once: a scope's text costs a call of its own each time
     stream, event_ = advance(state, scope, cmd.to)
     current = state.guard.watermark(scope)
-    if current is not None and cmd.to <= current:
-        return Decision((), frozenset({stream}), current)
-    return Decision(((stream, event_),), frozenset({stream}), current)
+    return Decision(((stream, event_),) if current is None or cmd.to > current else (), frozenset({stream}), current)
 
 
 def _set_retention(state: State, cmd: SetRetention) -> Decision:

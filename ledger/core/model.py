@@ -50,6 +50,11 @@ class State:
     def version(self, stream: str) -> int:
         return self.streams.get(stream, 0)
 
+    def landing(self, now: Micros) -> Micros:
+        """The earliest time an event decided at ``now`` can be timed: the log's times increase, so a
+        clock that stands still (or steps back) times it after the last event, not at ``now``."""
+        return max(now, self.last_time + 1)
+
 
 Command = Union[tables.Command, guard.Command, versions.Command, vacuums.Command, pins.Command, receipts.Command,
                 erasures.Command, scrubs.Command, warehouse.MoveWarehouse]

@@ -250,7 +250,7 @@ def overridden(state: State, erased: frozenset[str], request_id: str,
     recorded (R25 wins over R21), as events on each pin's data stream (which the request reads)."""
     ended = []
     for table_id in sorted({key.rpartition("/")[0] for key in erased}):
-        for pin in state.pins.live(table_id, _landing(state, now)):
+        for pin in state.pins.live(table_id, state.landing(now)):
             if pin.version is not None and version_key(table_id, pin.version) in erased:
                 ended.append((data_stream(table_id), PinOverridden(pin.id, table_id, request_id)))
     return ended
@@ -277,17 +277,11 @@ def _pin(state: State, pin_id: object) -> PinRecord:
     return found
 
 
-def _landing(state: State, now: Micros) -> Micros:
-    """The earliest time an event decided now can be timed: the log's times increase, so a clock
-    that stands still (or steps back) times it after the last event, not at ``now``."""
-    return max(now, state.last_time + 1)
-
-
 def _renew(state: State, cmd: RenewPin) -> Decision:
     """A pin is renewed only while it holds, when the renewal lands: one that ended may already have
     let a vacuum in."""
     pin = _pin(state, cmd.pin_id)
-    at = _landing(state, cmd.now)
+    at = state.landing(cmd.now)
     erased = erased_under(state, pin)
     if erased is not None:
         raise PinEnded(erased)
@@ -304,9 +298,8 @@ def _release(state: State, cmd: ReleasePin) -> Decision:
     """Releasing a pin that ended already changes nothing (result False)."""
     pin = _pin(state, cmd.pin_id)
     stream = data_stream(pin.table_id)
-    if not pin.holds(_landing(state, cmd.now)):
-        return Decision((), frozenset({stream}), False)
-    return Decision(((stream, PinReleased(pin.id, pin.table_id)),), frozenset({stream}), True)
+    holds = pin.holds(state.landing(cmd.now))
+    return Decision(((stream, PinReleased(pin.id, pin.table_id)),) if holds else (), frozenset({stream}), holds)
 
 
 def _batch(state: State, cmd: PinBatch) -> Decision:
@@ -327,7 +320,7 @@ def _batch(state: State, cmd: PinBatch) -> Decision:
             named.add(one.pin_id)
         else:
             raise InvalidArgument(f"a batch of pins holds takes, renewals and releases, not {type(one).__name__}")
-        if isinstance(one, RenewPin) and (not _pin(state, one.pin_id).holds(_landing(state, one.now))
+        if isinstance(one, RenewPin) and (not _pin(state, one.pin_id).holds(state.landing(one.now))
                                           or erased_under(state, _pin(state, one.pin_id)) is not None):
             results.append(False)
             continue
@@ -379,7 +372,7 @@ def _pin_of(b: Builder, pin_id: str, table_id: str, seq: int, doing: str) -> Pin
     return pin
 
 
-# A renewal or a release is decided for the earliest time its event can land (``_landing``), but
+# A renewal or a release is decided for the earliest time its event can land (``State.landing``), but
 # another host's events on other streams can land first and time it later still: one that lands
 # after its pin ended changes nothing. The pin stays ended (a vacuum may have planned with it so),
 # and the caller is told (``PinEnded``); the log stays a log every release can fold.

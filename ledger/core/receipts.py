@@ -66,18 +66,10 @@ class ReceiptPart:
 
 @event("FoundAbsent")
 @attrs.frozen
-class FoundAbsent:
-    """Objects a run looked for, to delete them, and found already gone: ``count`` of them, keys
-    ``first`` to ``last``, their sorted leaves (with the sizes the ledger's lists gave them) the
-    attachment ``digest``, whose tree has root ``root``. What the run observed, at the event's time;
-    it deleted none of them."""
-    run_id: str
-    first: str
-    last: str
-    count: int
-    bytes: int
-    root: str
-    digest: str
+class FoundAbsent(ReceiptPart):
+    """Objects a run looked for, to delete them, and found already gone, in a ``ReceiptPart``'s fields
+    (the leaves with the sizes the ledger's lists gave them). What the run observed, at the event's
+    time; it deleted none of them."""
 
 
 @event("VacuumReceipt")
@@ -219,27 +211,26 @@ def close(state: State, run_id: str) -> tuple[str, VacuumReceipt]:
 
 # --- fold ----------------------------------------------------------------------------------
 
-def _check_part(b: Builder, e: ReceiptPart | FoundAbsent, seq: int, what: str) -> None:
+def _part_info(b: Builder, e: ReceiptPart, seq: int, time: Micros, what: str) -> PartInfo:
     if e.run_id not in b.vacuums.runs:
         raise corrupt(f"event #{seq} records objects {what} by vacuum {e.run_id}, which is not in progress")
     if e.count < 1 or e.bytes < 0 or e.first > e.last:
         raise corrupt(f"event #{seq} records a receipt part of {e.count} objects and {e.bytes} bytes from "
                       f"{e.first!r} to {e.last!r}, which no part can be")
+    return PartInfo(e.run_id, e.first, e.last, e.count, e.bytes, e.root, e.digest, seq, time)
 
 
 def _on_part(b: Builder, e: ReceiptPart, seq: int, time: Micros) -> None:
-    _check_part(b, e, seq, "deleted")
+    info = _part_info(b, e, seq, time, "deleted")
     receipts = b.receipts
     keys = receipts.by_run.get(e.run_id, ())
     key = f"{e.run_id}#{len(keys)}"
-    receipts.parts[key] = PartInfo(e.run_id, e.first, e.last, e.count, e.bytes, e.root, e.digest, seq, time)
+    receipts.parts[key] = info
     receipts.by_run[e.run_id] = (*keys, key)
 
 
 def _on_absent(b: Builder, e: FoundAbsent, seq: int, time: Micros) -> None:
-    _check_part(b, e, seq, "found absent")
-    b.receipts.absent[f"{e.run_id}@{seq}"] = PartInfo(e.run_id, e.first, e.last, e.count, e.bytes, e.root, e.digest,
-                                                      seq, time)
+    b.receipts.absent[f"{e.run_id}@{seq}"] = _part_info(b, e, seq, time, "found absent")
 
 
 def _on_receipt(b: Builder, e: VacuumReceipt, seq: int, time: Micros) -> None:

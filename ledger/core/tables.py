@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from .model import State
 
 
-
 # --- events --------------------------------------------------------------------------------
 
 @event("TableCreated")
@@ -510,14 +509,6 @@ def _on_created(b: Builder, e: TableCreated, seq: int, time: Micros) -> None:
     tables.bindings[e.name] = e.table_id
 
 
-def _on_dropped(b: Builder, e: TableDropped, seq: int, time: Micros) -> None:
-    _drop_one(b, e.table_id, seq, time)
-
-
-def _on_undropped(b: Builder, e: TableUndropped, seq: int, time: Micros) -> None:
-    _undrop_one(b, e.table_id, e.name, seq)
-
-
 def _on_database_dropped(b: Builder, e: DatabaseDropped, seq: int, time: Micros) -> None:
     for id_ in e.table_ids:
         _drop_one(b, id_, seq, time)
@@ -559,8 +550,8 @@ CONCERN = Concern(
     initial=Tables(),
     evolve={
         TableCreated: _on_created,
-        TableDropped: _on_dropped,
-        TableUndropped: _on_undropped,
+        TableDropped: lambda b, e, seq, time: _drop_one(b, e.table_id, seq, time),
+        TableUndropped: lambda b, e, seq, time: _undrop_one(b, e.table_id, e.name, seq),
         DatabaseDropped: _on_database_dropped,
         DatabaseUndropped: _on_database_undropped,
         TablePurged: _on_purged,

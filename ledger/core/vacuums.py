@@ -392,9 +392,8 @@ def choose_watermarks(state: State, chosen: list[Instance]) -> dict[str, Micros]
 
 
 def _effective_after(state: State, inst: Instance, marks: dict[str, Micros]) -> Micros:
-    found = [m for m in (state.guard.effective_watermark(inst), *map(marks.get, state.guard.covering_scopes(inst)))
-             if m is not None]
-    return max(found)
+    return max(m for m in (state.guard.effective_watermark(inst), *map(marks.get, state.guard.covering_scopes(inst)))
+               if m is not None)
 
 
 def _check_lease(seconds: object) -> None:

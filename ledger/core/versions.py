@@ -21,8 +21,7 @@ committed at or before it is expired: never read or restored again.
 A version also records its **partition columns** (the ``col=value`` folders its writer put its
 files in), because they are the table's, not only its files': a version of no files (an erasure
 that matched every row) has none to read them from, and the next partition overwrite or append
-must still write the table's layout. An append or a replace keeps the table's; an overwrite may
-set others (it replaces the table); one that names none keeps them when it has no files.
+must still write the table's layout (which a new version keeps: ``_partitioning``).
 
 Why one concern and one stream per instance for all of this (DESIGN.md lists
 "versions and marks" and "writes and sweeps" apart): a commit is one fact that both
@@ -93,12 +92,8 @@ def parse_manifest(data: bytes) -> list[tuple[str, int]]:
     return [(path, size) for path, size in orjson.loads(data)]
 
 
-MANIFEST_CHUNK = 32 << 10
-"""Bytes of a stored file list parsed at a time by ``read_manifest`` (a few hundred files)."""
-
-
-def read_manifest(data: bytes, chunk: int = MANIFEST_CHUNK) -> Iterator[tuple[str, int]]:
-    """The pairs of a stored file list, in order, parsed about ``chunk`` bytes at a time: what
+def read_manifest(data: bytes, chunk: int = 32 << 10) -> Iterator[tuple[str, int]]:
+    """The pairs of a stored file list, in order, parsed about ``chunk`` bytes (a few hundred files) at a time: what
     ``parse_manifest`` returns, for a reader that takes each pair once (the vacuum's driver deletes
     the files the ledger knows by key, R20), so that its memory does not grow with the list.
     ``orjson.loads`` of a whole list builds a parse tree of about 15 times its size before the first
@@ -338,12 +333,6 @@ class Write:
     def is_open(self) -> bool:
         return self.status == "open"
 
-    @property
-    def sweep_unfinished(self) -> bool:
-        """Swept (recorded given up) but its folder not yet recorded deleted: the run that swept it
-        died, or failed to delete it. The next vacuum finishes it (R10, R15)."""
-        return self.status == "swept" and self.deleted_at is None
-
 
 @attrs.frozen
 class Version:
@@ -410,10 +399,7 @@ class Data:
 
     def as_of(self, table_id: str, time: Micros) -> Version | None:
         """The newest version committed at or before ``time``."""
-        for v in self.history(table_id):
-            if v.committed_at <= time:
-                return v
-        return None
+        return next((v for v in self.history(table_id) if v.committed_at <= time), None)
 
     def chain(self, v: Version) -> list[Version]:
         """The commits whose file lists make up a version, newest first: itself (or, for a restore,
@@ -432,11 +418,7 @@ class Data:
     def parts(self, v: Version) -> list[tuple[str | None, str]]:
         """The (write id, manifest digest) pairs whose files make up a version, newest first. A version
         with a replace in its chain names these files minus those its ``removals`` list."""
-        found = []
-        for c in self.chain(v):
-            assert c.manifest is not None  # only a restore has none, and a chain holds none
-            found.append((c.write_id, c.manifest))
-        return found
+        return [(c.write_id, c.manifest) for c in self.chain(v) if c.manifest is not None]  # no restore in a chain
 
     def removals(self, v: Version) -> list[str]:
         """The digests of the lists of files the replaces in a version's chain removed: the version's
@@ -489,9 +471,9 @@ class Data:
 
     def sweepable(self, table_id: str, now: Micros) -> list[Write]:
         """Writes whose folders a sweep deletes now: aborted, or open with a lease that ran out (R15),
-        and those an earlier sweep recorded but whose folders it did not live to delete."""
-        return sorted((w for w in self.writes.values() if w.table_id == table_id
-                       and (w.sweep_reason(now) or w.sweep_unfinished)), key=lambda w: (w.began_at, w.id))
+        and those an earlier sweep recorded but whose folders it did not live to delete (R10)."""
+        return sorted((w for w in self.writes.values() if w.table_id == table_id and (w.sweep_reason(now) or (
+            w.status == "swept" and w.deleted_at is None))), key=lambda w: (w.began_at, w.id))
 
     def straggler_candidates(self, table_id: str, cutoff: Micros) -> list[Write]:
         """Committed writes, committed at or before ``cutoff`` (now minus the grace), whose folders
@@ -520,10 +502,8 @@ class Data:
         """Where a mark asked to move to ``until`` lands: the commit time of the newest version
         committed at or before ``until``, never the current one's (R6, R12)."""
         head = self.heads.get(table_id)
-        for v in self.history(table_id):
-            if v.number != head and v.committed_at <= until:
-                return v.committed_at
-        return None
+        return next((v.committed_at for v in self.history(table_id) if v.number != head and v.committed_at <= until),
+                    None)
 
     def retention_allows(self, table_id: str, until: Micros, below: int | None = None) -> Micros | None:
         """The mark a retention allows: the commit time of the newest version that stopped being
@@ -531,10 +511,8 @@ class Data:
         marked, and every older one, has been overwritten for at least the retention: an
         overwritten version stays restorable that long after it was overwritten. ``below``: only
         versions numbered below it (a pinned version and every newer one stay unexpired, R21)."""
-        for v in self.history(table_id):
-            if v.superseded_at is not None and v.superseded_at <= until and (below is None or v.number < below):
-                return v.committed_at
-        return None
+        return next((v.committed_at for v in self.history(table_id) if v.superseded_at is not None
+                     and v.superseded_at <= until and (below is None or v.number < below)), None)
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -578,8 +556,7 @@ class CommitWrite:
     """A replace: every file of version ``base``, read from its stored lists by the caller (the core
     holds only digests and counts; the counts are checked against these)."""
     partition_by: tuple[str, ...] | None = None
-    """The partition columns the files were written by (``()``: none); None: not said, so the
-    table's are kept by an append, a replace, or an overwrite with no files (see ``_partitioning``)."""
+    """The partition columns the files were written by (``()``: none; None: not said, see ``_partitioning``)."""
     now: Micros = 0
     """When the committer decided (the ledger's clock): what an erasure's fence is measured against."""
     fence: str | None = None
@@ -903,7 +880,7 @@ def check_unfenced(state: State, inst: Instance, now: Micros, holder: str | None
     (its engine is recording the request: ``ErasureInProgress``), but the request's own rewrite. The
     erasures concern says whether one holds (it is asked here); the fence is on the data stream every
     commit and restore reads (R4), so the two have one order."""
-    held = state.erasures.fence_refusal(inst.name, inst.id, max(now, state.last_time + 1), holder)
+    held = state.erasures.fence_refusal(inst.name, inst.id, state.landing(now), holder)
     if held is not None:
         raise held
 
@@ -995,10 +972,10 @@ def _pin_over(data: Data, pin: PinRecord | None, table_id: str, mark: Micros) ->
     """``pin`` (the one on the instance's oldest pinned version) and that version's number, if a
     retention mark at ``mark`` would expire it, measured as the pins concern says: by version number (R21)."""
     reached = data.as_of(table_id, mark)  # the newest version the mark covers
-    number = None if pin is None else pin.version  # never None from ``Pins.holding_versions``
-    if pin is None or number is None or reached is None or reached.number < number:
+    # (``Pins.holding_versions`` never gives a pin without a version: that test is for the type checker)
+    if pin is None or pin.version is None or reached is None or reached.number < pin.version:
         return None
-    return pin, number
+    return pin, pin.version
 
 
 def advance_mark(table_id: str, to: Micros, run_id: str) -> tuple[str, RetentionMarkAdvanced]:
@@ -1156,9 +1133,7 @@ def _check_replace(e: VersionCommitted, previous: Version | None, seq: int) -> N
 def _on_restored(b: Builder, e: VersionRestored, seq: int, time: Micros) -> None:
     data = b.data
     source = data.versions.get(version_key(e.table_id, e.restored))
-    mark = data.marks.get(e.table_id)
-    if source is None or (mark is not None and source.committed_at <= mark and
-                          e.restored != data.heads.get(e.table_id)):
+    if source is None or data.is_expired(source):
         raise corrupt(f"event #{seq} restores version {e.restored} of {e.table_id}, which does not exist or is "
                       "expired (R12)")
     if b.erasures.version_refusal(e.table_id, e.table_id, e.restored) is not None:
