@@ -27,7 +27,6 @@ spelt as the user has it (``object_keys``).
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import os
 import types
@@ -368,15 +367,8 @@ def receipt(state: State, run_id: str) -> Receipt:
 def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]], list[list[bytes]]]:
     """A part's leaves as stored and every level of their Merkle tree, checked against the digest and
     the root its event carries."""
-    data = store.read_blob(part.digest)
     where = f"{store.path}: the receipt part of vacuum {part.run_id} ({part.first} to {part.last}, {part.digest})"
-    if data is None or hashlib.sha256(data).hexdigest() != part.digest:
-        raise LedgerCorrupt(f"{where} {'is missing' if data is None else 'does not match its digest'}; restore the "
-                            "ledger from a backup")
-    try:
-        leaves = unpack_part(data)
-    except ValueError as exc:
-        raise LedgerCorrupt(f"{where} cannot be read ({exc}); restore the ledger from a backup") from None
+    leaves = store.checked_blob(part.digest, where, unpack_part)
     tree = merkle_levels([leaf(deleted_leaf(k, s)) for k, s in leaves]) if leaves else []
     problem = part.summary().problem(leaves, tree[-1][0] if tree else b"")
     if problem is not None:

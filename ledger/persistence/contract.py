@@ -242,6 +242,7 @@ MANY = 500
 
 
 _S = TypeVar("_S", bound="SQLStore[Any]")
+_T = TypeVar("_T")
 
 
 class SealedPart(Generic[_S]):
@@ -371,6 +372,18 @@ class EventStore(ABC):
     @abstractmethod
     def read_blob(self, digest: str) -> bytes | None: ...
 
+    def checked_blob(self, digest: str, what: str, parse: Callable[[bytes], _T],
+                     edited: str = "does not match its digest") -> _T:
+        """Attachment ``digest`` read, checked against its SHA-256 and ``parse``d, or ``LedgerCorrupt``
+        naming it ``what`` (``edited``: what is said of bytes the digest does not match)."""
+        data = self.read_blob(digest)
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            raise LedgerCorrupt(f"{what} {'is missing' if data is None else edited}; restore the ledger from a backup")
+        try:
+            return parse(data)
+        except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
+            raise LedgerCorrupt(f"{what} cannot be read ({exc}); restore the ledger from a backup") from None
+
     @abstractmethod
     def blob_digests(self) -> list[str]: ...
 
@@ -495,7 +508,6 @@ class Store(EventStore, SnapshotStore, ABC):
 
 
 _C = TypeVar("_C")
-_T = TypeVar("_T")
 COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 """An event's columns, as ``read`` gives them (then its hash, if asked)."""
 SELECT_GENERATIONS = "SELECT gen, base, seq, format, head, entries FROM snapshot_generations"
