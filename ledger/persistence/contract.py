@@ -524,6 +524,12 @@ class SQLStore(Store, Generic[_C]):
     """The statements' table (``CREATE TABLE IF NOT EXISTS``), made when the first is kept."""
     _CONTAINS: str
     """The SQL function that finds a text in another (``instr``, ``strpos``)."""
+    _exclusive = False
+    """Whether ``exclusive`` holds the write lock now."""
+
+    @property
+    def in_exclusive(self) -> bool:
+        return self._exclusive
 
     @abstractmethod
     def _run(self, work: Callable[[_C], _T]) -> _T:
@@ -550,6 +556,9 @@ class SQLStore(Store, Generic[_C]):
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._run(lambda db: self._fetch(db, sql, params))
+
+    def version(self, stream: str) -> int:
+        return int(self._rows("SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (stream,))[0][0])
 
     def _read_format(self, db: _C) -> int:
         found = self._fetch(db, "SELECT value FROM meta WHERE key = 'format_version'")
