@@ -55,7 +55,7 @@ from .core.versions import (
 from .core.warehouse import MoveWarehouse
 from . import names
 from .errors import (
-    Conflict, ErasureInProgress, InvalidArgument, InvalidName, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch,
+    Conflict, ErasureInProgress, InvalidArgument, InvalidTime, LedgerNotFound, PinEnded, WarehouseMismatch,
 )
 from .names import LEDGER, Scope
 from .runner import Attempts, Runner
@@ -506,7 +506,7 @@ class Ledger(Catalog):
         on that clock would show purges that are not due."""
         command = self._start_command(retention, database, limit, override_floor, DEFAULT_LEASE_SECONDS,
                                       uncommitted, only_uncommitted, grace, run_id)
-        plan = self.runner.preview(command).result
+        plan = self.runner.preview(lambda now: attrs.evolve(command, now=now)).result
         return self._named(replace(plan, run_id=None, lease_until=None))
 
     def start_vacuum(self, *, retention: Duration | None = None, database: str | None = None,
@@ -533,7 +533,7 @@ class Ledger(Catalog):
         seconds = max(1, _lease_seconds(lease, "a vacuum's lease"))
         command = self._start_command(retention, database, limit, override_floor, seconds, uncommitted,
                                       only_uncommitted, grace, run_id)
-        plan = self.runner.run(command)
+        plan = self.runner.run(lambda now: attrs.evolve(command, now=now))
         plan = self._named(replace(plan, run_id=None, lease_until=None) if plan.empty else plan)
         return VacuumRun(self, command.run_id, plan)
 
@@ -752,16 +752,17 @@ class Ledger(Catalog):
 
     def _start_command(self, retention: Duration | None, database: str | None, limit: int | None,
                        override_floor: bool, lease_seconds: int, uncommitted: bool, only_uncommitted: bool,
-                       grace: Duration | None, run_id: str | None = None) -> _Starting:
+                       grace: Duration | None, run_id: str | None = None) -> StartVacuum:
+        """The start, checked; its ``now`` (0 here) is the ledger's when it is decided (``attrs.evolve``)."""
         seconds = None if retention is None else int(parse_duration(retention).total_seconds())
         grace_seconds = DEFAULT_GRACE_SECONDS if grace is None else \
             int(parse_duration(grace, "the straggler grace period").total_seconds())
         for name, flag in (("uncommitted", uncommitted), ("only_uncommitted", only_uncommitted)):
             if not isinstance(flag, bool):
                 raise InvalidArgument(f"{name} must be True or False, got {flag!r}")
-        return _Starting(new_run_id() if run_id is None else names.run_id(run_id), self.warehouse, seconds,
-                         override_floor, database, limit, lease_seconds, uncommitted or only_uncommitted,
-                         only_uncommitted, grace_seconds)
+        return StartVacuum(new_run_id() if run_id is None else names.run_id(run_id), 0, self.warehouse, seconds,
+                           override_floor, database, limit, lease_seconds, uncommitted or only_uncommitted,
+                           only_uncommitted, grace_seconds)
 
     # --- queries --------------------------------------------------------------------------
 
@@ -860,27 +861,6 @@ class Ledger(Catalog):
                 raise InvalidTime(f"time must be an aware datetime, got {type(time).__name__} {time!r}")
             target = self.store.seq_at(to_micros(time))
         return AsOf(self.store, self.runner.cache.state_at(target), self._recorded_root)
-
-
-
-@attrs.frozen
-class _Starting:
-    """A vacuum's start, checked and waiting for the ledger's now (the run loop's command maker)."""
-    run_id: str
-    root: str
-    retention_seconds: int | None
-    override_floor: bool
-    database: str | None
-    limit: int | None
-    lease_seconds: int
-    uncommitted: bool
-    only_uncommitted: bool
-    grace_seconds: int
-
-    def __call__(self, now: Micros) -> StartVacuum:
-        return StartVacuum(self.run_id, now, self.root, self.retention_seconds, self.override_floor, self.database,
-                           self.limit, self.lease_seconds, self.uncommitted, self.only_uncommitted,
-                           self.grace_seconds)
 
 
 class Pin:

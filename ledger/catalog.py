@@ -8,20 +8,21 @@ fold of the log up to that point by construction.
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from .clock import from_micros, to_micros
 from .core.model import State
 from .core.tables import Instance, require_live
-from .core.versions import Version, choose, read_manifest
+from .core.versions import Version, choose, parse_manifest, read_manifest
 from .errors import InvalidArgument, LedgerCorrupt, TableNotFound
 from .names import LEDGER, Scope, table_id as valid_table_id, table_name
 from .persistence.contract import EventStore
 from .persistence.snapshot import prefetch_instances, read_all
 from .views import FileEntry, TableInstance, TableVersion, WriteView
+
+_T = TypeVar("_T")
 
 
 class Catalog(ABC):
@@ -169,33 +170,27 @@ class Catalog(ABC):
                  if path not in removed]
         return sorted(found)
 
-    def _manifest_bytes(self, digest: str) -> bytes:
-        """A stored file list as stored, checked against its digest (see ``_manifest``)."""
-        data = self.store.read_blob(digest)
-        if data is None or hashlib.sha256(data).hexdigest() != digest:
-            what = "is missing" if data is None else "does not match the digest its commit carries (it was edited)"
-            raise LedgerCorrupt(f"{self.store.path}: the file list {digest} {what}; restore the ledger file "
-                                "from a backup (retention-ledger verify says what else is wrong)")
-        return data
-
     def _manifest(self, digest: str) -> list[tuple[str, int]]:
         """A stored file list, checked against the digest its hashed commit carries every time it is
         read: an edited list must never make a read return fewer rows (R11), nor make the vacuum
         take a file the log names for a straggler (R15)."""
-        data = self._manifest_bytes(digest)
-        return list(self._pairs(digest, read_manifest(data, len(data))))  # one chunk: parsed whole, at C speed
+        return self._checked(digest, parse_manifest)
 
     def _manifest_pairs(self, digest: str) -> Iterator[tuple[str, int]]:
         """``_manifest``'s pairs one at a time, for a reader that takes each once (the vacuum's driver,
         R20): checked against the digest before the first, never held parsed whole."""
-        return self._pairs(digest, read_manifest(self._manifest_bytes(digest)))
+        return self._pairs(digest, read_manifest(self._checked(digest, lambda data: data)))
+
+    def _checked(self, digest: str, parse: Callable[[bytes], _T]) -> _T:
+        return self.store.checked_blob(digest, f"{self.store.path}: the file list {digest}", parse,
+                                       "does not match the digest its commit carries (it was edited)")
 
     def _pairs(self, digest: str, pairs: Iterator[tuple[str, int]]) -> Iterator[tuple[str, int]]:
         try:
             yield from pairs
         except (ValueError, TypeError) as exc:
             raise LedgerCorrupt(f"{self.store.path}: the file list {digest} cannot be read ({exc}); restore the "
-                                "ledger file from a backup") from None
+                                "ledger from a backup") from None
 
 
 class AsOf(Catalog):

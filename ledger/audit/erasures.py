@@ -187,15 +187,8 @@ def request_of(state: State, request_id: object) -> Request:
 
 def erasure_set(store: EventStore, r: Request) -> list[tuple[str, int]]:
     """A request's erasure set as stored, checked against the digest its event carries."""
-    data = store.read_blob(r.files)
-    if data is None or hashlib.sha256(data).hexdigest() != r.files:
-        what = "is missing" if data is None else "does not match the digest its request carries (it was edited)"
-        raise LedgerCorrupt(f"{store.path}: the erasure set of request {r.request_id} ({r.files}) {what}; restore "
-                            "the ledger from a backup")
-    try:
-        return parse_manifest(data)
-    except (ValueError, TypeError) as exc:
-        raise LedgerCorrupt(f"{store.path}: the erasure set of request {r.request_id} cannot be read ({exc})") from None
+    return store.checked_blob(r.files, f"{store.path}: the erasure set of request {r.request_id} ({r.files})",
+                              parse_manifest, "does not match the digest its request carries (it was edited)")
 
 
 def statement_of(store: EventStore, r: Request) -> dict[str, Any] | None:

@@ -54,16 +54,14 @@ class ExportReport:
     """The hash of the last event exported (None for an empty log)."""
 
 
-def check_format(format: str) -> str:
+def check_format(format: str) -> None:
     if format not in FORMATS:
         raise InvalidArgument(f"export format must be one of {', '.join(FORMATS)}, not {format!r}")
-    return format
 
 
 def write(rows: Iterable[Row], target: Path, format: str) -> ExportReport:
     """Write stored rows (with their hash) to ``target`` (checked by ``outputs.target``: never over
-    the ledger, never over a file unless asked); returns what was written."""
-    check_format(format)
+    the ledger, never over a file unless asked; ``format`` by ``check_format``); returns what was written."""
     partial = target.with_name(f".{target.name}.partial")
     try:
         count, head = (_write_jsonl if format == "jsonl" else _write_parquet)(rows, partial)

@@ -27,7 +27,6 @@ spelt as the user has it (``object_keys``).
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import os
 import types
@@ -368,15 +367,8 @@ def receipt(state: State, run_id: str) -> Receipt:
 def read_part(store: EventStore, part: PartInfo) -> tuple[list[tuple[str, int]], list[list[bytes]]]:
     """A part's leaves as stored and every level of their Merkle tree, checked against the digest and
     the root its event carries."""
-    data = store.read_blob(part.digest)
     where = f"{store.path}: the receipt part of vacuum {part.run_id} ({part.first} to {part.last}, {part.digest})"
-    if data is None or hashlib.sha256(data).hexdigest() != part.digest:
-        raise LedgerCorrupt(f"{where} {'is missing' if data is None else 'does not match its digest'}; restore the "
-                            "ledger from a backup")
-    try:
-        leaves = unpack_part(data)
-    except ValueError as exc:
-        raise LedgerCorrupt(f"{where} cannot be read ({exc}); restore the ledger from a backup") from None
+    leaves = store.checked_blob(part.digest, where, unpack_part)
     tree = merkle_levels([leaf(deleted_leaf(k, s)) for k, s in leaves]) if leaves else []
     problem = part.summary().problem(leaves, tree[-1][0] if tree else b"")
     if problem is not None:
@@ -560,11 +552,7 @@ def check_against(proof: DeletionProof, state: State, upto: int) -> None:
     if not anchored:
         raise LedgerCorrupt(f"the log does not hold {what} at event #{proof.seq}: the proof is not this ledger's, "
                             "or was edited")
-    check_part(f"the proof that {proof.key} was deleted", proof, part, proof.run_id)
-    check_time(f"the proof that {proof.key} was deleted", "deleted_at", proof.deleted_at, at, what, proof.seq)
-    if proof.seq > upto:
-        raise LedgerCorrupt(f"{what} is event #{proof.seq}, after the checkpoint (#{upto}): take a checkpoint after "
-                            "it, so that it covers the receipt")
+    check_anchor(f"the proof that {proof.key} was deleted", proof, part, "deleted_at", at, what, upto)
 
 
 def check_absence_against(proof: AbsenceProof, state: State, upto: int) -> None:
@@ -581,11 +569,7 @@ def check_absence_against(proof: AbsenceProof, state: State, upto: int) -> None:
     if part is None or part.root != proof.part_root:
         raise LedgerCorrupt(f"the log does not hold {what} at event #{proof.seq}: the proof is not this ledger's, or "
                             "was edited")
-    check_part(said, proof, part, proof.run_id)
-    check_time(said, "found_absent_at", proof.found_absent_at, part.time, what, proof.seq)
-    if proof.seq > upto:
-        raise LedgerCorrupt(f"{what} is event #{proof.seq}, after the checkpoint (#{upto}): take a checkpoint after "
-                            "it, so that it covers it")
+    check_anchor(said, proof, part, "found_absent_at", part.time, what, upto)
 
 
 _Stated = Union[DeletionProof, AbsenceProof]
@@ -593,21 +577,23 @@ _Stated = Union[DeletionProof, AbsenceProof]
 that holds it."""
 
 
-def check_part(said: str, proof: _Stated, part: PartInfo | None, run_id: str) -> None:
+def check_anchor(said: str, proof: _Stated, part: PartInfo | None, field: str, at: Micros | None, what: str,
+                 upto: int) -> None:
     """That the part a proof states (its summary, and for a closed receipt its place among the run's
-    parts) is one the log records for run ``run_id``: ``LedgerCorrupt`` if not."""
+    parts) is one the log records for its run, that the time it states (``field``) is its anchor
+    event's (``at``), and that the event is at or before ``upto``: ``LedgerCorrupt`` if not."""
     stated = (proof.part_first, proof.part_last, proof.part_count, proof.part_bytes, proof.part_root)
     if part is None or (part.first, part.last, part.count, part.bytes, part.root) != stated:
-        raise LedgerCorrupt(f"{said} names a part of vacuum {run_id}'s record ({proof.part_first} to {proof.part_last}, "
-                            f"{proof.part_count} objects, {proof.part_bytes} bytes, root {proof.part_root[:16]}...) "
-                            "that the log does not record there: the proof was edited")
-
-
-def check_time(said: str, field: str, stated: datetime, at: Micros | None, what: str, seq: int) -> None:
-    """That the time a proof states is its anchor event's: ``LedgerCorrupt`` naming both if not."""
-    if at is None or stated != from_micros(at):
-        raise LedgerCorrupt(f"{said} gives {field} {iso_utc(stated)}, but the log records {what} at "
-                            f"{iso(at)} (event #{seq}): the proof was edited")
+        raise LedgerCorrupt(f"{said} names a part of vacuum {proof.run_id}'s record ({proof.part_first} to "
+                            f"{proof.part_last}, {proof.part_count} objects, {proof.part_bytes} bytes, root "
+                            f"{proof.part_root[:16]}...) that the log does not record there: the proof was edited")
+    when: datetime = getattr(proof, field)
+    if at is None or when != from_micros(at):
+        raise LedgerCorrupt(f"{said} gives {field} {iso_utc(when)}, but the log records {what} at "
+                            f"{iso(at)} (event #{proof.seq}): the proof was edited")
+    if proof.seq > upto:
+        raise LedgerCorrupt(f"{what} is event #{proof.seq}, after the checkpoint (#{upto}): take a checkpoint after "
+                            "it, so that it covers it")
 
 
 def read_time(text: Any) -> datetime:

@@ -18,7 +18,6 @@ whole with a freshly computed chain, or truncated and extended again.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Iterable
 
 import attrs
@@ -170,18 +169,9 @@ def _check_manifests(store: EventStore, state: State) -> None:
     lists: dict[str, list[tuple[str, int]]] = {}
 
     def read(v: Version, digest: str, which: str) -> list[tuple[str, int]]:
-        if digest in lists:
-            return lists[digest]
-        data = store.read_blob(digest)
-        where = f"{store.path}: the {which} of {v.table_id} version {v.number} ({digest})"
-        if data is None or hashlib.sha256(data).hexdigest() != digest:
-            what = "is missing" if data is None else "does not match its digest"
-            raise LedgerCorrupt(f"{where} {what}; restore the ledger file from a backup")
-        try:
-            lists[digest] = parse_manifest(data)
-        except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
-            raise LedgerCorrupt(f"{where} is not one its commit could have made: it cannot be read ({exc}) (R14); "
-                                "restore the ledger file from a backup") from None
+        if digest not in lists:
+            where = f"{store.path}: the {which} of {v.table_id} version {v.number} ({digest})"
+            lists[digest] = store.checked_blob(digest, where, parse_manifest)
         return lists[digest]
 
     def problem_of(v: Version) -> str | None:
@@ -226,11 +216,7 @@ def _check_erasures(store: EventStore, state: State) -> None:
 
     def listed(digest: str) -> list[tuple[str, int]]:
         if digest not in lists:
-            data = store.read_blob(digest)
-            if data is None or hashlib.sha256(data).hexdigest() != digest:
-                raise LedgerCorrupt(f"{store.path}: the file list {digest} is missing or edited; restore the ledger "
-                                    "file from a backup")
-            lists[digest] = parse_manifest(data)
+            lists[digest] = store.checked_blob(digest, f"{store.path}: the file list {digest}", parse_manifest)
         return lists[digest]
 
     for r in state.erasures.requests.values():

@@ -242,6 +242,7 @@ MANY = 500
 
 
 _S = TypeVar("_S", bound="SQLStore[Any]")
+_T = TypeVar("_T")
 
 
 class SealedPart(Generic[_S]):
@@ -371,6 +372,18 @@ class EventStore(ABC):
     @abstractmethod
     def read_blob(self, digest: str) -> bytes | None: ...
 
+    def checked_blob(self, digest: str, what: str, parse: Callable[[bytes], _T],
+                     edited: str = "does not match its digest") -> _T:
+        """Attachment ``digest`` read, checked against its SHA-256 and ``parse``d, or ``LedgerCorrupt``
+        naming it ``what`` (``edited``: what is said of bytes the digest does not match)."""
+        data = self.read_blob(digest)
+        if data is None or hashlib.sha256(data).hexdigest() != digest:
+            raise LedgerCorrupt(f"{what} {'is missing' if data is None else edited}; restore the ledger from a backup")
+        try:
+            return parse(data)
+        except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
+            raise LedgerCorrupt(f"{what} cannot be read ({exc}); restore the ledger from a backup") from None
+
     @abstractmethod
     def blob_digests(self) -> list[str]: ...
 
@@ -495,7 +508,6 @@ class Store(EventStore, SnapshotStore, ABC):
 
 
 _C = TypeVar("_C")
-_T = TypeVar("_T")
 COLUMNS = "seq, stream, version, type, schema_version, time, actor, payload"
 """An event's columns, as ``read`` gives them (then its hash, if asked)."""
 SELECT_GENERATIONS = "SELECT gen, base, seq, format, head, entries FROM snapshot_generations"
@@ -512,6 +524,12 @@ class SQLStore(Store, Generic[_C]):
     """The statements' table (``CREATE TABLE IF NOT EXISTS``), made when the first is kept."""
     _CONTAINS: str
     """The SQL function that finds a text in another (``instr``, ``strpos``)."""
+    _exclusive = False
+    """Whether ``exclusive`` holds the write lock now."""
+
+    @property
+    def in_exclusive(self) -> bool:
+        return self._exclusive
 
     @abstractmethod
     def _run(self, work: Callable[[_C], _T]) -> _T:
@@ -538,6 +556,9 @@ class SQLStore(Store, Generic[_C]):
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._run(lambda db: self._fetch(db, sql, params))
+
+    def version(self, stream: str) -> int:
+        return int(self._rows("SELECT coalesce(max(version), 0) FROM events WHERE stream = ?", (stream,))[0][0])
 
     def _read_format(self, db: _C) -> int:
         found = self._fetch(db, "SELECT value FROM meta WHERE key = 'format_version'")

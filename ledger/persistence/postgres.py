@@ -207,7 +207,6 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
         """How far (microseconds) an append's ``now`` may be from the server's clock (None: any)."""
         self.format = 0
         self._lock = threading.RLock()
-        self._exclusive = False
         self._closed = False
         self._seen = (-1, -1)
         self._tip: tuple[int, Micros, str | None] | None = None
@@ -403,10 +402,6 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
             except psycopg.Error as exc:
                 raise self._translate(exc) from None
 
-    @property
-    def in_exclusive(self) -> bool:
-        return self._exclusive
-
     # --- the log ----------------------------------------------------------------------------
 
     def append(self, events: Sequence[NewEvent], conditions: Mapping[str, int], now: Micros, actor: str, *,
@@ -540,11 +535,6 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
         changed, self._seen, self._ahead = seen != self._seen, seen, None  # a read after this reads on to the head
         return changed
 
-    def version(self, stream: str) -> int:
-        version: int = self._run(lambda c: _one(c, "SELECT coalesce(max(version), 0) FROM events WHERE stream = %s",
-                                                (stream,))[0])
-        return version
-
     _CONTAINS = "strpos"
 
     def read(self, after: int = 0, *, upto: int | None = None, batch: int = 20_000, with_hash: bool = False,
@@ -567,7 +557,6 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
 
     _STATEMENTS = "CREATE TABLE IF NOT EXISTS statements (digest TEXT PRIMARY KEY, data BYTEA NOT NULL, " \
                   "kept_at BIGINT NOT NULL)"
-
 
     def forget_statement(self, digest: str) -> bool:
         """Deleted, then the table vacuumed, so its dead row is gone from its pages too (best effort:

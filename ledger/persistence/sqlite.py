@@ -94,7 +94,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         nothing when the head is not the tip: so in a file made by this release, not in one upgraded
         from format 1, whose column ``upgrade_chain`` added (``ALTER TABLE`` adds it nullable). Read
         with the schema; a single event then always takes the transaction where it is false."""
-        self._exclusive = False
         self.format = 0
         """The file's format version (``FORMAT_VERSION``, or 1 for a file not yet upgraded)."""
         _refuse_non_sqlite(path)
@@ -282,10 +281,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         ``sqlite_utils.Database.conn``). Writing through it bypasses every check of the ledger."""
         return self._db
 
-    @property
-    def in_exclusive(self) -> bool:
-        return self._exclusive
-
     def settings(self) -> dict[str, object]:
         """The connection's journal mode and synchronous level, as SQLite reports them."""
         with self._lock, translate_errors(self.path):
@@ -432,10 +427,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
                                   (stream,)).fetchone()[0]
         return version
 
-    def version(self, stream: str) -> int:
-        with self._lock, translate_errors(self.path):
-            return self._version(self._db, stream)
-
     _CONTAINS = "instr"
 
     def _batch(self, sql: str, params: Sequence[Any], after: int, last: int) -> list[Any]:
@@ -479,7 +470,6 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     _STATEMENTS = "CREATE TABLE IF NOT EXISTS statements (digest TEXT PRIMARY KEY, data BLOB NOT NULL, " \
                   "kept_at INTEGER NOT NULL)"
-
 
     def forget_statement(self, digest: str) -> bool:
         if not self._has_statements():
