@@ -377,12 +377,13 @@ class EventStore(ABC):
         """Attachment ``digest`` read, checked against its SHA-256 and ``parse``d, or ``LedgerCorrupt``
         naming it ``what`` (``edited``: what is said of bytes the digest does not match)."""
         data = self.read_blob(digest)
+        then = "; restore the ledger from a backup (`retention-ledger verify` says what else is wrong)"
         if data is None or hashlib.sha256(data).hexdigest() != digest:
-            raise LedgerCorrupt(f"{what} {'is missing' if data is None else edited}; restore the ledger from a backup")
+            raise LedgerCorrupt(f"{what} {'is missing' if data is None else edited}{then}")
         try:
             return parse(data)
         except (ValueError, TypeError) as exc:  # orjson's errors are ValueErrors
-            raise LedgerCorrupt(f"{what} cannot be read ({exc}); restore the ledger from a backup") from None
+            raise LedgerCorrupt(f"{what} cannot be read ({exc}){then}") from None
 
     @abstractmethod
     def blob_digests(self) -> list[str]: ...
