@@ -15,7 +15,9 @@ warmed first), in alternating order, median of ``--rounds``:
   lists read, the second look where a location differs, the ledger asked again, one
   ``ScrubFinished`` recorded.
 
-Each size is measured twice: with every location holding what the ledger names (``as recorded``:
+With ``--commits 1`` a location holds one commit's files, whose digest the commit carries, so the
+ledger reads no list of files for the first look; with ``--commits 2`` it reads every list, as for
+a table of appends. Each size is measured twice: with every location holding what the ledger names (``as recorded``:
 a warehouse just vacuumed; each location is listed once and its digest agrees), and again after a
 stray file is put in every location (``each differs``: as between vacuums, when expired versions'
 files still lie there), which sends every location to the second look with its files.
@@ -47,8 +49,9 @@ from vacuum_s3 import CREDENTIALS, fresh_bucket, start_server, store_bucket
 PAYLOAD = b"x" * 64
 
 
-def build(store: str, base: Path, tables: int, per_table: int) -> object:
-    """A ledger on ``store`` (``disk`` or ``s3``) knowing ``tables`` x ``per_table`` files, all in place."""
+def build(store: str, base: Path, tables: int, per_table: int, commits: int = 1) -> object:
+    """A ledger on ``store`` (``disk`` or ``s3``) knowing ``tables`` x ``per_table`` files, all in place,
+    each table's in ``commits`` appends."""
     from ledger import Ledger
     if store == "disk":
         warehouse: str = str(base / "wh")
@@ -60,11 +63,13 @@ def build(store: str, base: Path, tables: int, per_table: int) -> object:
     for t in range(tables):
         name = f"bench.t{t:05d}"
         led.create_table(name)
-        w = led.begin_write(name)
-        paths = [f"{w.relative_folder}/d={i % 10}/part-{i:06d}.parquet" for i in range(per_table)]
-        led.commit_write(w.id, [(p, len(PAYLOAD)) for p in paths])
-        location = led.table(name).location
-        keys += [f"{location}/{p}" for p in paths]
+        for c in range(commits):
+            w = led.begin_write(name)
+            paths = [f"{w.relative_folder}/d={i % 10}/part-{i:06d}.parquet" for i in range(per_table)
+                     if i % commits == c]
+            led.commit_write(w.id, [(p, len(PAYLOAD)) for p in paths])
+            location = led.table(name).location
+            keys += [f"{location}/{p}" for p in paths]
     if store == "disk":
         for key in keys:
             os.makedirs(os.path.dirname(key), exist_ok=True)
@@ -144,6 +149,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stores", default="disk,s3")
     parser.add_argument("--cases", default="as recorded,each differs")
+    parser.add_argument("--commits", type=int, default=1,
+                        help="appends a table's files are committed in: above 1, the ledger reads each list")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     stores = args.stores.split(",")
@@ -160,7 +167,7 @@ def main() -> None:
         for store in stores:
             for n in sizes:
                 with scratch_dir() as base:
-                    led = build(store, base, max(1, n // args.per_table), args.per_table)
+                    led = build(store, base, max(1, n // args.per_table), args.per_table, args.commits)
                     for case in args.cases.split(","):
                         if case == "each differs":
                             add_strays(store, led)
@@ -175,7 +182,8 @@ def main() -> None:
     finally:
         if server is not None:
             server.kill()
-    print(f"\n{args.per_table:,} files a table; median of {args.rounds} round(s), alternating order")
+    print(f"\n{args.per_table:,} files a table in {args.commits} commit(s); median of {args.rounds} round(s), "
+          "alternating order")
     print_table(("store", "files", "locations", "floor s", "scrub s", "floor/scrub", "floor rounds", "scrub rounds",
                  "load"), rows)
     for (store, n, case), ratio in ratios.items():

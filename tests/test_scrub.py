@@ -19,13 +19,15 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ledger import Ledger, ManualClock
 from ledger.errors import InvalidArgument, InvalidName
 from tests.test_s3 import LISTINGS, objects_under, put
 from tests.test_s3 import connect_spark, lake, proxy, s3  # noqa: F401  (S3 on moto, and a Connect server that reaches it)
-from vacuum_work.scrub import (GONE, Expected, Finding, Glance, Look, batches, compare, digest, pack, scrub_root,
-                                unpack)
+from vacuum_work.scrub import (GONE, Expected, Finding, Glance, Look, batches, compare, digest, pack, page_root,
+                                scrub_root, unpack)
 
 BOTH_SESSIONS = True
 DAY = timedelta(days=1)
@@ -88,9 +90,10 @@ def test_r27_a_look_names_the_missing_the_wrong_sized_and_the_resurrected() -> N
 
 def test_r27_a_listing_that_agrees_gives_the_finding_a_full_look_would_and_any_difference_looks_again() -> None:
     present = [("a/x.parquet", 3), ("b/y.parquet", 4)]
-    expected = Expected.of("t1", present, absent=2)
+    expected = Expected("t1", digest(present), absent=2)
     full = compare(Look("t1", pack(present), pack([("gone", 7), ("old", 1)]), 4), lambda _paths: dict(present))
-    assert expected.confirmed(Glance("t1", digest(present))) == full and not full.missing
+    listing = Glance("t1", digest(present), 2, 7, page_root("t1/", present).hex())
+    assert expected.confirmed(listing) == full and not full.missing
     for listed in ([present[0]],                                  # a file missing
                    [present[0], ("b/y.parquet", 5)],              # of another size
                    [*present, ("gone", 7)],                       # one back after its receipt
@@ -98,6 +101,16 @@ def test_r27_a_listing_that_agrees_gives_the_finding_a_full_look_would_and_any_d
                    [present[0], ("b/y.parquet", GONE)]):          # a link where the file was
         assert expected.confirmed(Glance("t1", digest(sorted(listed)))) is None
     assert expected.confirmed(Glance("t1", error="OSError: refused")) is None
+
+
+@given(st.lists(st.tuples(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1), st.integers(0, 2**62)),
+                unique_by=lambda pair: pair[0]))
+def test_r27_a_listings_digest_is_the_digest_the_ledger_stores_with_a_commits_files(files) -> None:
+    """The executor's digest (standard library JSON) and the ledger's stored file list (orjson) are
+    the same bytes for any name, so a location holding one commit's files is checked by the digest
+    its commit carries, without reading its list."""
+    from ledger.core.versions import manifest
+    assert digest(sorted(files)) == manifest(files)[0]
 
 
 def test_r27_looks_are_batched_by_files_and_never_split() -> None:

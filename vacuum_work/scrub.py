@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import array
 import hashlib
+import json
 import struct
 import sys
 import zlib
@@ -118,49 +119,44 @@ class Finding:
 
 
 def digest(entries: Iterable[tuple[str, int]]) -> str:
-    """The digest of a location's files, ``(path relative to it, size)`` sorted by path (hex): the
-    same bytes from the ledger's list and from a listing, whichever made them. A listing's entry
-    that is not a regular file has size ``GONE``, so it never agrees with a recorded file."""
-    h = hashlib.sha256()
-    for path, size in entries:
-        h.update(f"{path}\0{size}\0".encode())
-    return h.hexdigest()
+    """The digest of a location's files, ``(path relative to it, size)`` sorted by path: the SHA-256
+    (hex) of their list as the ledger stores a commit's file list (``[[path,size],...]``, compact
+    JSON, UTF-8), so that where a location holds one commit's files the ledger has the digest
+    already (its commit carries it). A listing's entry that is not a regular file has size
+    ``GONE``, so it never agrees with a recorded file. Were some name ever written otherwise by the
+    ledger's JSON, the two digests would only differ, and the location be looked at again."""
+    text = json.dumps([[path, size] for path, size in entries], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class Glance:
-    """What a first listing of a location found: the ``digest`` of every file under it (None with
-    ``error``: why it could not be listed)."""
+    """What a first listing of a location found: the ``digest`` of every file under it, and how many
+    ``files`` and ``bytes`` and their Merkle ``root`` (hex), which are the location's as recorded
+    where the digest is the ledger's (None with ``error``: why it could not be listed)."""
     location: str
     digest: str | None = None
+    files: int = 0
+    bytes: int = 0
+    root: str = EMPTY_ROOT.hex()
     error: str | None = None
 
 
 @dataclass(frozen=True)
 class Expected:
-    """What the ledger expects of a location, in brief: its ``files``, ``bytes`` and Merkle ``root``
-    as a finding would give them, the ``digest`` of its files, and how many files receipts say
-    are deleted there (``absent``)."""
+    """What the ledger expects of a location, in brief: the ``digest`` of its files, and how many
+    files receipts say are deleted there (``absent``)."""
     location: str
-    files: int
-    bytes: int
-    root: str
     digest: str
     absent: int
-
-    @classmethod
-    def of(cls, location: str, present: list[tuple[str, int]], absent: int) -> Expected:
-        """From the location's sorted ``(path, recorded size)`` pairs."""
-        prefix = location.rstrip("/") + "/"
-        return cls(location, len(present), sum(s for _, s in present), page_root(prefix, present).hex(),
-                   digest(present), absent)
 
     def confirmed(self, glance: Glance) -> Finding | None:
         """The finding, if ``glance`` saw exactly the files expected (then no receipted file is back
         either, since none of them is expected); None if the location must be looked at again."""
         if glance.error is not None or glance.digest != self.digest:
             return None
-        return Finding(self.location, self.files, self.bytes, self.root, absent_checked=self.absent, listed=True)
+        return Finding(self.location, glance.files, glance.bytes, glance.root, absent_checked=self.absent,
+                       listed=True)
 
 
 def compare(look: Look, sizes: Callable[[list[str]], Mapping[str, int]], *, listed: bool = False) -> Finding:
@@ -178,12 +174,16 @@ def compare(look: Look, sizes: Callable[[list[str]], Mapping[str, int]], *, list
                    listed=listed)
 
 
+def pages(prefix: str, entries: list[tuple[str, int]]) -> Iterator[bytes]:
+    """Files (paths under ``prefix``, sizes, sorted) as the leaves of a location's tree hold them:
+    ``PAGE`` files a page, each ``key NUL size NUL`` (see the module docstring)."""
+    return ("".join(f"{prefix}{path}\0{size}\0" for path, size in entries[at:at + PAGE]).encode()
+            for at in range(0, len(entries), PAGE))
+
+
 def page_root(prefix: str, entries: list[tuple[str, int]]) -> bytes:
-    """The root over files (paths under ``prefix``, recorded sizes, sorted), a page a leaf: see the
-    module docstring."""
-    pages = ("".join(f"{prefix}{path}\0{size}\0" for path, size in entries[at:at + PAGE]).encode()
-             for at in range(0, len(entries), PAGE))
-    return root_of_leaves(leaf(page) for page in pages)
+    """The root over files (paths under ``prefix``, recorded sizes, sorted), a page a leaf."""
+    return root_of_leaves(map(leaf, pages(prefix, entries)))
 
 
 def scrub_root(findings: Iterable[Finding]) -> str:

@@ -33,7 +33,7 @@ from ..clock import Micros, iso_utc
 from ..core.model import State
 from ..core.scrubs import RecordScrub, ScrubFinished, findings_bytes
 from ..core.tables import Instance
-from ..core.versions import Version, version_key
+from ..core.versions import Version, manifest, version_key
 from ..errors import InvalidArgument, LedgerCorrupt
 from ..persistence.contract import EventStore
 from ..runner import Runner
@@ -149,6 +149,16 @@ def _kept(state: State, inst: Instance) -> list[Version]:
     return [v for v in state.data.unexpired(inst.id) if version_key(inst.id, v.number) not in erased]
 
 
+def _one_list(state: State, inst: Instance) -> str | None:
+    """The digest of the one stored list of files that is all ``inst`` expects (one unexpired,
+    unerased version, made by one commit that removed nothing), or None."""
+    kept = _kept(state, inst)
+    if len(kept) != 1 or state.data.removals(kept[0]):
+        return None
+    parts = state.data.parts(kept[0])
+    return parts[0][1] if len(parts) == 1 else None
+
+
 def _in_scope(inst: Instance | None, database: str | None) -> bool:
     return database is None or (inst is not None and inst.database == database)
 
@@ -211,15 +221,26 @@ class ScrubPlan:
         return where
 
     def expectations(self) -> Iterator[Expected]:
-        """What each location in scope should hold, in brief (its digest, counts and root), sorted by
-        location, made as asked for: the first look compares a listing's digest with it."""
-        for loc, present, gone in self._wanted(None):
-            yield Expected.of(loc, present, len(gone))
+        """What each location in scope should hold, in brief (the digest of its files), sorted by
+        location, made as asked for: the first look compares a listing's digest with it. A location
+        that holds one commit's list of files, and no receipt's, is not even read: its commit
+        carries the digest."""
+        state = self._state
+        instances, receipted = self._scope()
+        for loc in self.locations():
+            inst = instances.get(loc)
+            carried = None if inst is None or loc in receipted else _one_list(state, inst)
+            if carried is not None:
+                yield Expected(loc, carried, 0)
+            else:
+                present, gone = self._files(loc)
+                yield Expected(loc, manifest(present)[0], len(gone))
 
     def looks(self, locations: Collection[str] | None = None) -> Iterator[Look]:
         """One look a location in scope (or each of ``locations``), with its files, sorted by
         location, made as asked for."""
-        for loc, present, gone in self._wanted(locations):
+        for loc in self.locations() if locations is None else sorted(locations):
+            present, gone = self._files(loc)
             yield Look(loc, pack(present), pack(gone), len(present) + len(gone))
 
     def locations(self) -> list[str]:
@@ -235,23 +256,20 @@ class ScrubPlan:
             self._scoped = instances, self._receipted(state)
         return self._scoped
 
-    def _wanted(self, locations: Collection[str] | None
-                ) -> Iterator[tuple[str, list[tuple[str, int]], list[tuple[str, int]]]]:
-        """Each location's files expected there and those receipts say are gone, ``(path relative
-        to it, size)`` sorted, one location at a time (each file list read once)."""
+    def _files(self, loc: str) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """A location's files expected there and those receipts say are gone, ``(path relative to
+        it, size)`` sorted (each file list read once)."""
         state = self._state
-        files_of = self._files_of(state)
         instances, receipted = self._scope()
-        for loc in self.locations() if locations is None else sorted(locations):
-            inst = instances.get(loc)
-            present = {} if inst is None else expected(state, inst, files_of)
-            gone: dict[str, int] = {}
-            prefix = loc + "/"
-            for _run, digest in receipted.get(loc, ()):
-                for key, size in self._part(digest):
-                    if key.startswith(prefix) and key[len(prefix):] not in present:
-                        gone.setdefault(key[len(prefix):], size)
-            yield loc, sorted(present.items()), sorted(gone.items())
+        inst = instances.get(loc)
+        present = {} if inst is None else expected(state, inst, self._files_of(state))
+        gone: dict[str, int] = {}
+        prefix = loc + "/"
+        for _run, digest in receipted.get(loc, ()):
+            for key, size in self._part(digest):
+                if key.startswith(prefix) and key[len(prefix):] not in present:
+                    gone.setdefault(key[len(prefix):], size)
+        return sorted(present.items()), sorted(gone.items())
 
     def finish(self, findings: Iterable[Finding]) -> ScrubReport:
         """Ask the ledger again about what was found missing, then record the scrub (see the module

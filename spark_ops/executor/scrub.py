@@ -17,7 +17,7 @@ import os
 import stat
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from vacuum_work.scrub import GONE, Finding, Glance, Look, compare, digest
+from vacuum_work.scrub import GONE, Finding, Glance, Look, compare, digest, page_root
 
 from .storage import Storage, StoreError, Unsafe
 from .stores import storage_for
@@ -28,7 +28,9 @@ def glance_at(root: str, locations: Sequence[str]) -> Iterator[Glance]:
     store = storage_for(root)
     for location in locations:
         try:
-            yield Glance(location, digest(sorted(_listing(store, location))))
+            listed = sorted(_listing(store, location))
+            yield Glance(location, digest(listed), len(listed), sum(size for _, size in listed),
+                         page_root(location + "/", listed).hex())
         except (OSError, StoreError, Unsafe) as exc:
             yield Glance(location, error=f"{type(exc).__name__}: {exc}")
 
