@@ -245,7 +245,7 @@ _S = TypeVar("_S", bound="SQLStore[Any]")
 _T = TypeVar("_T")
 
 
-class SealedPart(Generic[_S]):
+class SealedPart(ABC, Generic[_S]):
     """What every backend's ``StoredPart`` shares: its store, which part of which generation it
     reads, the generations of its chain (chains interleave: a backend reads the entries of a range
     of generations and keeps those of the chain), and the refusals (``SnapshotGone``) for a
@@ -273,9 +273,9 @@ class SealedPart(Generic[_S]):
         unseal = self._unseal
         return ((key, unseal(key, value)) for key, value in self.scan_sealed())
 
+    @abstractmethod
     def scan_sealed(self) -> Iterator[tuple[str, object]]:
         """Every entry of the part as stored, its check left to ``checked`` (``lazy.SealedSource``)."""
-        raise NotImplementedError
 
     def checked(self, key: str, stored: object) -> bytes:
         return self._unseal(key, stored)
