@@ -23,11 +23,12 @@ from .audit.receipts import DeletionProof, DeletionProofs, NotDeletedKey, Receip
 from .catalog import AsOf, Catalog
 from .clock import ManualClock, format_duration, from_micros, iso_utc, parse_duration, parse_time
 from .errors import (
-    CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, ErasureInProgress, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
+    CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, ErasureInProgress, ExtraMissing, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
     LedgerUnavailable, NotDeleted, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
     VersionErased, VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
 )
+from .heartbeat import Heartbeat
 from .names import LEDGER, Scope
 from .runner import Prepared
 from .vacuum_run import VacuumRun
@@ -45,7 +46,7 @@ __all__ = [
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
     "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",
     "FileEntry", "VersionErased", "ErasureStatus", "ErasureFile", "ErasureProof", "WriteView", "ErasureFence",
-    "ErasureInProgress",
+    "ErasureInProgress", "ExtraMissing", "Heartbeat",
     # For the edges (the command line, spark_ops, a pipeline's own reports): times, sizes and durations
     # said as the ledger says them, and the files a ledger's outputs must never overwrite.
     "iso_utc", "parse_time", "format_duration", "parse_duration", "from_micros", "format_bytes", "generate_key",

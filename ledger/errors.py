@@ -176,3 +176,8 @@ class ClockSkew(LedgerError):
 class WarehouseMismatch(LedgerError, ValueError):
     """A warehouse root other than the one the ledger recorded: tables written there would be
     invisible to every vacuum. Moving a warehouse is its own command (``move_warehouse``)."""
+
+
+class ExtraMissing(LedgerError, ImportError):
+    """A call needs a package the install left out (DuckDB, Polars, pyiceberg): the message names
+    the extra that brings it (``pip install 'retention-ledger[duckdb]'``). Nothing was recorded."""

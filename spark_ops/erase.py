@@ -55,7 +55,7 @@ from vacuum_work.where import NotUnderRoot, Root
 
 from . import schemas
 from .executor import fs
-from .heartbeat import Heartbeat
+from ledger import Heartbeat
 from .session import kind_of
 from .tables import (
     adopt_unversioned_files, check_filesystem, file_frames, new_write, partition_columns_of, read_unversioned,

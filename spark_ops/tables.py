@@ -42,7 +42,7 @@ from . import schemas
 from .executor import fs, probe
 from .executor.storage import StoreError, Unsafe
 from .executor.stores import storage_for
-from .heartbeat import Heartbeat
+from ledger import Heartbeat
 from .session import SparkUnavailable, kind_of
 
 WRITE_MODES = ("append", "overwrite")

@@ -45,7 +45,7 @@ from ledger import Ledger, LedgerError, VacuumRun
 
 from ..executor import receipts, tasks
 from ..executor.storage import LISTERS, Storage, StoreError, Unsafe
-from ..heartbeat import Heartbeat
+from ledger import Heartbeat
 from ..session import SparkUnavailable, kind_of
 from . import budget, listing as listings, progress as progress_of, ship
 from .jobs import Jobs

@@ -1,4 +1,5 @@
-"""A lease kept alive from the driver while Spark works: a write's (R14) or a vacuum run's."""
+"""A lease kept alive while work runs elsewhere: a write's (R14), a vacuum run's, a reader's pin (R21), an
+erasure's fence. A thread in this process, beating on the caller's behalf, never a process (R22)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import contextlib
 import threading
 from typing import Callable
 
-from ledger import LedgerError
+from .errors import LedgerError
 
 
 class Heartbeat:

@@ -1,0 +1,442 @@
+"""A ledger's tables by name in a DuckDB connection (``attach``, ``refresh``, ``detach``).
+
+    con = duckdb.connect()
+    arrow_ops.attach(con, ledger)
+    con.sql("SELECT region, sum(amount) FROM sales.orders GROUP BY 1")
+    con.sql("SELECT * FROM ledger_versions('sales.orders')")
+
+Each live table is a view ``database.table`` over exactly the files of its current version, and
+that version is pinned (R21, R26) while it is attached, as Spark's ``attach`` does. The view reads
+with DuckDB's own Parquet reader where it can (files on a local disk under plain paths, one schema
+in every file), so a query by name costs what a ``read_parquet`` of the same files costs; anywhere
+else (an object store, a schema a merge widened) it scans the version's ``pyarrow`` dataset. A
+view says whose it is (its comment names the ledger), so a name the user made is never replaced.
+
+Changes made through the attached ``Ledger`` move the names before the call that made them
+returns (``Ledger.watch``); others' are seen after ``refresh``, which also renews the pins.
+The ledger's history is in SQL as table macros: ``ledger_history(name[, pins])``,
+``ledger_versions(name)``, ``ledger_dropped_tables()``, ``ledger_erasures()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from typing import Any, Iterable
+
+import attrs
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ledger import (
+    PIN_EVENTS, Change, InvalidArgument, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableInstance,
+    TableNotFound, VersionExpired, VersionNotFound,
+)
+from .datasets import of_version
+from .extras import need
+from .files import VersionFiles, check_present, version_files
+from .types import columns as recorded_columns, duckdb_type
+
+ATTACH_PIN_LEASE = "1h"
+RETRIES = 3
+MARK = "retention-ledger attachment of "
+"""The start of the comment on every view an attachment makes: a view without it is the user's."""
+GLOB = set("*?[]{}")  # DuckDB reads a path with any of these as a pattern
+
+log = logging.getLogger("arrow_ops.attach")
+
+
+@attrs.frozen
+class Named:
+    """What one name shows: an instance's version, and the pin that holds it."""
+    table_id: str
+    version: int
+    pin_id: str
+
+
+def quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class Attachment:
+    """One ledger's names in one DuckDB connection, kept in step with the ledger by ``sync``."""
+
+    def __init__(self, con: Any, ledger: Ledger, database: str | None, lease: Any) -> None:
+        self.con = con
+        self.ledger = ledger
+        self.database = database
+        self.lease = lease
+        self.mark = MARK + ledger.path
+        self.named: dict[str, Named] = {}
+        self.unnamed: dict[str, str] = {}
+        self.schemas: set[str] = set()  # the schemas this attachment made (dropped with it, if empty)
+        self.functions = Functions(con)
+        self._lock = threading.RLock()
+        self._syncing = False
+        self._unwatch = ledger.watch(self._follow)
+
+    # --- the one way names change ------------------------------------------------------------
+
+    def sync(self, names: Iterable[str] | None = None) -> None:
+        """Show what the ledger holds now for ``names`` (None: every name): pin the versions to
+        show, point the views at exactly what was pinned, then release what the views held before.
+        Another process may move a name between the read and the pins: read again."""
+        with self._lock:
+            self._syncing = True
+            try:
+                for attempt in range(RETRIES):
+                    try:
+                        self._sync_once(None if names is None else set(names))
+                        break
+                    except (TableNotFound, VersionNotFound, VersionExpired, PinRefused):
+                        if attempt == RETRIES - 1:
+                            raise
+                self.functions.update(self.ledger, self.named)
+            finally:
+                self._syncing = False
+
+    def _sync_once(self, names: set[str] | None) -> None:
+        if names is None:
+            live = {t.name: t for t in self.ledger.tables(database=self.database)}
+            wanted = set(live) | set(self.named) | set(self.unnamed)
+        else:
+            live = {n: t for n in names if (t := self._live(n)) is not None}
+            wanted = names
+        gone = sorted(n for n in wanted if n not in live)
+        moved = sorted(n for n in wanted if n in live and self._stale(n, live[n]))
+        released: list[str] = []
+        try:
+            self._show(moved, live, released)
+            for name in gone:
+                if name in self.named:
+                    self._drop_view(name)
+                    released.append(self.named.pop(name).pin_id)
+                self.unnamed.pop(name, None)
+        finally:
+            self._release(released)
+
+    def _live(self, name: str) -> TableInstance | None:
+        try:
+            table = self.ledger.table(name)
+        except TableNotFound:
+            return None
+        return table if self.database in (None, table.database) else None
+
+    def _stale(self, name: str, table: TableInstance) -> bool:
+        shown = self.named.get(name)
+        return shown is None or shown.table_id != table.id or shown.version != table.current_version
+
+    def _show(self, names: list[str], live: dict[str, TableInstance], released: list[str]) -> None:
+        versioned = [n for n in names if live[n].current_version is not None]
+        for name in names:
+            if live[name].current_version is None:
+                self._leave_out(name, "nothing written to it through the ledger yet", released)
+        pins = {p.table: p for p in self.ledger.pin_tables(versioned, lease=self.lease)} if versioned else {}
+        try:
+            for name in versioned:
+                pin = pins[name]
+                try:
+                    self._put(name, pin)
+                except (InvalidArgument, TableDataMissing) as exc:
+                    self._leave_out(name, str(exc), released)
+                    continue
+                if name in self.named:
+                    released.append(self.named[name].pin_id)
+                self.named[name] = Named(pin.table_id, pin.version, pin.id)
+                self.unnamed.pop(name, None)
+                del pins[name]
+        finally:
+            released.extend(p.id for p in pins.values())  # taken for a name not shown
+
+    def _put(self, name: str, pin: Pin) -> None:
+        """Point ``name``'s view at exactly what ``pin`` holds; ``InvalidArgument`` if the name is
+        not this attachment's to take (a table or view of the user's has it)."""
+        schema, table = name.split(".", 1)
+        owner = self._owner(schema, table)
+        if owner is not None and owner != self.mark:
+            raise InvalidArgument(f"{name} is already a table or view in this DuckDB connection, not this ledger's: "
+                                  "it is left as it is")
+        instance = self.ledger.instance(pin.table_id)
+        version = self.ledger.version(name, version=pin.version)
+        files = version_files(instance.location, version)
+        check_present(name, version.number, files)
+        if schema not in self.schemas and not self._has_schema(schema):
+            self.con.execute(f"CREATE SCHEMA {quote(schema)}")
+            self.schemas.add(schema)
+        target = f"{quote(schema)}.{quote(table)}"
+        source = _parquet_scan(files, version.schema) \
+            if version.schema is not None and _native(files, version.schema, self.ledger, name) else None
+        if source is None:  # through Arrow: registered under a name of this connection's own
+            hidden = f"__ledger_{pin.id}"
+            self.con.register(hidden, of_version(instance, version))
+            source = quote(hidden)
+        self.con.execute(f"CREATE OR REPLACE VIEW {target} AS SELECT * FROM {source}")
+        self.con.execute(f"COMMENT ON VIEW {target} IS {literal(self.mark)}")
+        old = self.named.get(name)
+        if old is not None:
+            with contextlib.suppress(Exception):
+                self.con.unregister(f"__ledger_{old.pin_id}")
+
+    def _owner(self, schema: str, table: str) -> str | None:
+        """Whose ``schema.table`` is: the comment of a view, "" for a table or an unmarked view, None
+        if there is none."""
+        found = self.con.execute(
+            "SELECT coalesce(comment, '') FROM duckdb_views() WHERE schema_name = ? AND view_name = ? AND NOT internal "
+            "UNION ALL SELECT '' FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
+            [schema, table, schema, table]).fetchall()
+        return found[0][0] if found else None
+
+    def _has_schema(self, schema: str) -> bool:
+        return bool(self.con.execute("SELECT 1 FROM duckdb_schemas() WHERE schema_name = ? AND database_name = "
+                                     "current_database()", [schema]).fetchall())
+
+    def _drop_view(self, name: str) -> None:
+        schema, table = name.split(".", 1)
+        if self._owner(schema, table) == self.mark:
+            self.con.execute(f"DROP VIEW IF EXISTS {quote(schema)}.{quote(table)}")
+        shown = self.named.get(name)
+        if shown is not None:
+            with contextlib.suppress(Exception):
+                self.con.unregister(f"__ledger_{shown.pin_id}")
+
+    def _leave_out(self, name: str, why: str, released: list[str]) -> None:
+        if name in self.named:
+            self._drop_view(name)
+            released.append(self.named.pop(name).pin_id)
+        if self.unnamed.get(name) != why:
+            log.warning("%s has no name in DuckDB: %s (arrow_ops.dataset says more)", name, why)
+        self.unnamed[name] = why
+
+    def _release(self, pin_ids: list[str]) -> None:
+        if pin_ids:
+            with contextlib.suppress(LedgerError):
+                self.ledger.release_pins(pin_ids)
+
+    # --- following this process's changes, refresh and detach --------------------------------
+
+    def _follow(self, change: Change) -> None:
+        with self._lock:
+            if self._syncing:
+                return  # this attachment's own pins
+            try:
+                if change.everything:
+                    self.sync()
+                    return
+                names = {n for n, s in self.named.items() if s.table_id in change.table_ids}
+                for database in change.databases:
+                    if self.database in (None, database):
+                        names |= {t.name for t in self.ledger.tables(database=database)}
+                        names |= {n for n in self.named if n.split(".", 1)[0] == database}
+                for table_id in change.table_ids:
+                    table = self.ledger.instance(table_id)
+                    if self.database in (None, table.database):
+                        names.add(table.name)
+                if names:
+                    self.sync(names)
+            except Exception as exc:  # the change landed; only the names lag behind it
+                log.warning("DuckDB's names did not follow a change to the ledger (%s): "
+                            "arrow_ops.refresh(con, ledger) makes them show it", exc)
+
+    def refresh(self) -> list[str]:
+        with self._lock:
+            held = {s.pin_id: name for name, s in self.named.items()}
+            if held:
+                self._syncing = True
+                try:
+                    ended = [held[v.id] for v in self.ledger.renew_pins(list(held)) if not v.live]
+                finally:
+                    self._syncing = False
+                for name in ended:  # an erasure ended it (R25 wins over R21): shown anew, over what is there now
+                    self._drop_view(name)
+                    del self.named[name]
+            self.sync()
+            return sorted(self.named)
+
+    def detach(self) -> list[str]:
+        with self._lock:
+            self._unwatch()
+            names = sorted(self.named)
+            try:
+                for name in names:
+                    self._drop_view(name)
+                for schema in sorted(self.schemas):
+                    with contextlib.suppress(Exception):  # not empty: the user put something in it
+                        self.con.execute(f"DROP SCHEMA IF EXISTS {quote(schema)}")
+                self.functions.drop()
+            finally:
+                self._release([s.pin_id for s in self.named.values()])
+                self.named.clear()
+            return names
+
+
+def _native(files: VersionFiles, schema: str, ledger: Ledger, name: str) -> bool:
+    """Whether DuckDB's own reader reads exactly these files as recorded: on the local disk, under
+    paths it reads as names (not patterns, and with no ``x=y`` folder above the table's own that
+    its partition discovery would take for a column), one schema in every file."""
+    if not files.local or not files.paths:
+        return False
+    if any(GLOB & set(p) for p in files.paths):
+        return False
+    base = files.paths[0].split("/_writes/")[0] if "/_writes/" in files.paths[0] else None
+    if base is None or "=" in base:
+        return False
+    merged = any(v.schema not in (None, schema) for v in ledger.versions(name))
+    return not merged
+
+
+def _parquet_scan(files: VersionFiles, schema: str) -> str:
+    """``read_parquet`` over exactly the files, the recorded columns in their order, partition
+    columns typed as recorded, Spark's timestamps (INT96, no zone) read as the instants they are."""
+    types = recorded_columns(schema)
+    hive = ", ".join(f"{literal(c)}: {literal(duckdb_type(types[c]))}" for c in files.columns)
+    paths = "[" + ", ".join(literal(p) for p in files.paths) + "]"
+    options = f"hive_partitioning = true, hive_types = {{{hive}}}" if files.columns else "hive_partitioning = false"
+    naive = set()
+    if any(t == "timestamp" for t in types.values()):
+        with files.filesystem.open_input_file(files.paths[0]) as handle:
+            found = pq.read_schema(handle)
+        naive = {f.name for f in found if pa.types.is_timestamp(f.type) and f.type.tz is None}
+    select = ", ".join(f"timezone('UTC', {quote(c)}) AS {quote(c)}" if c in naive and types[c] == "timestamp"
+                       else quote(c) for c in types)
+    return f"(SELECT {select} FROM read_parquet({paths}, {options}))"
+
+
+class Functions:
+    """The ledger's history as DuckDB table macros over Arrow tables this connection holds,
+    brought up to date by every sync (the history read only from where the last sync stopped)."""
+
+    NAMES = ("ledger_history", "ledger_versions", "ledger_dropped_tables", "ledger_erasures")
+
+    def __init__(self, con: Any) -> None:
+        self.con = con
+        self.history: list[dict[str, Any]] = []
+        self.bore: dict[str, str] = {}  # instance -> its name
+        self.last: tuple[int, Any] = (0, None)
+        self.made = False
+
+    def update(self, ledger: Ledger, named: dict[str, Named]) -> None:
+        last_seq, last_time = self.last
+        grew = False
+        for entry in ledger.history(since=last_time, pins=True):
+            if entry.seq <= last_seq:
+                continue
+            name, table_id = entry.data.get("name"), entry.data.get("table_id")
+            if isinstance(name, str) and isinstance(table_id, str):
+                self.bore.setdefault(table_id, name)
+            self.history.append({
+                "seq": entry.seq, "time": entry.time, "actor": entry.actor, "stream": entry.stream,
+                "type": entry.type, "text": entry.text, "data": json.dumps(entry.data, sort_keys=True, default=str),
+                "pin": entry.type in PIN_EVENTS, "table_ids": list(entry.table_ids)})
+            last_seq, last_time, grew = entry.seq, entry.time, True
+        self.last = (last_seq, last_time)
+        if grew or not self.made:
+            rows = [{**row, "names": sorted({self.bore[t] for t in row["table_ids"] if t in self.bore})}
+                    for row in self.history]
+            self.con.register("__ledger_history", pa.Table.from_pylist(rows, schema=_HISTORY))
+        versions = [v.to_dict() | {"schema": v.schema, "committed_at": v.committed_at, "superseded_at": v.superseded_at}
+                    for name in named for v in ledger.versions(name)]
+        self.con.register("__ledger_versions", pa.Table.from_pylist(versions, schema=_VERSIONS))
+        dropped = [t.to_dict() | _times(t) for t in ledger.dropped_tables()]
+        self.con.register("__ledger_dropped", pa.Table.from_pylist(dropped, schema=_TABLES))
+        erasures = [{"request_id": e.request_id, "tables": ", ".join(e.tables), "requested_at": e.requested_at,
+                     "reason": e.reason, "files": len(e.files), "deleted": sum(f.settled for f in e.files),
+                     "done": e.done, "due": e.due} for e in ledger.erasures()]
+        self.con.register("__ledger_erasures", pa.Table.from_pylist(erasures, schema=_ERASURES))
+        if not self.made:
+            columns = ", ".join(f.name for f in _HISTORY if f.name not in ("pin", "table_ids", "names"))
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP MACRO ledger_history(name, pins := false) AS TABLE SELECT {columns} "
+                "FROM __ledger_history WHERE list_contains(names, name) AND (pins OR NOT pin) ORDER BY seq")
+            self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_versions(name) AS TABLE "
+                             "SELECT * FROM __ledger_versions WHERE \"table\" = name ORDER BY number")
+            self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_dropped_tables(within := NULL) AS TABLE "
+                             "SELECT * FROM __ledger_dropped WHERE within IS NULL OR name = within "
+                             "OR starts_with(name, within || '.') ORDER BY dropped_at")
+            self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_erasures() AS TABLE "
+                             "SELECT * FROM __ledger_erasures ORDER BY requested_at")
+            self.made = True
+
+    def drop(self) -> None:
+        for name in self.NAMES:
+            with contextlib.suppress(Exception):
+                self.con.execute(f"DROP MACRO TABLE IF EXISTS {name}")
+        for hidden in ("__ledger_history", "__ledger_versions", "__ledger_dropped", "__ledger_erasures"):
+            with contextlib.suppress(Exception):
+                self.con.unregister(hidden)
+        self.made = False
+
+
+def _times(table: TableInstance) -> dict[str, Any]:
+    return {"created_at": table.created_at, "dropped_at": table.dropped_at, "purged_at": table.purged_at,
+            "restorable_until": table.restorable_until, "effective_watermark": table.effective_watermark,
+            "retention_mark": table.retention_mark}
+
+
+_TS = pa.timestamp("us", tz="UTC")
+_HISTORY = pa.schema([("seq", pa.int64()), ("time", _TS), ("actor", pa.string()), ("stream", pa.string()),
+                      ("type", pa.string()), ("text", pa.string()), ("data", pa.string()), ("pin", pa.bool_()),
+                      ("table_ids", pa.list_(pa.string())), ("names", pa.list_(pa.string()))])
+_VERSIONS = pa.schema([("table", pa.string()), ("table_id", pa.string()), ("number", pa.int64()),
+                       ("committed_at", _TS), ("mode", pa.string()), ("file_count", pa.int64()),
+                       ("bytes", pa.int64()), ("expired", pa.bool_()), ("current", pa.bool_()),
+                       ("write_id", pa.string()), ("restored_from", pa.int64()), ("superseded_at", _TS),
+                       ("schema", pa.string()), ("erased_by", pa.string())])
+_TABLES = pa.schema([("id", pa.string()), ("name", pa.string()), ("state", pa.string()), ("location", pa.string()),
+                     ("created_at", _TS), ("dropped_at", _TS), ("purged_at", _TS), ("restorable_until", _TS),
+                     ("effective_watermark", _TS), ("retention", pa.string()), ("retention_seconds", pa.int64()),
+                     ("retention_from", pa.string()), ("current_version", pa.int64()), ("retention_mark", _TS)])
+_ERASURES = pa.schema([("request_id", pa.string()), ("tables", pa.string()), ("requested_at", _TS),
+                       ("reason", pa.string()), ("files", pa.int64()), ("deleted", pa.int64()), ("done", pa.bool_()),
+                       ("due", _TS)])
+
+
+_attached: dict[int, Attachment] = {}
+"""Each connection's attachment (by the connection's id: DuckDB's connections take no weak reference)."""
+
+
+def attach(con: Any, ledger: Ledger, *, database: str | None = None, lease: Any = None) -> list[str]:
+    """Make every live table of ``ledger`` (of ``database``, if given) a name in the DuckDB
+    connection ``con``: ``con.sql("SELECT * FROM sales.orders")``. Each name reads exactly the
+    files of the version it shows, and that version is pinned (R21) for ``lease`` (an hour by
+    default; ``refresh`` renews). Changes made through ``ledger`` are followed at once, others'
+    after ``refresh``. Attaching the same ledger again refreshes; another ledger is refused while
+    one is attached (``InvalidArgument``: ``detach`` it first). Returns the names attached."""
+    need("duckdb", "duckdb")
+    found = _attached.get(id(con))
+    if found is not None and found.con is con:
+        if found.ledger is not ledger:
+            raise InvalidArgument(f"another ledger ({found.ledger.path}) is attached to this DuckDB connection: "
+                                  "detach(con, that_ledger) first")
+        found.database, found.lease = database, ATTACH_PIN_LEASE if lease is None else lease
+        return found.refresh()
+    attachment = Attachment(con, ledger, database, ATTACH_PIN_LEASE if lease is None else lease)
+    try:
+        attachment.sync()
+    except BaseException:
+        attachment.detach()
+        raise
+    _attached[id(con)] = attachment
+    return sorted(attachment.named)
+
+
+def refresh(con: Any, ledger: Ledger) -> list[str]:
+    """Show what the ledger holds now (other processes' changes included) and renew the pins."""
+    found = _attached.get(id(con))
+    if found is None or found.con is not con or found.ledger is not ledger:
+        raise TableNotFound("this ledger is not attached to this DuckDB connection: arrow_ops.attach(con, ledger) first")
+    return found.refresh()
+
+
+def detach(con: Any, ledger: Ledger) -> list[str]:
+    """Remove the ledger's names from ``con`` and release their pins. Returns the names removed."""
+    found = _attached.get(id(con))
+    if found is None or found.con is not con or found.ledger is not ledger:
+        return []
+    del _attached[id(con)]
+    return found.detach()
