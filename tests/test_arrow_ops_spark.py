@@ -1,0 +1,99 @@
+"""R26 against what Spark writes and what the vacuum and an erasure do: tables written by Spark
+(its INT96 timestamps, its escaped partition folders) read by DuckDB and Polars, a vacuum that
+keeps the version a DuckDB attachment holds, and an erasure on an attached table.
+
+Real components: the session's local SparkSession writes, vacuums and erases; DuckDB, Polars and
+pyarrow read in this process; ledgers on a real SQLite file and a real PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import duckdb
+import polars as pl
+import pytest
+
+import arrow_ops
+from ledger import Ledger, VersionErased
+from spark_ops import erase, read_table, vacuum, write_table
+
+pytestmark = pytest.mark.spark
+BOTH_STORES = True
+TABLE = "sales.orders"
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+def orders(spark, start: int = 0):
+    rows = [(start + 1, 42, "eu", datetime(2024, 1, 1, 10, 30)), (start + 2, 7, "a/b%c", datetime(2024, 1, 2)),
+            (start + 3, 42, None, None), (start + 4, 8, 'q"\'=:', datetime(2024, 1, 3, 23, 59, 59))]
+    return spark.createDataFrame(rows, "id long, user_id int, region string, ts timestamp")
+
+
+def test_r26_duckdb_and_polars_read_what_spark_wrote_as_spark_reads_it(spark, ledger) -> None:
+    write_table(orders(spark), ledger, TABLE, partition_by=["region"])
+    expected = sorted(tuple(r) for r in spark_ops_rows(spark, ledger))
+    con = duckdb.connect()
+    arrow_ops.attach(con, ledger)
+    got = sorted(con.sql("SELECT id, user_id, region, ts FROM sales.orders").fetchall())
+    assert [(i, u, r, None if t is None else t.astimezone(timezone.utc).replace(tzinfo=None))
+            for i, u, r, t in got] == expected
+    with arrow_ops.reading(ledger, TABLE) as data:
+        polars = pl.scan_pyarrow_dataset(data).filter(pl.col("region") == "a/b%c").collect()
+        assert polars["id"].to_list() == [2]
+        assert str(polars.schema["ts"]) == "Datetime(time_unit='us', time_zone='UTC')"
+    arrow_ops.detach(con, ledger)
+
+
+def spark_ops_rows(spark, led: Ledger) -> list[tuple]:
+    """The rows as Spark reads them back, timestamps in UTC."""
+    df = read_table(spark, led, TABLE, pin=False)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return [(r["id"], r["user_id"], r["region"],
+             None if r["ts"] is None else _utc(r["ts"], zone)) for r in df.collect()]
+
+
+def _utc(local: datetime, zone: str) -> datetime:
+    return local.replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def test_r21_r26_a_version_a_duckdb_attachment_shows_is_kept_by_every_vacuum_until_it_moves(
+        spark, ledger, ledger_path, clock) -> None:
+    write_table(orders(spark), ledger, TABLE)
+    con = duckdb.connect()
+    arrow_ops.attach(con, ledger, lease="3d")
+    shown = ledger.version(TABLE)
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=None, actor="elsewhere") as other:
+        clock.advance(HOUR)
+        write_table(orders(spark, 100), other, TABLE, mode="overwrite")
+        clock.advance(DAY + HOUR)
+        report = vacuum(spark, other, retention="1d")
+    [held] = report.held
+    assert (held["name"], held["what"], held["version"]) == (TABLE, "expiry", 1)
+    assert all(Path(ledger.table(TABLE).location, f.path).exists() for f in shown.files)
+    assert sorted(r[0] for r in con.sql("SELECT id FROM sales.orders").fetchall()) == [1, 2, 3, 4]
+
+    arrow_ops.refresh(con, ledger)
+    assert vacuum(spark, ledger, retention="1d").held == ()
+    assert sorted(r[0] for r in con.sql("SELECT id FROM sales.orders").fetchall()) == [101, 102, 103, 104]
+    assert not any(Path(ledger.table(TABLE).location, f.path).exists() for f in shown.files)
+    arrow_ops.detach(con, ledger)
+
+
+def test_r25_r26_an_erasure_on_an_attached_table_moves_its_name_and_ends_the_pin_on_the_erased_version(
+        spark, ledger) -> None:
+    write_table(orders(spark), ledger, TABLE, partition_by=["region"])
+    con = duckdb.connect()
+    arrow_ops.attach(con, ledger)
+    [before] = [p for p in ledger.pins(TABLE) if p.live]
+    status = erase(spark, ledger, TABLE, "user_id = 42", reason="GDPR art. 17")
+    # Followed before erase returned: the name shows the clean version, and no pin holds the erased one (R25).
+    assert sorted(r[0] for r in con.sql("SELECT id FROM sales.orders").fetchall()) == [2, 4]
+    assert [p.version for p in ledger.pins(TABLE) if p.live] == [ledger.table(TABLE).current_version]
+    assert before.id not in {p.id for p in ledger.pins(TABLE) if p.live}
+    with pytest.raises(VersionErased, match=status.request_id):
+        arrow_ops.dataset(ledger, TABLE, version=before.version)
+    arrow_ops.detach(con, ledger)
