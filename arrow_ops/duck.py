@@ -225,19 +225,9 @@ class Attachment:
             if self._syncing:
                 return  # this attachment's own pins
             try:
-                if change.everything:
-                    self.sync()
-                    return
-                names = {n for n, s in self.named.items() if s.table_id in change.table_ids}
-                for database in change.databases:
-                    if self.database in (None, database):
-                        names |= {t.name for t in self.ledger.tables(database=database)}
-                        names |= {n for n in self.named if n.split(".", 1)[0] == database}
-                for table_id in change.table_ids:
-                    table = self.ledger.instance(table_id)
-                    if self.database in (None, table.database):
-                        names.add(table.name)
-                if names:
+                names = None if change.everything else self.ledger.names_touched(
+                    change, database=self.database, shown={n: s.table_id for n, s in self.named.items()})
+                if names is None or names:
                     self.sync(names)
             except Exception as exc:  # the change landed; only the names lag behind it
                 log.warning("DuckDB's names did not follow a change to the ledger (%s): "

@@ -463,6 +463,22 @@ class Ledger(Catalog):
         self.runner.listeners.append(listener)
         return lambda: self.runner.listeners.remove(listener) if listener in self.runner.listeners else None
 
+    def names_touched(self, change: Change, *, database: str | None = None,
+                      shown: Mapping[str, str] | None = None) -> set[str]:
+        """The names ``change`` may have moved (of ``database`` only, if given): every live table
+        of its databases, the live name of each instance it touched, and each of ``shown`` (name to
+        the instance it shows) in those databases or over those instances. What a follower of
+        ``watch`` shows by name (Spark's and DuckDB's attachments) is brought up to date for these."""
+        databases = change.databases if database is None else change.databases & {database}
+        names = {t.name for d in databases for t in self.tables(database=d)}
+        names |= {n for n, table_id in (shown or {}).items()
+                  if table_id in change.table_ids or n.split(".", 1)[0] in databases}
+        for table_id in change.table_ids:
+            table = self.instance(table_id)
+            if table.is_live and database in (None, table.database):
+                names.add(table.name)
+        return names
+
     def pins(self, name: str | None = None, *, table_id: str | None = None) -> list[PinView]:
         """The live pins (of one table, by live name or id), soonest to end first."""
         state = self._current()

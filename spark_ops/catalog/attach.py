@@ -295,7 +295,8 @@ class Attachment:
             if self._syncing:
                 return  # this thread's own pins
             try:
-                names = None if change.everything else self._touched(change)
+                names = None if change.everything else self.ledger.names_touched(
+                    change, database=self.database, shown={n: s.table_id for n, s in self.named.items()})
                 if names is None or names:
                     self.sync(names)
                 if self.renewed_at is not None and \
@@ -304,18 +305,6 @@ class Attachment:
             except Exception as exc:  # the change landed; only the names lag behind it
                 log.warning("Spark's names did not follow a change to the ledger (%s): refresh(spark, ledger) "
                             "makes them show it", exc)
-
-    def _touched(self, change: Change) -> set[str]:
-        databases = change.databases if self.database is None else change.databases & {self.database}
-        names = {n for n, shown in self.named.items()
-                 if shown.table_id in change.table_ids or n.split(".", 1)[0] in databases}
-        for database in databases:
-            names |= {t.name for t in self.ledger.tables(database=database)}
-        for table_id in change.table_ids - {s.table_id for s in self.named.values()}:
-            table = self.ledger.instance(table_id)
-            if table.is_live and self.database in (None, table.database):
-                names.add(table.name)
-        return names
 
     # --- refresh and detach --------------------------------------------------------------------
 
