@@ -195,7 +195,9 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers:
             if name.lower() not in _HOP:
                 self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
+        # A HEAD's answer has no body but says the object's length (Arrow reads a file's size from it).
+        said = [v for n, v in headers if n.lower() == "content-length"] if self.command == "HEAD" else []
+        self.send_header("Content-Length", said[0] if said else str(len(data)))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

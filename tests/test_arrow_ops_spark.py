@@ -14,11 +14,14 @@ from zoneinfo import ZoneInfo
 
 import duckdb
 import polars as pl
+import pyarrow.compute as pc
 import pytest
 
 import arrow_ops
-from ledger import Ledger, VersionErased
+from ledger import Ledger, TableDataMissing, VersionErased
 from spark_ops import erase, read_table, vacuum, write_table
+from tests.test_arrow_ops import ORDERS, write
+from tests.test_s3 import client, lake, proxy, s3  # noqa: F401  (S3 on moto on the loopback address)
 
 pytestmark = pytest.mark.spark
 BOTH_STORES = True
@@ -97,3 +100,23 @@ def test_r25_r26_an_erasure_on_an_attached_table_moves_its_name_and_ends_the_pin
     with pytest.raises(VersionErased, match=status.request_id):
         arrow_ops.dataset(ledger, TABLE, version=before.version)
     arrow_ops.detach(con, ledger)
+
+
+def test_r26_on_s3_a_dataset_and_a_name_read_exactly_the_versions_objects(lake: Ledger) -> None:
+    write(lake, TABLE, ORDERS, partition_by=("region",))
+    with arrow_ops.reading(lake, TABLE) as data:
+        assert sorted(data.to_table().column("id").to_pylist()) == [1, 2, 3, 4, 5, 6]
+        assert data.count_rows(filter=pc.field("region") == "a/b%c") == 1
+    con = duckdb.connect()
+    assert arrow_ops.attach(con, lake) == [TABLE]
+    assert con.sql("SELECT id FROM sales.orders WHERE region = '007'").fetchall() == [(6,)]
+    assert "ARROW_SCAN" in "".join(r[1] for r in con.execute("EXPLAIN SELECT * FROM sales.orders").fetchall())
+    arrow_ops.detach(con, lake)
+    # An object gone from the bucket: refused, naming it, before a row is read; no pin left.
+    location = lake.table(TABLE).location
+    gone = lake.version(TABLE).files[0].path
+    bucket, _, prefix = location[len("s3://"):].partition("/")
+    client().delete_object(Bucket=bucket, Key=f"{prefix}/{gone}")
+    with pytest.raises(TableDataMissing, match=gone.split("/")[-1]):
+        arrow_ops.dataset(lake, TABLE)
+    assert [p for p in lake.pins() if p.live] == []
