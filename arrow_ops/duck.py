@@ -43,6 +43,7 @@ ATTACH_PIN_LEASE = "1h"
 RETRIES = 3
 MARK = "retention-ledger attachment of "
 """The start of the comment on every view an attachment makes: a view without it is the user's."""
+NOTHING_YET = "nothing written to it through the ledger yet"
 GLOB = set("*?[]{}")  # DuckDB reads a path with any of these as a pattern
 
 log = logging.getLogger("arrow_ops.attach")
@@ -97,7 +98,7 @@ class Attachment:
                     except (TableNotFound, VersionNotFound, VersionExpired, PinRefused):
                         if attempt == RETRIES - 1:
                             raise
-                self.functions.update(self.ledger, self.named)
+                self.functions.update(self.ledger, self.named, None if names is None else set(names))
             finally:
                 self._syncing = False
 
@@ -136,7 +137,7 @@ class Attachment:
         versioned = [n for n in names if live[n].current_version is not None]
         for name in names:
             if live[name].current_version is None:
-                self._leave_out(name, "nothing written to it through the ledger yet", released)
+                self._leave_out(name, NOTHING_YET, released)
         pins = {p.table: p for p in self.ledger.pin_tables(versioned, lease=self.lease)} if versioned else {}
         try:
             for name in versioned:
@@ -209,7 +210,7 @@ class Attachment:
         if name in self.named:
             self._drop_view(name)
             released.append(self.named.pop(name).pin_id)
-        if self.unnamed.get(name) != why:
+        if self.unnamed.get(name) != why and why != NOTHING_YET:  # a table just made is about to be written
             log.warning("%s has no name in DuckDB: %s (arrow_ops.dataset says more)", name, why)
         self.unnamed[name] = why
 
@@ -298,40 +299,36 @@ def _parquet_scan(files: VersionFiles, schema: str) -> str:
 
 
 class Functions:
-    """The ledger's history as DuckDB table macros over Arrow tables this connection holds,
-    brought up to date by every sync (the history read only from where the last sync stopped)."""
+    """The ledger's history as DuckDB table macros over Arrow tables this connection holds, kept up
+    to date by every sync at the cost of what changed: the log is read from where the last sync
+    stopped, and each read adds a batch; a name's history is the events of every instance that
+    ever bore it (an undrop under a new name brings its past along), joined at query time; a
+    table's versions are read again only when a sync touches it."""
 
     NAMES = ("ledger_history", "ledger_versions", "ledger_dropped_tables", "ledger_erasures")
 
     def __init__(self, con: Any) -> None:
         self.con = con
-        self.history: list[dict[str, Any]] = []
-        self.bore: dict[str, str] = {}  # instance -> its name
+        self.batches: list[pa.RecordBatch] = []
+        self.bore: set[tuple[str, str]] = set()  # (name, instance) for every name an instance bore
         self.last: tuple[int, Any] = (0, None)
+        self.versions: dict[str, list[dict[str, Any]]] = {}  # shown name -> its version rows
         self.made = False
 
-    def update(self, ledger: Ledger, named: dict[str, Named]) -> None:
-        last_seq, last_time = self.last
-        grew = False
-        for entry in ledger.history(since=last_time, pins=True):
-            if entry.seq <= last_seq:
-                continue
-            name, table_id = entry.data.get("name"), entry.data.get("table_id")
-            if isinstance(name, str) and isinstance(table_id, str):
-                self.bore.setdefault(table_id, name)
-            self.history.append({
-                "seq": entry.seq, "time": entry.time, "actor": entry.actor, "stream": entry.stream,
-                "type": entry.type, "text": entry.text, "data": json.dumps(entry.data, sort_keys=True, default=str),
-                "pin": entry.type in PIN_EVENTS, "table_ids": list(entry.table_ids)})
-            last_seq, last_time, grew = entry.seq, entry.time, True
-        self.last = (last_seq, last_time)
-        if grew or not self.made:
-            rows = [{**row, "names": sorted({self.bore[t] for t in row["table_ids"] if t in self.bore})}
-                    for row in self.history]
-            self.con.register("__ledger_history", pa.Table.from_pylist(rows, schema=_HISTORY))
-        versions = [v.to_dict() | {"schema": v.schema, "committed_at": v.committed_at, "superseded_at": v.superseded_at}
-                    for name in named for v in ledger.versions(name)]
-        self.con.register("__ledger_versions", pa.Table.from_pylist(versions, schema=_VERSIONS))
+    def update(self, ledger: Ledger, named: dict[str, Named], touched: set[str] | None) -> None:
+        """Bring the rows up to date after a sync of ``touched`` names (None: all of them)."""
+        if self._read_history(ledger) or not self.made:
+            self.con.register("__ledger_history", pa.Table.from_batches(self.batches, schema=_HISTORY))
+            self.con.register("__ledger_bore", pa.table({"bore": [n for n, _ in sorted(self.bore)],
+                                                         "table_id": [t for _, t in sorted(self.bore)]},
+                                                        schema=_BORE))
+        for name in set(self.versions) - set(named):
+            del self.versions[name]
+        for name in named if touched is None else touched & set(named):
+            self.versions[name] = [v.to_dict() | {"committed_at": v.committed_at, "superseded_at": v.superseded_at,
+                                                  "schema": v.schema} for v in ledger.versions(name)]
+        rows = [row for name in sorted(self.versions) for row in self.versions[name]]
+        self.con.register("__ledger_versions", pa.Table.from_pylist(rows, schema=_VERSIONS))
         dropped = [t.to_dict() | _times(t) for t in ledger.dropped_tables()]
         self.con.register("__ledger_dropped", pa.Table.from_pylist(dropped, schema=_TABLES))
         erasures = [{"request_id": e.request_id, "tables": ", ".join(e.tables), "requested_at": e.requested_at,
@@ -339,24 +336,48 @@ class Functions:
                      "done": e.done, "due": e.due} for e in ledger.erasures()]
         self.con.register("__ledger_erasures", pa.Table.from_pylist(erasures, schema=_ERASURES))
         if not self.made:
-            columns = ", ".join(f.name for f in _HISTORY if f.name not in ("pin", "table_ids", "names"))
-            self.con.execute(
-                f"CREATE OR REPLACE TEMP MACRO ledger_history(name, pins := false) AS TABLE SELECT {columns} "
-                "FROM __ledger_history WHERE list_contains(names, name) AND (pins OR NOT pin) ORDER BY seq")
-            self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_versions(name) AS TABLE "
-                             "SELECT * FROM __ledger_versions WHERE \"table\" = name ORDER BY number")
-            self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_dropped_tables(within := NULL) AS TABLE "
-                             "SELECT * FROM __ledger_dropped WHERE within IS NULL OR name = within "
-                             "OR starts_with(name, within || '.') ORDER BY dropped_at")
-            self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_erasures() AS TABLE "
-                             "SELECT * FROM __ledger_erasures ORDER BY requested_at")
-            self.made = True
+            self._make_macros()
+
+    def _read_history(self, ledger: Ledger) -> bool:
+        """Add what was appended since the last read as one batch; whether there was any."""
+        last_seq, last_time = self.last
+        rows = []
+        for entry in ledger.history(since=last_time, pins=True):
+            if entry.seq <= last_seq:
+                continue
+            name, table_id = entry.data.get("name"), entry.data.get("table_id")
+            if isinstance(name, str) and isinstance(table_id, str):
+                self.bore.add((name, table_id))
+            rows.append({
+                "seq": entry.seq, "time": entry.time, "actor": entry.actor, "stream": entry.stream,
+                "type": entry.type, "text": entry.text, "data": json.dumps(entry.data, sort_keys=True, default=str),
+                "pin": entry.type in PIN_EVENTS, "table_ids": list(entry.table_ids)})
+            last_seq, last_time = entry.seq, entry.time
+        self.last = (last_seq, last_time)
+        if rows:
+            self.batches.append(pa.RecordBatch.from_pylist(rows, schema=_HISTORY))
+        return bool(rows)
+
+    def _make_macros(self) -> None:
+        columns = ", ".join(f.name for f in _HISTORY if f.name not in ("pin", "table_ids"))
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP MACRO ledger_history(name, pins := false) AS TABLE SELECT {columns} "
+            "FROM __ledger_history WHERE (pins OR NOT pin) AND list_has_any(table_ids, "
+            "(SELECT coalesce(list(table_id), []) FROM __ledger_bore WHERE bore = name)) ORDER BY seq")
+        self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_versions(name) AS TABLE "
+                         "SELECT * FROM __ledger_versions WHERE \"table\" = name ORDER BY number")
+        self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_dropped_tables(within := NULL) AS TABLE "
+                         "SELECT * FROM __ledger_dropped WHERE within IS NULL OR name = within "
+                         "OR starts_with(name, within || '.') ORDER BY dropped_at")
+        self.con.execute("CREATE OR REPLACE TEMP MACRO ledger_erasures() AS TABLE "
+                         "SELECT * FROM __ledger_erasures ORDER BY requested_at")
+        self.made = True
 
     def drop(self) -> None:
         for name in self.NAMES:
             with contextlib.suppress(Exception):
                 self.con.execute(f"DROP MACRO TABLE IF EXISTS {name}")
-        for hidden in ("__ledger_history", "__ledger_versions", "__ledger_dropped", "__ledger_erasures"):
+        for hidden in ("__ledger_history", "__ledger_bore", "__ledger_versions", "__ledger_dropped", "__ledger_erasures"):
             with contextlib.suppress(Exception):
                 self.con.unregister(hidden)
         self.made = False
@@ -371,7 +392,8 @@ def _times(table: TableInstance) -> dict[str, Any]:
 _TS = pa.timestamp("us", tz="UTC")
 _HISTORY = pa.schema([("seq", pa.int64()), ("time", _TS), ("actor", pa.string()), ("stream", pa.string()),
                       ("type", pa.string()), ("text", pa.string()), ("data", pa.string()), ("pin", pa.bool_()),
-                      ("table_ids", pa.list_(pa.string())), ("names", pa.list_(pa.string()))])
+                      ("table_ids", pa.list_(pa.string()))])
+_BORE = pa.schema([("bore", pa.string()), ("table_id", pa.string())])
 _VERSIONS = pa.schema([("table", pa.string()), ("table_id", pa.string()), ("number", pa.int64()),
                        ("committed_at", _TS), ("mode", pa.string()), ("file_count", pa.int64()),
                        ("bytes", pa.int64()), ("expired", pa.bool_()), ("current", pa.bool_()),

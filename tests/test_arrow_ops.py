@@ -257,6 +257,12 @@ def test_r26_the_ledgers_history_versions_and_dropped_tables_in_duckdb_sql(ledge
     write(ledger, TABLE, ORDERS.slice(4, 1))  # followed: the functions too
     assert con.sql("SELECT max(number) FROM ledger_versions('sales.orders')").fetchone() == (3,)
     assert con.sql("SELECT count(*) FROM ledger_erasures()").fetchone() == (0,)
+    # Undropped under a new name, an instance brings its past along, and the name shows it at once.
+    ledger.undrop_table("sales.gone", new_name="sales.back")
+    assert [r[0] for r in con.sql("SELECT type FROM ledger_history('sales.back')").fetchall()] == [
+        "TableCreated", "WriteBegun", "VersionCommitted", "TableDropped", "TableUndropped"]
+    assert con.sql("SELECT count(*) FROM sales.back").fetchone() == (6,)
+    assert con.sql("SELECT name FROM ledger_dropped_tables()").fetchall() == []
 
 
 def test_r26_attach_never_replaces_a_name_of_the_users_and_a_second_ledger_is_refused(ledger, tmp_path, con) -> None:
