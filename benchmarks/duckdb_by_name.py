@@ -19,6 +19,10 @@ once to warm up and then ``--rounds`` rounds, their order alternating from round
    given before its filter prunes any (about 15 us a file here), so a name over 10,000 files pays
    that where the peer over 100 does not.
 
+Then ``--tables`` (1,000) tables of one small file each, in 10 databases, are attached to a fresh
+connection, refreshed with nothing changed, and detached: each timed, median of ``--rounds``
+(reported, no target; Spark's classic attach of 1,000 tables is held to 1 s).
+
 Rows are checked equal. Target (issue 61; DESIGN.md, "Performance", other engines): by name at
 least 0.9x DuckDB's ``read_parquet`` of the same files (ratio = the peer's median / the name's),
 a full scan and a one-partition filter, at each file count.
@@ -92,12 +96,39 @@ def race(con: duckdb.DuckDBPyConnection, named: str, peer: str, rounds: int) -> 
     return statistics.median(times[named]), statistics.median(times[peer])
 
 
+def attach_rounds(work: Path, tables: int, rounds: int) -> None:
+    led = Ledger.open(work / "many.db", warehouse=work / "many")
+    small = pa.table({"id": pa.array([1], pa.int64()), "a": pa.array([1], pa.int64()), "s": ["x"], "r": [1.0],
+                      "day": ["001"]})
+    for n in range(tables):
+        name = f"db{n % 10}.t{n:04d}"
+        led.create_table(name)
+        write = led.begin_write(name)
+        path = Path(led.table(name).location, write.relative_folder, "part-0.parquet")
+        path.parent.mkdir(parents=True)
+        pq.write_table(small, path)
+        led.commit_write(write.id, [(f"{write.relative_folder}/part-0.parquet", path.stat().st_size)], schema=SCHEMA)
+    steps: dict[str, list[float]] = {"attach": [], "refresh": [], "detach": []}
+    for _ in range(rounds):
+        con = duckdb.connect()
+        for step, call in (("attach", arrow_ops.attach), ("refresh", arrow_ops.refresh), ("detach", arrow_ops.detach)):
+            start = time.perf_counter()
+            call(con, led)
+            steps[step].append(time.perf_counter() - start)
+            if step == "attach":
+                assert con.execute("SELECT count(*) FROM db3.t0003").fetchone() == (1,)
+    print_table([f"{tables:,} tables", "median s", "rounds s"],
+                [(step, statistics.median(t), " ".join(f"{x:.2f}" for x in t)) for step, t in steps.items()])
+    led.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--files", default="100,10000")
     parser.add_argument("--days", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--work")
     args = parser.parse_args()
     print(environment())
@@ -127,6 +158,8 @@ def main() -> None:
             results.append((files, attach_s, full, part, alone))
             arrow_ops.detach(con, led)
             led.close()
+        if args.tables:
+            attach_rounds(work, args.tables, args.rounds)
     print_table(["files", "attach s", "scan by name s", "read_parquet s", "ratio", "one day by name s",
                  "read_parquet s", "ratio", "its files alone s", "ratio (reported)"],
                 [(f, a, full[0], full[1], full[1] / full[0], part[0], part[1], part[1] / part[0], alone[1],
