@@ -3,7 +3,9 @@
     report = arrow_ops.publish(ledger, "/data/catalog.db")          # or "postgresql://..."
     # then, anywhere: SqlCatalog("ledger", uri="sqlite:////data/catalog.db").load_table("sales.orders")
 
-Every live table's kept versions (not expired, not erased) become one Iceberg table of the same
+Every live table's kept versions (not expired, not erased, and not due to expire: a version
+superseded longer ago than its table's retention is left out, so that a publication's pins never
+keep the vacuum from expiring it) become one Iceberg table of the same
 two-part name, one snapshot a version: its files exactly the version's files (the Parquet files the
 ledger recorded, never copied), its schema and identity partition spec the recorded ones, its
 timestamp the version's commit time, its summary ``ledger.version`` and ``ledger.table-id``. Time

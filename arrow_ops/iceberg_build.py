@@ -217,8 +217,10 @@ class Publisher:
                 self._leave_out(name, "the catalog has a table of that name that no ledger published; it is left "
                                       "as it is")
                 continue
-            kept = sorted((v for v in self.ledger.versions(table_id=table.id)
-                           if not v.expired and v.erased_by is None), key=lambda v: v.number)
+            due = self.ledger.now() - table.retention
+            kept = sorted((v for v in self.ledger.versions(table_id=table.id) if not v.expired and v.erased_by is None
+                           and (v.current or v.superseded_at is None or v.superseded_at > due)),
+                          key=lambda v: v.number)
             if kept:
                 plans[name] = Plan(table, kept)
         lost: set[str] = set()
@@ -466,9 +468,11 @@ class Publisher:
     @staticmethod
     def _iceberg_schema(arrow: pa.Schema) -> Schema:
         try:
-            found: Schema = visit_pyarrow(arrow, _ConvertToIcebergWithoutIDs(format_version=2))
+            found = visit_pyarrow(arrow, _ConvertToIcebergWithoutIDs(format_version=2))
         except Exception as exc:
             raise LeftOut(f"its schema has no Iceberg form ({exc})") from None
+        if not isinstance(found, Schema):
+            raise LeftOut(f"its schema has no Iceberg form (it converts to {found})")
         return found
 
     @staticmethod

@@ -24,7 +24,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import arrow_ops
 from arrow_ops import CatalogUnavailable
-from ledger import Ledger
+from ledger import Ledger, PinRefused
 from tests.pg import PASSWORD_ROLE, shared
 from tests.test_arrow_ops import ORDERS, TABLE, write
 
@@ -119,3 +119,152 @@ def test_r26_publishing_again_with_nothing_changed_writes_nothing(ledger, clock,
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == files  # not one file written
     assert catalog_of(tmp_path / "catalog.db").load_table(TABLE).metadata_location == location
     assert ledger.event_count() == events  # pins more than half their lease away: not renewed yet
+
+
+def test_r26_the_metadata_keeps_the_ordering_iceberg_java_checks_on_load(ledger, clock, tmp_path) -> None:
+    three_versions(ledger, clock)
+    arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    # Version 1 was superseded longer ago than the table's retention (7 days): it is due to expire,
+    # so it leaves the publication (whose pin would otherwise keep the vacuum from expiring it).
+    clock.advance(timedelta(days=7) - HOUR / 2)
+    assert arrow_ops.publish(ledger, str(tmp_path / "catalog.db")).written == (TABLE,)
+    location = catalog_of(tmp_path / "catalog.db").load_table(TABLE).metadata_location
+    raw = json.loads(Path(location).read_text())
+    log = [e["timestamp-ms"] for e in raw["snapshot-log"]]
+    assert log == sorted(log) and len(log) == 2  # version 1 left with its snapshot
+    assert raw["metadata-log"] == []
+    assert raw["last-updated-ms"] >= log[-1]
+    assert [s["summary"]["ledger.version"] for s in raw["snapshots"]] == ["2", "3"]
+    assert raw["current-snapshot-id"] == raw["snapshots"][-1]["snapshot-id"]
+
+
+# --- what a publication exposes is pinned until the next one drops it (R21, R26) --------------------
+
+def publication_pins(catalog: SqlCatalog) -> dict[str, str]:
+    return json.loads(catalog.load_table(TABLE).properties["ledger.pins"])
+
+
+def test_r21_r26_a_publication_pins_what_it_exposes_and_the_next_renews_the_kept_and_releases_the_rest(
+        ledger, clock, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    arrow_ops.publish(ledger, where)
+    first = publication_pins(catalog_of(tmp_path / "catalog.db"))
+    assert set(first) == {"1"}
+    [pin] = ledger.pins(TABLE)
+    assert pin.id == first["1"] and pin.version == 1 and pin.lease == timedelta(days=7)
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS.slice(0, 1), partition_by=("region",), mode="overwrite")
+    report = arrow_ops.publish(ledger, where)
+    second = publication_pins(catalog_of(tmp_path / "catalog.db"))
+    assert second["1"] == first["1"] and set(second) == {"1", "2"} and report.pins_taken == 1
+    assert {p.id for p in ledger.pins(TABLE)} == set(second.values())
+    # Four days on, less than half the lease is left: a publication with nothing to change renews them.
+    clock.advance(timedelta(days=4))
+    report = arrow_ops.publish(ledger, where)
+    assert report.written == () and report.pins_renewed == 2
+    assert all(p.expires_at > ledger.now() + timedelta(days=6) for p in ledger.pins(TABLE))
+    # The publication's pin keeps the retention mark off version 1 ...
+    with pytest.raises(PinRefused):
+        ledger.advance_retention_mark(TABLE, ledger.version(TABLE, version=1).committed_at)
+    # ... until version 1 is due (superseded longer ago than the retention): the next publication
+    # drops its snapshot, then releases its pin, and the mark moves; then it is expired.
+    clock.advance(timedelta(days=3, hours=1))
+    report = arrow_ops.publish(ledger, where)
+    assert report.written == (TABLE,) and report.pins_released == 1
+    third = publication_pins(catalog_of(tmp_path / "catalog.db"))
+    assert third == {"2": second["2"]}
+    assert {p.id for p in ledger.pins(TABLE)} == {second["2"]}
+    ledger.advance_retention_mark(TABLE, ledger.version(TABLE, version=1).committed_at)
+    assert ledger.version(TABLE, version=2).current and arrow_ops.publish(ledger, where).unchanged == (TABLE,)
+
+
+def test_r26_a_dropped_table_leaves_the_catalog_and_comes_back_on_undrop(ledger, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    write(ledger, "sales.kept", ORDERS)
+    arrow_ops.publish(ledger, where)
+    pin_ids = set(publication_pins(catalog_of(tmp_path / "catalog.db")).values())
+    ledger.drop_table(TABLE)
+    report = arrow_ops.publish(ledger, where)
+    assert report.removed == (TABLE,) and report.unchanged == ("sales.kept",)
+    assert catalog_of(tmp_path / "catalog.db").list_tables("sales") == [("sales", "kept")]
+    assert not any(p.id in pin_ids for p in ledger.pins())  # its publication's pins released
+    ledger.undrop_table(TABLE)
+    assert arrow_ops.publish(ledger, where).written == (TABLE,)
+    assert ids(catalog_of(tmp_path / "catalog.db").load_table(TABLE).scan().to_arrow()) == [1, 2, 3, 4, 5, 6]
+
+
+# --- R25: an erased version is never in a publication made after its request ------------------------
+
+def test_r25_r26_an_erased_version_is_gone_from_the_next_publication(ledger, clock, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    clock.advance(HOUR)
+    arrow_ops.publish(ledger, where)
+    # Erase id 1 as an engine does: rewrite without it (a new version), then record the request
+    # naming the files that held it (no Spark needed: the request is the ledger's public API).
+    replaced = write(ledger, TABLE, ORDERS.slice(1), partition_by=("region",), mode="overwrite")
+    table = ledger.table(TABLE)
+    [held] = [f for f in ledger.version(TABLE, version=1).files if "region=eu" in f.path]
+    key = os.path.relpath(os.path.join(table.location, held.path), ledger.warehouse)
+    status = ledger.request_erasure(TABLE, reason="ticket 7", predicate="id = 1", files=[(key, held.size)],
+                                    replaced_by=replaced)
+    assert ledger.versions(TABLE)[-1].erased_by == status.request_id
+    report = arrow_ops.publish(ledger, where)
+    assert report.written == (TABLE,)
+    published = catalog_of(tmp_path / "catalog.db").load_table(TABLE)
+    assert [s.summary["ledger.version"] for s in published.snapshots()] == [str(replaced)]
+    assert ids(published.scan().to_arrow()) == [2, 3, 4, 5, 6]
+    assert held.path not in json.dumps([str(f.file.file_path) for f in published.scan().plan_files()])
+    # Read from another process, as another engine would.
+    script = ("import sys; from pyiceberg.catalog.sql import SqlCatalog;"
+              f"t = SqlCatalog('ledger', uri={'sqlite:///' + where!r}).load_table({TABLE!r});"
+              "print(sorted(t.scan().to_arrow().column('id').to_pylist()), len(t.snapshots()))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split() == ["[2,", "3,", "4,", "5,", "6]", "1"]
+
+
+# --- catalogs: SQLite, PostgreSQL, and one that cannot be reached -----------------------------------
+
+def test_r26_a_postgresql_catalog_read_from_another_process(ledger, tmp_path) -> None:
+    url = shared().database("iceberg")
+    write(ledger, TABLE, ORDERS, partition_by=("region", "day"))
+    report = arrow_ops.publish(ledger, url, metadata=str(tmp_path / "iceberg"))
+    assert report.written == (TABLE,)
+    script = ("from pyiceberg.catalog.sql import SqlCatalog;"
+              f"t = SqlCatalog('ledger', uri={url.replace('postgresql://', 'postgresql+psycopg://')!r})"
+              f".load_table({TABLE!r});"
+              "r = t.scan(row_filter=\"region == 'a/b%c'\").to_arrow();"
+              "print(r.column('id').to_pylist(), r.column('day').to_pylist()[0].isoformat())")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split() == ["[2]", "2024-01-01"]
+    assert arrow_ops.publish(ledger, url, metadata=str(tmp_path / "iceberg")).written == ()
+
+
+def test_r23_r26_a_catalog_that_cannot_be_reached_is_a_typed_error_without_its_password(ledger, tmp_path) -> None:
+    write(ledger, TABLE, ORDERS)
+    events = ledger.event_count()
+    server = shared()
+    wrong = f"postgresql://{PASSWORD_ROLE}:s3cret-Pa55@127.0.0.1:{server.port}/postgres"
+    with pytest.raises(CatalogUnavailable) as refused:
+        arrow_ops.publish(ledger, wrong, metadata=str(tmp_path / "iceberg"))
+    assert "s3cret-Pa55" not in str(refused.value) and "127.0.0.1" in str(refused.value)
+    with pytest.raises(CatalogUnavailable, match="cannot be reached"):
+        arrow_ops.publish(ledger, str(tmp_path / "no" / "such" / "folder" / "catalog.db"))
+    assert ledger.event_count() == events and ledger.pins() == []
+    assert not (tmp_path / "iceberg").exists()
+
+
+def test_r26_a_column_a_merge_added_is_a_new_schema_read_as_null_in_older_snapshots(ledger, tmp_path) -> None:
+    from tests.test_arrow_ops import append_a_new_column
+    write(ledger, TABLE, ORDERS.drop_columns(["region", "day"]))
+    append_a_new_column(ledger)
+    arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    table = catalog_of(tmp_path / "catalog.db").load_table(TABLE)
+    now = table.scan().to_arrow()
+    assert dict(zip(now.column("id").to_pylist(), now.column("note").to_pylist()))[9] == "new"
+    assert now.filter(pa.compute.field("id") == 1).column("note").to_pylist() == [None]
+    first, second = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
+    assert first.schema_id != second.schema_id
+    assert "note" not in table.scan(snapshot_id=first.snapshot_id).to_arrow().column_names
