@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 import uuid
 from datetime import datetime
 from typing import Any, Callable
@@ -29,7 +30,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import TableAlreadyExistsError
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import (
     _ConvertToIcebergWithoutIDs, compute_statistics_plan, data_file_statistics_from_parquet_metadata,
@@ -46,6 +47,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ledger import InvalidArgument, Ledger, LedgerError, PinView, TableInstance, TableVersion, parse_duration
@@ -125,7 +127,7 @@ class Publisher:
                  tables: list[str] | None, metadata: str | None, lease: Any) -> None:
         self.ledger = ledger
         self.uri = catalog_uri(catalog)
-        self.shown = shown(self.uri)
+        self.shown = shown(catalog if "://" in os.fspath(catalog) else self.uri)
         self.catalog_name = catalog_name
         self.database = database
         self.names = None if tables is None else set(tables)
@@ -152,19 +154,26 @@ class Publisher:
         text = os.fspath(metadata)
         return os.path.abspath(text) if "://" not in text else text.rstrip("/")
 
-    def _unavailable(self, exc: BaseException, what: str) -> CatalogUnavailable:
+    def _unavailable(self, exc: BaseException, what: str,
+                     then: str = "nothing was published") -> CatalogUnavailable:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else \
             type(exc).__name__
         password = make_url(self.uri).password if "://" in self.uri else None
         if password:
             reason = reason.replace(str(password), "***")
-        return CatalogUnavailable(f"the Iceberg catalog {self.shown} {what}: {reason}; nothing was published")
+        return CatalogUnavailable(f"the Iceberg catalog {self.shown} {what}: {reason}; {then}")
 
     def _open(self) -> SqlCatalog:
-        try:
-            catalog = SqlCatalog(self.catalog_name, uri=self.uri)
-        except Exception as exc:
-            raise self._unavailable(exc, "cannot be reached or written") from None
+        for attempt in range(3):
+            try:
+                catalog = SqlCatalog(self.catalog_name, uri=self.uri)
+                break
+            except Exception as exc:
+                # Two publishers on a new catalog both create its tables: the one that lost finds them
+                # there on its next try. Anything else fails the same way again.
+                if attempt == 2:
+                    raise self._unavailable(exc, "cannot be reached or written") from None
+                time.sleep(0.1 * (attempt + 1))
         if "://" not in self.root:
             try:
                 os.makedirs(self.root, exist_ok=True)
@@ -352,7 +361,10 @@ class Publisher:
         try:
             if row is None:
                 assert location is not None
-                self.catalog.create_namespace_if_not_exists(namespace)
+                try:
+                    self.catalog.create_namespace_if_not_exists(namespace)
+                except (NamespaceAlreadyExistsError, IntegrityError):
+                    raise Conflict(name) from None  # another publisher made it at the same time
                 try:
                     self.catalog.register_table((namespace, table), location)
                 except TableAlreadyExistsError:
@@ -373,7 +385,8 @@ class Publisher:
         except (Conflict, LedgerError):
             raise
         except Exception as exc:
-            raise self._unavailable(exc, "cannot be written") from None
+            raise self._unavailable(exc, "cannot be written", f"{name} was left as it was (tables before it in "
+                                    "this publication were published; publish again)") from None
 
     def _remove(self, name: str, row: Row) -> None:
         self._swap(name, row, None)

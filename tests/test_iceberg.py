@@ -268,3 +268,90 @@ def test_r26_a_column_a_merge_added_is_a_new_schema_read_as_null_in_older_snapsh
     first, second = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
     assert first.schema_id != second.schema_id
     assert "note" not in table.scan(snapshot_id=first.snapshot_id).to_arrow().column_names
+
+
+# --- faults: two publishers at once, a publication killed mid-way ----------------------------------
+
+def test_r26_two_publishers_at_once_one_order_no_lost_update_no_pin_left_behind(ledger, ledger_path, clock,
+                                                                                 tmp_path) -> None:
+    import threading
+    url = shared().database("iceberg")
+    names = [f"sales.t{n}" for n in range(12)]
+    for name in names:
+        write(ledger, name, ORDERS.slice(0, 2))
+    gate = threading.Barrier(2)
+    reports: list[arrow_ops.PublishReport] = []
+
+    def publisher() -> None:
+        with Ledger.open(ledger_path, clock=clock, max_clock_skew=None, actor="publisher") as own:
+            gate.wait()
+            reports.append(arrow_ops.publish(own, url, metadata=str(tmp_path / "iceberg")))
+
+    threads = [threading.Thread(target=publisher) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(reports) == 2
+    a, b = reports
+    # Each table was written once, by one of them; the other found it done (or lost the race and
+    # then found it done): one order, nothing written twice, nothing lost.
+    assert sorted(a.written + b.written) == sorted(names) and not set(a.written) & set(b.written)
+    assert a.left_out == b.left_out == {}
+    # A publisher that lost a table's race released the pins it took for it.
+    assert a.pins_taken - a.pins_released + b.pins_taken - b.pins_released == len(names)
+    catalog = catalog_of(url)
+    published = {name: json.loads(catalog.load_table(name).properties["ledger.pins"])["1"] for name in names}
+    assert {p.id for p in ledger.pins()} == set(published.values())  # the loser's pins released
+
+
+def test_r26_a_publication_killed_mid_way_leaves_every_table_at_its_old_or_new_snapshot(
+        ledger, ledger_path, tmp_path) -> None:
+    import sqlite3
+    import time
+    names = [f"sales.t{n:02d}" for n in range(40)]
+    for name in names:
+        write(ledger, name, ORDERS, partition_by=("region",))
+    where = tmp_path / "catalog.db"
+    script = ("import arrow_ops; from ledger import Ledger\n"
+              f"with Ledger.open({str(ledger_path)!r}, max_clock_skew=None, actor='killed') as led:\n"
+              f"    arrow_ops.publish(led, {str(where)!r})\n")
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            with sqlite3.connect(where) as db:
+                if db.execute("SELECT count(*) FROM iceberg_tables").fetchone()[0] >= 3:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.005)
+    child.kill()
+    child.wait()
+    catalog = catalog_of(where)
+    landed = catalog.list_tables("sales")
+    assert landed  # it was killed after some tables landed ...
+    for namespace, table in landed:  # ... and each of those reads whole
+        assert ids(catalog.load_table((namespace, table)).scan().to_arrow()) == [1, 2, 3, 4, 5, 6]
+    # The next publication finishes the job.
+    report = arrow_ops.publish(ledger, str(where))
+    assert set(report.written) | set(report.unchanged) == set(names)
+    assert len(catalog.list_tables("sales")) == len(names)
+
+
+# --- what cannot be published is left out, with a warning that says why ----------------------------
+
+def test_r26_a_table_whose_partitioning_changed_is_left_out_with_a_warning_and_the_others_published(
+        ledger, clock, tmp_path, caplog) -> None:
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS, partition_by=("day",), mode="overwrite")
+    write(ledger, "sales.fine", ORDERS)
+    write(ledger, "hr.people", ORDERS)
+    with caplog.at_level("WARNING", logger="arrow_ops.iceberg"):
+        report = arrow_ops.publish(ledger, str(tmp_path / "catalog.db"), database="sales")
+    assert report.written == ("sales.fine",)  # hr is another database: not asked for
+    assert "partitioned differently" in report.left_out[TABLE]
+    assert f"{TABLE} is not published: its kept versions are partitioned differently" in caplog.text
+    assert [p.table for p in ledger.pins()] == ["sales.fine"]  # nothing pinned for what was left out
+    assert arrow_ops.publish(ledger, str(tmp_path / "catalog.db"), tables=["hr.people"]).written == ("hr.people",)
