@@ -263,6 +263,14 @@ class Publisher:
             except LeftOut as exc:
                 self._release(plan.new_pins)
                 self._leave_out(name, str(exc))
+                row = rows.get(name)
+                if row is not None and row.table_id is not None:
+                    # What it showed before is not renewed: it leaves the catalog rather than
+                    # naming files once its pins run out.
+                    try:
+                        self._remove(name, row)
+                    except Conflict:
+                        lost.add(name)
             except CatalogUnavailable:
                 self._release(plan.new_pins)
                 raise
@@ -397,9 +405,11 @@ class Publisher:
         location = self._build(name, plan, row)
         self._swap(name, row, location)
         self.written.append(name)
-        if row is not None:
-            kept = set(plan.pins.values())
-            self._release([p for p in row.pins.values() if p not in kept])
+        kept = set(plan.pins.values())
+        # The pins it showed before and no longer needs, and any taken on a version that became
+        # current after the read (a commit landed in between) and is not shown.
+        self._release([p for p in (*(row.pins.values() if row is not None else ()), *plan.new_pins)
+                       if p not in kept])
 
     # --- the metadata -----------------------------------------------------------------------
 

@@ -351,7 +351,28 @@ def test_r26_a_table_whose_partitioning_changed_is_left_out_with_a_warning_and_t
     with caplog.at_level("WARNING", logger="arrow_ops.iceberg"):
         report = arrow_ops.publish(ledger, str(tmp_path / "catalog.db"), database="sales")
     assert report.written == ("sales.fine",)  # hr is another database: not asked for
-    assert "partitioned differently" in report.left_out[TABLE]
+    assert "partitioned differently" in report.left_out[TABLE] and TABLE not in report.removed
     assert f"{TABLE} is not published: its kept versions are partitioned differently" in caplog.text
     assert [p.table for p in ledger.pins()] == ["sales.fine"]  # nothing pinned for what was left out
     assert arrow_ops.publish(ledger, str(tmp_path / "catalog.db"), tables=["hr.people"]).written == ("hr.people",)
+
+
+def test_r26_without_pyiceberg_publish_says_in_one_line_which_extra_to_install(tmp_path: Path) -> None:
+    script = ("import sys; sys.modules['pyiceberg'] = None\n"
+              "import arrow_ops; from ledger import ExtraMissing, Ledger\n"
+              f"led = Ledger.open({str(tmp_path / 'l.db')!r})\n"
+              "try:\n    arrow_ops.publish(led, 'catalog.db')\n"
+              "except ExtraMissing as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out == "pyiceberg is not installed: pip install 'retention-ledger[iceberg]'\n"
+
+
+def test_r26_a_published_table_that_can_no_longer_be_published_leaves_the_catalog(ledger, clock, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    arrow_ops.publish(ledger, where)
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS, partition_by=("day",), mode="overwrite")
+    report = arrow_ops.publish(ledger, where)
+    assert report.removed == (TABLE,) and TABLE in report.left_out
+    assert catalog_of(tmp_path / "catalog.db").list_tables("sales") == [] and ledger.pins() == []
