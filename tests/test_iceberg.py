@@ -1,0 +1,378 @@
+"""R26 in another process: the ledger's tables published into an Iceberg SQL catalog.
+
+Real components only: ledgers on a real SQLite file and a real PostgreSQL server (every test that
+takes ``ledger`` runs on both), Parquet files written in Spark's layout through the ledger's public
+API (``tests.test_arrow_ops.write``), Iceberg SQL catalogs in a real SQLite file and a real
+PostgreSQL database, and real readers: pyiceberg, Polars' ``scan_iceberg``, DuckDB's
+``iceberg_scan`` (its iceberg extension installed offline from its PyPI package). No Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import arrow_ops
+from arrow_ops import CatalogUnavailable
+from ledger import Ledger, PinRefused
+from tests.pg import PASSWORD_ROLE, shared
+from tests.test_arrow_ops import ORDERS, TABLE, write
+
+BOTH_STORES = True
+REPO = Path(__file__).resolve().parent.parent
+HOUR = timedelta(hours=1)
+
+
+def ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+def catalog_of(path: Path | str) -> SqlCatalog:
+    uri = f"sqlite:///{path}" if isinstance(path, Path) else str(path).replace("postgresql://",
+                                                                                "postgresql+psycopg://")
+    return SqlCatalog("ledger", uri=uri)
+
+
+def metadata_files(folder: Path) -> set[Path]:
+    return set(folder.rglob("*.metadata.json")) if folder.exists() else set()
+
+
+def three_versions(ledger: Ledger, clock) -> list[int]:
+    """v1 all of ORDERS (partitioned by region), v2 appends 7, v3 overwrites with ids 1-2."""
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    clock.advance(HOUR)
+    write(ledger, TABLE, pa.table({"id": pa.array([7], pa.int64()), "amount": [7.5], "region": ["eu"],
+                                   "day": ORDERS.column("day").slice(0, 1)}), partition_by=("region",))
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS.slice(0, 2), partition_by=("region",), mode="overwrite")
+    return [v.number for v in sorted(ledger.versions(TABLE), key=lambda v: v.number)]
+
+
+# --- the publication, read by pyiceberg, Polars and DuckDB --------------------------------------
+
+def test_r26_each_kept_version_is_one_snapshot_read_by_id_and_by_time_in_pyiceberg_polars_and_duckdb(
+        ledger, clock, tmp_path) -> None:
+    three_versions(ledger, clock)
+    report = arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    assert report.written == (TABLE,) and report.left_out == {}
+    table = catalog_of(tmp_path / "catalog.db").load_table(TABLE)
+    assert ids(table.scan().to_arrow()) == [1, 2]
+    snapshots = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
+    assert [s.summary["ledger.version"] for s in snapshots] == ["1", "2", "3"]
+    assert {s.summary["ledger.table-id"] for s in snapshots} == {ledger.table(TABLE).id}
+    expected = {1: [1, 2, 3, 4, 5, 6], 2: [1, 2, 3, 4, 5, 6, 7], 3: [1, 2]}
+    for snapshot in snapshots:
+        number = int(snapshot.summary["ledger.version"])
+        version = ledger.version(TABLE, version=number)
+        assert snapshot.timestamp_ms == int(version.committed_at.timestamp() * 1000)
+        assert ids(table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()) == expected[number]
+        # By time: half an hour after the commit, the ledger's version then.
+        at = version.committed_at + HOUR / 2
+        assert table.snapshot_as_of_timestamp(int(at.timestamp() * 1000)).snapshot_id == snapshot.snapshot_id
+        assert ledger.version(TABLE, as_of=at).number == number
+        assert ids(pl.scan_iceberg(table, snapshot_id=snapshot.snapshot_id).collect().to_arrow()) == expected[number]
+    # The partition values are the ledger's, typed as recorded, with /, %, quotes and nulls intact.
+    first = table.scan(snapshot_id=snapshots[0].snapshot_id).to_arrow()
+    assert dict(zip(first.column("id").to_pylist(), first.column("region").to_pylist())) == {
+        1: "eu", 2: "a/b%c", 3: None, 4: 'q"\'=:', 5: "x+y z", 6: "007"}
+    assert table.properties["gc.enabled"] == "false"
+    assert table.properties["commit.retry.num-retries"] == "0"
+    assert "schema.name-mapping.default" in table.properties
+    assert table.properties["ledger.table-id"] == ledger.table(TABLE).id
+    # DuckDB's own iceberg_scan over the metadata the catalog names.
+    con = duckdb_with_iceberg(tmp_path)
+    where = table.metadata_location
+    assert sorted(r[0] for r in con.sql(f"SELECT id FROM iceberg_scan('{where}')").fetchall()) == [1, 2]
+    old = snapshots[0]
+    assert con.sql(f"SELECT count(*) FROM iceberg_scan('{where}', snapshot_from_id={old.snapshot_id})").fetchone()[0] == 6
+    assert con.sql(f"SELECT region FROM iceberg_scan('{where}') WHERE id = 2").fetchone()[0] == "a/b%c"
+
+
+def duckdb_with_iceberg(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    from duckdb_extensions import import_extension
+    con = duckdb.connect(config={"extension_directory": str(tmp_path / "duckdb-extensions")})
+    import_extension("avro", con=con)
+    import_extension("iceberg", con=con)
+    con.sql("LOAD iceberg")
+    return con
+
+
+def test_r26_publishing_again_with_nothing_changed_writes_nothing(ledger, clock, tmp_path) -> None:
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    folder = tmp_path / "catalog.iceberg"
+    files = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    location = catalog_of(tmp_path / "catalog.db").load_table(TABLE).metadata_location
+    events = ledger.event_count()
+    report = arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    assert report.written == () and report.unchanged == (TABLE,) and report.pins_taken == 0
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == files  # not one file written
+    assert catalog_of(tmp_path / "catalog.db").load_table(TABLE).metadata_location == location
+    assert ledger.event_count() == events  # pins more than half their lease away: not renewed yet
+
+
+def test_r26_the_metadata_keeps_the_ordering_iceberg_java_checks_on_load(ledger, clock, tmp_path) -> None:
+    three_versions(ledger, clock)
+    arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    # Version 1 was superseded longer ago than the table's retention (7 days): it is due to expire,
+    # so it leaves the publication (whose pin would otherwise keep the vacuum from expiring it).
+    clock.advance(timedelta(days=7) - HOUR / 2)
+    assert arrow_ops.publish(ledger, str(tmp_path / "catalog.db")).written == (TABLE,)
+    location = catalog_of(tmp_path / "catalog.db").load_table(TABLE).metadata_location
+    raw = json.loads(Path(location).read_text())
+    log = [e["timestamp-ms"] for e in raw["snapshot-log"]]
+    assert log == sorted(log) and len(log) == 2  # version 1 left with its snapshot
+    assert raw["metadata-log"] == []
+    assert raw["last-updated-ms"] >= log[-1]
+    assert [s["summary"]["ledger.version"] for s in raw["snapshots"]] == ["2", "3"]
+    assert raw["current-snapshot-id"] == raw["snapshots"][-1]["snapshot-id"]
+
+
+# --- what a publication exposes is pinned until the next one drops it (R21, R26) --------------------
+
+def publication_pins(catalog: SqlCatalog) -> dict[str, str]:
+    return json.loads(catalog.load_table(TABLE).properties["ledger.pins"])
+
+
+def test_r21_r26_a_publication_pins_what_it_exposes_and_the_next_renews_the_kept_and_releases_the_rest(
+        ledger, clock, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    arrow_ops.publish(ledger, where)
+    first = publication_pins(catalog_of(tmp_path / "catalog.db"))
+    assert set(first) == {"1"}
+    [pin] = ledger.pins(TABLE)
+    assert pin.id == first["1"] and pin.version == 1 and pin.lease == timedelta(days=7)
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS.slice(0, 1), partition_by=("region",), mode="overwrite")
+    report = arrow_ops.publish(ledger, where)
+    second = publication_pins(catalog_of(tmp_path / "catalog.db"))
+    assert second["1"] == first["1"] and set(second) == {"1", "2"} and report.pins_taken == 1
+    assert {p.id for p in ledger.pins(TABLE)} == set(second.values())
+    # Four days on, less than half the lease is left: a publication with nothing to change renews them.
+    clock.advance(timedelta(days=4))
+    report = arrow_ops.publish(ledger, where)
+    assert report.written == () and report.pins_renewed == 2
+    assert all(p.expires_at > ledger.now() + timedelta(days=6) for p in ledger.pins(TABLE))
+    # The publication's pin keeps the retention mark off version 1 ...
+    with pytest.raises(PinRefused):
+        ledger.advance_retention_mark(TABLE, ledger.version(TABLE, version=1).committed_at)
+    # ... until version 1 is due (superseded longer ago than the retention): the next publication
+    # drops its snapshot, then releases its pin, and the mark moves; then it is expired.
+    clock.advance(timedelta(days=3, hours=1))
+    report = arrow_ops.publish(ledger, where)
+    assert report.written == (TABLE,) and report.pins_released == 1
+    third = publication_pins(catalog_of(tmp_path / "catalog.db"))
+    assert third == {"2": second["2"]}
+    assert {p.id for p in ledger.pins(TABLE)} == {second["2"]}
+    ledger.advance_retention_mark(TABLE, ledger.version(TABLE, version=1).committed_at)
+    assert ledger.version(TABLE, version=2).current and arrow_ops.publish(ledger, where).unchanged == (TABLE,)
+
+
+def test_r26_a_dropped_table_leaves_the_catalog_and_comes_back_on_undrop(ledger, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    write(ledger, "sales.kept", ORDERS)
+    arrow_ops.publish(ledger, where)
+    pin_ids = set(publication_pins(catalog_of(tmp_path / "catalog.db")).values())
+    ledger.drop_table(TABLE)
+    report = arrow_ops.publish(ledger, where)
+    assert report.removed == (TABLE,) and report.unchanged == ("sales.kept",)
+    assert catalog_of(tmp_path / "catalog.db").list_tables("sales") == [("sales", "kept")]
+    assert not any(p.id in pin_ids for p in ledger.pins())  # its publication's pins released
+    ledger.undrop_table(TABLE)
+    assert arrow_ops.publish(ledger, where).written == (TABLE,)
+    assert ids(catalog_of(tmp_path / "catalog.db").load_table(TABLE).scan().to_arrow()) == [1, 2, 3, 4, 5, 6]
+
+
+# --- R25: an erased version is never in a publication made after its request ------------------------
+
+def test_r25_r26_an_erased_version_is_gone_from_the_next_publication(ledger, clock, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    clock.advance(HOUR)
+    arrow_ops.publish(ledger, where)
+    # Erase id 1 as an engine does: rewrite without it (a new version), then record the request
+    # naming the files that held it (no Spark needed: the request is the ledger's public API).
+    replaced = write(ledger, TABLE, ORDERS.slice(1), partition_by=("region",), mode="overwrite")
+    table = ledger.table(TABLE)
+    [held] = [f for f in ledger.version(TABLE, version=1).files if "region=eu" in f.path]
+    key = os.path.relpath(os.path.join(table.location, held.path), ledger.warehouse)
+    status = ledger.request_erasure(TABLE, reason="ticket 7", predicate="id = 1", files=[(key, held.size)],
+                                    replaced_by=replaced)
+    assert ledger.versions(TABLE)[-1].erased_by == status.request_id
+    report = arrow_ops.publish(ledger, where)
+    assert report.written == (TABLE,)
+    published = catalog_of(tmp_path / "catalog.db").load_table(TABLE)
+    assert [s.summary["ledger.version"] for s in published.snapshots()] == [str(replaced)]
+    assert ids(published.scan().to_arrow()) == [2, 3, 4, 5, 6]
+    assert held.path not in json.dumps([str(f.file.file_path) for f in published.scan().plan_files()])
+    # Read from another process, as another engine would.
+    script = ("import sys; from pyiceberg.catalog.sql import SqlCatalog;"
+              f"t = SqlCatalog('ledger', uri={'sqlite:///' + where!r}).load_table({TABLE!r});"
+              "print(sorted(t.scan().to_arrow().column('id').to_pylist()), len(t.snapshots()))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split() == ["[2,", "3,", "4,", "5,", "6]", "1"]
+
+
+# --- catalogs: SQLite, PostgreSQL, and one that cannot be reached -----------------------------------
+
+def test_r26_a_postgresql_catalog_read_from_another_process(ledger, tmp_path) -> None:
+    url = shared().database("iceberg")
+    write(ledger, TABLE, ORDERS, partition_by=("region", "day"))
+    report = arrow_ops.publish(ledger, url, metadata=str(tmp_path / "iceberg"))
+    assert report.written == (TABLE,)
+    script = ("from pyiceberg.catalog.sql import SqlCatalog;"
+              f"t = SqlCatalog('ledger', uri={url.replace('postgresql://', 'postgresql+psycopg://')!r})"
+              f".load_table({TABLE!r});"
+              "r = t.scan(row_filter=\"region == 'a/b%c'\").to_arrow();"
+              "print(r.column('id').to_pylist(), r.column('day').to_pylist()[0].isoformat())")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split() == ["[2]", "2024-01-01"]
+    assert arrow_ops.publish(ledger, url, metadata=str(tmp_path / "iceberg")).written == ()
+
+
+def test_r23_r26_a_catalog_that_cannot_be_reached_is_a_typed_error_without_its_password(ledger, tmp_path) -> None:
+    write(ledger, TABLE, ORDERS)
+    events = ledger.event_count()
+    server = shared()
+    wrong = f"postgresql://{PASSWORD_ROLE}:s3cret-Pa55@127.0.0.1:{server.port}/postgres"
+    with pytest.raises(CatalogUnavailable) as refused:
+        arrow_ops.publish(ledger, wrong, metadata=str(tmp_path / "iceberg"))
+    assert "s3cret-Pa55" not in str(refused.value) and "127.0.0.1" in str(refused.value)
+    with pytest.raises(CatalogUnavailable, match="cannot be reached"):
+        arrow_ops.publish(ledger, str(tmp_path / "no" / "such" / "folder" / "catalog.db"))
+    assert ledger.event_count() == events and ledger.pins() == []
+    assert not (tmp_path / "iceberg").exists()
+
+
+def test_r26_a_column_a_merge_added_is_a_new_schema_read_as_null_in_older_snapshots(ledger, tmp_path) -> None:
+    from tests.test_arrow_ops import append_a_new_column
+    write(ledger, TABLE, ORDERS.drop_columns(["region", "day"]))
+    append_a_new_column(ledger)
+    arrow_ops.publish(ledger, str(tmp_path / "catalog.db"))
+    table = catalog_of(tmp_path / "catalog.db").load_table(TABLE)
+    now = table.scan().to_arrow()
+    assert dict(zip(now.column("id").to_pylist(), now.column("note").to_pylist()))[9] == "new"
+    assert now.filter(pa.compute.field("id") == 1).column("note").to_pylist() == [None]
+    first, second = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
+    assert first.schema_id != second.schema_id
+    assert "note" not in table.scan(snapshot_id=first.snapshot_id).to_arrow().column_names
+
+
+# --- faults: two publishers at once, a publication killed mid-way ----------------------------------
+
+def test_r26_two_publishers_at_once_one_order_no_lost_update_no_pin_left_behind(ledger, ledger_path, clock,
+                                                                                 tmp_path) -> None:
+    import threading
+    url = shared().database("iceberg")
+    names = [f"sales.t{n}" for n in range(12)]
+    for name in names:
+        write(ledger, name, ORDERS.slice(0, 2))
+    gate = threading.Barrier(2)
+    reports: list[arrow_ops.PublishReport] = []
+
+    def publisher() -> None:
+        with Ledger.open(ledger_path, clock=clock, max_clock_skew=None, actor="publisher") as own:
+            gate.wait()
+            reports.append(arrow_ops.publish(own, url, metadata=str(tmp_path / "iceberg")))
+
+    threads = [threading.Thread(target=publisher) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(reports) == 2
+    a, b = reports
+    # Each table was written once, by one of them; the other found it done (or lost the race and
+    # then found it done): one order, nothing written twice, nothing lost.
+    assert sorted(a.written + b.written) == sorted(names) and not set(a.written) & set(b.written)
+    assert a.left_out == b.left_out == {}
+    # A publisher that lost a table's race released the pins it took for it.
+    assert a.pins_taken - a.pins_released + b.pins_taken - b.pins_released == len(names)
+    catalog = catalog_of(url)
+    published = {name: json.loads(catalog.load_table(name).properties["ledger.pins"])["1"] for name in names}
+    assert {p.id for p in ledger.pins()} == set(published.values())  # the loser's pins released
+
+
+def test_r26_a_publication_killed_mid_way_leaves_every_table_at_its_old_or_new_snapshot(
+        ledger, ledger_path, tmp_path) -> None:
+    import sqlite3
+    import time
+    names = [f"sales.t{n:02d}" for n in range(40)]
+    for name in names:
+        write(ledger, name, ORDERS, partition_by=("region",))
+    where = tmp_path / "catalog.db"
+    script = ("import arrow_ops; from ledger import Ledger\n"
+              f"with Ledger.open({str(ledger_path)!r}, max_clock_skew=None, actor='killed') as led:\n"
+              f"    arrow_ops.publish(led, {str(where)!r})\n")
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and child.poll() is None:
+        try:
+            with sqlite3.connect(where) as db:
+                if db.execute("SELECT count(*) FROM iceberg_tables").fetchone()[0] >= 3:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.005)
+    child.kill()
+    child.wait()
+    catalog = catalog_of(where)
+    landed = catalog.list_tables("sales")
+    assert landed  # it was killed after some tables landed ...
+    for namespace, table in landed:  # ... and each of those reads whole
+        assert ids(catalog.load_table((namespace, table)).scan().to_arrow()) == [1, 2, 3, 4, 5, 6]
+    # The next publication finishes the job.
+    report = arrow_ops.publish(ledger, str(where))
+    assert set(report.written) | set(report.unchanged) == set(names)
+    assert len(catalog.list_tables("sales")) == len(names)
+
+
+# --- what cannot be published is left out, with a warning that says why ----------------------------
+
+def test_r26_a_table_whose_partitioning_changed_is_left_out_with_a_warning_and_the_others_published(
+        ledger, clock, tmp_path, caplog) -> None:
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS, partition_by=("day",), mode="overwrite")
+    write(ledger, "sales.fine", ORDERS)
+    write(ledger, "hr.people", ORDERS)
+    with caplog.at_level("WARNING", logger="arrow_ops.iceberg"):
+        report = arrow_ops.publish(ledger, str(tmp_path / "catalog.db"), database="sales")
+    assert report.written == ("sales.fine",)  # hr is another database: not asked for
+    assert "partitioned differently" in report.left_out[TABLE] and TABLE not in report.removed
+    assert f"{TABLE} is not published: its kept versions are partitioned differently" in caplog.text
+    assert [p.table for p in ledger.pins()] == ["sales.fine"]  # nothing pinned for what was left out
+    assert arrow_ops.publish(ledger, str(tmp_path / "catalog.db"), tables=["hr.people"]).written == ("hr.people",)
+
+
+def test_r26_without_pyiceberg_publish_says_in_one_line_which_extra_to_install(tmp_path: Path) -> None:
+    script = ("import sys; sys.modules['pyiceberg'] = None\n"
+              "import arrow_ops; from ledger import ExtraMissing, Ledger\n"
+              f"led = Ledger.open({str(tmp_path / 'l.db')!r})\n"
+              "try:\n    arrow_ops.publish(led, 'catalog.db')\n"
+              "except ExtraMissing as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out == "pyiceberg is not installed: pip install 'retention-ledger[iceberg]'\n"
+
+
+def test_r26_a_published_table_that_can_no_longer_be_published_leaves_the_catalog(ledger, clock, tmp_path) -> None:
+    where = str(tmp_path / "catalog.db")
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    arrow_ops.publish(ledger, where)
+    clock.advance(HOUR)
+    write(ledger, TABLE, ORDERS, partition_by=("day",), mode="overwrite")
+    report = arrow_ops.publish(ledger, where)
+    assert report.removed == (TABLE,) and TABLE in report.left_out
+    assert catalog_of(tmp_path / "catalog.db").list_tables("sales") == [] and ledger.pins() == []
