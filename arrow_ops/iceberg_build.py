@@ -46,7 +46,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -112,6 +112,17 @@ def shown(uri: str) -> str:
         return uri.split("://", 1)[0] + "://***"
 
 
+def address(uri: str) -> str:
+    """The catalog's address as the ledger records it: no password at all (R23). A publisher that
+    republishes from the record (an erasure request's) reaches a PostgreSQL catalog with the
+    password libpq finds (``PGPASSWORD``, ``~/.pgpass``)."""
+    url = make_url(uri)
+    if not url.password:
+        return uri
+    bare = URL.create(url.drivername, url.username, None, url.host, url.port, url.database, url.query)
+    return str(bare.render_as_string(hide_password=False))
+
+
 def snapshot_id(table_id: str, number: int) -> int:
     """A version's snapshot id: the same at every publication (a positive 63-bit number)."""
     digest = hashlib.sha256(f"{table_id}/{number}".encode()).digest()
@@ -139,7 +150,7 @@ class Publisher:
         self.removed: list[str] = []
         self.left_out: dict[str, str] = {}
         self.taken = self.renewed = self.released = 0
-        self.footers: dict[str, DataFile] = {}
+        self.first_rows: dict[str, Row] = {}
 
     # --- the catalog and the metadata folder --------------------------------------------
 
@@ -199,6 +210,10 @@ class Publisher:
                     break
             for name in sorted(pending or ()):
                 self._leave_out(name, f"another publisher moved it {ROUNDS} times while this one computed it")
+            rows = self._rows() if self.written or self.removed else self.first_rows
+            # On record, so that an erasure request anywhere republishes what this catalog shows (R25).
+            self.ledger.record_publication(address(self.uri), self.catalog_name, self.root,
+                                           sorted({r.table_id for r in rows.values() if r.table_id is not None}))
         finally:
             self.catalog.engine.dispose()
         return PublishReport(self.shown, self.catalog_name, tuple(sorted(set(self.written))),
@@ -214,6 +229,8 @@ class Publisher:
         """One pass over the tables (``only``: those that lost a race last pass); returns the names
         that lost a race this pass."""
         rows = self._rows()
+        if only is None:
+            self.first_rows = rows
         live = {t.name: t for t in self.ledger.tables(database=self.database) if self._in_scope(t.name)}
         if only is not None:
             live = {n: t for n, t in live.items() if n in only}

@@ -33,7 +33,8 @@ from .names import LEDGER, Scope
 from .runner import Prepared
 from .vacuum_run import VacuumRun
 from .views import (
-    Change, FileEntry, History, HistoryEntry, PinView, TableInstance, TableVersion, WriteView, format_bytes,
+    Change, FileEntry, History, HistoryEntry, PinView, PublicationView, TableInstance, TableVersion, WriteView,
+    format_bytes,
 )
 
 __all__ = [
@@ -46,7 +47,7 @@ __all__ = [
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
     "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",
     "FileEntry", "VersionErased", "ErasureStatus", "ErasureFile", "ErasureProof", "WriteView", "ErasureFence",
-    "ErasureInProgress", "ExtraMissing", "Heartbeat",
+    "ErasureInProgress", "ExtraMissing", "Heartbeat", "PublicationView",
     # For the edges (the command line, spark_ops, a pipeline's own reports): times, sizes and durations
     # said as the ledger says them, and the files a ledger's outputs must never overwrite.
     "iso_utc", "parse_time", "format_duration", "parse_duration", "from_micros", "format_bytes", "generate_key",

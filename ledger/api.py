@@ -43,10 +43,13 @@ from .core.erasures import (
     considered, redaction, statement_bytes,
 )
 from .core.guard import AdvanceWatermark, SetRetention
+from .core.publications import RecordPublication
 from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
 from .core.streams import touched
 from .core.model import State
-from .core.tables import CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, require_live
+from .core.tables import (
+    CreateTable, DropDatabase, DropTable, RecordPurge, UndropDatabase, UndropTable, name_of, require_live,
+)
 from .core.vacuums import DEFAULT_GRACE_SECONDS, DEFAULT_LEASE_SECONDS, StartVacuum
 from .core.versions import (
     DEFAULT_WRITE_LEASE_SECONDS, AbortWrite, AdoptFiles, AdvanceRetentionMark, BeginWrite, CommitWrite,
@@ -65,7 +68,7 @@ from .persistence.holders import Holder
 from .persistence.maintain import MaintainReport
 from .persistence.stores import is_url, open_store, shown
 from .vacuum_run import VacuumRun
-from .views import Change, History, PinView, TableInstance, TableVersion, WriteView
+from .views import Change, History, PinView, PublicationView, TableInstance, TableVersion, WriteView
 
 Duration = str | timedelta | int | float
 
@@ -462,6 +465,23 @@ class Ledger(Catalog):
             callback(Change(*touched(streams)))
         self.runner.listeners.append(listener)
         return lambda: self.runner.listeners.remove(listener) if listener in self.runner.listeners else None
+
+    def record_publication(self, catalog: str, catalog_name: str, metadata: str,
+                           table_ids: Iterable[str]) -> PublicationView:
+        """Record that the publication at ``catalog`` (its address with no password: R23) under
+        ``catalog_name`` shows ``table_ids``, its metadata under ``metadata`` (R26). Recording the
+        same again appends nothing. ``arrow_ops.publish`` records each publication it makes, so an
+        erasure request anywhere republishes what it shows (R25)."""
+        self.runner.run(RecordPublication(catalog, catalog_name, metadata, tuple(table_ids)))
+        return next(p for p in self.publications() if (p.catalog, p.catalog_name) == (catalog, catalog_name))
+
+    def publications(self, *, table_id: str | None = None) -> list[PublicationView]:
+        """Every recorded publication (of one instance, if ``table_id``), oldest first."""
+        state = self._current()
+        found = state.publications.showing(table_id) if table_id is not None else \
+            sorted(state.publications.published.values(), key=lambda p: p.time)
+        return [PublicationView(p.catalog, p.catalog_name, p.metadata, tuple(p.table_ids),
+                                tuple(name_of(state, t) for t in p.table_ids), from_micros(p.time)) for p in found]
 
     def names_touched(self, change: Change, *, database: str | None = None,
                       shown: Mapping[str, str] | None = None) -> set[str]:

@@ -327,6 +327,23 @@ def concerned(event: Any) -> set[str]:
 
 
 @attrs.frozen
+class PublicationView:
+    """Where the ledger's tables are published (``Ledger.publications``): the catalog's address (no
+    password), the catalog name its readers use, the metadata folder, and the instances it shows."""
+    catalog: str
+    catalog_name: str
+    metadata: str
+    table_ids: tuple[str, ...]
+    tables: tuple[str, ...]
+    """The names of those instances, as the ledger holds them now (a dropped one's too)."""
+    recorded_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"catalog": self.catalog, "catalog_name": self.catalog_name, "metadata": self.metadata,
+                "table_ids": list(self.table_ids), "tables": list(self.tables), "recorded_at": iso_utc(self.recorded_at)}
+
+
+@attrs.frozen
 class HistoryEntry:
     """One event of the log, for auditors."""
 

@@ -376,3 +376,41 @@ def test_r26_a_published_table_that_can_no_longer_be_published_leaves_the_catalo
     report = arrow_ops.publish(ledger, where)
     assert report.removed == (TABLE,) and TABLE in report.left_out
     assert catalog_of(tmp_path / "catalog.db").list_tables("sales") == [] and ledger.pins() == []
+
+
+# --- the ledger's record of its publications (R25, R26) -------------------------------------------
+
+def test_r23_r26_each_publication_is_on_record_without_its_password_and_once_while_nothing_changes(
+        ledger, tmp_path) -> None:
+    write(ledger, TABLE, ORDERS)
+    write(ledger, "sales.items", ORDERS.select(["id"]))
+    server = shared()
+    role = server.password_role("pub-Pa55word")
+    url = shared().database("iceberg").replace("postgres@", f"{role}:pub-Pa55word@")
+    arrow_ops.publish(ledger, url, metadata=str(tmp_path / "pg-iceberg"))
+    arrow_ops.publish(ledger, tmp_path / "catalog.db", tables=[TABLE])
+    [pg, lite] = ledger.publications()
+    assert "pub-Pa55word" not in repr(ledger.publications()) and f"{role}@" in pg.catalog
+    assert (pg.catalog_name, pg.metadata, sorted(pg.tables)) == ("ledger", str(tmp_path / "pg-iceberg"), ["sales.items", TABLE])
+    assert (lite.catalog, lite.metadata, lite.tables) == (f"sqlite:///{tmp_path / 'catalog.db'}",
+                                                          str(tmp_path / "catalog.iceberg"), (TABLE,))
+    assert [p.catalog for p in ledger.publications(table_id=ledger.table("sales.items").id)] == [pg.catalog]
+    events = ledger.event_count()
+    arrow_ops.publish(ledger, tmp_path / "catalog.db", tables=[TABLE])
+    assert ledger.event_count() == events  # nothing changed: nothing appended
+    [entry] = [e for e in ledger.history(TABLE) if e.type == "TablesPublished"][-1:]
+    assert "published 1 table to readers of catalog 'ledger' at sqlite:///" in entry.text
+
+
+def test_r23_a_publication_with_a_password_or_an_unknown_table_is_refused_and_nothing_recorded(ledger) -> None:
+    from ledger import InvalidArgument
+    write(ledger, TABLE, ORDERS)
+    table_id = ledger.table(TABLE).id
+    events = ledger.event_count()
+    with pytest.raises(InvalidArgument, match="password"):
+        ledger.record_publication("postgresql://me:secret@host/db", "ledger", "/m", [table_id])
+    with pytest.raises(InvalidArgument, match="does not know: nope"):
+        ledger.record_publication("sqlite:////c.db", "ledger", "/m", [table_id, "nope"])
+    with pytest.raises(InvalidArgument, match="empty"):
+        ledger.record_publication("sqlite:////c.db", "", "/m", [table_id])
+    assert ledger.event_count() == events and ledger.publications() == []

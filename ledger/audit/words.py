@@ -130,6 +130,8 @@ _WORDS: dict[str, Callable[[Any, NameOf], str]] = {
                                                                              (e.resurrected, "resurrected"),
                                                                              (e.errors, "not checked")) if count)
                                        or "all as recorded") + f" (root {e.root[:16]}...)"),
+    "TablesPublished": lambda e, n: (f"published {_plural(len(e.table_ids), 'table')} to readers of catalog "
+                                     f"{e.catalog_name!r} at {e.catalog} (metadata in {e.metadata})"),
     "ErasureForgotten": lambda e, n: (f"forgot what erasure request {e.request_id} named (event #{e.seq})"
                                       + (": its predicate redacted there" if e.redacted else
                                          ": only its commitment remains")),

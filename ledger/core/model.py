@@ -18,7 +18,7 @@ import attrs
 from immutables import Map
 
 from ..clock import Micros
-from . import erasures, guard, pins, receipts, scrubs, tables, upkeep, vacuums, versions, warehouse
+from . import erasures, guard, pins, publications, receipts, scrubs, tables, upkeep, vacuums, versions, warehouse
 from .concern import EMPTY, Concern, Decision
 from .events import Recorded, Row
 from .fold import Folder, Placed, Steps
@@ -46,6 +46,7 @@ class State:
     receipts: receipts.Receipts = _concern(receipts.CONCERN)
     erasures: erasures.Erasures = _concern(erasures.CONCERN)
     scrubs: scrubs.Scrubs = _concern(scrubs.CONCERN)
+    publications: publications.Publications = _concern(publications.CONCERN)
 
     def version(self, stream: str) -> int:
         return self.streams.get(stream, 0)
@@ -57,7 +58,7 @@ class State:
 
 
 Command = Union[tables.Command, guard.Command, versions.Command, vacuums.Command, pins.Command, receipts.Command,
-                erasures.Command, scrubs.Command, warehouse.MoveWarehouse]
+                erasures.Command, scrubs.Command, publications.Command, warehouse.MoveWarehouse]
 
 CONCERNS: dict[str, Concern] = {f.name: f.metadata["concern"] for f in attrs.fields(State)
                                 if "concern" in f.metadata}
