@@ -533,8 +533,13 @@ class Publisher:
                 footer = pq.read_metadata(handle)
         except (OSError, pa.ArrowException) as exc:
             raise LeftOut(f"its file {path} cannot be read ({exc}); a reader would fail on it") from None
+        # Spark writes its timestamps as INT96 by default, whose statistics Iceberg has no form for:
+        # those columns get none (a reader then prunes no file by them, and reads them all the same).
+        int96 = {footer.schema.column(i).path for i in range(footer.num_columns)
+                 if footer.schema.column(i).physical_type == "INT96"}
+        plan = {**metadata.properties, **{f"write.metadata.metrics.column.{c}": "none" for c in int96}}
         stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=footer, stats_columns=compute_statistics_plan(schema, metadata.properties),
+            parquet_metadata=footer, stats_columns=compute_statistics_plan(schema, plan),
             parquet_column_mapping=parquet_path_to_id_mapping(schema))
         values = []
         for column, text in zip(files.columns, texts):

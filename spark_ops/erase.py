@@ -55,6 +55,7 @@ from vacuum_work.where import NotUnderRoot, Root
 
 from . import schemas
 from .executor import fs
+from arrow_ops import publish
 from ledger import Heartbeat
 from .session import kind_of
 from .tables import (
@@ -105,8 +106,31 @@ def erase(spark: SparkSession, ledger: Ledger, tables: str | Mapping[str, str | 
             status = request.fenced(watch)
     if expire_now:
         _expire(ledger, status)
-        return ledger.erasure(status.request_id)
+        status = ledger.erasure(status.request_id)
+    _republish(ledger, status)
     return status
+
+
+def _republish(ledger: Ledger, status: ErasureStatus) -> None:
+    """R25 over R26: publish again, before the erase returns, every publication that shows a table
+    the request names, so that no reader of it (an Iceberg reader in another process) is shown a
+    version the request made unreadable. The request is on record whatever happens here; a
+    publication that cannot be reached is an error saying so, and the next publication to it
+    (``retention-ledger publish``) leaves the erased versions out all the same."""
+    erased = {t for t in status.table_ids if t} | {v.rpartition("/")[0] for v in status.versions}
+    shown: dict[tuple[str, str, str], set[str]] = {}
+    for table_id in sorted(erased):
+        for found in ledger.publications(table_id=table_id):
+            shown.setdefault((found.catalog, found.catalog_name, found.metadata), set()).add(
+                ledger.instance(table_id).name)
+    for (catalog, catalog_name, metadata), names in sorted(shown.items()):
+        try:
+            publish(ledger, catalog, catalog_name=catalog_name, metadata=metadata, tables=sorted(names))
+        except LedgerError as exc:
+            raise type(exc)(f"erasure request {status.request_id} is recorded, but the Iceberg publication "
+                            f"{catalog_name!r} at {catalog} still shows {', '.join(sorted(names))} as it was: {exc}. "
+                            "Publish it again (retention-ledger publish --iceberg ...) once it can be "
+                            "reached") from exc
 
 
 class _Request:

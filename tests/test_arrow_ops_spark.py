@@ -9,6 +9,8 @@ pyarrow read in this process; ledgers on a real SQLite file and a real PostgreSQ
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+import subprocess
+import sys
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -120,3 +122,24 @@ def test_r26_on_s3_a_dataset_and_a_name_read_exactly_the_versions_objects(lake: 
     with pytest.raises(TableDataMissing, match=gone.split("/")[-1]):
         arrow_ops.dataset(lake, TABLE)
     assert [p for p in lake.pins() if p.live] == []
+
+
+def test_r25_r26_an_erase_on_a_published_table_republishes_it_before_it_returns(spark, ledger, tmp_path) -> None:
+    write_table(orders(spark), ledger, TABLE, partition_by=["region"])
+    write_table(orders(spark, 10), ledger, TABLE)  # version 2: both writes' rows, four of them user 42's
+    catalog = tmp_path / "catalog.db"
+    assert arrow_ops.publish(ledger, catalog).written == (TABLE,)
+    read = ("import sys; from pyiceberg.catalog.sql import SqlCatalog\n"
+            f"t = SqlCatalog('ledger', uri='sqlite:///{catalog}').load_table({TABLE!r})\n"
+            "print(sorted(t.scan().to_arrow().column('id').to_pylist()),"
+            " sorted(int(s.summary['ledger.version']) for s in t.snapshots()))")
+
+    def another_process() -> str:  # a reader elsewhere: it knows the catalog, not the ledger
+        return subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout.strip()
+
+    assert another_process() == "[1, 2, 3, 4, 11, 12, 13, 14] [1, 2]"
+    status = erase(spark, ledger, TABLE, "user_id = 42", reason="GDPR art. 17")
+    # Before erase returned, the publication moved: the clean version only, no version that held the rows.
+    clean = ledger.table(TABLE).current_version
+    assert another_process() == f"[2, 4, 12, 14] [{clean}]"
+    assert set(status.versions) == {f"{ledger.table(TABLE).id}/1", f"{ledger.table(TABLE).id}/2"}
