@@ -1064,6 +1064,44 @@ def erasures_command(ctx: Context, only_open: bool) -> None:
                                f"waiting: {r['waiting_on']}") for r in rows] or ["no erasure requests"]))
 
 
+@command(cli, "publish", short_help="Publish the live tables as Iceberg tables, for readers in other engines.")
+@click.option("--iceberg", "catalog", required=True, metavar="URL",
+              help="The Iceberg SQL catalog: a SQLite file's path, sqlite:///..., or postgresql://...")
+@click.option("--catalog-name", default="ledger", show_default=True,
+              help="The catalog name its readers use (pyiceberg's SqlCatalog name, Spark's catalog, Trino's "
+                   "iceberg.jdbc-catalog.catalog-name).")
+@click.option("--metadata", default=None, metavar="FOLDER",
+              help="Where the Iceberg metadata files go (beside a SQLite catalog by default; required for PostgreSQL).")
+@click.option("--database", default=None, help="Only this database's tables.")
+@click.option("--table", "tables", multiple=True, metavar="NAME", help="Only this table (repeatable).")
+def publish_command(ctx: Context, catalog: str, catalog_name: str, metadata: str | None, database: str | None,
+                    tables: tuple[str, ...]) -> None:
+    """Publish every live table's kept versions into an Iceberg SQL catalog (R26): one Iceberg table a
+    ledger table, one snapshot a version, over the very files the ledger holds, pinned until the next
+    publication; tables dropped since leave the catalog. Publishing again with nothing changed writes
+    nothing. Needs the iceberg extra."""
+    from arrow_ops import publish
+
+    report = publish(ctx.ledger, catalog, catalog_name=catalog_name, database=database,
+                     tables=list(tables) or None, metadata=metadata)
+    ctx.emit(report.to_dict(), lambda: "\n".join([
+        f"published to {report.catalog} (catalog {report.catalog_name!r}): {len(report.written)} written, "
+        f"{len(report.unchanged)} unchanged, {len(report.removed)} removed, {len(report.left_out)} left out",
+        *(f"  written    {name}" for name in report.written),
+        *(f"  removed    {name}" for name in report.removed),
+        *(f"  left out   {name}: {why}" for name, why in report.left_out.items())]))
+
+
+@command(cli, "publications", short_help="List where the tables are published to other engines.")
+def publications_command(ctx: Context) -> None:
+    """Every publication on record (R26): the catalog (no password), its name, the metadata folder,
+    and the tables it shows. An erasure request republishes each that shows a table it names."""
+    found = ctx.ledger.publications()
+    ctx.emit([p.to_dict() for p in found], lambda: "\n".join(
+        f"{p.catalog} (catalog {p.catalog_name!r}, metadata in {p.metadata}), recorded {iso_utc(p.recorded_at)}: "
+        f"{', '.join(sorted(p.tables)) or 'no tables'}" for p in found) or "no publications")
+
+
 @command(cli, "demo", short_help="Run the quickstart story (needs Java for Spark).")
 @click.option("--dir", "folder", default="retention-demo", show_default=True,
               help="Folder for the demo's ledger and warehouse (recreated on each run).")

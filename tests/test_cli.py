@@ -712,6 +712,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 def test_the_guide_lists_every_command_and_every_error_a_user_can_meet() -> None:
     """The command list drifted from the code once; now a command or an error type that the guide
     does not mention (or one it mentions that is gone) fails here."""
+    import arrow_ops.iceberg
     import ledger.errors
     import retention_ledger.demo
     import spark_ops.session
@@ -723,7 +724,7 @@ def test_the_guide_lists_every_command_and_every_error_a_user_can_meet() -> None
     assert documented == set(cli.commands), (documented ^ set(cli.commands))
 
     errors_table = (DOCS / "errors.md").read_text()
-    kinds = {cls for module in (ledger.errors, spark_ops.session, cli_module, retention_ledger.demo)
+    kinds = {cls for module in (ledger.errors, spark_ops.session, cli_module, retention_ledger.demo, arrow_ops.iceberg)
              for cls in vars(module).values()
              if inspect.isclass(cls) and issubclass(cls, ledger.errors.LedgerError)}
     readme = (DOCS.parent / "README.md").read_text()

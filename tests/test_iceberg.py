@@ -414,3 +414,25 @@ def test_r23_a_publication_with_a_password_or_an_unknown_table_is_refused_and_no
     with pytest.raises(InvalidArgument, match="empty"):
         ledger.record_publication("sqlite:////c.db", "", "/m", [table_id])
     assert ledger.event_count() == events and ledger.publications() == []
+
+
+def test_r26_the_command_line_publishes_and_lists_the_publications(ledger, ledger_path, tmp_path) -> None:
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    ledger.close()
+    catalog = tmp_path / "catalog.db"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "retention_ledger", "--ledger", str(ledger_path), *args],
+                              capture_output=True, text=True, cwd=REPO)
+
+    done = cli("publish", "--iceberg", str(catalog), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["written"] == [TABLE]
+    assert cli("publish", "--iceberg", str(catalog)).stdout.startswith(
+        f"published to sqlite:///{catalog} (catalog 'ledger'): 0 written, 1 unchanged")
+    [listed] = json.loads(cli("publications", "--json").stdout)
+    assert (listed["catalog"], listed["tables"]) == (f"sqlite:///{catalog}", [TABLE])
+    assert ids(catalog_of(catalog).load_table(TABLE).scan().to_arrow()) == [1, 2, 3, 4, 5, 6]
+    refused = cli("publish", "--iceberg", "postgresql://me:hunter2-secret@127.0.0.1:1/x", "--metadata", str(tmp_path))
+    assert refused.returncode == 1 and refused.stderr.startswith("error: CatalogUnavailable: ")
+    assert "hunter2-secret" not in refused.stderr + refused.stdout and len(refused.stderr.splitlines()) == 1
