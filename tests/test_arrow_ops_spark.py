@@ -143,3 +143,33 @@ def test_r25_r26_an_erase_on_a_published_table_republishes_it_before_it_returns(
     clean = ledger.table(TABLE).current_version
     assert another_process() == f"[2, 4, 12, 14] [{clean}]"
     assert set(status.versions) == {f"{ledger.table(TABLE).id}/1", f"{ledger.table(TABLE).id}/2"}
+
+
+def test_r21_r26_what_a_publication_shows_is_kept_by_every_vacuum_until_the_next_publication_lets_it_go(
+        spark, ledger, ledger_path, clock, tmp_path) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    ledger.set_retention("database:sales", "1d")  # what a publication keeps is what the retention keeps
+    write_table(orders(spark), ledger, TABLE)
+    catalog = tmp_path / "catalog.db"
+    arrow_ops.publish(ledger, catalog)
+    first = ledger.version(TABLE)
+    with Ledger.open(ledger_path, clock=clock, max_clock_skew=None, actor="elsewhere") as other:
+        clock.advance(HOUR)
+        write_table(orders(spark, 100), other, TABLE, mode="overwrite")
+        arrow_ops.publish(other, catalog)  # shows versions 1 and 2 now, each pinned
+        clock.advance(DAY + HOUR)
+        report = vacuum(spark, other)
+    assert [(h["name"], h["what"], h["version"]) for h in report.held] == [(TABLE, "expiry", 1)]
+    table = SqlCatalog("ledger", uri=f"sqlite:///{catalog}").load_table(TABLE)
+    oldest = min(table.snapshots(), key=lambda s: s.timestamp_ms)
+    assert sorted(table.scan(snapshot_id=oldest.snapshot_id).to_arrow().column("id").to_pylist()) == [1, 2, 3, 4]
+
+    # The next publication leaves version 1 out (superseded longer ago than the retention) and lets
+    # its pin go: the vacuum after it expires the version and deletes its files.
+    again = arrow_ops.publish(ledger, catalog)
+    assert again.written == (TABLE,) and again.pins_released == 1
+    assert vacuum(spark, ledger).held == ()
+    assert not any(Path(ledger.table(TABLE).location, f.path).exists() for f in first.files)
+    table = SqlCatalog("ledger", uri=f"sqlite:///{catalog}").load_table(TABLE)
+    assert [s.summary["ledger.version"] for s in table.snapshots()] == ["2"]
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [101, 102, 103, 104]
