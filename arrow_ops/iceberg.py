@@ -28,7 +28,9 @@ purged; the catalog would then name files that are gone. Publish at least every 
 
 Iceberg metadata (metadata JSON, manifest lists, manifests) goes under ``metadata=`` (a folder
 of the caller's; beside a SQLite catalog by default, ``<catalog>.iceberg``), one folder a ledger
-table id, never into a table's location (which the vacuum owns).
+table id, never into a table's location (which the vacuum owns, R9). The publication keeps that
+folder: metadata it superseded more than a day ago is deleted by the next publication that changes
+the table. The design's "the vacuum's to delete" would take the vacuum outside the warehouse.
 """
 
 from __future__ import annotations

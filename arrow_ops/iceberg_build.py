@@ -22,12 +22,13 @@ import logging
 import os
 import time
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import attrs
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
@@ -52,12 +53,14 @@ from sqlalchemy.orm import Session
 
 from ledger import InvalidArgument, Ledger, LedgerError, PinView, TableInstance, TableVersion, parse_duration
 from .datasets import of_version
-from .files import VersionFiles, typed, version_files
+from .files import VersionFiles, filesystem_for, typed, version_files
 from .iceberg import CatalogUnavailable, PublishReport
 from .types import arrow_schema
 
 log = logging.getLogger("arrow_ops.iceberg")
 
+SUPERSEDED = timedelta(days=1)
+"""How long a table's superseded metadata files stay after a publication replaced them."""
 ROUNDS = 5
 """How many times a table whose swap lost a race is read again and recomputed."""
 PROPERTIES = {"gc.enabled": "false", "commit.retry.num-retries": "0", "format-version": "2"}
@@ -422,11 +425,33 @@ class Publisher:
         location = self._build(name, plan, row)
         self._swap(name, row, location)
         self.written.append(name)
+        self._prune(location.rsplit("/", 1)[0])
         kept = set(plan.pins.values())
         # The pins it showed before and no longer needs, and any taken on a version that became
         # current after the read (a commit landed in between) and is not shown.
         self._release([p for p in (*(row.pins.values() if row is not None else ()), *plan.new_pins)
                        if p not in kept])
+
+    def _prune(self, folder: str) -> None:
+        """Delete the table's metadata files that a publication superseded more than ``SUPERSEDED``
+        ago: each publication that changes a table writes all of its metadata anew, so every file
+        in the folder older than that belongs to a metadata no catalog row names any more (a reader
+        that loaded one that long ago loads the table again, as any Iceberg reader after an
+        ``expire_snapshots``). The data files are never here: they are the ledger's, and only its
+        vacuum deletes them. A file that cannot be deleted is left for the next publication."""
+        filesystem, base = filesystem_for(folder)
+        cutoff = time.time() - SUPERSEDED.total_seconds()
+        try:
+            found = filesystem.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+        except OSError:
+            return
+        for info in found:
+            if info.type == pafs.FileType.File and info.mtime is not None and info.mtime.timestamp() < cutoff:
+                try:
+                    filesystem.delete_file(info.path)
+                except OSError as exc:
+                    log.warning("a superseded Iceberg metadata file %s was not deleted (%s): the next publication "
+                                "tries again", info.path, exc)
 
     # --- the metadata -----------------------------------------------------------------------
 

@@ -436,3 +436,26 @@ def test_r26_the_command_line_publishes_and_lists_the_publications(ledger, ledge
     refused = cli("publish", "--iceberg", "postgresql://me:hunter2-secret@127.0.0.1:1/x", "--metadata", str(tmp_path))
     assert refused.returncode == 1 and refused.stderr.startswith("error: CatalogUnavailable: ")
     assert "hunter2-secret" not in refused.stderr + refused.stdout and len(refused.stderr.splitlines()) == 1
+
+
+def test_r26_metadata_a_publication_superseded_a_day_ago_is_deleted_by_the_next_and_the_data_never(
+        ledger, tmp_path) -> None:
+    write(ledger, TABLE, ORDERS)
+    catalog = tmp_path / "catalog.db"
+    arrow_ops.publish(ledger, catalog)
+    folder = tmp_path / "catalog.iceberg" / ledger.table(TABLE).id / "metadata"
+    first = set(folder.iterdir())
+    day_and_more = os.path.getmtime(catalog) - 2 * 86_400
+    for path in first:  # as if published two days ago
+        os.utime(path, (day_and_more, day_and_more))
+    write(ledger, TABLE, ORDERS.slice(0, 1))
+    arrow_ops.publish(ledger, catalog)
+    now = set(folder.iterdir())
+    assert not first & now and now  # the old metadata gone, the new one there
+    assert ids(catalog_of(catalog).load_table(TABLE).scan().to_arrow()) == [1, 1, 2, 3, 4, 5, 6]
+    data = [Path(ledger.table(TABLE).location, f.path) for f in ledger.version(TABLE).files]
+    assert all(p.exists() for p in data)
+    # A day has not passed since this publication replaced those: the next leaves them.
+    write(ledger, TABLE, ORDERS.slice(1, 1))
+    arrow_ops.publish(ledger, catalog)
+    assert now < set(folder.iterdir())
