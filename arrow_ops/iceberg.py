@@ -81,17 +81,20 @@ class PublishReport:
 
 def publish(ledger: Ledger, catalog: str, *, catalog_name: str = "ledger", database: str | None = None,
             tables: Iterable[str] | None = None, metadata: str | None = None,
-            lease: Any = None) -> PublishReport:
+            lease: Any = None, table_ids: Iterable[str] | None = None) -> PublishReport:
     """Publish every live table's kept versions (of ``database``, or only ``tables``) into the
     Iceberg SQL catalog ``catalog`` (a SQLite file's path, ``sqlite:///...``, or
     ``postgresql://...``), under the catalog name ``catalog_name`` (every reader must use the same).
     Iceberg metadata goes under ``metadata`` (required for PostgreSQL; beside a SQLite catalog by
     default). Tables this ledger published before that are dropped now, or have nothing kept, leave
     the catalog. Publishing again with nothing changed writes nothing. ``CatalogUnavailable`` if the
-    catalog cannot be reached or written (nothing recorded); ``ExtraMissing`` without pyiceberg."""
+    catalog cannot be reached or written (nothing recorded); ``ExtraMissing`` without pyiceberg.
+    ``table_ids`` publishes only those instances, whatever names they bear in the ledger or in the
+    catalog (an erasure request's republication)."""
     need("pyiceberg", "iceberg")
     need("sqlalchemy", "iceberg")
     from .iceberg_build import Publisher
     return Publisher(ledger, catalog, catalog_name=catalog_name, database=database,
                      tables=None if tables is None else list(tables), metadata=metadata,
-                     lease=PUBLISH_PIN_LEASE if lease is None else lease).run()
+                     lease=PUBLISH_PIN_LEASE if lease is None else lease,
+                     table_ids=None if table_ids is None else list(table_ids)).run()

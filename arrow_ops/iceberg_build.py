@@ -59,6 +59,8 @@ from .types import arrow_schema
 
 log = logging.getLogger("arrow_ops.iceberg")
 
+MARKER = ".retention-ledger-catalog"
+"""The file that says whose a metadata folder is (a catalog's address and name)."""
 SUPERSEDED = timedelta(days=1)
 """How long a table's superseded metadata files stay after a publication replaced them."""
 ROUNDS = 5
@@ -96,34 +98,50 @@ class Plan:
 
 
 def catalog_uri(catalog: str) -> str:
+    """The SQLAlchemy URL of a catalog: a path or a relative ``sqlite:///`` made absolute (a
+    republication from another folder must reach the same file), PostgreSQL through psycopg 3."""
     text = os.fspath(catalog)
     if "://" not in text:
         return "sqlite:///" + os.path.abspath(text)
     scheme = text.split("://", 1)[0].lower()
     if scheme in ("postgresql", "postgres"):
         return "postgresql+psycopg://" + text.split("://", 1)[1]
-    if scheme.startswith("sqlite") or scheme.startswith("postgresql+"):
+    if scheme.startswith("sqlite"):
+        url = make_url(text)
+        if url.database and url.database != ":memory:" and not os.path.isabs(url.database):
+            return str(url.set(database=os.path.abspath(url.database)).render_as_string(hide_password=False))
+        return text
+    if scheme.startswith("postgresql+"):
         return text
     raise InvalidArgument(f"an Iceberg SQL catalog is a SQLite file or a PostgreSQL database, not a {scheme}:// URL")
 
 
+def _bare(uri: str) -> Any:
+    """The URL with no password, in its user part or its query (``?password=``: libpq takes both)."""
+    url = make_url(uri)
+    query = {k: v for k, v in url.query.items() if k.lower() != "password"}
+    return URL.create(url.drivername, url.username, None, url.host, url.port, url.database, query)
+
+
 def shown(uri: str) -> str:
-    """The URL with its password hidden (R23), as SQLAlchemy's own parser reads it."""
+    """The URL as a message shows it: its password, wherever it is, as ``***`` (R23)."""
     try:
-        return str(make_url(uri).render_as_string(hide_password=True))
+        url = make_url(uri)
+        hidden = url.password is not None or any(k.lower() == "password" for k in url.query)
+        bare = _bare(uri)
+        text = str(bare.render_as_string(hide_password=False))
+        if url.password is not None:
+            text = str(bare.set(password="***").render_as_string(hide_password=False)).replace("%2A%2A%2A", "***")
+        return text + ("" if not hidden or url.password is not None else " (password hidden)")
     except Exception:
         return uri.split("://", 1)[0] + "://***"
 
 
 def address(uri: str) -> str:
-    """The catalog's address as the ledger records it: no password at all (R23). A publisher that
-    republishes from the record (an erasure request's) reaches a PostgreSQL catalog with the
-    password libpq finds (``PGPASSWORD``, ``~/.pgpass``)."""
-    url = make_url(uri)
-    if not url.password:
-        return uri
-    bare = URL.create(url.drivername, url.username, None, url.host, url.port, url.database, url.query)
-    return str(bare.render_as_string(hide_password=False))
+    """The catalog's address as the ledger records it: no password at all, in its user part or its
+    query (R23). A publisher that republishes from the record (an erasure request's) reaches a
+    PostgreSQL catalog with the password libpq finds (``PGPASSWORD``, ``~/.pgpass``)."""
+    return str(_bare(uri).render_as_string(hide_password=False))
 
 
 def snapshot_id(table_id: str, number: int) -> int:
@@ -138,7 +156,8 @@ def millis(at: datetime) -> int:
 
 class Publisher:
     def __init__(self, ledger: Ledger, catalog: str, *, catalog_name: str, database: str | None,
-                 tables: list[str] | None, metadata: str | None, lease: Any) -> None:
+                 tables: list[str] | None, metadata: str | None, lease: Any,
+                 table_ids: list[str] | None = None) -> None:
         self.ledger = ledger
         self.uri = catalog_uri(catalog)
         self.shown = shown(catalog if "://" in os.fspath(catalog) else self.uri)
@@ -154,6 +173,8 @@ class Publisher:
         self.left_out: dict[str, str] = {}
         self.taken = self.renewed = self.released = 0
         self.first_rows: dict[str, Row] = {}
+        self.owned = False  # the metadata folder is this catalog's (checked): superseded metadata may go
+        self.table_ids = None if table_ids is None else set(table_ids)
 
     # --- the catalog and the metadata folder --------------------------------------------
 
@@ -172,9 +193,10 @@ class Publisher:
                      then: str = "nothing was published") -> CatalogUnavailable:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else \
             type(exc).__name__
-        password = make_url(self.uri).password if "://" in self.uri else None
-        if password:
-            reason = reason.replace(str(password), "***")
+        url = make_url(self.uri)
+        for password in (url.password, *(v for k, v in url.query.items() if k.lower() == "password")):
+            if password:
+                reason = reason.replace(str(password), "***")
         return CatalogUnavailable(f"the Iceberg catalog {self.shown} {what}: {reason}; {then}")
 
     def _open(self) -> SqlCatalog:
@@ -195,11 +217,37 @@ class Publisher:
                 with open(probe, "w"):
                     pass
                 os.remove(probe)
+                self._claim_folder()
             except OSError as exc:
                 catalog.engine.dispose()
                 raise CatalogUnavailable(f"the Iceberg metadata folder {self.root} cannot be written: "
                                          f"{exc.strerror or exc}; nothing was published") from None
+            except InvalidArgument:
+                catalog.engine.dispose()
+                raise
         return catalog
+
+    def _claim_folder(self) -> None:
+        """Mark the metadata folder as this catalog's (its address and name), or refuse one another
+        catalog marked: a publication deletes the metadata it superseded in its folder (``_prune``),
+        which must never be another catalog's live metadata."""
+        marker = os.path.join(self.root, MARKER)
+        mine = f"{address(self.uri)}\n{self.catalog_name}\n"
+        try:
+            with open(marker, "x") as handle:
+                handle.write(mine)
+            self.owned = True
+            return
+        except FileExistsError:
+            pass
+        with open(marker) as handle:
+            found = handle.read()
+        if found != mine:
+            where, _, name = found.partition("\n")
+            raise InvalidArgument(f"the metadata folder {self.root} holds the Iceberg metadata of catalog "
+                                  f"{name.strip()!r} at {shown(where)}: give each catalog a metadata folder of its own "
+                                  "(metadata=, --metadata); nothing was published")
+        self.owned = True
 
     # --- a publication ------------------------------------------------------------------
 
@@ -213,17 +261,21 @@ class Publisher:
                     break
             for name in sorted(pending or ()):
                 self._leave_out(name, f"another publisher moved it {ROUNDS} times while this one computed it")
-            rows = self._rows() if self.written or self.removed else self.first_rows
-            # On record, so that an erasure request anywhere republishes what this catalog shows (R25).
-            self.ledger.record_publication(address(self.uri), self.catalog_name, self.root,
-                                           sorted({r.table_id for r in rows.values() if r.table_id is not None}))
+            # On record as it is now, so that an erasure request anywhere republishes what this catalog
+            # shows (R25), and no longer what left it.
+            self._record(set(), rows=self._rows() if self.written or self.removed else self.first_rows)
         finally:
             self.catalog.engine.dispose()
         return PublishReport(self.shown, self.catalog_name, tuple(sorted(set(self.written))),
                              tuple(sorted(set(self.unchanged) - set(self.written))), tuple(sorted(set(self.removed))),
                              dict(sorted(self.left_out.items())), self.taken, self.renewed, self.released)
 
-    def _in_scope(self, name: str) -> bool:
+    def _in_scope(self, name: str, table_id: str | None) -> bool:
+        """Whether a live table or a catalog row (its name, and the instance it is) is this
+        publication's to change: of ``database``, among ``tables``, among ``table_ids`` (an erasure's
+        republication names instances: a row published under a name the instance no longer bears)."""
+        if self.table_ids is not None:
+            return table_id in self.table_ids
         if self.names is not None and name not in self.names:
             return False
         return self.database is None or name.split(".", 1)[0] == self.database
@@ -234,7 +286,7 @@ class Publisher:
         rows = self._rows()
         if only is None:
             self.first_rows = rows
-        live = {t.name: t for t in self.ledger.tables(database=self.database) if self._in_scope(t.name)}
+        live = {t.name: t for t in self.ledger.tables(database=self.database) if self._in_scope(t.name, t.id)}
         if only is not None:
             live = {n: t for n, t in live.items() if n in only}
             rows = {n: r for n, r in rows.items() if n in only}
@@ -242,6 +294,8 @@ class Publisher:
         plans: dict[str, Plan] = {}
         for name, table in live.items():
             row = rows.get(name)
+            if name in self.left_out:
+                continue  # left out in an earlier pass: only its removal is tried again
             if row is not None and row.table_id is None:
                 self._leave_out(name, "the catalog has a table of that name that no ledger published; it is left "
                                       "as it is")
@@ -271,37 +325,50 @@ class Publisher:
                 changed.append(name)
         self._renew(renew)
         self._take_pins({n: plans[n] for n in changed})
-        for name in changed:
-            plan = plans[name]
-            if name in self.left_out:
-                continue
-            try:
-                self._publish_table(name, plan, rows.get(name))
-            except Conflict:
-                self._release(plan.new_pins)
-                lost.add(name)
-            except LeftOut as exc:
-                self._release(plan.new_pins)
-                self._leave_out(name, str(exc))
-                row = rows.get(name)
-                if row is not None and row.table_id is not None:
-                    # What it showed before is not renewed: it leaves the catalog rather than
-                    # naming files once its pins run out.
-                    try:
-                        self._remove(name, row)
-                    except Conflict:
-                        lost.add(name)
-            except CatalogUnavailable:
-                self._release(plan.new_pins)
-                raise
+        # On record before any table moves, so that an erasure request that lands while this
+        # publication runs republishes what it is about to show (R25).
+        self._record({plans[n].table.id for n in changed})
+        waiting = [n for n in changed if n not in self.left_out]
+        try:
+            while waiting:
+                name = waiting[0]
+                plan = plans[name]
+                try:
+                    self._publish_table(name, plan, rows.get(name))
+                except Conflict:
+                    self._release(plan.new_pins)
+                    lost.add(name)
+                except LeftOut as exc:
+                    self._release(plan.new_pins)
+                    self._leave_out(name, str(exc))
+                    row = rows.get(name)
+                    if row is not None and row.table_id is not None:
+                        # What it showed before is not renewed: it leaves the catalog rather than
+                        # naming files once its pins run out.
+                        try:
+                            self._remove(name, row)
+                        except Conflict:
+                            lost.add(name)
+                waiting.pop(0)
+        except BaseException:
+            # Any other failure ends the publication: the pins taken for what it did not show go now,
+            # not at the end of their 7-day lease.
+            self._release([p for n in waiting for p in plans[n].new_pins])
+            raise
         for name, row in rows.items():
-            if row.table_id is None or name in plans or not self._in_scope(name):
+            if row.table_id is None or name in plans or not self._in_scope(name, row.table_id):
                 continue
             try:
                 self._remove(name, row)
             except Conflict:
                 lost.add(name)
         return lost
+
+    def _record(self, extra: set[str], rows: dict[str, Row] | None = None) -> None:
+        """Record the instances the catalog shows (those of ``rows``, the first pass's by default)
+        and ``extra``; the ledger appends nothing if that is what it holds already."""
+        shown_ids = {r.table_id for r in (self.first_rows if rows is None else rows).values() if r.table_id}
+        self.ledger.record_publication(address(self.uri), self.catalog_name, self.root, sorted(shown_ids | extra))
 
     def _due(self, pin: PinView) -> bool:
         """A pin is renewed once less than half its lease is left (a publication with nothing to
@@ -425,7 +492,8 @@ class Publisher:
         location = self._build(name, plan, row)
         self._swap(name, row, location)
         self.written.append(name)
-        self._prune(location.rsplit("/", 1)[0])
+        if self.owned:
+            self._prune(location.rsplit("/", 1)[0])
         kept = set(plan.pins.values())
         # The pins it showed before and no longer needs, and any taken on a version that became
         # current after the read (a commit landed in between) and is not shown.

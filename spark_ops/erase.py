@@ -55,7 +55,7 @@ from vacuum_work.where import NotUnderRoot, Root
 
 from . import schemas
 from .executor import fs
-from arrow_ops import publish
+from arrow_ops import CatalogUnavailable, publish
 from ledger import Heartbeat
 from .session import kind_of
 from .tables import (
@@ -112,25 +112,32 @@ def erase(spark: SparkSession, ledger: Ledger, tables: str | Mapping[str, str | 
 
 
 def _republish(ledger: Ledger, status: ErasureStatus) -> None:
-    """R25 over R26: publish again, before the erase returns, every publication that shows a table
-    the request names, so that no reader of it (an Iceberg reader in another process) is shown a
-    version the request made unreadable. The request is on record whatever happens here; a
-    publication that cannot be reached is an error saying so, and the next publication to it
-    (``retention-ledger publish``) leaves the erased versions out all the same."""
+    """R25 over R26: publish again, before the erase returns, every publication that shows an
+    instance the request names (by instance, whatever name it bears now or bore when published), so
+    that no reader of it (an Iceberg reader in another process) is shown a version the request made
+    unreadable. The request is on record whatever happens here. Every publication is tried; one
+    that cannot be reached, or that left such a table as it was, is an error naming each, and the
+    next publication to it (``retention-ledger publish``) leaves the erased versions out all the same."""
     erased = {t for t in status.table_ids if t} | {v.rpartition("/")[0] for v in status.versions}
     shown: dict[tuple[str, str, str], set[str]] = {}
     for table_id in sorted(erased):
         for found in ledger.publications(table_id=table_id):
-            shown.setdefault((found.catalog, found.catalog_name, found.metadata), set()).add(
-                ledger.instance(table_id).name)
-    for (catalog, catalog_name, metadata), names in sorted(shown.items()):
+            shown.setdefault((found.catalog, found.catalog_name, found.metadata), set()).add(table_id)
+    failed: list[str] = []
+    for (catalog, catalog_name, metadata), table_ids in sorted(shown.items()):
         try:
-            publish(ledger, catalog, catalog_name=catalog_name, metadata=metadata, tables=sorted(names))
+            report = publish(ledger, catalog, catalog_name=catalog_name, metadata=metadata, table_ids=sorted(table_ids))
         except LedgerError as exc:
-            raise type(exc)(f"erasure request {status.request_id} is recorded, but the Iceberg publication "
-                            f"{catalog_name!r} at {catalog} still shows {', '.join(sorted(names))} as it was: {exc}. "
-                            "Publish it again (retention-ledger publish --iceberg ...) once it can be "
-                            "reached") from exc
+            failed.append(f"{catalog_name!r} at {catalog} ({type(exc).__name__}: {exc})")
+            continue
+        if report.left_out:
+            failed.append(f"{catalog_name!r} at {catalog} (left {', '.join(sorted(report.left_out))} as it was: "
+                          + "; ".join(report.left_out.values()) + ")")
+    if failed:
+        raise CatalogUnavailable(
+            f"erasure request {status.request_id} is recorded, but {len(failed)} Iceberg publication(s) still show "
+            f"the tables as they were: {'; '.join(failed)}. Publish each again (retention-ledger publish --iceberg "
+            "...) once it can be: the erased versions are left out of every publication made from now on")
 
 
 class _Request:

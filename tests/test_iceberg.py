@@ -459,3 +459,26 @@ def test_r26_metadata_a_publication_superseded_a_day_ago_is_deleted_by_the_next_
     write(ledger, TABLE, ORDERS.slice(1, 1))
     arrow_ops.publish(ledger, catalog)
     assert now < set(folder.iterdir())
+
+
+def test_r23_r25_r26_a_publication_by_instance_follows_it_under_a_new_name_and_no_password_form_is_kept(
+        ledger, tmp_path, monkeypatch) -> None:
+    from ledger import InvalidArgument
+    write(ledger, TABLE, ORDERS)
+    table_id = ledger.table(TABLE).id
+    monkeypatch.chdir(tmp_path)
+    arrow_ops.publish(ledger, "sqlite:///relative.db")  # recorded absolute: a republication from elsewhere finds it
+    [found] = ledger.publications()
+    assert found.catalog == f"sqlite:///{tmp_path / 'relative.db'}"
+    ledger.drop_table(TABLE)
+    ledger.undrop_table(TABLE, new_name="sales.renamed")
+    report = arrow_ops.publish(ledger, found.catalog, metadata=found.metadata, table_ids=[table_id])
+    assert (report.written, report.removed) == (("sales.renamed",), (TABLE,))
+    assert [t[1] for t in catalog_of(tmp_path / "relative.db").list_tables("sales")] == ["renamed"]
+    # A password in the query string (libpq takes it there too) is never shown nor kept.
+    url = shared().database("iceberg").replace("postgres@", f"{shared().password_role('q-Pa55')}@") + "?password=q-Pa55"
+    report = arrow_ops.publish(ledger, url, metadata=str(tmp_path / "pg"))
+    assert "q-Pa55" not in report.catalog and "q-Pa55" not in repr(ledger.publications())
+    # Another catalog's metadata folder is refused: a publication prunes its own folder only.
+    with pytest.raises(InvalidArgument, match="metadata folder .* holds the Iceberg metadata of catalog"):
+        arrow_ops.publish(ledger, tmp_path / "other.db", metadata=str(tmp_path / "pg"))

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 PUBLICATION_STREAM = "publications"
 """Every publication's record: read by erasure requests' engines and people, by no decision."""
 
-_PASSWORD = re.compile(r"://[^/@]*:[^/@]*@")
+_PASSWORD = re.compile(r"://[^/@]*:[^/@]*@|[?&]password=", re.IGNORECASE)
 
 
 @event("TablesPublished")
