@@ -58,7 +58,7 @@ def _pinned(ledger: Ledger, name: str, version: int | None, as_of: datetime | No
     held = ledger.pin(name, version=version, as_of=as_of, lease=READ_PIN_LEASE if lease is None else lease)
     try:
         instance = ledger.instance(held.table_id)  # the pin says which instance: the name may have moved
-        chosen = ledger.version(name, version=held.version)
+        chosen = next(v for v in ledger.versions(table_id=held.table_id) if v.number == held.version)
         return of_version(instance, chosen), held
     except BaseException:
         held.release()

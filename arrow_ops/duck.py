@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from ledger import (
     PIN_EVENTS, Change, InvalidArgument, Ledger, LedgerError, Pin, PinRefused, TableDataMissing, TableInstance,
-    TableNotFound, VersionExpired, VersionNotFound,
+    TableNotFound, TableVersion, VersionExpired, VersionNotFound, parse_duration,
 )
 from .datasets import of_version
 from .extras import need
@@ -80,6 +80,8 @@ class Attachment:
         self.functions = Functions(con)
         self._lock = threading.RLock()
         self._syncing = False
+        self.renewed_at = ledger.now()  # when the pins were last renewed (or first taken)
+        self.lease_seconds = parse_duration(lease, "a pin's lease", InvalidArgument).total_seconds()
         self._unwatch = ledger.watch(self._follow)
 
     # --- the one way names change ------------------------------------------------------------
@@ -91,26 +93,31 @@ class Attachment:
         with self._lock:
             self._syncing = True
             try:
+                moved = False
                 for attempt in range(RETRIES):
                     try:
-                        self._sync_once(None if names is None else set(names))
+                        moved = self._sync_once(None if names is None else set(names))
                         break
                     except (TableNotFound, VersionNotFound, VersionExpired, PinRefused):
                         if attempt == RETRIES - 1:
                             raise
-                self.functions.update(self.ledger, self.named, None if names is None else set(names))
+                if names is None or moved:  # a followed pin or renewal elsewhere moves nothing here
+                    self.functions.update(self.ledger, self.named, None if names is None else set(names))
             finally:
                 self._syncing = False
 
-    def _sync_once(self, names: set[str] | None) -> None:
+    def _sync_once(self, names: set[str] | None) -> bool:
+        """One sync; whether any name moved, came or went."""
         if names is None:
             live = {t.name: t for t in self.ledger.tables(database=self.database)}
             wanted = set(live) | set(self.named) | set(self.unnamed)
         else:
             live = {n: t for n in names if (t := self._live(n)) is not None}
             wanted = names
-        gone = sorted(n for n in wanted if n not in live)
+        gone = sorted(n for n in wanted if n not in live and (n in self.named or n in self.unnamed))
         moved = sorted(n for n in wanted if n in live and self._stale(n, live[n]))
+        if not gone and not moved:
+            return False
         released: list[str] = []
         try:
             self._show(moved, live, released)
@@ -121,6 +128,7 @@ class Attachment:
                 self.unnamed.pop(name, None)
         finally:
             self._release(released)
+        return True
 
     def _live(self, name: str) -> TableInstance | None:
         try:
@@ -152,6 +160,8 @@ class Attachment:
                     self._leave_out(name, str(exc), released)
             for name, error in self._run(made).items():
                 del made[name]
+                with contextlib.suppress(Exception):
+                    self.con.unregister(f"__ledger_{pins[name].id}")
                 self._leave_out(name, f"DuckDB refused its view: {error}", released)
             for name in made:
                 pin = pins.pop(name)
@@ -174,7 +184,8 @@ class Attachment:
             raise InvalidArgument(f"{name} is already a table or view in this DuckDB connection, not this ledger's: "
                                   "it is left as it is")
         instance = self.ledger.instance(pin.table_id)
-        version = self.ledger.version(name, version=pin.version)
+        versions = self.ledger.versions(table_id=pin.table_id)  # the pin's instance: the name may have moved
+        version = next(v for v in versions if v.number == pin.version)
         files = version_files(instance.location, version)
         check_present(name, version.number, files)
         statements = []
@@ -184,7 +195,7 @@ class Attachment:
             self.schemas.add(schema)
         target = f"{quote(schema)}.{quote(table)}"
         source = _parquet_scan(files, version.schema) \
-            if version.schema is not None and _native(files, version.schema, self.ledger, name) else None
+            if version.schema is not None and _native(files, version.schema, versions) else None
         if source is None:  # through Arrow: registered under a name of this connection's own
             hidden = f"__ledger_{pin.id}"
             self.con.register(hidden, of_version(instance, version))
@@ -256,21 +267,45 @@ class Attachment:
             if self._syncing:
                 return  # this attachment's own pins
             try:
+                if self._closed():
+                    self._let_go()
+                    return
                 names = None if change.everything else self.ledger.names_touched(
                     change, database=self.database, shown={n: s.table_id for n, s in self.named.items()})
                 if names is None or names:
                     self.sync(names)
+                if self.renewed_at is not None and \
+                        (self.ledger.now() - self.renewed_at).total_seconds() > self.lease_seconds / 3:
+                    self.refresh()  # once a third of the pins' lease has passed, as Spark's attachment does
             except Exception as exc:  # the change landed; only the names lag behind it
                 log.warning("DuckDB's names did not follow a change to the ledger (%s): "
                             "arrow_ops.refresh(con, ledger) makes them show it", exc)
 
+    def _closed(self) -> bool:
+        try:
+            self.con.execute("SELECT 1")
+            return False
+        except duckdb_error():
+            return True
+
+    def _let_go(self) -> None:
+        """The connection was closed without ``detach``: stop following, release every pin."""
+        self._unwatch()
+        self._release([s.pin_id for s in self.named.values()])
+        self.named.clear()
+        _attached.pop(id(self.con), None)
+
     def refresh(self) -> list[str]:
         with self._lock:
             held = {s.pin_id: name for name, s in self.named.items()}
+            self.renewed_at = self.ledger.now()
             if held:
                 self._syncing = True
                 try:
-                    ended = [held[v.id] for v in self.ledger.renew_pins(list(held)) if not v.live]
+                    views = self.ledger.renew_pins(list(held))
+                    ended = [held[v.id] for v in views if not v.live]
+                    if views:
+                        self.lease_seconds = views[0].lease.total_seconds()
                 finally:
                     self._syncing = False
                 self._drop_views(ended)  # an erasure ended them (R25 wins over R21): shown anew, over what is there now
@@ -300,10 +335,12 @@ def duckdb_error() -> type[Exception]:
     return error
 
 
-def _native(files: VersionFiles, schema: str, ledger: Ledger, name: str) -> bool:
+def _native(files: VersionFiles, schema: str, versions: list[TableVersion]) -> bool:
     """Whether DuckDB's own reader reads exactly these files as recorded: on the local disk, under
     paths it reads as names (not patterns, and with no ``x=y`` folder above the table's own that
-    its partition discovery would take for a column), one schema in every file."""
+    its partition discovery would take for a column), one schema in every file, and partition
+    values its folder parsing reads as Spark wrote them (it reads a folder ``NULL`` as null, and a
+    timestamp in the connection's time zone, where Spark wrote it in UTC)."""
     if not files.local or not files.paths:
         return False
     if any(GLOB & set(p) for p in files.paths):
@@ -311,8 +348,12 @@ def _native(files: VersionFiles, schema: str, ledger: Ledger, name: str) -> bool
     base = files.paths[0].split("/_writes/")[0] if "/_writes/" in files.paths[0] else None
     if base is None or "=" in base:
         return False
-    merged = any(v.schema not in (None, schema) for v in ledger.versions(name))
-    return not merged
+    types = recorded_columns(schema)
+    if any(str(types.get(c)).startswith("timestamp") for c in files.columns):
+        return False
+    if any(v is not None and v.upper() == "NULL" for row in files.values for v in row):
+        return False
+    return not any(v.schema not in (None, schema) for v in versions)
 
 
 def _parquet_scan(files: VersionFiles, schema: str) -> str:

@@ -18,7 +18,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ledger import TableDataMissing, TableVersion
+from ledger import InvalidArgument, TableDataMissing, TableVersion
 
 WRITES_FOLDER = "_writes"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Spark's folder name for a null (or empty) value
@@ -76,7 +76,7 @@ def filesystem_for(location: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(location)
     if parts.scheme == "file":
         return pafs.LocalFileSystem(), unquote(parts.path)
-    if parts.scheme == "s3":
+    if parts.scheme in ("s3", "s3a", "s3n"):  # Hadoop's names for the same store
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         options: dict[str, object] = {"region": region}
@@ -109,7 +109,18 @@ def check_present(name: str, number: int, files: VersionFiles) -> None:
 
 
 def typed(values: Iterable[str | None], data_type: pa.DataType) -> list[object]:
-    """Folder texts as values of the recorded type (``"007"`` stays ``"007"`` for a string)."""
+    """Folder texts as values of the recorded type (``"007"`` stays ``"007"`` for a string; a
+    timestamp, which Spark writes without a zone, as the UTC time it is). ``InvalidArgument`` for a
+    text that is not one: the version is not read, rather than read with a wrong value."""
     texts = pa.array(list(values), pa.string())
-    found: list[object] = (texts.cast(data_type) if data_type != pa.string() else texts).to_pylist()
+    try:
+        if pa.types.is_timestamp(data_type) and data_type.tz is not None:
+            try:  # as Spark writes one: no zone, the UTC time
+                found: list[object] = texts.cast(pa.timestamp(data_type.unit)).cast(data_type).to_pylist()
+            except pa.ArrowInvalid:  # with its offset
+                found = texts.cast(data_type).to_pylist()
+        else:
+            found = (texts.cast(data_type) if data_type != pa.string() else texts).to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgument(f"a partition folder's value is not a {data_type}: {exc}") from None
     return found

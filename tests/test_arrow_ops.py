@@ -51,6 +51,8 @@ def folder_text(value: object) -> str:
     """A partition value's folder text, escaped as Spark escapes it."""
     if value is None or value == "":
         return "__HIVE_DEFAULT_PARTITION__"
+    if isinstance(value, datetime):  # as Spark writes a timestamp: in its session's zone (UTC here), no offset
+        value = value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in str(value))
 
 
@@ -289,3 +291,27 @@ def test_r26_a_table_whose_schema_a_merge_widened_is_read_through_arrow(ledger, 
     arrow_ops.attach(con, ledger)
     assert con.sql("SELECT count(*), count(note) FROM sales.orders").fetchone() == (7, 1)
     assert "ARROW_SCAN" in plan(con, "SELECT * FROM sales.orders").upper()
+
+
+def test_r26_partition_values_duckdbs_folder_parsing_would_misread_are_read_as_recorded(ledger, con) -> None:
+    stamps = pa.array([datetime(2024, 1, 1, 10, 30, tzinfo=timezone.utc)] * 2, pa.timestamp("us", tz="UTC"))
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "region": ["NULL", None], "ts": stamps})
+    write(ledger, TABLE, rows, partition_by=("region", "ts"))
+    # DuckDB's own reader takes a folder "NULL" for null and a timestamp in the connection's zone:
+    # this name reads through Arrow, with the values the ledger's file list holds.
+    con.execute("SET TimeZone = 'America/New_York'")
+    arrow_ops.attach(con, ledger)
+    assert con.sql("SELECT id, region, epoch(ts) FROM sales.orders ORDER BY id").fetchall() == [
+        (1, "NULL", 1704105000.0), (2, None, 1704105000.0)]
+    assert "ARROW_SCAN" in plan(con, "SELECT * FROM sales.orders").upper()
+    assert arrow_ops.dataset(ledger, TABLE).to_table().sort_by("id").column("region").to_pylist() == ["NULL", None]
+
+
+def test_r21_a_connection_closed_without_detach_lets_its_pins_go_at_the_next_change(ledger) -> None:
+    write(ledger, TABLE, ORDERS)
+    connection = duckdb.connect()
+    arrow_ops.attach(connection, ledger)
+    assert [p.table for p in ledger.pins() if p.live] == [TABLE]
+    connection.close()
+    write(ledger, TABLE, ORDERS.slice(0, 1))  # followed: the connection is gone, so are its pins
+    assert [p for p in ledger.pins() if p.live] == []
