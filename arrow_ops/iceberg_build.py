@@ -54,7 +54,7 @@ from sqlalchemy.orm import Session
 from ledger import InvalidArgument, Ledger, LedgerError, PinView, TableInstance, TableVersion, parse_duration
 from .datasets import of_version
 from .files import VersionFiles, filesystem_for, typed, version_files
-from .iceberg import CatalogUnavailable, PublishReport
+from .reports import CatalogUnavailable, PublishReport
 from .types import arrow_schema
 
 log = logging.getLogger("arrow_ops.iceberg")
