@@ -108,7 +108,7 @@ def test_the_readme_calls_run_with_only_what_the_base_install_brings(tmp_path: P
     pyproject.toml's dependencies) cannot be imported, as in a virtualenv made with
     ``pip install -e .`` alone; CI also runs the demo in such a virtualenv (.ci/run)."""
     brought = base_install()
-    ours = {"ledger", "spark_ops", "retention_ledger", "vacuum_work"}
+    ours = {"ledger", "spark_ops", "retention_ledger", "vacuum_work", "arrow_ops"}
     absent = sorted(module for module, dists in metadata.packages_distributions().items()
                     if module not in ours and module not in sys.stdlib_module_names
                     and not {canonicalize_name(d) for d in dists} & brought)
