@@ -1,6 +1,7 @@
 """The vacuum on a Spark Connect session against the same vacuum on a classic one (issue 46).
 
     python benchmarks/vacuum_connect.py [--files 20000] [--tables 100] [--folders 100] [--rounds 3]
+                                        [--stores disk,s3]
 
 Both sessions run the same code (the vacuum's jobs are DataFrame operations, R24) on the same
 master, ``local[2]``: the classic session in this process, and a Connect server in a process of
@@ -11,6 +12,12 @@ executors are always asked, a classic local one's are this process) is paid in t
 of each shape, as a pipeline pays it on its first vacuum. Identical trees are built for each
 (``benchmarks/vacuum.py``'s shapes: ``many-tables``, ``one-table``), deleted in an order
 shuffled afresh each round, and the medians compared.
+
+Each shape runs on a local disk and on an S3 API (``moto``'s server on 127.0.0.1, started here,
+reached by both sessions; ``benchmarks/vacuum_s3.py``'s layout: a committed write a folder, the
+objects put untimed). On a store the driver deletes what the ledger knows by key itself, on both
+kinds of session (``vacuum_job.driver.driver_items``), so what differs there is the pre-flight and
+the session's own round trips.
 
 Target (issue 46): on the same 20,000 files, the vacuum on Connect at least 0.9x as fast as on
 the classic session (classic seconds / Connect seconds).
@@ -25,6 +32,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import vacuum_s3
 from _common import REPO_ROOT, environment, load, print_table, scratch_dir, verdict, warm
 from vacuum import layout, ledger_tables, timed
 
@@ -34,10 +42,12 @@ from tests.connect import ConnectServer
 KINDS = ("classic", "connect")
 
 
-def sessions(log: Path) -> tuple[dict[str, object], ConnectServer]:
-    """A classic session here and a Connect client of a server of its own, both warmed."""
+def sessions(log: Path, env: dict[str, str]) -> tuple[dict[str, object], ConnectServer]:
+    """A classic session here and a Connect client of a server of its own, both warmed; ``env``:
+    what both sessions' executors are given (the S3 server's address and credentials)."""
     classic = local_session("retention-ledger-bench-classic")
-    server = ConnectServer(log)
+    classic.sparkContext.environment.update(env)
+    server = ConnectServer(log, env=env)
     connect = local_session("retention-ledger-bench-connect", remote=server.address)
     found = {"classic": classic, "connect": connect}
     for kind, spark in found.items():
@@ -63,19 +73,31 @@ class marked:
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
-def race(found: dict[str, object], scratch: Path, shape: str, tables: list[list[tuple[str, int]]],
-         rounds: int) -> dict[str, float]:
+def race(found: dict[str, object], scratch: Path, shape: str, store: str, args: argparse.Namespace) -> dict[str, float]:
     """Each kind's vacuum ``rounds`` times on identical trees, interleaved in a shuffled order; the medians."""
-    n = sum(c for plan in tables for _, c in plan)
+    rounds = args.rounds
+    if store == "s3":
+        keys = vacuum_s3.layout(shape, args.files, args.tables, args.folders)
+        n = sum(len(plan) for plan in keys)
+    else:
+        tables = layout(shape, args.files, args.tables, args.folders)
+        n = sum(c for plan in tables for _, c in plan)
     times: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    shuffler = random.Random(shape)
+    shuffler = random.Random(f"{shape}-{store}")
+    # On S3, a bucket a kind, the same every round, as a pipeline's warehouse (its pre-flight is
+    # paid once a session and warehouse, in the first round).
+    buckets = {kind: vacuum_s3.fresh_bucket() for kind in KINDS} if store == "s3" else {}
     orders = []
     for _ in range(rounds):
         order = shuffler.sample(KINDS, len(KINDS))
         orders.append(" ".join(order))
         for kind in order:
             base = scratch / f"{shape}-{kind}"  # the same warehouse every round, as a pipeline's
-            led = ledger_tables(base, tables)
+            if store == "s3":
+                base.mkdir()
+                led, _ = vacuum_s3.ledger_on_s3(shape, keys, base, store=buckets[kind])
+            else:
+                led = ledger_tables(base, tables)
             report = None
 
             def run() -> None:
@@ -87,7 +109,8 @@ def race(found: dict[str, object], scratch: Path, shape: str, tables: list[list[
             led.close()
             shutil.rmtree(base, ignore_errors=True)
     medians = {kind: statistics.median(times[kind]) for kind in KINDS}
-    print(f"\n{shape}: {len(tables)} table(s), {n:,} files; median of {rounds} round(s), orders {', '.join(orders)}")
+    where = "objects on an S3 API (moto)" if store == "s3" else "files on a local disk"
+    print(f"\n{shape}: {len(keys if store == 's3' else tables)} table(s), {n:,} {where}; median of {rounds} round(s), orders {', '.join(orders)}")
     print_table(("session", "seconds", "files/s", "every round (s)"),
                 [(kind, medians[kind], f"{n / medians[kind]:,.0f}", " ".join(f"{t:.2f}" for t in times[kind]))
                  for kind in KINDS])
@@ -101,21 +124,33 @@ def main() -> None:
     parser.add_argument("--folders", type=int, default=100, help="sub-folders in the one-table shape")
     parser.add_argument("--shapes", default="many-tables,one-table")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stores", default="disk,s3", help="comma-separated, of disk, s3")
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
     args = parser.parse_args()
     print(environment())
+    stores = [s for s in args.stores.split(",") if s]
+    if set(stores) - {"disk", "s3"}:
+        parser.error(f"unknown store(s): {', '.join(sorted(set(stores) - {'disk', 's3'}))}")
+    env: dict[str, str] = {}
+    moto = None
+    if "s3" in stores:
+        moto, endpoint = vacuum_s3.start_server()
+        env = {**vacuum_s3.CREDENTIALS, "AWS_ENDPOINT_URL": endpoint}
+        os.environ.update(env)
     with scratch_dir(args.dir) as scratch:
-        found, server = sessions(scratch / "connect-server.log")
+        found, server = sessions(scratch / "connect-server.log", env)
         try:
             print(f"classic: local[2] in this process; Connect: a server over local[2] at {server.address} "
                   f"(started from {REPO_ROOT})")
-            for shape in filter(None, args.shapes.split(",")):
-                medians = race(found, scratch, shape, layout(shape, args.files, args.tables, args.folders),
-                               args.rounds)
-                verdict(f"{shape}: Connect vacuum speed / classic's", medians["classic"] / medians["connect"], 0.9,
-                        higher_is_better=True, unit="x")
+            for store in stores:
+                for shape in filter(None, args.shapes.split(",")):
+                    medians = race(found, scratch, shape, store, args)
+                    verdict(f"{shape} on {'S3' if store == 's3' else 'a local disk'}: Connect vacuum speed / "
+                            "classic's", medians["classic"] / medians["connect"], 0.9, higher_is_better=True, unit="x")
         finally:
             server.stop()
+            if moto is not None:
+                moto.kill()
     print(f"finished; {load()}")
 
 

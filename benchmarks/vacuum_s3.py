@@ -246,9 +246,23 @@ def delta(python: Path, store, endpoint: str, prefix: str, tables: list[list[str
 def ours(spark, store, prefix: str, tables: list[list[str]], scratch: Path, *, known: bool = True) -> float:
     """``known=False``: the objects are put straight into each table's location, the ledger told
     nothing of them (a table written outside the ledger), and the table dropped after."""
-    from ledger import Ledger, ManualClock
     from spark_ops import vacuum
-    store = fresh_bucket()
+    led, keys = ledger_on_s3(prefix, tables, scratch, known=known)
+    start = time.perf_counter()
+    report = vacuum(spark, led)
+    seconds = time.perf_counter() - start
+    PHASES.append(report.timings)
+    assert report.files == len(keys) and not report.failures, report.summary()
+    led.close()
+    return seconds
+
+
+def ledger_on_s3(prefix: str, tables: list[list[str]], scratch: Path, *, known: bool = True, store=None):
+    """A ledger (a SQLite file in ``scratch``) whose warehouse is ``prefix`` in ``store``'s bucket
+    (default: a fresh one), holding ``tables`` dropped a week and a day ago, their objects put
+    (untimed); and the keys."""
+    from ledger import Ledger, ManualClock
+    store = store or fresh_bucket()
     clock = ManualClock()
     folder = Path(tempfile.mkdtemp(dir=scratch))
     led = Ledger.open(folder / "ledger.db", warehouse=f"s3://{store_bucket(store)}/{prefix}", clock=clock,
@@ -273,13 +287,7 @@ def ours(spark, store, prefix: str, tables: list[list[str]], scratch: Path, *, k
         for t in range(len(tables)):
             led.drop_table(f"bench.t{t:05d}")
     clock.advance(timedelta(days=8))
-    start = time.perf_counter()
-    report = vacuum(spark, led)
-    seconds = time.perf_counter() - start
-    PHASES.append(report.timings)
-    assert report.files == len(keys) and not report.failures, report.summary()
-    led.close()
-    return seconds
+    return led, keys
 
 
 _BUCKETS = iter(range(10**6))
