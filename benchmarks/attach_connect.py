@@ -1,7 +1,7 @@
 """``attach`` of many tables on a Spark Connect session, the same on a classic one in the same
 run, and what each way of making a view costs on Connect (issue 46).
 
-    python benchmarks/attach_connect.py [--tables 1000] [--databases 10] [--rounds 3]
+    python benchmarks/attach_connect.py [--tables 1000] [--databases 10] [--rounds 5]
     python benchmarks/attach_connect.py --parts levers --lever-tables 200
     python benchmarks/attach_connect.py --remote sc://host:15002     # a server of one's own
 
@@ -29,8 +29,13 @@ of its own (``local[2]``, as the tests start theirs), and warmed with a statemen
   and the floor, a ``CREATE VIEW ... AS SELECT 1`` per table (a catalog entry and nothing else),
   four scripts at once: what any thousand views cost there.
 
-Targets (issue 46): ``attach`` of 1,000 tables on Connect in at most 3 s; the classic attach
-unchanged (issue 37: under 1 s). Figures are printed, never asserted; the script exits non-zero
+Each kind's first round is the session's first attach; the rounds after it each follow a
+``detach``. Both are reported: the first round alone, and the median of the others.
+
+Targets (issues 46 and 62): ``attach`` of 1,000 tables on Connect in at most 3 s; the classic
+attach unchanged (issue 37: under 1 s). With ``levers``, the Connect attach is also set against
+the floor measured on the same server in the same run (1,000 ``CREATE VIEW ... AS SELECT 1``,
+four scripts at once): no attach made with SQL can put 1,000 names in less. Figures are printed, never asserted; the script exits non-zero
 only on an error (a view that does not read, a count of names that is wrong).
 """
 
@@ -81,11 +86,16 @@ def cycles(spark: Any, led: Ledger, args: argparse.Namespace) -> dict[str, list[
 
 
 def report(kind: str, times: dict[str, list[float]], n: int) -> float:
-    print(f"\n{kind}: attach, refresh and detach of {n:,} tables (median of {len(times['attach'])} rounds)")
+    """Print the rounds; return the attach's median after a detach (the first round's alone if
+    there was one round)."""
+    attach = times["attach"]
+    rows = {"attach, the session's first": attach[:1], "attach after a detach": attach[1:] or attach[:1],
+            **{step: ts for step, ts in times.items() if step != "attach"}}
+    print(f"\n{kind}: attach, refresh and detach of {n:,} tables ({len(attach)} rounds; medians)")
     print_table(("step", "median s", "per table (ms)", "every round (s)"),
                 [(step, statistics.median(ts), f"{statistics.median(ts) / n * 1e3:.2f}",
-                  " ".join(f"{t:.2f}" for t in ts)) for step, ts in times.items()])
-    return statistics.median(times["attach"])
+                  " ".join(f"{t:.2f}" for t in ts)) for step, ts in rows.items()])
+    return statistics.median(rows["attach after a detach"])
 
 
 def classic_part(led: Ledger, scratch: Path, args: argparse.Namespace, parts: list[str]) -> dict[str, float]:
@@ -197,7 +207,7 @@ def main() -> None:
     parser.add_argument("--parts", default="classic,classic-sql,connect,levers", help="which parts, comma-separated")
     parser.add_argument("--tables", type=int, default=1_000)
     parser.add_argument("--databases", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3, help="attach/refresh/detach rounds (median kept)")
+    parser.add_argument("--rounds", type=int, default=5, help="attach/refresh/detach rounds (median kept)")
     parser.add_argument("--lever-tables", type=int, default=200, help="versions the levers part makes views of")
     parser.add_argument("--remote", default=None, help="a Spark Connect server's sc://host:port (default: start one)")
     parser.add_argument("--work", default=None, help="scratch folder (default: a temp folder, removed afterwards)")
@@ -254,13 +264,19 @@ def run_connect(led: Ledger, scratch: Path, parts: list[str], args: argparse.Nam
         spark.sql("SELECT 1").collect()
         if "connect" in parts:
             seconds = medians["connect"] = connect_part(spark, led, args)
-            verdicts.append(lambda s=seconds: verdict(f"Spark Connect attach of {args.tables:,} tables (median)", s,
-                                                      TARGET_CONNECT, higher_is_better=False, unit=" s"))
+            verdicts.append(lambda s=seconds: verdict(
+                f"Spark Connect attach of {args.tables:,} tables (median after a detach)", s,
+                TARGET_CONNECT, higher_is_better=False, unit=" s"))
         if "levers" in parts:
             floor = levers_part(spark, led, args)
             verdicts.append(lambda f=floor: print(
                 f"floor   any 1,000 views made with SQL on this Connect server: {f * 1000 / 1e3:.2f} s "
                 f"({f:.2f} ms a view, SELECT 1 views in scripts four at once)"))
+            if "connect" in medians:
+                verdicts.append(lambda f=floor, s=medians["connect"]: print(
+                    f"ratio   Spark Connect attach a name / the floor's view, this run: {s / args.tables * 1e3 / f:.1f}x "
+                    f"({s / args.tables * 1e3:.2f} ms / {f:.2f} ms); the target of {TARGET_CONNECT:g} s for "
+                    f"{args.tables:,} is {TARGET_CONNECT / args.tables * 1e3 / f:.2f}x the floor"))
         spark.stop()
     finally:
         if server is not None:

@@ -1,21 +1,30 @@
 """The auditor's and the upgrader's waits: verify, a first open without snapshots, as_of.
 
-Targets (DESIGN.md, "Performance"; issue 35), each against a floor measured in the same
-run on the same file:
+Targets (DESIGN.md, "Performance"; issue 62, which restated issue 35's and 48's), each against
+what the code above the fold controls, measured in the same run on the same file:
 
-* **chain floor**: plain ``sqlite3`` reading every row and SHA-256 over each row's fields
-  chained (``ledger.chain.chain``): what any auditor's own verifier must at least do. The
-  best of four passes spread through the run (a slow pass would flatter every ratio).
+* **full replay**: ``fold_rows`` from nothing over every row, what an open without stored
+  states runs (the fold's own speed in Python, which bounds the three below); the best of two
+  passes, one before the first open and one after ``verify``;
 * ``verify()`` (the chain, a refold from nothing re-checking every rule, every stored
-  snapshot compared with the fold), in one process: **<= 6x** the chain floor at 1,000,000
-  events and on ``--shape large-state`` (issue 48), **<= 8x** below that (process start-up and
-  fixed costs weigh more);
+  snapshot compared with the fold), in one process: **<= 2.0x** the full replay;
 * a **first open** with every stored snapshot removed (what an upgrade that changes the
   snapshot format, or a snapshot ``verify`` discarded, costs): it folds the log and stores the
-  state the next open reads, **<= 3x** the chain floor;
+  state the next open reads, **<= 1.1x** the full replay;
 * ``maintain()`` after it (the stored states ``as_of`` starts from): reported;
 * ``as_of`` at the worst of ``--points`` random points, warm (one open ledger asked again and
-  again), after ``maintain``: **<= 0.5 s**; cold (a fresh process, its open reported apart) beside it.
+  again), after ``maintain``: **<= 2.0x** the **window floor** at that point: reading the events
+  from the stored generation at or before it (``maintain`` stores one every ``history_every``)
+  up to it, and folding them onto the state there (folded beforehand, untimed). The issue's
+  floor also counts the reads of stored entries those events ask for; they cannot be timed
+  apart from ``as_of``'s own reading of them, so they are left out, and this floor is the
+  stricter one. Cold (a fresh process, its open reported apart) beside it.
+
+Reported beside them: the **chain floor**, plain ``sqlite3`` reading every row and SHA-256 over
+each row's fields chained (``ledger.chain.chain``), what any auditor's own verifier must at least
+do (the best of passes spread through the run), and verify's and the first open's ratios to it
+(issue 35's targets, 6-8x and 3x, were set on a machine whose fold ran at 2.7 chain floors; on
+this one the fold alone is more than 5).
 
 Also reported: full replay (``fold_rows`` from nothing, what an open without snapshots
 runs) in events/s beside the plain read of the rows alone; a checkpoint, a verify
@@ -66,16 +75,12 @@ from ledger.chain import chain
 from ledger.core.model import State, fold_rows
 from ledger.persistence.sqlite import SQLiteStore
 
-AS_OF_TARGET = 0.5
-"""Seconds: one as_of at a random point, warm, at the worst of the points."""
-OPEN_TARGET = 3.0
-"""A first open without snapshots, as a multiple of the chain floor."""
-
-
-def verify_target(events: int, shape: str = "churn") -> float:
-    """verify, as a multiple of the chain floor: 6x at a million events, and on the large state
-    (issue 48: 810,000 events there hold about as many entries as a million of churn); 8x below."""
-    return 6.0 if events >= 1_000_000 or shape == "large-state" else 8.0
+VERIFY_TARGET = 2.0
+"""verify, as a multiple of the full replay of the same log."""
+OPEN_TARGET = 1.1
+"""A first open without snapshots, as a multiple of the full replay."""
+AS_OF_TARGET = 2.0
+"""One as_of at a random point, warm, the worst of the points, as a multiple of the window floor."""
 
 
 def chain_floor(path: Path) -> float:
@@ -141,6 +146,22 @@ def replay(path: Path) -> float:
         store.close()
 
 
+def window_floor(path: Path, point: int) -> tuple[float, int]:
+    """Seconds to read the events between the stored generation at or before ``point`` and
+    ``point`` and fold them onto the state there (folded beforehand, untimed); and how many: the
+    fold ``as_of(seq=point)`` must do, with none of the reads of stored entries it asks for (a
+    floor under it)."""
+    store = SQLiteStore(str(path))
+    try:
+        start = max((g.seq for g in store.generations() if g.seq <= point), default=0)
+        state = fold_rows(State(), store.read(0, upto=start)) if start else State()
+        began = time.perf_counter()
+        fold_rows(state, store.read(start, upto=point))
+        return time.perf_counter() - began, point - start
+    finally:
+        store.close()
+
+
 def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "churn", extras: bool = True,
             stored: bool = False, only: str | None = None) -> bool:
     """Every figure for one ledger (``extras`` False: only those with a target and their floors;
@@ -157,7 +178,7 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
     if stored:
         led = Ledger.open(path, create=False)
         return _verify_and_as_of(led, path, n, floors, points, seed, shape, only)
-    alone, replayed = read_alone(path), replay(path)
+    alone, replays = read_alone(path), [replay(path)]
 
     start = time.perf_counter()
     led = Ledger.open(path, create=False)
@@ -171,6 +192,8 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
     verified = time.perf_counter() - start
     assert report.events == n and report.generations_discarded == 0 and not report.snapshot_discarded, report
     floors.append(chain_floor(path))
+    replays.append(replay(path))  # the best of two, as the chain floor's: a slow pass would flatter every ratio
+    replayed = min(replays)
 
     if extras:
         start = time.perf_counter()
@@ -182,6 +205,7 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
 
     chosen = _points(n, points, seed)
     warm = _as_of_warm(led, chosen)
+    window = window_floor(path, chosen[warm.index(max(warm))])
     later.append((f"as_of, warm: median of {len(chosen)} random points", statistics.median(warm),
                   f"worst {max(warm):.3f} s"))
     exported = _export(led, folder, n) if extras else None
@@ -194,12 +218,16 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
         ("chain floor: sqlite3 read + SHA-256 chain", floor,
          f"{n / floor:,.0f} events/s (best of {len(floors)}; worst {max(floors):.2f} s)"),
         ("read the rows alone (sqlite3)", alone, f"{n / alone:,.0f} events/s"),
-        ("full replay (fold_rows from nothing)", replayed, f"{n / replayed:,.0f} events/s"),
-        ("first open, no snapshots (folds; stores the state)", first_open, f"{first_open / floor:.2f}x the floor"),
+        ("full replay (fold_rows from nothing)", replayed, f"{n / replayed:,.0f} events/s, {replayed / floor:.2f}x "
+                                                           f"the chain floor (best of 2; worst {max(replays):.2f} s)"),
+        ("window floor: the worst point's fold past its stored state", window[0], f"{window[1]:,} events"),
+        ("first open, no snapshots (folds; stores the state)", first_open,
+         f"{first_open / replayed:.2f}x the replay, {first_open / floor:.2f}x the chain floor"),
         ("maintain() after it (stored states as_of starts from)", upkeep,
          f"{maintained.written} written, {maintained.generations} in all"),
         ("verify (chain + refold + every stored state compared)", verified,
-         f"{verified / floor:.2f}x the floor ({report.generations_compared} compared)"),
+         f"{verified / replayed:.2f}x the replay, {verified / floor:.2f}x the chain floor "
+         f"({report.generations_compared} compared)"),
         *later,
     ]
     print()
@@ -207,14 +235,19 @@ def measure(path: Path, points: int, seed: int, folder: Path, shape: str = "chur
     print_table(("measurement", "seconds", ""), rows)
     print()
     met = [
-        verdict(f"verify, {n:,} events ({shape}), against the chain floor", verified / floor, verify_target(n, shape),
+        verdict(f"verify, {n:,} events ({shape}), against the full replay", verified / replayed, VERIFY_TARGET,
                 higher_is_better=False, unit="x"),
-        verdict(f"first open without snapshots, {n:,} events, against the chain floor", first_open / floor,
+        verdict(f"first open without snapshots, {n:,} events, against the full replay", first_open / replayed,
                 OPEN_TARGET, higher_is_better=False, unit="x"),
-        verdict(f"as_of at a random point, warm, {n:,} events (worst of {len(chosen)})", max(warm), AS_OF_TARGET,
-                higher_is_better=False, unit=" s"),
+        _as_of_verdict(n, warm, window),
     ]
     return all(met)
+
+
+def _as_of_verdict(n: int, warm: list[float], window: tuple[float, int]) -> bool:
+    return verdict(f"as_of at a random point, warm, {n:,} events (worst of {len(warm)}: {max(warm):.3f} s), against "
+                   f"the window floor ({window[0]:.3f} s, {window[1]:,} events)", max(warm) / window[0], AS_OF_TARGET,
+                   higher_is_better=False, unit="x")
 
 
 def _verify_and_as_of(led: Ledger, path: Path, n: int, floors: list[float], points: int, seed: int,
@@ -225,33 +258,41 @@ def _verify_and_as_of(led: Ledger, path: Path, n: int, floors: list[float], poin
     rows: list[tuple[str, float, str]] = []
     met: list[bool] = []
     if only != "as_of":
+        replays = [replay(path)]
         start = time.perf_counter()
         report = led.verify()
         verified = time.perf_counter() - start
         assert report.events == n and report.generations_discarded == 0 and not report.snapshot_discarded, report
         floors.append(chain_floor(path))
     warm = _as_of_warm(led, _points(n, points, seed)) if only != "verify" else []
+    window = window_floor(path, chosen[warm.index(max(warm))]) if warm else 0.0
     led.close()
     if only != "as_of":
         floors.append(chain_floor(path))
         floor = min(floors)
+        replays.append(replay(path))
+        replayed = min(replays)
         rows += [("chain floor: sqlite3 read + SHA-256 chain", floor,
                   f"{n / floor:,.0f} events/s (best of {len(floors)}; worst {max(floors):.2f} s)"),
+                 ("full replay (fold_rows from nothing)", replayed, f"{n / replayed:,.0f} events/s, "
+                                                                    f"{replayed / floor:.2f}x the chain floor "
+                                                                    f"(best of 2; worst {max(replays):.2f} s)"),
                  ("verify (chain + refold + every stored state compared)", verified,
-                  f"{verified / floor:.2f}x the floor ({report.generations_compared} compared)")]
+                  f"{verified / replayed:.2f}x the replay, {verified / floor:.2f}x the chain floor "
+                  f"({report.generations_compared} compared)")]
     if warm:
-        rows.append((f"as_of, warm: median of {len(warm)} random points", statistics.median(warm),
-                     f"worst {max(warm):.3f} s"))
+        rows += [("window floor: the worst point's fold past its stored state", window[0], f"{window[1]:,} events"),
+                 (f"as_of, warm: median of {len(warm)} random points", statistics.median(warm),
+                  f"worst {max(warm):.3f} s")]
     print()
     print(f"--- {n:,} events, stored states as kept ---")
     print_table(("measurement", "seconds", ""), rows)
     print()
     if only != "as_of":
-        met.append(verdict(f"verify, {n:,} events ({shape}), against the chain floor", verified / floor,
-                           verify_target(n, shape), higher_is_better=False, unit="x"))
+        met.append(verdict(f"verify, {n:,} events ({shape}), against the full replay", verified / replayed,
+                           VERIFY_TARGET, higher_is_better=False, unit="x"))
     if warm:
-        met.append(verdict(f"as_of at a random point, warm, {n:,} events (worst of {len(warm)})", max(warm),
-                           AS_OF_TARGET, higher_is_better=False, unit=" s"))
+        met.append(_as_of_verdict(n, warm, window))
     return all(met)
 
 

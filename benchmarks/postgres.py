@@ -15,11 +15,13 @@ Three measurements, each against a baseline measured in the same run on the same
   decision reads). Target: <= 20x the floor.
 * **Hosts.** Commands per second with 1 and with 4 processes (each its own connection) creating
   tables in one ledger, each in a database of its own and all in one, and how many appends were
-  refused and retried; on PostgreSQL and on a SQLite file. Target: 4 processes in different
-  databases >= 1.0x the single process's rate in all (R18). The disk's fsync latency drifts by
-  several times within a minute on a shared machine, so that pair is run ``--rounds`` times, 1 and
-  4 processes back to back (in turns, first one then the other), on a fresh ledger each; the
-  verdict is the median of the rounds' ratios.
+  refused and retried; on PostgreSQL and on a SQLite file. Reported (issue 62; it was a target of
+  >= 1.0x, R18): 4 processes in different databases against the single process's rate in all,
+  beside the floor's own 4 against 1 (on two cores, four processes and four backends measure the
+  scheduler). The disk's fsync latency drifts by several times within a minute on a shared
+  machine, so that pair is run ``--rounds`` times, 1 and 4 processes back to back (in turns,
+  first one then the other), on a fresh ledger each; the figure is the median of the rounds'
+  ratios.
 
     python benchmarks/postgres.py [-n 3000] [--block 100] [--events 1000000] [--seconds 8] [--rounds 3] [--only hosts]
 """
@@ -267,12 +269,13 @@ def _new_ledger(server: PostgresServer, store: str, count: int, folder: Path) ->
     return where
 
 
-def fleet(server: PostgresServer, seconds: float, folder: Path, rounds: int) -> bool:
-    """1 and 4 processes, in different databases and in one, on PostgreSQL and on SQLite; the
-    verdict: 4 processes in different databases reach the single process's rate in all (R18: they
-    condition on nothing the others write; the store's one lock for the chain is the floor), the
-    median of ``rounds`` pairs run back to back."""
-    ok, rows = True, []
+def fleet(server: PostgresServer, seconds: float, folder: Path, rounds: int) -> None:
+    """1 and 4 processes, in different databases and in one, on PostgreSQL and on SQLite; reported
+    (issue 62: on two cores, four processes and four backends measure the scheduler): 4 processes
+    in different databases against the single process's rate in all (R18: they condition on
+    nothing the others write; the store's one lock for the chain is the floor), the median of
+    ``rounds`` pairs run back to back, beside the floor's own ratio."""
+    rows = []
     for store in ("postgresql", "sqlite"):
         raw = {count: floor(server if store == "postgresql" else folder, count, seconds) for count in (1, 4)}
         rows += [(f"{store}: the floor (raw lock + insert)", count, "-", rate, 0, rate / raw[1])
@@ -287,15 +290,15 @@ def fleet(server: PostgresServer, seconds: float, folder: Path, rounds: int) -> 
         ratios = [pair[4][0] / pair[1][0] for pair in pairs]
         shared_rate, shared_retries = hosts(_new_ledger(server, store, 4, folder), 4, seconds, True)
         rows.append((store, 4, "one", shared_rate, shared_retries, shared_rate / pairs[-1][1][0]))
-        ok &= verdict(f"{store}: 4 processes in different databases / 1 process (commands/s in all; median of "
-                      f"{rounds}: {', '.join(f'{r:.2f}' for r in ratios)})", statistics.median(ratios), 1.0,
-                      higher_is_better=True, unit="x")
+        # Reported, no target (issue 62): four processes and four backends on two cores measure the
+        # scheduler; the floor's own ratio, printed beside it, says how much.
+        print(f"REPORTED  {store}: 4 processes in different databases / 1 process (commands/s in all; median of "
+              f"{rounds}: {', '.join(f'{r:.2f}' for r in ratios)}): {statistics.median(ratios):.3f}x")
         rate = statistics.median(pair[4][0] for pair in pairs)
         print(f"      beside it, the floor's own 4 processes / 1 process: {raw[4] / raw[1]:.2f}x; "
               f"the ledger's 4 processes (median) / the floor's 4: {rate / raw[4]:.2f}x")
     print_table(("store", "processes", "databases", "commands/s in all", "appends refused and retried",
                  "x 1 process (its round's)"), rows)
-    return ok
 
 
 def main() -> int:
