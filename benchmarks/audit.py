@@ -264,8 +264,9 @@ def _verify_and_as_of(led: Ledger, path: Path, n: int, floors: list[float], poin
         verified = time.perf_counter() - start
         assert report.events == n and report.generations_discarded == 0 and not report.snapshot_discarded, report
         floors.append(chain_floor(path))
-    warm = _as_of_warm(led, _points(n, points, seed)) if only != "verify" else []
-    window = window_floor(path, chosen[warm.index(max(warm))]) if warm else 0.0
+    chosen = _points(n, points, seed)
+    warm = _as_of_warm(led, chosen) if only != "verify" else []
+    window = window_floor(path, chosen[warm.index(max(warm))]) if warm else (0.0, 0)
     led.close()
     if only != "as_of":
         floors.append(chain_floor(path))
