@@ -534,6 +534,31 @@ def test_r24_a_connect_server_in_this_process_writes_and_reads_as_the_tester_did
     assert "[Stage " not in done.stderr and "UserWarning" not in done.stderr, done.stderr[-3000:]
 
 
+def test_r24_an_error_the_in_process_connect_server_sends_this_process_is_raised_not_also_printed_in_java(
+        tmp_path: Path) -> None:
+    """CI saw ``spark.stop()`` print a 30-line Java stack trace after the previous test's attach:
+    PySpark releases the session while a finished query's results are still being released in the
+    background, and the server logged the second call's "session closed" with its trace. The
+    client (this process) gets every such error already, so the server's copy is not printed.
+    Here the race is made certain: the session is released and then used."""
+    done = run_python(tmp_path, """
+        import sys
+        from spark_ops import local_session
+        spark = local_session(remote="local[2]")
+        print(spark.range(3).count(), flush=True)
+        print("-- released --", file=sys.stderr, flush=True)
+        spark.client.release_session()
+        try:
+            spark.range(2).count()
+        except Exception as exc:
+            print("SESSION_CLOSED" in str(exc), flush=True)
+        spark.stop()
+    """, env={"SPARK_TESTING": "1"})
+    assert done.returncode == 0 and done.stdout == "3\nTrue\n", done.stdout + done.stderr[-3000:]
+    said = done.stderr[done.stderr.index("-- released --"):]
+    assert "\tat org.apache" not in said and "ERROR" not in said, said[:3000]
+
+
 def test_r22_a_process_whose_in_process_connect_server_was_stopped_exits_at_once_and_quietly(tmp_path: Path) -> None:
     """``retention-ledger demo --remote local[2]`` printed its last line and then did not exit for
     ten minutes: the command stops the Spark it started (``stop_local_spark``), which takes the
