@@ -78,10 +78,10 @@ def race(found: dict[str, object], scratch: Path, shape: str, store: str, args: 
     rounds = args.rounds
     if store == "s3":
         keys = vacuum_s3.layout(shape, args.files, args.tables, args.folders)
-        n = sum(len(plan) for plan in keys)
+        n, count = sum(len(plan) for plan in keys), len(keys)
     else:
         tables = layout(shape, args.files, args.tables, args.folders)
-        n = sum(c for plan in tables for _, c in plan)
+        n, count = sum(c for plan in tables for _, c in plan), len(tables)
     times: dict[str, list[float]] = {kind: [] for kind in KINDS}
     shuffler = random.Random(f"{shape}-{store}")
     # On S3, a bucket a kind, the same every round, as a pipeline's warehouse (its pre-flight is
@@ -110,7 +110,7 @@ def race(found: dict[str, object], scratch: Path, shape: str, store: str, args: 
             shutil.rmtree(base, ignore_errors=True)
     medians = {kind: statistics.median(times[kind]) for kind in KINDS}
     where = "objects on an S3 API (moto)" if store == "s3" else "files on a local disk"
-    print(f"\n{shape}: {len(keys if store == 's3' else tables)} table(s), {n:,} {where}; median of {rounds} round(s), orders {', '.join(orders)}")
+    print(f"\n{shape}: {count} table(s), {n:,} {where}; median of {rounds} round(s), orders {', '.join(orders)}")
     print_table(("session", "seconds", "files/s", "every round (s)"),
                 [(kind, medians[kind], f"{n / medians[kind]:,.0f}", " ".join(f"{t:.2f}" for t in times[kind]))
                  for kind in KINDS])
