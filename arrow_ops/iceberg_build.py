@@ -40,7 +40,7 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionField, PartitionSpec, _to_partition_representation
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
-from pyiceberg.serializers import ToOutputFile
+from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table import StagedTable, Transaction
 from pyiceberg.table.metadata import TableMetadata, new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
@@ -51,7 +51,10 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ledger import InvalidArgument, Ledger, LedgerError, PinView, TableInstance, TableVersion, parse_duration
+from ledger import (
+    MAX_PIN_LEASE, InvalidArgument, Ledger, LedgerError, PinView, TableInstance, TableNotFound, TableVersion,
+    parse_duration,
+)
 from .datasets import of_version
 from .files import VersionFiles, filesystem_for, typed, version_files
 from .reports import CatalogUnavailable, PublishReport
@@ -167,6 +170,7 @@ class Publisher:
         self.lease = lease
         self.lease_length = parse_duration(lease, "a pin's lease", InvalidArgument)
         self.root = self._root(metadata)
+        self._check(catalog_name, metadata, tables, database)
         self.written: list[str] = []
         self.unchanged: list[str] = []
         self.removed: list[str] = []
@@ -175,6 +179,41 @@ class Publisher:
         self.first_rows: dict[str, Row] = {}
         self.owned = False  # the metadata folder is this catalog's (checked): superseded metadata may go
         self.table_ids = None if table_ids is None else set(table_ids)
+        self.erased: set[str] = set(self.table_ids or ())
+        """The instances whose metadata before this publication may show what an erasure made
+        unreadable: an erasure's republication's, and any whose catalog row shows an erased version."""
+
+    def _check(self, catalog_name: str, metadata: str | None, tables: list[str] | None, database: str | None) -> None:
+        """Refuse, before anything is pinned or recorded, what this publication could only fail at
+        or get wrong: an empty name or folder, a lease no pin may have, a metadata folder inside the
+        warehouse (the vacuum owns it: a purge would delete other tables' metadata with the files),
+        and tables or a database the ledger never had (a publication of nothing is a typo)."""
+        if not isinstance(catalog_name, str) or not catalog_name.strip():
+            raise InvalidArgument(f"the catalog name must be a non-empty text (every reader loads the tables under "
+                                  f"it; default 'ledger'), not {catalog_name!r}; nothing was published")
+        if metadata is not None and not os.fspath(metadata).strip():
+            raise InvalidArgument("metadata= must name a folder (or leave it out: beside a SQLite catalog), not an "
+                                  "empty text; nothing was published")
+        if not timedelta(seconds=1) <= self.lease_length <= MAX_PIN_LEASE:
+            raise InvalidArgument(f"a publication's pins hold for its lease, which must be from 1 second to "
+                                  f"{MAX_PIN_LEASE.days} days (a pin's longest), not {self.lease!r}: publish again "
+                                  "within it to renew them; nothing was published")
+        if _inside(self.root, self.ledger.warehouse):
+            raise InvalidArgument(f"the metadata folder {self.root} is inside the ledger's warehouse "
+                                  f"({self.ledger.warehouse}), whose files only the vacuum deletes (a purge would "
+                                  "take Iceberg metadata with it): give a folder outside it (metadata=, --metadata); "
+                                  "nothing was published")
+        for name in sorted(set(tables or ())):
+            try:
+                self.ledger.table(name)
+            except TableNotFound:
+                if not self.ledger.dropped_tables(name=name):
+                    raise TableNotFound(f"no table {name} in the ledger, live or dropped (`retention-ledger tables "
+                                        "--all` lists them); nothing was published") from None
+        if database is not None and not self.ledger.tables(database=database) \
+                and not self.ledger.dropped_tables(database=database):
+            raise TableNotFound(f"no table was ever in database {database} (`retention-ledger tables --all` lists "
+                                "the databases); nothing was published")
 
     # --- the catalog and the metadata folder --------------------------------------------
 
@@ -263,7 +302,10 @@ class Publisher:
                 self._leave_out(name, f"another publisher moved it {ROUNDS} times while this one computed it")
             # On record as it is now, so that an erasure request anywhere republishes what this catalog
             # shows (R25), and no longer what left it.
-            self._record(set(), rows=self._rows() if self.written or self.removed else self.first_rows)
+            rows = self._rows() if self.written or self.removed else self.first_rows
+            self._record(set(), rows=rows)
+            if self.erased:
+                self._forget_before(rows)
         finally:
             self.catalog.engine.dispose()
         return PublishReport(self.shown, self.catalog_name, tuple(sorted(set(self.written))),
@@ -301,9 +343,13 @@ class Publisher:
                                       "as it is")
                 continue
             due = self.ledger.now() - table.retention
-            kept = sorted((v for v in self.ledger.versions(table_id=table.id) if not v.expired and v.erased_by is None
+            versions = self.ledger.versions(table_id=table.id)
+            kept = sorted((v for v in versions if not v.expired and v.erased_by is None
                            and (v.current or v.superseded_at is None or v.superseded_at > due)),
                           key=lambda v: v.number)
+            if row is not None and row.table_id == table.id and \
+                    any(v.erased_by is not None and v.number in row.versions for v in versions):
+                self.erased.add(table.id)  # it shows a version an erasure made unreadable (R25)
             if kept:
                 plans[name] = Plan(table, kept)
         lost: set[str] = set()
@@ -325,11 +371,11 @@ class Publisher:
                 changed.append(name)
         self._renew(renew)
         self._take_pins({n: plans[n] for n in changed})
-        # On record before any table moves, so that an erasure request that lands while this
-        # publication runs republishes what it is about to show (R25).
-        self._record({plans[n].table.id for n in changed})
         waiting = [n for n in changed if n not in self.left_out]
         try:
+            # On record before any table moves, so that an erasure request that lands while this
+            # publication runs republishes what it is about to show (R25).
+            self._record({plans[n].table.id for n in changed})
             while waiting:
                 name = waiting[0]
                 plan = plans[name]
@@ -500,13 +546,39 @@ class Publisher:
         self._release([p for p in (*(row.pins.values() if row is not None else ()), *plan.new_pins)
                        if p not in kept])
 
-    def _prune(self, folder: str) -> None:
+    def _forget_before(self, rows: dict[str, Row]) -> None:
+        """After an erasure (R25), what the catalog showed before it must not stay
+        readable, nor keep the person in its manifests' column bounds. For each table it covers,
+        the catalog row's pointer to the previous metadata is cleared, and every file in the table's
+        metadata folder that its metadata now does not name is deleted at once (not a day later,
+        as ``_prune`` does for a reader that loaded it just before)."""
+        for name, row in rows.items():
+            if row.table_id not in self.erased:
+                continue
+            namespace, table = name.split(".", 1)
+            try:
+                with Session(self.catalog.engine) as session:
+                    cleared = session.execute(update(IcebergTables).where(
+                        IcebergTables.catalog_name == self.catalog_name, IcebergTables.table_namespace == namespace,
+                        IcebergTables.table_name == table, IcebergTables.metadata_location == row.location,
+                    ).values(previous_metadata_location=None))
+                    session.commit()
+            except Exception as exc:
+                raise self._unavailable(exc, "cannot be written", f"{name}'s pointer to its metadata before the "
+                                        "erasure was not cleared; publish again") from None
+            if cleared.rowcount < 1:  # type: ignore[attr-defined]
+                continue  # another publisher moved it since: its files are not this one's to judge
+            if self.owned and row.location.startswith(f"{self.root}/{row.table_id}/"):
+                self._prune(row.location.rsplit("/", 1)[0], keep=_named_by(row.location))
+
+    def _prune(self, folder: str, keep: set[str] | None = None) -> None:
         """Delete the table's metadata files that a publication superseded more than ``SUPERSEDED``
         ago: each publication that changes a table writes all of its metadata anew, so every file
         in the folder older than that belongs to a metadata no catalog row names any more (a reader
         that loaded one that long ago loads the table again, as any Iceberg reader after an
         ``expire_snapshots``). The data files are never here: they are the ledger's, and only its
-        vacuum deletes them. A file that cannot be deleted is left for the next publication."""
+        vacuum deletes them. A file that cannot be deleted is left for the next publication.
+        ``keep``: delete every file but those (by name), whatever its age."""
         filesystem, base = filesystem_for(folder)
         cutoff = time.time() - SUPERSEDED.total_seconds()
         try:
@@ -514,7 +586,10 @@ class Publisher:
         except OSError:
             return
         for info in found:
-            if info.type == pafs.FileType.File and info.mtime is not None and info.mtime.timestamp() < cutoff:
+            if info.type != pafs.FileType.File:
+                continue
+            old = info.mtime is not None and info.mtime.timestamp() < cutoff
+            if (info.base_name not in keep) if keep is not None else old:
                 try:
                     filesystem.delete_file(info.path)
                 except OSError as exc:
@@ -646,6 +721,32 @@ class Publisher:
             key_metadata=None, **stats.to_serialized_dict())
         found.spec_id = metadata.default_spec_id  # from_args leaves it unset; a deletion needs it
         return found
+
+
+def _named_by(location: str) -> set[str]:
+    """The names of the files a table's metadata at ``location`` reads: itself, its snapshots'
+    manifest lists and their manifests (all in its metadata folder)."""
+    io = load_file_io({}, location)
+    metadata = FromInputFile.table_metadata(io.new_input(location))
+    found = {location}
+    for snapshot in metadata.snapshots:
+        found.add(snapshot.manifest_list)
+        found.update(manifest.manifest_path for manifest in snapshot.manifests(io))
+    return {path.rsplit("/", 1)[-1] for path in found}
+
+
+def _inside(folder: str, root: str) -> bool:
+    """Whether ``folder`` is ``root`` or under it, on the same store (a local path with its links
+    resolved; an object store's bucket and key, whichever of Hadoop's schemes names it)."""
+    (store, path), (root_store, root_path) = _where(folder), _where(root)
+    return store == root_store and (path == root_path or path.startswith(root_path.rstrip("/") + "/"))
+
+
+def _where(location: str) -> tuple[str, str]:
+    filesystem, path = filesystem_for(location)
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return "local", os.path.realpath(path)
+    return filesystem.type_name, path
 
 
 def _number(location: str) -> int:

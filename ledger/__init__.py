@@ -13,7 +13,7 @@ contract, the SQLite backend, the state cache and its snapshots), ``ledger.runne
 command loop that joins them.
 """
 
-from .api import ErasureFence, Ledger, Pin, copy_ledger
+from .api import MAX_PIN_LEASE, ErasureFence, Ledger, Pin, copy_ledger
 from .audit.copy import CopyReport
 from .audit import Checkpoint, InclusionProof, VerifyReport, generate_key
 from .audit.history import PIN_EVENTS
@@ -47,7 +47,7 @@ __all__ = [
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
     "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",
     "FileEntry", "VersionErased", "ErasureStatus", "ErasureFile", "ErasureProof", "WriteView", "ErasureFence",
-    "ErasureInProgress", "ExtraMissing", "Heartbeat", "PublicationView",
+    "ErasureInProgress", "ExtraMissing", "Heartbeat", "PublicationView", "MAX_PIN_LEASE",
     # For the edges (the command line, spark_ops, a pipeline's own reports): times, sizes and durations
     # said as the ledger says them, and the files a ledger's outputs must never overwrite.
     "iso_utc", "parse_time", "format_duration", "parse_duration", "from_micros", "format_bytes", "generate_key",

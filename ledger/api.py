@@ -44,7 +44,8 @@ from .core.erasures import (
 )
 from .core.guard import AdvanceWatermark, SetRetention
 from .core.publications import RecordPublication
-from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, TakePin
+from .core.pins import DEFAULT_LEASE_SECONDS as DEFAULT_PIN_LEASE_SECONDS, MAX_LEASE_SECONDS, PinBatch, ReleasePin, RenewPin, \
+    TakePin
 from .core.streams import touched
 from .core.model import State
 from .core.tables import (
@@ -73,6 +74,8 @@ from .views import Change, History, PinView, PublicationView, TableInstance, Tab
 Duration = str | timedelta | int | float
 
 
+MAX_PIN_LEASE = timedelta(seconds=MAX_LEASE_SECONDS)
+"""The longest lease a pin may have (R21: no reader blocks a vacuum for ever); a longer read renews."""
 DEFAULT_WAREHOUSE = "warehouse"
 """Recorded for a ledger created without a root: ``warehouse/`` beside the file, wherever
 the file is, so a ledger and its warehouse can be moved together."""

@@ -482,3 +482,65 @@ def test_r23_r25_r26_a_publication_by_instance_follows_it_under_a_new_name_and_n
     # Another catalog's metadata folder is refused: a publication prunes its own folder only.
     with pytest.raises(InvalidArgument, match="metadata folder .* holds the Iceberg metadata of catalog"):
         arrow_ops.publish(ledger, tmp_path / "other.db", metadata=str(tmp_path / "pg"))
+
+
+@pytest.mark.parametrize("bad, error, said", [
+    ({"catalog_name": ""}, "InvalidArgument", "the catalog name must be a non-empty text"),
+    ({"metadata": " "}, "InvalidArgument", "metadata= must name a folder"),
+    ({"lease": "8d"}, "InvalidArgument", "a publication's pins hold for its lease, which must be from 1 second to 7 days"),
+    ({"metadata": "<table>"}, "InvalidArgument", "is inside the ledger's warehouse"),
+    ({"metadata": "<warehouse>/meta"}, "InvalidArgument", "is inside the ledger's warehouse"),
+    ({"tables": ["sales.nope"]}, "TableNotFound", "no table sales.nope in the ledger, live or dropped"),
+    ({"tables": ["nope"]}, "InvalidName", "nope"),
+    ({"database": "nope"}, "TableNotFound", "no table was ever in database nope"),
+])
+def test_r26_a_publication_that_could_only_fail_or_publish_nothing_is_refused_before_any_pin_or_record(
+        ledger, tmp_path, bad, error, said) -> None:
+    """A tester's empty catalog name was refused only after the tables were pinned (for 7 days, and
+    no later publication released them); a metadata folder inside the warehouse was accepted, and a
+    purge then deleted the other tables' Iceberg metadata with its table's files; an unknown table
+    or database published nothing and said it had succeeded."""
+    write(ledger, TABLE, ORDERS)
+    where = tmp_path / "catalog.db"
+    events, pins = ledger.event_count(), ledger.pins()
+    options = dict(bad)
+    if options.get("metadata") == "<table>":
+        options["metadata"] = ledger.table(TABLE).location
+    elif str(options.get("metadata", "")).startswith("<warehouse>"):
+        options["metadata"] = options["metadata"].replace("<warehouse>", ledger.warehouse)
+    with pytest.raises(Exception) as refused:
+        arrow_ops.publish(ledger, str(where), **options)
+    assert type(refused.value).__name__ == error and said in str(refused.value), refused.value
+    assert ledger.event_count() == events and ledger.pins() == pins and not where.exists()
+
+
+def test_r25_r26_after_an_erasure_no_metadata_the_catalog_showed_before_is_left_to_read(ledger, clock, tmp_path) -> None:
+    """A tester read the erased rows after the erasure's republication through the catalog row's
+    ``previous_metadata_location``, and found the person in the old manifests' column bounds after
+    the request was done (superseded metadata stayed a day, or for good while nothing changed).
+    Now the publication that follows an erasure clears that pointer and deletes, at once, every
+    metadata file of the table its metadata does not name."""
+    import sqlite3
+    from pyiceberg.table import StaticTable
+    where = tmp_path / "catalog.db"
+    write(ledger, TABLE, ORDERS, partition_by=("region",))
+    clock.advance(HOUR)
+    arrow_ops.publish(ledger, str(where))
+    replaced = write(ledger, TABLE, ORDERS.slice(1), partition_by=("region",), mode="overwrite")
+    arrow_ops.publish(ledger, str(where))  # before the request: v1 and v2 shown, v1's metadata kept a day
+    table = ledger.table(TABLE)
+    [held] = [f for f in ledger.version(TABLE, version=1).files if "region=eu" in f.path]
+    key = os.path.relpath(os.path.join(table.location, held.path), ledger.warehouse)
+    ledger.request_erasure(TABLE, reason="ticket 7", predicate="id = 1", files=[(key, held.size)], replaced_by=replaced)
+    assert arrow_ops.publish(ledger, str(where)).written == (TABLE,)
+    with sqlite3.connect(where) as db:
+        [(current, previous)] = db.execute("SELECT metadata_location, previous_metadata_location FROM iceberg_tables")
+    assert previous is None
+    folder = tmp_path / "catalog.iceberg" / table.id / "metadata"
+    assert [p.name for p in folder.glob("*.metadata.json")] == [Path(current).name]
+    shown = StaticTable.from_metadata(current)
+    assert [s.summary["ledger.version"] for s in shown.snapshots()] == [str(replaced)]
+    assert ids(shown.scan().to_arrow()) == [2, 3, 4, 5, 6]
+    manifests = {Path(m.manifest_path).name for s in shown.snapshots() for m in s.manifests(shown.io)}
+    lists = {Path(s.manifest_list).name for s in shown.snapshots()}
+    assert {p.name for p in folder.iterdir()} == manifests | lists | {Path(current).name}
