@@ -160,16 +160,14 @@ class Attachment:
                     self._leave_out(name, str(exc), released)
             for name, error in self._run(made).items():
                 del made[name]
-                with contextlib.suppress(Exception):
-                    self.con.unregister(f"__ledger_{pins[name].id}")
+                self._hide(pins[name].id)
                 self._leave_out(name, f"DuckDB refused its view: {error}", released)
             for name in made:
                 pin = pins.pop(name)
                 old = self.named.get(name)
                 if old is not None:
                     released.append(old.pin_id)
-                    with contextlib.suppress(Exception):
-                        self.con.unregister(f"__ledger_{old.pin_id}")
+                    self._hide(old.pin_id)
                 self.named[name] = Named(pin.table_id, pin.version, pin.id)
                 self.unnamed.pop(name, None)
         finally:
@@ -193,11 +191,17 @@ class Attachment:
             statements.append(f"CREATE SCHEMA IF NOT EXISTS {quote(schema)}")
             schemas.add(schema)
             self.schemas.add(schema)
-        target = f"{quote(schema)}.{quote(table)}"
-        source = _parquet_scan(files, version.schema) \
-            if version.schema is not None and _native(files, version.schema, versions) else None
-        if source is None:  # through Arrow: registered under a name of this connection's own
-            hidden = f"__ledger_{pin.id}"
+        target, hidden = f"{quote(schema)}.{quote(table)}", _hidden(pin.id)
+        # The view reads through a name that lives and dies with this connection: in a DuckDB file
+        # the view outlives the connection and its pin, and must then read nothing, never files a
+        # vacuum may have deleted (R26). Its own reader where it can, as a temporary table macro
+        # (DuckDB inlines it: filters still reach the Parquet files); else the version's dataset,
+        # registered under that name.
+        if version.schema is not None and _native(files, version.schema, versions):
+            statements.append(f"CREATE OR REPLACE TEMP MACRO {quote(hidden)}() AS TABLE "
+                              f"SELECT * FROM {_parquet_scan(files, version.schema)}")
+            source = f"{quote(hidden)}()"
+        else:
             self.con.register(hidden, of_version(instance, version))
             source = quote(hidden)
         return statements + [f"CREATE OR REPLACE VIEW {target} AS SELECT * FROM {source}",
@@ -244,8 +248,15 @@ class Attachment:
         for name in names:
             shown = self.named.get(name)
             if shown is not None:
-                with contextlib.suppress(Exception):
-                    self.con.unregister(f"__ledger_{shown.pin_id}")
+                self._hide(shown.pin_id)
+
+    def _hide(self, pin_id: str) -> None:
+        """Let go of what a pin's view read through (a registered dataset, or a temporary macro)."""
+        hidden = _hidden(pin_id)
+        with contextlib.suppress(Exception):
+            self.con.unregister(hidden)
+        with contextlib.suppress(Exception):
+            self.con.execute(f"DROP MACRO TABLE IF EXISTS {quote(hidden)}")
 
     def _leave_out(self, name: str, why: str, released: list[str]) -> None:
         if name in self.named:
@@ -297,6 +308,10 @@ class Attachment:
 
     def refresh(self) -> list[str]:
         with self._lock:
+            if self._closed():
+                self._let_go()
+                raise InvalidArgument("this DuckDB connection was closed, and the ledger's names with it (their pins "
+                                      "are released now): attach the ledger to an open connection")
             held = {s.pin_id: name for name, s in self.named.items()}
             self.renewed_at = self.ledger.now()
             if held:
@@ -318,6 +333,9 @@ class Attachment:
         with self._lock:
             self._unwatch()
             names = sorted(self.named)
+            if self._closed():  # its names went with it: only the pins are left to release
+                self._let_go()
+                return names
             try:
                 self._drop_views(names)
                 for schema in sorted(self.schemas):
@@ -328,6 +346,10 @@ class Attachment:
                 self._release([s.pin_id for s in self.named.values()])
                 self.named.clear()
             return names
+
+
+def _hidden(pin_id: str) -> str:
+    return f"__ledger_{pin_id}"
 
 
 def duckdb_error() -> type[Exception]:
@@ -495,6 +517,7 @@ def attach(con: Any, ledger: Ledger, *, database: str | None = None, lease: Any 
     after ``refresh``. Attaching the same ledger again refreshes; another ledger is refused while
     one is attached (``InvalidArgument``: ``detach`` it first). Returns the names attached."""
     need("duckdb", "duckdb")
+    _check_open(con)
     found = _attached.get(id(con))
     if found is not None and found.con is con:
         if found.ledger is not ledger:
@@ -510,6 +533,18 @@ def attach(con: Any, ledger: Ledger, *, database: str | None = None, lease: Any 
         raise
     _attached[id(con)] = attachment
     return sorted(attachment.named)
+
+
+def _check_open(con: Any) -> None:
+    """Refuse, before anything is pinned, what is not an open DuckDB connection."""
+    try:
+        con.execute("SELECT 1")
+    except duckdb_error() as exc:
+        raise InvalidArgument(f"this DuckDB connection cannot run a query ({str(exc).splitlines()[0]}): attach the "
+                              "ledger to an open one (duckdb.connect()); nothing was recorded") from None
+    except (AttributeError, TypeError):
+        raise InvalidArgument(f"attach takes a DuckDB connection (duckdb.connect()), not a {type(con).__name__}; "
+                              "nothing was recorded") from None
 
 
 def refresh(con: Any, ledger: Ledger) -> list[str]:

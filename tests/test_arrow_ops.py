@@ -315,3 +315,61 @@ def test_r21_a_connection_closed_without_detach_lets_its_pins_go_at_the_next_cha
     connection.close()
     write(ledger, TABLE, ORDERS.slice(0, 1))  # followed: the connection is gone, so are its pins
     assert [p for p in ledger.pins() if p.live] == []
+
+
+def test_r26_views_left_in_a_duckdb_file_read_nothing_once_their_connection_closed(ledger, clock, tmp_path) -> None:
+    """A tester's DuckDB file kept the views after its connection closed without ``detach``, and
+    read them with no pin: the expired version, then files the vacuum had deleted. A view now reads
+    through a name of its connection's own (a temporary macro, or a registered dataset), so once the
+    connection has gone the view reads nothing; the next attach replaces it, and detach removes it."""
+    write(ledger, TABLE, ORDERS)
+    write(ledger, "sales.wide", ORDERS.select(["id"]))
+    append_a_new_column(ledger)  # read through Arrow: a schema a merge widened
+    where = str(tmp_path / "user.duckdb")
+    connection = duckdb.connect(where)
+    assert arrow_ops.attach(connection, ledger) == [TABLE, "sales.wide"]
+    assert connection.sql("SELECT count(*) FROM sales.orders").fetchone() == (7,)
+    connection.close()
+    write(ledger, TABLE, ORDERS.slice(0, 1), mode="overwrite")  # followed: its pins go
+    ledger.advance_retention_mark(TABLE, ledger.version(TABLE, version=1).committed_at)
+    assert [v.expired for v in ledger.versions(TABLE)] == [False, False, True]  # newest first
+    assert [p for p in ledger.pins() if p.live] == []
+    reopened = duckdb.connect(where)
+    try:
+        for name in ("sales.orders", "sales.wide"):
+            with pytest.raises(duckdb.CatalogException, match="__ledger_"):
+                reopened.sql(f"SELECT * FROM {name}").fetchall()
+        assert arrow_ops.attach(reopened, ledger) == [TABLE, "sales.wide"]
+        assert reopened.sql("SELECT id FROM sales.orders").fetchall() == [(1,)]
+        arrow_ops.detach(reopened, ledger)
+        assert reopened.sql("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone() == (0,)
+    finally:
+        reopened.close()
+
+
+def test_r26_attach_to_a_closed_connection_or_no_connection_is_refused_and_records_nothing(ledger) -> None:
+    write(ledger, TABLE, ORDERS)
+    closed = duckdb.connect()
+    closed.close()
+    events = ledger.event_count()
+    with pytest.raises(InvalidArgument, match=r"^this DuckDB connection cannot run a query \(.*closed.*\): attach "):
+        arrow_ops.attach(closed, ledger)
+    with pytest.raises(InvalidArgument, match="^attach takes a DuckDB connection .*, not a object; nothing was recorded"):
+        arrow_ops.attach(object(), ledger)
+    assert ledger.event_count() == events and ledger.pins() == []
+
+
+def test_r21_refresh_of_a_closed_connection_is_refused_and_detach_of_one_lets_its_pins_go(ledger) -> None:
+    write(ledger, TABLE, ORDERS)
+    for ending in ("refresh", "detach"):
+        connection = duckdb.connect()
+        arrow_ops.attach(connection, ledger)
+        assert [p.table for p in ledger.pins() if p.live] == [TABLE]
+        connection.close()
+        if ending == "refresh":
+            with pytest.raises(InvalidArgument, match="^this DuckDB connection was closed, and the ledger's names "
+                                                      r"with it \(their pins are released now\)"):
+                arrow_ops.refresh(connection, ledger)
+        else:
+            assert arrow_ops.detach(connection, ledger) == [TABLE]
+        assert [p for p in ledger.pins() if p.live] == []
