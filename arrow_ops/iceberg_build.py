@@ -370,8 +370,7 @@ class Publisher:
             else:
                 changed.append(name)
         self._renew(renew)
-        self._take_pins({n: plans[n] for n in changed})
-        waiting = [n for n in changed if n not in self.left_out]
+        waiting = list(changed)
         try:
             # On record before any table moves, so that an erasure request that lands while this
             # publication runs republishes what it is about to show (R25).
@@ -379,6 +378,13 @@ class Publisher:
             while waiting:
                 name = waiting[0]
                 plan = plans[name]
+                # Pinned just before its metadata names the pins: a publication killed mid-way
+                # leaves only the pins of the table it was publishing (their ids in no catalog row)
+                # until their lease ends, not those of every table it had yet to publish.
+                self._take_pins({name: plan})
+                if name in self.left_out:
+                    waiting.pop(0)
+                    continue
                 try:
                     self._publish_table(name, plan, rows.get(name))
                 except Conflict:
@@ -432,7 +438,7 @@ class Publisher:
             self.released += len(pin_ids)
 
     def _take_pins(self, plans: dict[str, Plan]) -> None:
-        """Pin every version to show that no live pin holds: the current versions of all tables in
+        """Pin every version to show that no live pin holds: the current versions of the tables in
         one append, any other one by one."""
         current = [n for n, p in plans.items() if p.kept[-1].current and p.kept[-1].number not in p.pins]
         if current:
