@@ -25,7 +25,7 @@ from .clock import ManualClock, format_duration, from_micros, iso_utc, parse_dur
 from .errors import (
     CheckpointInvalid, ClockSkew, Conflict, DatabaseChanged, ErasureInProgress, ExtraMissing, DatabaseNotFound, IncompatibleLedger, InvalidArgument,
     InvalidName, InvalidRetention, InvalidScope, InvalidTime, LedgerCorrupt, LedgerError, LedgerNotFound,
-    LedgerUnavailable, NotDeleted, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
+    LedgerUnavailable, NotDeleted, OutcomeUnknown, PinEnded, PinRefused, PurgeRefused, SchemaMismatch, TableDataMissing, TableExists, TableNotFound, UndropBlocked,
     VersionErased, VersionExpired, VersionNotFound, WarehouseMismatch, WriteClosed, WriteExpired,
 )
 from .heartbeat import Heartbeat
@@ -42,7 +42,7 @@ __all__ = [
     "History", "HistoryEntry", "VacuumRun", "LedgerError", "TableNotFound", "DatabaseNotFound",
     "DatabaseChanged", "TableExists", "UndropBlocked", "Conflict", "InvalidArgument", "InvalidName",
     "InvalidRetention", "InvalidScope", "InvalidTime", "LedgerCorrupt", "LedgerNotFound",
-    "IncompatibleLedger", "LedgerUnavailable", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
+    "IncompatibleLedger", "LedgerUnavailable", "OutcomeUnknown", "PurgeRefused", "WarehouseMismatch", "VersionNotFound",
     "VersionExpired", "SchemaMismatch", "WriteClosed", "WriteExpired", "TableDataMissing", "CheckpointInvalid", "Checkpoint",
     "InclusionProof", "AsOf", "copy_ledger", "CopyReport", "PinRefused", "PinEnded", "PinView", "Pin", "Change",
     "NotDeleted", "Receipt", "DeletionProof", "DeletionProofs", "NotDeletedKey", "Catalog", "TableVersion",

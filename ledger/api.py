@@ -816,6 +816,14 @@ class Ledger(Catalog):
         """How many events the log holds now."""
         return self.store.count()
 
+    def outcome(self, attempt: str) -> bool:
+        """Whether the command an ``OutcomeUnknown`` named (its ``attempt``) was recorded (R18): on
+        a shared store, a command whose answer was lost while the server stayed away. Ask once the
+        server is back, and retry the command only if this says False."""
+        if not isinstance(attempt, str) or not attempt:
+            raise InvalidArgument(f"an attempt is the id an OutcomeUnknown gives (its .attempt), not {attempt!r}")
+        return self.store.attempt_landed(attempt)
+
     def history(self, name: str | None = None, *, table_id: str | None = None, actor: str | None = None,
                 since: datetime | None = None, until: datetime | None = None,
                 type: str | Iterable[str] | None = None, pins: bool = False) -> History:

@@ -162,6 +162,17 @@ class LedgerUnavailable(LedgerError, OSError):
     """The ledger file cannot be written: read-only, disk full, or I/O failure."""
 
 
+class OutcomeUnknown(LedgerUnavailable):
+    """A command was sent to a shared store (PostgreSQL) and the connection broke before its answer
+    came, and the server stayed away: it may or may not have been recorded (R18). ``attempt`` is
+    its id; once the server is back, ``Ledger.outcome(attempt)`` says which. It is never recorded
+    twice by the ledger itself: ask before retrying it."""
+
+    def __init__(self, message: str, attempt: str) -> None:
+        super().__init__(message)
+        self.attempt = attempt
+
+
 class LedgerNotFound(LedgerError, FileNotFoundError):
     """No ledger at that path, and the caller asked not to create one (``create=False``;
     the CLI's read-only commands): a mistyped path must not answer "0 events"."""

@@ -8,6 +8,7 @@ committed and never heard back, as when a network fails at the worst moment. Arm
 Armed with ``cut_in_flight``, it forwards the next append and cuts the client at once, leaving the
 server's side open: the append is still running (and holding the ledger's lock) when the client
 reconnects and looks it up, as when a relay fails mid-flight.
+While ``refusing`` is set, every new connection is cut at once: a server that stays away.
 Everything else passes through untouched.
 """
 
@@ -32,6 +33,7 @@ class PostgresProxy:
         self._armed: str | None = None
         self._lock = threading.Lock()
         self.fired = 0
+        self.refusing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, path: str) -> str:
@@ -58,6 +60,9 @@ class PostgresProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self.refusing:
+                _close(client)
+                continue
             server = socket.create_connection(self.upstream)
             state = {"mute": False}
             threading.Thread(target=self._pump_up, args=(client, server, state), daemon=True).start()

@@ -133,6 +133,41 @@ def test_r18_a_commit_whose_answer_is_lost_is_found_not_appended_twice(postgres:
         proxy.close()
 
 
+def test_r18_a_lost_answer_while_the_server_stays_away_says_the_outcome_is_unknown_and_how_to_learn_it(
+        postgres: PostgresServer, tmp_path: Path) -> None:
+    """A fleet operator stopped the server mid-command for longer than the store reconnects: the
+    caller got "could not reconnect" for a command that had in fact been recorded, and no way to
+    learn which. Now it is ``OutcomeUnknown`` with the attempt's id, and ``outcome`` says which once
+    the server is back: recorded (its answer was lost) or not (its COMMIT was)."""
+    from ledger import OutcomeUnknown
+    proxy = PostgresProxy(postgres.port)
+    path = fresh_url().split(str(postgres.port), 1)[1]
+    try:
+        with Ledger(PostgresStore(proxy.url(path), reconnect_for=0.5), warehouse=str(tmp_path)) as led:
+            led.create_table("sales.orders")
+            for lose, recorded in ((proxy.lose_answer_to_commit, True), (proxy.lose_commit, False)):
+                before = led.event_count()
+                lose()
+                proxy.refusing = True
+                with pytest.raises(OutcomeUnknown) as unknown:
+                    led.create_table(f"sales.t{int(recorded)}")
+                said = str(unknown.value)
+                assert "may or may not have been recorded" in said and f"ledger.outcome({unknown.value.attempt!r})" \
+                    in said and "\n" not in said
+                proxy.refusing = False
+                assert led.outcome(unknown.value.attempt) is recorded
+                assert led.event_count() == before + recorded
+                assert [t.name for t in led.tables()].count(f"sales.t{int(recorded)}") == int(recorded)
+            with pytest.raises(InvalidArgument, match="an attempt is the id an OutcomeUnknown gives"):
+                led.outcome("")
+            assert led.outcome("no-such-attempt") is False
+            led.verify()
+    finally:
+        proxy.close()
+    with Ledger.open(":memory:") as local, pytest.raises(InvalidArgument, match="is not a shared store"):
+        local.outcome("abc")
+
+
 def test_r10_r18_a_server_restarted_under_a_ledger_in_use_loses_nothing(tmp_path: Path) -> None:
     """Stopped in immediate mode (as a crash) and started again between commands: the ledger
     reconnects, every acknowledged command is there once, and the chain verifies."""

@@ -440,6 +440,12 @@ class EventStore(ABC):
     def integrity_problems(self) -> list[str]:
         """The backend's own check of its storage; empty when sound."""
 
+    def attempt_landed(self, attempt: str) -> bool:
+        """Whether the append that carried ``attempt`` (``OutcomeUnknown.attempt``) was recorded. Only
+        a store reached over a network can lose an answer; a file's append answers or fails whole."""
+        raise InvalidArgument(f"{self.path} is not a shared store: its commands never lose their answer, so "
+                              "there is no attempt to look up")
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -39,7 +39,9 @@ import psycopg
 from psycopg import errors as pg
 
 from ..clock import Micros, iso
-from ..errors import ClockSkew, Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable
+from ..errors import (
+    ClockSkew, Conflict, InvalidArgument, LedgerCorrupt, LedgerError, LedgerNotFound, LedgerUnavailable, OutcomeUnknown,
+)
 from . import pgaddress
 from .contract import (
     COLUMNS, FORMAT_VERSION, MANY, MAX_CLOCK_SKEW, Appended, Generation, NewEvent, NoLedgerYet, Row, SealedPart, SQLStore,
@@ -427,7 +429,13 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
                         raise self._refusal(exc, now) from None
                     if not self._broken() or self._exclusive:
                         raise self._translate(exc) from None
-                    landed = self._recover(attempt, exc)
+                    try:
+                        landed = self._recover(attempt, exc)
+                    except LedgerUnavailable as gone:
+                        raise OutcomeUnknown(
+                            f"{str(gone).removesuffix('; check the server')}: the command was sent and its answer "
+                            f"lost, so it may or may not have been recorded (attempt {attempt}); once the server is "
+                            f"back, ledger.outcome({attempt!r}) says which: ask before retrying it", attempt) from None
                     if landed is not None:  # it was committed; only the answer was lost
                         found = landed
                         break
@@ -518,6 +526,13 @@ class PostgresStore(SQLStore[psycopg.Connection[Any]]):
                if ahead else "its leases and retention would be judged on another time than the other hosts'")
             + "; nothing was recorded. Set this host's clock (NTP), or, for a test that drives its own clock, "
               "open the ledger with max_clock_skew=None")
+
+    def attempt_landed(self, attempt: str) -> bool:
+        """Looked up under the ledger's append lock, which the append held until it ended: never
+        read while it may still be in flight."""
+        def look(conn: psycopg.Connection[Any]) -> bool:
+            return conn.execute("SELECT 1 FROM attempts WHERE attempt = %s", (attempt,)).fetchone() is not None
+        return self._write(look, lock=0)
 
     def _attempt(self, attempt: str) -> list[Row] | None:
         """The rows an append with this id committed, or None if it never was."""
