@@ -107,6 +107,8 @@ def catalog_uri(catalog: str) -> str:
     if "://" not in text:
         return "sqlite:///" + os.path.abspath(text)
     scheme = text.split("://", 1)[0].lower()
+    if scheme.startswith("postgres"):
+        _check_address(text)
     if scheme in ("postgresql", "postgres"):
         return "postgresql+psycopg://" + text.split("://", 1)[1]
     if scheme.startswith("sqlite"):
@@ -119,10 +121,33 @@ def catalog_uri(catalog: str) -> str:
     raise InvalidArgument(f"an Iceberg SQL catalog is a SQLite file or a PostgreSQL database, not a {scheme}:// URL")
 
 
+SECRETS = ("password", "sslpassword")
+"""libpq's parameters that hold a secret (the login's, the SSL key's): never shown, never recorded."""
+
+
+def _check_address(text: str) -> None:
+    """Refuse, without showing it, a PostgreSQL catalog address SQLAlchemy would read wrongly: an
+    ``@`` left in the password (the rest of it would be taken for the host, and shown as such) or
+    several hosts (libpq's failover form, which SQLAlchemy's URL cannot hold)."""
+    authority = text.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0]
+    if authority.count("@") > 1:
+        raise InvalidArgument("an Iceberg catalog address has more than one '@' before its host: write an '@' "
+                              "in the user or password as %40 (the address is not shown: it holds a password); "
+                              "nothing was published")
+    try:
+        url = make_url(text)
+        url.port  # noqa: B018 - a port SQLAlchemy cannot read fails here
+    except Exception:
+        raise InvalidArgument("an Iceberg catalog address must be one PostgreSQL server "
+                              "(postgresql://user@host:port/database): several hosts, or a port that is not a "
+                              "number, cannot be reached through SQLAlchemy (the address is not shown); nothing "
+                              "was published") from None
+
+
 def _bare(uri: str) -> Any:
-    """The URL with no password, in its user part or its query (``?password=``: libpq takes both)."""
+    """The URL with no secret, in its user part or its query (``?password=``, ``?sslpassword=``)."""
     url = make_url(uri)
-    query = {k: v for k, v in url.query.items() if k.lower() != "password"}
+    query = {k: v for k, v in url.query.items() if k.lower() not in SECRETS}
     return URL.create(url.drivername, url.username, None, url.host, url.port, url.database, query)
 
 
@@ -130,7 +155,7 @@ def shown(uri: str) -> str:
     """The URL as a message shows it: its password, wherever it is, as ``***`` (R23)."""
     try:
         url = make_url(uri)
-        hidden = url.password is not None or any(k.lower() == "password" for k in url.query)
+        hidden = url.password is not None or any(k.lower() in SECRETS for k in url.query)
         bare = _bare(uri)
         text = str(bare.render_as_string(hide_password=False))
         if url.password is not None:
@@ -233,7 +258,7 @@ class Publisher:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else \
             type(exc).__name__
         url = make_url(self.uri)
-        for password in (url.password, *(v for k, v in url.query.items() if k.lower() == "password")):
+        for password in (url.password, *(v for k, v in url.query.items() if k.lower() in SECRETS)):
             if password:
                 reason = reason.replace(str(password), "***")
         return CatalogUnavailable(f"the Iceberg catalog {self.shown} {what}: {reason}; {then}")

@@ -549,3 +549,27 @@ def test_r25_r26_after_an_erasure_no_metadata_the_catalog_showed_before_is_left_
     manifests = {Path(m.manifest_path).name for s in shown.snapshots() for m in s.manifests(shown.io)}
     lists = {Path(s.manifest_list).name for s in shown.snapshots()}
     assert {p.name for p in folder.iterdir()} == manifests | lists | {Path(current).name}
+
+
+def test_r23_an_ssl_keys_password_a_stray_at_or_several_hosts_in_a_catalog_address_is_never_shown_or_kept(
+        ledger, tmp_path) -> None:
+    """A fleet operator found ``?sslpassword=`` recorded in the chain (for good) and shown in the
+    report, the CLI and ``publications()``; a password with an unencoded ``@`` shown in the error
+    (SQLAlchemy took the rest of it for the host); several hosts a bare ``ValueError``."""
+    from ledger import InvalidArgument
+    write(ledger, TABLE, ORDERS)
+    server = shared()
+    events = ledger.event_count()
+    for address in (f"postgresql://{PASSWORD_ROLE}:ab@Zq7Secret99@127.0.0.1:{server.port}/postgres",
+                    f"postgresql://{PASSWORD_ROLE}:Zq7Secret99@127.0.0.1:{server.port},127.0.0.1:1/postgres"):
+        with pytest.raises(InvalidArgument) as refused:
+            arrow_ops.publish(ledger, address, metadata=str(tmp_path / "never"))
+        assert "Zq7Secret99" not in str(refused.value) and "nothing was published" in str(refused.value)
+    assert ledger.event_count() == events and ledger.pins() == [] and not (tmp_path / "never").exists()
+    with pytest.raises(InvalidArgument, match="SSL key's password"):
+        ledger.record_publication("postgresql://u@h/db?SSLPassword=Zq7Secret99", "ledger", "/m", [])
+    url = server.database("iceberg_ssl") + "?sslpassword=Zq7Secret99"
+    report = arrow_ops.publish(ledger, url, metadata=str(tmp_path / "pg"))
+    assert report.written == (TABLE,) and "Zq7Secret99" not in repr(report)
+    assert "Zq7Secret99" not in repr(ledger.publications()) and "Zq7Secret99" not in json.dumps(
+        [e.data for e in ledger.history(type="TablesPublished")])
