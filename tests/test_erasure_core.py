@@ -688,6 +688,35 @@ def test_r25_a_request_keeps_a_commitment_in_the_chain_and_its_keys_only_until_d
     assert refused.returncode == 1 and "not the one erasure request" in refused.stderr
 
 
+def test_r25_a_statement_a_reader_kept_in_the_wal_leaves_it_at_the_first_append_after_that_reader(
+        tmp_path: Path, clock) -> None:
+    """A privacy officer found the forgotten keys still in the SQLite WAL while another connection
+    (a backup, a BI tool) was reading the file: SQLite cannot truncate the WAL under a reader. Now
+    the truncation is tried again, without waiting, after each later append and on close, so the
+    keys leave the WAL as soon as the reader has finished and the ledger is used again."""
+    import sqlite3
+    path = tmp_path / "l.db"
+    led = Ledger.open(path, clock=clock, busy_timeout=0.2)
+    led.create_table(NAME)
+    [a] = commit(led, "a")
+    commit(led, "b", mode="overwrite")
+    status = led.request_erasure({NAME: "email"}, keys=["u42@x.org"], reason="GDPR", files=[(a, 10)])
+    reader = sqlite3.connect(path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM events").fetchone()  # holds a snapshot from before the forget
+    led.forget_erasure(status.request_id)
+    assert led.erasure(status.request_id).statement is None
+    assert b"u42@x.org" in Path(f"{path}-wal").read_bytes()  # SQLite could not truncate it under the reader
+    led.create_table("crm.other")  # the reader still reads: the append does not wait on it
+    assert b"u42@x.org" in Path(f"{path}-wal").read_bytes()
+    reader.rollback()
+    led.create_table("crm.third")  # the first append after the reader finished truncates it
+    assert b"u42@x.org" not in Path(f"{path}-wal").read_bytes() and b"u42@x.org" not in path.read_bytes()
+    reader.close()
+    led.verify()
+    led.close()
+
+
 def _holds(ledger: Ledger, path: object, text: str) -> bool:
     """Whether the store holds ``text`` anywhere, as it is or as PostgreSQL shows bytes (hex)."""
     found = _store_text(ledger, path)

@@ -89,6 +89,10 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
         self._tip: tuple[int, Micros, str] | None = None
         """The last row this connection appended (seq, time, hash), while it appended alone: the head, unless
         another connection wrote since (``_append_on_tip`` checks)."""
+        self._busy_timeout_ms = int(busy_timeout * 1000)
+        self._wal_keeps_forgotten = False
+        """A forget's checkpoint could not truncate the WAL (another connection was reading): it is
+        tried again, without waiting, after each append and on close, until it lands."""
         self._refuses_null_hash = False
         """Whether the events' hash column refuses NULL, which ``_append_on_tip`` relies on to write
         nothing when the head is not the tip: so in a file made by this release, not in one upgraded
@@ -244,6 +248,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
 
     def close(self) -> None:
         with self._lock:
+            if self._wal_keeps_forgotten:
+                self._truncate_wal(wait=False)
             self._db.close()
 
     # --- transactions ----------------------------------------------------------------------
@@ -341,6 +347,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             # this append: where one does, the tip's statement would be refused before the transaction.
             last = rows[-1]
             self._tip = (last[0], last[5], last[8]) if expected_head == previous and self._refuses_null_hash else None
+            if self._wal_keeps_forgotten:
+                self._truncate_wal(wait=False)
         return Appended([(r[0], r[1], r[2], r[5]) for r in rows], previous)
 
     def _append_on_tip(self, db: sqlite3.Connection, events: Sequence[NewEvent], conditions: Mapping[str, int],
@@ -489,8 +497,8 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
     def _zeroed(self) -> Iterator[None]:
         """With ``secure_delete`` on for what is deleted or changed inside (its pages, overflow ones
         included, zeroed), then the WAL checkpointed and truncated, so neither file keeps the old
-        bytes. A reader that holds an old snapshot open keeps the WAL from being truncated: then it
-        is on the next forget (or the next open's checkpoint)."""
+        bytes. A reader that holds an old snapshot open keeps the WAL from being truncated (after the
+        busy timeout): then it is tried again after each later append and on close (``_truncate_wal``)."""
         with self._lock, translate_errors(self.path):
             self._db.execute("PRAGMA secure_delete = ON")
             try:
@@ -498,7 +506,24 @@ class SQLiteStore(SQLStore[sqlite3.Connection]):
             finally:
                 self._db.execute("PRAGMA secure_delete = OFF")
             if self.path != ":memory:":
-                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                self._truncate_wal(wait=True)
+
+    def _truncate_wal(self, *, wait: bool) -> None:
+        """Checkpoint the WAL and truncate it to nothing; remember whether a reader kept SQLite from
+        it. ``wait=False``: give up at once if one still does (an append must not wait on a reader)."""
+        try:
+            if not wait:
+                self._db.execute("PRAGMA busy_timeout = 0")
+            try:
+                busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                if not wait:
+                    self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        except sqlite3.Error:
+            if wait:
+                raise
+            busy = 1  # tried again later; what was committed stands
+        self._wal_keeps_forgotten = bool(busy)
 
     def _has_statements(self) -> bool:
         return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'statements'"))
