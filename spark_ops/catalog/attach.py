@@ -92,6 +92,7 @@ class Attachment:
         self.id = uuid.uuid4().hex
         self.catalog = SparkCatalog(spark, address=ledger.path, attachment=self.id)
         self.functions = functions.Functions(spark)
+        self.storage = storage_for(ledger.warehouse)  # built once: a name's files are looked at on it
         self.named: dict[str, Named] = {}
         self.unnamed: dict[str, str] = {}
         """Live tables that have no name, and why (nothing written yet; files missing; files in
@@ -238,7 +239,7 @@ class Attachment:
         folder as ``read_table`` does), or why the name cannot be shown."""
         database, short = table.name.split(".", 1)
         if pin is None:
-            if storage_for(self.ledger.warehouse).absent(table.location):
+            if self.storage.absent(table.location):
                 return NOTHING_YET  # asking Spark would cost a failed inference
             text = f"SELECT * FROM {folder_relation(table.location)}"
             return Plan(View(database, short, text, None, None), Named(table.id, None, None), folder=True)
@@ -258,7 +259,7 @@ class Attachment:
         """The view's text over exactly the version's files, and the files with their recorded
         schema (None: not recorded), which the catalog may read another way (``spark_catalog``)."""
         files = tuple(entry.path for entry in version.files)
-        missing = fs.first_missing(self.ledger.warehouse, [f"{location}/{f}" for f in files])
+        missing = fs.first_missing(self.storage, [f"{location}/{f}" for f in files])
         if missing is not None:  # a brace glob skips what is not there: fewer rows, never an error
             raise TableDataMissing(f"{name} version {version.number} names {missing}, which is not there")
         if version.schema is None:  # adopted files: Spark infers the columns, as read_table lets it
