@@ -1,8 +1,11 @@
 """The SQL text of the view that gives a table version its name in Spark.
 
-A view reads ``parquet.`<location>/{f1,f2,...}``` : a brace glob of exactly the version's files,
-so Spark's own Parquet reader reads them (never a folder listing, which would pick up a
-straggler or another version's files). Each write has a folder of its own, and Spark infers
+A view reads ``parquet.`<location>/{f1}```, a glob of exactly one of the version's files, for
+each of them, joined by ``UNION ALL``: Spark's own Parquet reader reads them (never a folder
+listing, which would pick up a straggler or another version's files), and a file that is gone
+is Spark's ``PATH_NOT_FOUND`` (R11), where one glob of them all would skip it and read fewer rows.
+(A version whose files do not all hold every column, after a merge, is read as one glob: Spark
+merges their schemas only within one relation.) Each write has a folder of its own, and Spark infers
 partition columns (``day=007`` folders) under one root only, so the view does not ask Spark to
 infer them: it reads each from its file's path (``_metadata.file_path``), which Spark also uses
 to skip the files a filter on it rules out before reading them.
@@ -81,8 +84,11 @@ def view_text(location: str, files: Sequence[str], schema_json: str, *, merge_sc
             columns.append(quote(field["name"]))
     if source is not None:
         return f"SELECT {', '.join(columns)} FROM {source}"
-    options = " WITH ('mergeSchema' = 'true')" if merge_schema else ""
-    return f"SELECT {', '.join(columns)} FROM {files_relation(location, files, table)}{options}"
+    if merge_schema:  # the files do not all hold every column: read together, as one relation
+        return f"SELECT {', '.join(columns)} FROM {files_relation(location, files, table)} WITH ('mergeSchema' = 'true')"
+    # One relation a file, joined: a glob of several files reads those that are there and skips the
+    # rest (fewer rows, no error), where a glob of one that is gone is Spark's PATH_NOT_FOUND (R11).
+    return " UNION ALL ".join(f"SELECT {', '.join(columns)} FROM {files_relation(location, [f], table)}" for f in files)
 
 
 def files_relation(location: str, files: Sequence[str], table: str = "") -> str:
